@@ -1,0 +1,43 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   runs the main job
+#   make test   runs lint and the test suite (what CI runs)
+# Each creates or updates its own virtual environment in .venv.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP_RUN := $(VENV)/.stamp-run
+STAMP_DEV := $(VENV)/.stamp-dev
+# Debian packages the tests need (none yet; the viewer issue adds chromium).
+APT_TEST_PACKAGES :=
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@if [ -n "$(APT_TEST_PACKAGES)" ]; then \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $(APT_TEST_PACKAGES); \
+	fi
+	touch $@ $(STAMP_RUN)
+
+demo: $(STAMP_RUN)
+	$(VENV)/bin/rtplan demo
+
+test: $(STAMP_DEV)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -n 2
+
+bench: $(STAMP_RUN)
+	$(PY) bench/games.py
+
+clean:
+	rm -rf $(VENV)

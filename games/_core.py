@@ -1,0 +1,132 @@
+"""The functional game API shared by every rtplan game."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class State:
+    """One game state. It fully determines the game's future (see `Game.rekey`).
+
+    Attributes:
+        inner: game-specific pytree (the library's state, or our own for Tetris).
+        observation: network input planes, float32 `[*Game.observation_shape]`.
+        legal_action_mask: `[A]` bool; never all False while the game is running.
+        reward: `[]` float32 paid for the last step to the player who made it.
+        terminated: `[]` bool, the game ended by its own rules (no future value).
+        truncated: `[]` bool, the game was cut at its horizon (the future still has value).
+        frame: `[]` int32, steps taken since `init` (a frame in committed-action games, a ply in
+            clock games).
+        current_player: `[]` int32, the player to move; always 0 in single-player games.
+    """
+
+    inner: Any
+    observation: jax.Array  # [*obs_shape] float32
+    legal_action_mask: jax.Array  # [A] bool
+    reward: jax.Array  # [] float32
+    terminated: jax.Array  # [] bool
+    truncated: jax.Array  # [] bool
+    frame: jax.Array  # [] int32
+    current_player: jax.Array  # [] int32
+
+    @property
+    def done(self) -> jax.Array:
+        """`[]` bool: the game is over, by its rules or by its horizon."""
+        return self.terminated | self.truncated
+
+
+class Game(abc.ABC):
+    """A real-time game: static settings on the object, everything that changes in `State`.
+
+    Every public method is a pure function of its arguments and may be jitted or vmapped by the
+    caller; none of them jits itself.
+
+    Perfect simulator: the PRNG key that drives a game's chance events (Tetris pieces, ghost
+    tie-breaks, fruit spawns) lives inside the state, so copying a state and stepping it
+    reproduces the real future exactly. A planner that searches from a copied state therefore
+    sees future chance events. Use `rekey` on the copy to plan without that foresight.
+    """
+
+    #: Versioned registry id, e.g. ``"tetris-rt-v0"``.
+    id: str
+    #: Number of discrete actions A.
+    num_actions: int
+    #: Human-readable action names, length A.
+    action_names: tuple[str, ...]
+    #: Shape of `State.observation`.
+    observation_shape: tuple[int, ...]
+    #: 1 for the committed-action games, 2 for the clock games.
+    num_players: int = 1
+    #: Frames after which the game is truncated; None if the game always ends by its rules.
+    horizon: int | None = None
+
+    @abc.abstractmethod
+    def init(self, key: jax.Array) -> State:
+        """Starts a game.
+
+        Args:
+            key: PRNG key; it seeds every chance event of the game.
+
+        Returns:
+            The first state: frame 0, zero reward, not done.
+        """
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Advances one frame.
+
+        Args:
+            state: the current state.
+            action: `[]` int action; must be legal (`state.legal_action_mask[action]`). The
+                real-time protocol replaces an illegal or missing action with
+                `fallback_action(state)` before calling this.
+
+        Returns:
+            The next state. A finished state is absorbing: stepping it returns it unchanged with
+            zero reward.
+        """
+        return self._absorb(state, self._step(state, jnp.asarray(action, jnp.int32)))
+
+    @abc.abstractmethod
+    def _step(self, state: State, action: jax.Array) -> State:
+        """Game rules for one frame of a running game; sets everything but `truncated`."""
+
+    @abc.abstractmethod
+    def fallback_action(self, state: State) -> jax.Array:
+        """`[]` int32: the action the real-time protocol plays when no valid action arrived."""
+
+    @abc.abstractmethod
+    def rekey(self, state: State, key: jax.Array) -> State:
+        """Replaces the state's PRNG key, so its future chance events are drawn anew.
+
+        Args:
+            state: any state.
+            key: the new PRNG key.
+
+        Returns:
+            The same position with a different future of chance events. Games without chance
+            events after `init` return `state` unchanged.
+        """
+
+    def _absorb(self, state: State, nxt: State) -> State:
+        """Applies the horizon, and keeps finished states absorbing with zero reward."""
+        if self.horizon is not None:
+            truncated = (nxt.frame >= self.horizon) & ~nxt.terminated
+        else:
+            truncated = jnp.zeros((), bool)
+        nxt = nxt.replace(truncated=truncated)
+        frozen = state.replace(reward=jnp.zeros_like(state.reward))
+        return jax.tree.map(lambda a, b: jnp.where(state.done, a, b), frozen, nxt)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r})"
+
+
+def legal_or_any(mask: jax.Array) -> jax.Array:
+    """Returns `mask`, or all True where it is empty (every action then ends the game)."""
+    return jnp.where(mask.any(), mask, jnp.ones_like(mask))

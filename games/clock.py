@@ -1,0 +1,288 @@
+"""Speed Hex and Speed Go: pgx board games with per-player thinking clocks."""
+
+from __future__ import annotations
+
+import abc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pgx
+import pgx.go
+from flax import struct
+
+from games._core import Game, State, legal_or_any
+
+_TIMEOUT_MODES = ("reflex", "strict")
+
+
+@struct.dataclass
+class ClockState:
+    """The clock-game part of `State.inner`.
+
+    Attributes:
+        board: the pgx state of the board. After a strict-mode timeout it is the position
+            before the move that lost on time (the flag fell before the stone was placed), so
+            its own `terminated` is False; `State.terminated` is the authority.
+        clocks: `[2]` int32 remaining ticks, indexed by player id (not by colour), never < 0.
+        initial_time: `[]` int32 T0 of this episode (drawn per episode by gate training).
+        rewards: `[2]` float32 reward of the last step, indexed by player id.
+        timed_out: `[]` bool, the game ended by a strict-mode loss on time.
+    """
+
+    board: pgx.State
+    clocks: jax.Array  # [2] int32
+    initial_time: jax.Array  # [] int32
+    rewards: jax.Array  # [2] float32
+    timed_out: jax.Array  # [] bool
+
+
+class ClockGame(Game):
+    """A two-player pgx board game where each move is charged to the mover's clock.
+
+    Time is counted in integer ticks; one MCTS simulation costs one tick. The charge is passed
+    to `step` as `cost` and is made on the move itself, i.e. after the mover has thought.
+
+    Observation: float32 `[H, W, C + 2]`, pgx's planes for the player to move, then two
+    constant planes: that player's remaining time / T0 and the opponent's remaining time / T0.
+
+    Actions: pgx's actions (board cells, plus swap in Hex or pass in Go).
+
+    Reward: `State.reward` is the reward of the player who made the move; `inner.rewards`
+    holds both players' rewards by player id. Rewards are 0 until the end, then +1 / -1.
+    An illegal move loses for the mover (pgx's rule).
+
+    Termination: the board game ends by its rules (pgx's `terminated`), or, in strict mode,
+    when a move's charge leaves the mover with <= 0 ticks. There is no horizon.
+
+    Timeout modes:
+        "reflex": an empty clock never loses. A player whose clock is empty moves by reflex
+            (see `needs_reflex`) and the move costs 0; other moves are charged in full, with
+            the clock clamped at 0.
+        "strict": if the charge leaves the mover with <= 0 ticks (spending exactly to 0 also
+            loses), the mover loses at once: -1 for the mover, +1 for the opponent, even if the
+            move would have won on the board. The board move is not applied.
+
+    Clock games have no chance events after `init` (pgx only draws which player id moves
+    first), so `rekey` is the identity and `fallback_action` needs no key.
+    """
+
+    num_players: int = 2
+    horizon: int | None = None
+
+    def __init__(self, *, initial_time: int = 300, timeout: str = "reflex"):
+        if timeout not in _TIMEOUT_MODES:
+            raise ValueError(
+                f"timeout must be one of {_TIMEOUT_MODES}, got {timeout!r}: 'reflex' lets an "
+                "empty clock play free reflex moves, 'strict' loses the game on time"
+            )
+        if int(initial_time) < 0:
+            raise ValueError(f"initial_time must be >= 0 ticks, got {initial_time}")
+        self.initial_time = int(initial_time)
+        self.timeout = timeout
+        self._env = self._make_env()
+
+    @abc.abstractmethod
+    def _make_env(self) -> pgx.Env:
+        """The pgx environment of the board game."""
+
+    # ---- API ----------------------------------------------------------------------------
+
+    def init(self, key: jax.Array, initial_time: jax.Array | int | None = None) -> State:
+        """Starts a game with both clocks at T0.
+
+        Args:
+            key: PRNG key; it only picks which player id moves first (pgx's draw).
+            initial_time: `[]` int T0 in ticks for this episode, may be traced; None uses the
+                constructor's `initial_time`.
+
+        Returns:
+            The first state: frame 0, zero reward, not done.
+        """
+        t0 = self.initial_time if initial_time is None else initial_time
+        t0 = jnp.asarray(t0, jnp.int32)
+        board = self._env.init(key)
+        inner = ClockState(
+            board=board,
+            clocks=jnp.stack([t0, t0]),
+            initial_time=t0,
+            rewards=jnp.zeros(2, jnp.float32),
+            timed_out=jnp.zeros((), bool),
+        )
+        return State(
+            inner=inner,
+            observation=self._observe(inner),
+            legal_action_mask=board.legal_action_mask,
+            reward=jnp.zeros((), jnp.float32),
+            terminated=jnp.zeros((), bool),
+            truncated=jnp.zeros((), bool),
+            frame=jnp.zeros((), jnp.int32),
+            current_player=jnp.asarray(board.current_player, jnp.int32),
+        )
+
+    def step(self, state: State, action: jax.Array, cost: jax.Array | int = 0) -> State:
+        """Plays one move and charges its thinking time to the mover.
+
+        Args:
+            state: the current state.
+            action: `[]` int action of the player to move.
+            cost: `[]` int ticks the mover spent thinking on this move (>= 0).
+
+        Returns:
+            The next state. A finished state is absorbing: stepping it returns it unchanged
+            with zero rewards (`reward` and `inner.rewards`).
+        """
+        nxt = self._absorb(
+            state,
+            self._clock_step(state, jnp.asarray(action, jnp.int32), jnp.asarray(cost, jnp.int32)),
+        )
+        rewards = jnp.where(state.done, jnp.zeros_like(nxt.inner.rewards), nxt.inner.rewards)
+        return nxt.replace(inner=nxt.inner.replace(rewards=rewards))
+
+    def _step(self, state: State, action: jax.Array) -> State:
+        return self._clock_step(state, action, jnp.zeros((), jnp.int32))
+
+    def needs_reflex(self, state: State) -> jax.Array:
+        """`[]` bool: reflex mode and the player to move has an empty clock.
+
+        The agent must then play its reflex (policy-only) move; the move costs 0 anyway.
+        """
+        if self.timeout != "reflex":
+            return jnp.zeros((), bool)
+        return state.inner.clocks[state.current_player] <= 0
+
+    def clock_features(self, state: State) -> jax.Array:
+        """`[2]` float32 [player to move's time / T0, opponent's time / T0]."""
+        return _clock_features(state.inner.clocks, state.inner.initial_time, state.current_player)
+
+    def rekey(self, state: State, key: jax.Array) -> State:
+        """Returns `state` unchanged: clock games have no chance events after `init`."""
+        del key
+        return state
+
+    # ---- rules --------------------------------------------------------------------------
+
+    def _clock_step(self, state: State, action: jax.Array, cost: jax.Array) -> State:
+        inner = state.inner
+        mover = state.current_player
+        clock = inner.clocks[mover]
+        if self.timeout == "reflex":
+            # An empty clock moves by reflex, for free; the game goes on.
+            charge = jnp.where(clock <= 0, 0, cost)
+            flagged = jnp.zeros((), bool)
+        else:
+            charge = cost
+            flagged = clock - cost <= 0
+        clocks = inner.clocks.at[mover].set(jnp.maximum(clock - charge, 0))
+
+        moved = self._env.step(inner.board, action)
+        # The flag fell before the stone was placed: keep the board as it was.
+        board = jax.tree.map(lambda a, b: jnp.where(flagged, a, b), inner.board, moved)
+        timeout_rewards = jnp.ones(2, jnp.float32).at[mover].set(-1.0)
+        rewards = jnp.where(flagged, timeout_rewards, moved.rewards.astype(jnp.float32))
+        terminated = flagged | moved.terminated
+        # pgx marks every action legal at the end of a game; do the same after a timeout.
+        legal = jnp.where(terminated, True, board.legal_action_mask)
+
+        inner = ClockState(
+            board=board,
+            clocks=clocks,
+            initial_time=inner.initial_time,
+            rewards=rewards,
+            timed_out=flagged,
+        )
+        return State(
+            inner=inner,
+            observation=self._observe(inner),
+            legal_action_mask=legal_or_any(legal),
+            reward=rewards[mover],
+            terminated=terminated,
+            truncated=jnp.zeros((), bool),
+            frame=state.frame + 1,
+            current_player=jnp.asarray(board.current_player, jnp.int32),
+        )
+
+    def _observe(self, inner: ClockState) -> jax.Array:
+        planes = inner.board.observation.astype(jnp.float32)
+        feats = _clock_features(inner.clocks, inner.initial_time, inner.board.current_player)
+        clock_planes = jnp.broadcast_to(feats, (*planes.shape[:-1], 2))
+        return jnp.concatenate([planes, clock_planes], axis=-1)
+
+
+def _clock_features(clocks: jax.Array, t0: jax.Array, player: jax.Array) -> jax.Array:
+    # T0 = 0 (everything by reflex) would divide by zero; both planes are then 0.
+    scale = jnp.maximum(t0, 1).astype(jnp.float32)
+    return jnp.stack([clocks[player], clocks[1 - player]]).astype(jnp.float32) / scale
+
+
+class SpeedHex(ClockGame):
+    """Hex 11x11 with the swap rule and per-player clocks.
+
+    pgx facts: actions 0..120 are cells, index = row * 11 + col, named "a1" (row 0, col 0)
+    to "k11" (column letter, then row number); action 121 is swap, legal only on the second
+    ply. pgx's planes are [mine, opponent's, colour, can-swap]. There are no draws.
+    Fallback: the legal cell nearest the centre (hex distance, ties by lower index).
+    """
+
+    id = "speed-hex-v0"
+    num_actions = 122
+    action_names = tuple(f"{chr(ord('a') + i % 11)}{i // 11 + 1}" for i in range(121)) + ("swap",)
+    observation_shape = (11, 11, 6)
+
+    def _make_env(self) -> pgx.Env:
+        return pgx.make("hex")
+
+    def fallback_action(self, state: State) -> jax.Array:
+        """`[]` int32: the legal cell nearest the centre; deterministic (no chance events)."""
+        cells = state.legal_action_mask[:121]
+        best = jnp.argmin(jnp.where(cells, jnp.asarray(_HEX_PRIORITY), 121)).astype(jnp.int32)
+        return jnp.where(cells.any(), best, jnp.argmax(state.legal_action_mask).astype(jnp.int32))
+
+
+def _hex_priority(size: int = 11) -> np.ndarray:
+    """`[size*size]` int32 rank of each cell by hex distance to the centre, ties by index."""
+    idx = np.arange(size * size)
+    # pgx's neighbours of (r, c) are (r, c±1), (r±1, c), (r+1, c-1), (r-1, c+1): axial
+    # coordinates, where the distance is (|dr| + |dc| + |dr + dc|) / 2.
+    dr = idx // size - size // 2
+    dc = idx % size - size // 2
+    dist = (np.abs(dr) + np.abs(dc) + np.abs(dr + dc)) // 2
+    order = np.lexsort((idx, dist))
+    rank = np.empty_like(idx)
+    rank[order] = idx
+    return rank.astype(np.int32)
+
+
+_HEX_PRIORITY = _hex_priority()
+
+
+class SpeedGo(ClockGame):
+    """Go 9x9 (area scoring, komi) with per-player clocks.
+
+    pgx facts: actions 0..80 are points, index = row * 9 + col with row 0 at the top, named
+    GTP-style "A9".."J1" (columns A-J without I, rows counted from the bottom); action 81 is
+    pass, always legal. pgx's 17 planes are 8 history positions x (mine, opponent's) + colour.
+
+    Termination: two consecutive passes, a positional-superko violation (the mover loses), or
+    pgx's cap of 162 plies. At the cap pgx scores the board and pays +1 / -1 like a normal end,
+    so it is a termination with an outcome, not a truncation: the result is final and nothing
+    should be bootstrapped past it.
+    Fallback: pass.
+    """
+
+    id = "speed-go-v0"
+    num_actions = 82
+    action_names = tuple(f"{'ABCDEFGHJ'[i % 9]}{9 - i // 9}" for i in range(81)) + ("pass",)
+    observation_shape = (9, 9, 19)
+
+    def __init__(self, *, initial_time: int = 300, timeout: str = "reflex", komi: float = 7.5):
+        self.komi = float(komi)
+        super().__init__(initial_time=initial_time, timeout=timeout)
+
+    def _make_env(self) -> pgx.Env:
+        return pgx.go.Go(size=9, komi=self.komi)
+
+    def fallback_action(self, state: State) -> jax.Array:
+        """`[]` int32: pass, which is always legal."""
+        del state
+        return jnp.int32(81)
