@@ -16,7 +16,6 @@ class State:
 
     Attributes:
         inner: game-specific pytree (the library's state, or our own for Tetris).
-        observation: network input planes, float32 `[*Game.observation_shape]`.
         legal_action_mask: `[A]` bool; never all False while the game is running.
         reward: `[]` float32 paid for the last step to the player who made it.
         terminated: `[]` bool, the game ended by its own rules (no future value).
@@ -27,7 +26,6 @@ class State:
     """
 
     inner: Any
-    observation: jax.Array  # [*obs_shape] float32
     legal_action_mask: jax.Array  # [A] bool
     reward: jax.Array  # [] float32
     terminated: jax.Array  # [] bool
@@ -95,6 +93,17 @@ class Game(abc.ABC):
     @abc.abstractmethod
     def _step(self, state: State, action: jax.Array) -> State:
         """Game rules for one frame of a running game; sets everything but `truncated`."""
+
+    @abc.abstractmethod
+    def observe(self, state: State) -> jax.Array:
+        """Network input planes of a state.
+
+        Kept out of `State` so that stepping (and the search tree, which stores states) does not
+        pay for planes nobody reads.
+
+        Returns:
+            `[*observation_shape]` float32.
+        """
 
     @abc.abstractmethod
     def fallback_action(self, state: State) -> jax.Array:

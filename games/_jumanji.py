@@ -34,9 +34,12 @@ class JumanjiGame(Game):
 
     # Subclass hooks ---------------------------------------------------------------------------
 
-    def _observe(self, env_state, timestep) -> jax.Array:
+    def _observe(self, env_state) -> jax.Array:
         """Network planes `[*observation_shape]` float32 for a jumanji state."""
         raise NotImplementedError
+
+    def observe(self, state: State) -> jax.Array:
+        return self._observe(state.inner.env)
 
     # Game API ---------------------------------------------------------------------------------
 
@@ -44,7 +47,6 @@ class JumanjiGame(Game):
         env_state, timestep = self._env.reset(key)
         return State(
             inner=JumanjiInner(env=env_state, last_action=jnp.full((), -1, jnp.int32)),
-            observation=self._observe(env_state, timestep),
             legal_action_mask=legal_or_any(timestep.observation.action_mask.astype(bool)),
             reward=jnp.zeros((), jnp.float32),
             terminated=jnp.zeros((), bool),
@@ -57,7 +59,6 @@ class JumanjiGame(Game):
         env_state, timestep = self._env.step(state.inner.env, action)
         return state.replace(
             inner=JumanjiInner(env=env_state, last_action=action),
-            observation=self._observe(env_state, timestep),
             legal_action_mask=legal_or_any(timestep.observation.action_mask.astype(bool)),
             reward=jnp.asarray(timestep.reward, jnp.float32),
             terminated=timestep.last(),

@@ -111,7 +111,6 @@ class ClockGame(Game):
         )
         return State(
             inner=inner,
-            observation=self._observe(inner),
             legal_action_mask=board.legal_action_mask,
             reward=jnp.zeros((), jnp.float32),
             terminated=jnp.zeros((), bool),
@@ -193,7 +192,6 @@ class ClockGame(Game):
         )
         return State(
             inner=inner,
-            observation=self._observe(inner),
             legal_action_mask=legal_or_any(legal),
             reward=rewards[mover],
             terminated=terminated,
@@ -202,7 +200,9 @@ class ClockGame(Game):
             current_player=jnp.asarray(board.current_player, jnp.int32),
         )
 
-    def _observe(self, inner: ClockState) -> jax.Array:
+    def observe(self, state: State) -> jax.Array:
+        """pgx's planes for the player to move, then [mover's clock, opponent's clock] / T0."""
+        inner = state.inner
         planes = inner.board.observation.astype(jnp.float32)
         feats = _clock_features(inner.clocks, inner.initial_time, inner.board.current_player)
         clock_planes = jnp.broadcast_to(feats, (*planes.shape[:-1], 2))

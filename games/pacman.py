@@ -39,7 +39,7 @@ class PacMan(JumanjiGame):
         self._rows, self._cols = 31, 28
         self.observation_shape = (self._rows, self._cols, 6)
 
-    def _observe(self, env_state, timestep) -> jax.Array:
+    def _observe(self, env_state) -> jax.Array:
         s = env_state
         walkable = s.grid.astype(jnp.float32)
         zeros = jnp.zeros((self._rows, self._cols), jnp.float32)

@@ -51,7 +51,7 @@ def _rows(cells: np.ndarray) -> list[str]:
 def _pacman(game: Game, state: State) -> dict[str, Any]:
     s = state.inner.env
     cells = np.where(np.asarray(s.grid) == 1, EMPTY, WALL).astype("<U1")
-    obs = np.asarray(state.observation)
+    obs = np.asarray(game.observe(state))
     cells[obs[..., 3] > 0] = PELLET
     cells[obs[..., 4] > 0] = POWER
     ghosts = np.asarray(s.ghost_locations)

@@ -35,8 +35,16 @@ class Snake(JumanjiGame):
         super().__init__(env, horizon=horizon)
         self.observation_shape = (num_rows, num_cols, 5)
 
-    def _observe(self, env_state, timestep) -> jax.Array:
-        return timestep.observation.grid.astype(jnp.float32)
+    def _observe(self, env_state) -> jax.Array:
+        # The same planes as jumanji's observation grid, built from the state.
+        s = env_state
+        rows = jnp.arange(s.body.shape[0])[:, None]
+        cols = jnp.arange(s.body.shape[1])[None, :]
+        head = (rows == s.head_position.row) & (cols == s.head_position.col)
+        fruit = (rows == s.fruit_position.row) & (cols == s.fruit_position.col)
+        order = s.body_state / jnp.maximum(1, s.body_state.max())
+        planes = [s.body, head, s.tail, fruit, order]
+        return jnp.stack([p.astype(jnp.float32) for p in planes], axis=-1)
 
     def fallback_action(self, state: State) -> jax.Array:
         first_legal = jnp.argmax(state.legal_action_mask).astype(jnp.int32)

@@ -24,6 +24,7 @@ class _Jitted:
         self.step = jax.jit(game.step)
         self.needs_reflex = jax.jit(game.needs_reflex)
         self.fallback = jax.jit(game.fallback_action)
+        self.observe = jax.jit(game.observe)
 
     def play(self, state, actions, cost=0):
         for a in actions:
@@ -92,9 +93,10 @@ def test_initial_state(hex_reflex, go_reflex):
         assert int(s.frame) == 0 and float(s.reward) == 0.0 and not bool(s.done)
         assert s.inner.clocks.tolist() == [T0, T0] and s.inner.clocks.dtype == jnp.int32
         assert s.legal_action_mask.any() and not bool(s.inner.timed_out)
-        assert s.observation.shape == jg.game.observation_shape
-        assert s.observation.dtype == jnp.float32
-        np.testing.assert_array_equal(s.observation[..., -2:], 1.0)
+        obs = jg.observe(s)
+        assert obs.shape == jg.game.observation_shape
+        assert obs.dtype == jnp.float32
+        np.testing.assert_array_equal(obs[..., -2:], 1.0)
 
 
 @pytest.mark.parametrize("first", [0, 1])
@@ -113,8 +115,9 @@ def test_clock_planes(hex_reflex, keys_by_first_mover):
     s = hex_reflex.init(keys_by_first_mover[0])
     s = hex_reflex.step(s, 60, 30)
     # Player 1 is to move: its own clock is full, player 0 has spent 30 of 300.
-    np.testing.assert_allclose(s.observation[..., -2], 1.0)
-    np.testing.assert_allclose(s.observation[..., -1], 0.9)
+    obs = hex_reflex.observe(s)
+    np.testing.assert_allclose(obs[..., -2], 1.0)
+    np.testing.assert_allclose(obs[..., -1], 0.9)
     np.testing.assert_allclose(hex_reflex.game.clock_features(s), [1.0, 0.9])
 
 
@@ -130,7 +133,7 @@ def test_traced_initial_time_compiles_once(hex_reflex):
         s = jinit(jax.random.key(0), jnp.int32(t0))
         assert s.inner.clocks.tolist() == [t0, t0] and int(s.inner.initial_time) == t0
         s = hex_reflex.step(s, 60, 10)
-        np.testing.assert_allclose(s.observation[..., -2:].mean((0, 1)), [1.0, 1 - 10 / t0])
+        np.testing.assert_allclose(hex_reflex.observe(s)[..., -2:].mean((0, 1)), [1.0, 1 - 10 / t0])
     assert len(traces) == 1
 
 
@@ -150,7 +153,7 @@ def test_reflex_clamps_and_empty_clock_moves_free(hex_reflex, keys_by_first_move
 def test_reflex_with_zero_initial_time(hex_reflex):
     s = hex_reflex.init(jax.random.key(0), 0)
     assert bool(hex_reflex.needs_reflex(s))
-    np.testing.assert_array_equal(s.observation[..., -2:], 0.0)
+    np.testing.assert_array_equal(hex_reflex.observe(s)[..., -2:], 0.0)
     s = hex_reflex.step(s, 60, 9)
     assert s.inner.clocks.tolist() == [0, 0] and not bool(s.done)
 
@@ -205,7 +208,7 @@ def test_hex_swap_only_on_second_ply(hex_reflex):
     assert not bool(s.legal_action_mask[SWAP])
     s = hex_reflex.step(s, 2, 0)
     assert bool(s.legal_action_mask[SWAP])
-    assert float(s.observation[0, 0, 3]) == 1.0  # pgx's can-swap plane
+    assert float(hex_reflex.observe(s)[0, 0, 3]) == 1.0  # pgx's can-swap plane
     swapped = hex_reflex.step(s, SWAP, 0)
     assert not bool(swapped.done) and not bool(swapped.legal_action_mask[SWAP])
     s = hex_reflex.step(s, 60, 0)
@@ -269,7 +272,8 @@ def test_go_komi_is_a_setting():
 def test_go_stones_and_observation(go_reflex):
     s = go_reflex.init(jax.random.key(0))
     s = go_reflex.step(s, 40, 2)  # E5, the centre
-    assert s.observation.shape == (9, 9, 19) and s.observation.dtype == jnp.float32
-    assert float(s.observation[4, 4, 1]) == 1.0  # opponent's stone, latest position
+    obs = go_reflex.observe(s)
+    assert obs.shape == (9, 9, 19) and obs.dtype == jnp.float32
+    assert float(obs[4, 4, 1]) == 1.0  # opponent's stone, latest position
     assert not bool(s.legal_action_mask[40])
-    np.testing.assert_allclose(s.observation[0, 0, -2:], [1.0, (T0 - 2) / T0])
+    np.testing.assert_allclose(obs[0, 0, -2:], [1.0, (T0 - 2) / T0])

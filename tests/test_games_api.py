@@ -75,8 +75,9 @@ def game_id(request) -> str:
 def test_init_shapes_and_dtypes(game_id):
     game = _game(game_id)
     state = jax.jit(game.init)(jax.random.PRNGKey(0))
-    assert state.observation.shape == game.observation_shape
-    assert state.observation.dtype == jnp.float32
+    obs = jax.jit(game.observe)(state)
+    assert obs.shape == game.observation_shape
+    assert obs.dtype == jnp.float32
     assert state.legal_action_mask.shape == (game.num_actions,)
     assert state.legal_action_mask.dtype == jnp.bool_
     assert len(game.action_names) == game.num_actions
@@ -113,8 +114,9 @@ def test_random_play_invariants(game_id):
     # terminated and truncated are kept apart.
     assert not (after.terminated & after.truncated).any()
     # Observations stay finite and correctly shaped.
-    assert after.observation.shape[2:] == game.observation_shape
-    assert np.isfinite(after.observation).all()
+    obs = jax.jit(jax.vmap(jax.vmap(game.observe)))(after)
+    assert obs.shape[2:] == game.observation_shape
+    assert np.isfinite(obs).all()
     # Something actually ended during the rollout, so the checks above were exercised.
     assert (after.terminated | after.truncated).any()
 
@@ -178,7 +180,7 @@ def test_rekey_keeps_the_position(game_id):
         not np.array_equal(a, b)
         for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(rekeyed), strict=True)
     ]
-    np.testing.assert_array_equal(state.observation, rekeyed.observation)
+    np.testing.assert_array_equal(game.observe(state), game.observe(rekeyed))
     np.testing.assert_array_equal(state.legal_action_mask, rekeyed.legal_action_mask)
     if game_id in CHANCE_GAMES:
         assert sum(changed) == 1, "exactly the key changes"
@@ -232,7 +234,7 @@ def test_pacman_time_limit_is_truncation():
 def test_pacman_observation_planes():
     game = games.make("pacman-rt-v0")
     state = game.init(jax.random.PRNGKey(0))
-    obs = np.asarray(state.observation)
+    obs = np.asarray(game.observe(state))
     env_state = state.inner.env
     assert obs[..., 1].sum() == 1
     assert obs[..., 2].sum() == 4
@@ -240,6 +242,17 @@ def test_pacman_observation_planes():
     assert obs[..., 4].sum() == 4
     # Items only on walkable cells; eaten ones (parked at a wall cell by jumanji) do not show.
     assert (obs[..., 3] <= obs[..., 0]).all() and (obs[..., 4] <= obs[..., 0]).all()
+
+
+def test_snake_planes_match_jumanji():
+    """Our planes equal jumanji's own observation grid along a game."""
+    game = _game("snake-rt-v0")
+    before, action, after = _rollout("snake-rt-v0")
+    observe = jax.jit(game.observe)
+    for t in (0, 10, 30):
+        state = _index(after, t, 0)
+        expected = game._env._state_to_observation(state.inner.env).grid
+        np.testing.assert_allclose(observe(state), expected)
 
 
 def test_snake_fallback_keeps_direction():
