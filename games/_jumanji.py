@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
 from flax import struct
 
 from games._core import Game, State, legal_or_any
