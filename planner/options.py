@@ -1,0 +1,316 @@
+"""Budgeted options o_k: reflex frames while MCTS plans for the frame where its action lands.
+
+Every later component (training, the gate, evaluation, the services) acts through this module.
+
+Committed-action games (Pac-Man, Tetris, Snake): option k started at s_t plays k-1 reflex
+actions (masked argmax of the raw policy, recomputed at each frame), then the MCTS action on
+frame k. MCTS runs `sims(k)` simulations with the root at s_t, and inside the tree every edge is
+a k-frame macro: k-1 reflex frames, then the edge action. An edge's prior and legal mask are
+those of the *landing* state, where its action is applied (the reference masked with the state
+the edge leaves, so a Snake plan could land on an illegal move).
+
+Clock games (Speed Hex, Speed Go): the reflex is a no-op on the board; option k runs `sims(k)`
+simulations of ordinary two-player MCTS (board-only dynamics, value sign flips per ply) and
+charges `sims(k)` clock ticks on the move. With an empty clock in `reflex` mode the move is the
+reflex move (masked argmax) at cost 0.
+
+Every game in a batch carries its own PRNG key, so a game's result never depends on which other
+games share its batch: batched, unbatched and grouped-by-k runs agree exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import mctx
+from flax import struct
+
+import games
+from planner.network import AZNet, NetOutput, NetworkConfig
+
+_NEG = jnp.finfo(jnp.float32).min
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerConfig:
+    """Everything static about a game's planner."""
+
+    #: Registered game id.
+    game_id: str
+    #: Network shape.
+    network: NetworkConfig
+    #: Budgets k the gate chooses among (committed: frames; clock: option index labels).
+    budgets: tuple[int, ...] = (1, 2, 3, 4)
+    #: Simulations per option, aligned with `budgets` (committed default: 32k).
+    simulations: tuple[int, ...] = (32, 64, 96, 128)
+    #: Discount per frame (committed games). Two-player games use -1 per ply in the tree.
+    gamma: float = 0.99
+    #: Game settings passed to `games.make`.
+    game_params: tuple[tuple[str, object], ...] = ()
+    #: mctx Gumbel scale: 1.0 samples actions (training), 0.0 is deterministic (evaluation).
+    gumbel_scale: float = 0.0
+    #: Root actions mctx's sequential halving considers.
+    max_considered_actions: int = 16
+
+    def sims(self, k: int) -> int:
+        """Simulations of the option with budget `k`."""
+        if k not in self.budgets:
+            raise ValueError(f"budget k={k} not in {self.budgets} for {self.game_id}")
+        return self.simulations[self.budgets.index(k)]
+
+
+@struct.dataclass
+class OptionOutput:
+    """Result of one option per game of a batch (leading axis B; K is the option's k)."""
+
+    actions: jax.Array  # [B, K] int32 frame actions, in play order
+    planned: jax.Array  # [B, K] bool: True where the action came from MCTS, False for reflex
+    reward: jax.Array  # [B] raw sum of the frame rewards (mover's reward in clock games)
+    discounted_reward: jax.Array  # [B] sum_j gamma^j r_j
+    discount: jax.Array  # [B] gamma^k, times 0 if the game terminated (clock games: 1 or 0)
+    terminated: jax.Array  # [B] bool: the game ended by its rules during the option
+    truncated: jax.Array  # [B] bool: the game hit its horizon during the option
+    next_state: games.State  # [B] state after the option
+    root_value: jax.Array  # [B] network value at the decision state s_t
+    search_value: jax.Array  # [B] MCTS value of the root after search
+    visit_counts: jax.Array  # [B, A] root visit counts
+    action_weights: jax.Array  # [B, A] improved policy at the root (training target)
+    cost: jax.Array  # [B] int32 clock ticks charged (0 in committed games)
+    features: jax.Array  # [B, F] trunk features at s_t (the gate's input)
+    decision_logits: jax.Array  # [B, A] raw policy logits at s_t
+
+    @property
+    def done(self) -> jax.Array:
+        return self.terminated | self.truncated
+
+
+@struct.dataclass
+class _Node:
+    """A search node's embedding: the state where its children's actions land."""
+
+    landing: games.State  # state after the node's k-1 reflex frames
+    pre_reward: jax.Array  # [] sum_{j<k-1} gamma^j r_j of those reflex frames
+
+
+class Planner:
+    """AlphaZero planner for one game: network, reflex, search, and budgeted options.
+
+    Holds static settings only; parameters and states are arguments, so every method is a pure
+    function that callers may jit (with `k` static) and vmap.
+    """
+
+    def __init__(self, config: PlannerConfig, *, game: games.Game | None = None) -> None:
+        self.config = config
+        self.game = (
+            game if game is not None else games.make(config.game_id, **dict(config.game_params))
+        )
+        self.two_player = self.game.num_players == 2
+        self.net = AZNet(config.network, self.game.num_actions)
+        obs_shape = self.game.observation_shape
+        # Clock games: the base network sees the board only (see docs/decisions in README).
+        self._obs_channels = obs_shape[-1] - 2 if self.two_player else obs_shape[-1]
+        self.input_shape = (*obs_shape[:-1], self._obs_channels)
+
+    # Network -----------------------------------------------------------------------------------
+
+    def init_params(self, key: jax.Array):
+        """Fresh network parameters."""
+        obs = jnp.zeros((1, *self.input_shape), jnp.float32)
+        return self.net.init(key, obs, jnp.zeros((1, 2), jnp.float32))
+
+    def inputs(self, state: games.State) -> tuple[jax.Array, jax.Array]:
+        """Network inputs of one state: planes `[H, W, C]` and time `[2]`."""
+        obs = self.game.observe(state)[..., : self._obs_channels]
+        if self.game.horizon:
+            frac = jnp.clip(state.frame / self.game.horizon, 0.0, 1.0).astype(jnp.float32)
+        else:
+            frac = jnp.zeros((), jnp.float32)
+        return obs, jnp.stack([frac, 1.0 - frac])
+
+    def evaluate(self, params, states: games.State) -> NetOutput:
+        """Network outputs for a batch of states `[B]`."""
+        obs, time = jax.vmap(self.inputs)(states)
+        return self.net.apply(params, obs, time)
+
+    # Reflex ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def masked_argmax(logits: jax.Array, mask: jax.Array) -> jax.Array:
+        """`[B]` int32 argmax over legal actions only."""
+        return jnp.argmax(jnp.where(mask, logits, _NEG), axis=-1).astype(jnp.int32)
+
+    def reflex_action(self, params, states: games.State) -> jax.Array:
+        """`[B]` int32 reflex actions: argmax of the raw policy over the legal actions."""
+        return self.masked_argmax(self.evaluate(params, states).logits, states.legal_action_mask)
+
+    def _advance(self, params, states: games.State, out: NetOutput, frames: int):
+        """Plays `frames` reflex frames from `states` whose network output is `out`.
+
+        Returns:
+            (landing states, network output at them, reflex actions `[B, frames]`,
+            raw reward sum `[B]`, discounted reward sum `[B]`).
+        """
+        gamma = self.config.gamma
+        zeros = jnp.zeros(states.reward.shape, jnp.float32)
+        if frames == 0:
+            return states, out, jnp.zeros((*zeros.shape, 0), jnp.int32), zeros, zeros
+
+        def body(carry, j):
+            s, o, raw, disc = carry
+            a = self.masked_argmax(o.logits, s.legal_action_mask)
+            s = jax.vmap(self.game.step)(s, a)
+            o = self.evaluate(params, s)
+            return (s, o, raw + s.reward, disc + gamma**j * s.reward), a
+
+        (s, o, raw, disc), acts = jax.lax.scan(
+            body, (states, out, zeros, zeros), jnp.arange(frames, dtype=jnp.float32)
+        )
+        return s, o, jnp.moveaxis(acts, 0, 1), raw, disc
+
+    # Search ------------------------------------------------------------------------------------
+
+    def _prior(self, out: NetOutput, mask: jax.Array) -> jax.Array:
+        logits = out.logits - out.logits.max(-1, keepdims=True)
+        return jnp.where(mask, logits, _NEG)
+
+    def _recurrent_fn(self, k: int):
+        gamma = self.config.gamma
+
+        def committed(params, rng, action, node: _Node):
+            del rng
+            child = jax.vmap(self.game.step)(node.landing, action)
+            reward = node.pre_reward + gamma ** (k - 1) * child.reward
+            discount = jnp.where(child.done, 0.0, gamma**k)
+            out = self.evaluate(params, child)
+            value = jnp.where(child.done, 0.0, out.value)
+            landing, out_l, _, _, pre = self._advance(params, child, out, k - 1)
+            prior = self._prior(out_l, landing.legal_action_mask)
+            emb = _Node(landing=landing, pre_reward=pre)
+            out = mctx.RecurrentFnOutput(
+                reward=reward, discount=discount, prior_logits=prior, value=value
+            )
+            return out, emb
+
+        def clock(params, rng, action, node: _Node):
+            del rng
+            child = jax.vmap(self.game.step)(node.landing, action)  # cost 0: board only
+            out = self.evaluate(params, child)
+            discount = jnp.where(child.terminated, 0.0, -1.0)
+            value = jnp.where(child.terminated, 0.0, out.value)
+            prior = self._prior(out, child.legal_action_mask)
+            emb = _Node(landing=child, pre_reward=jnp.zeros_like(child.reward))
+            out = mctx.RecurrentFnOutput(
+                reward=child.reward, discount=discount, prior_logits=prior, value=value
+            )
+            return out, emb
+
+        return clock if self.two_player else committed
+
+    def _search(self, params, keys: jax.Array, root: _Node, out_root, out_l, k: int):
+        """Runs MCTS for one game per key; `root.landing` and `out_l` are batched `[B]`."""
+        cfg = self.config
+        mask = root.landing.legal_action_mask
+        recurrent_fn = self._recurrent_fn(k)
+
+        def one(key, node, value, prior, mask):
+            # A batch of one per game, so each game's search depends on its own key only.
+            add = functools.partial(jax.tree.map, lambda x: x[None])
+            return mctx.gumbel_muzero_policy(
+                params=params,
+                rng_key=key,
+                root=mctx.RootFnOutput(
+                    prior_logits=prior[None], value=value[None], embedding=add(node)
+                ),
+                recurrent_fn=recurrent_fn,
+                num_simulations=cfg.sims(k),
+                invalid_actions=~mask[None],
+                max_num_considered_actions=cfg.max_considered_actions,
+                gumbel_scale=cfg.gumbel_scale,
+            )
+
+        prior = self._prior(out_l, mask)
+        value = out_root.value
+        policy = jax.vmap(one)(keys, root, value, prior, mask)
+        policy = jax.tree.map(lambda x: x[:, 0], policy)
+        return policy
+
+    # Options -----------------------------------------------------------------------------------
+
+    def option(self, params, keys: jax.Array, states: games.State, k: int) -> OptionOutput:
+        """Runs option k on every game of a batch.
+
+        Args:
+            params: network parameters.
+            keys: `[B]` PRNG keys, one per game.
+            states: `[B]` decision states s_t.
+            k: the budget (static).
+
+        Returns:
+            The option's outcome per game; see `OptionOutput`.
+        """
+        if self.two_player:
+            return self._clock_option(params, keys, states, k)
+        cfg = self.config
+        out0 = self.evaluate(params, states)
+        landing, out_l, reflex, raw, disc = self._advance(params, states, out0, k - 1)
+        root = _Node(landing=landing, pre_reward=disc)
+        policy = self._search(params, keys, root, out0, out_l, k)
+        planned_action = policy.action.astype(jnp.int32)
+        final = jax.vmap(self.game.step)(landing, planned_action)
+        # Absorbing states pay 0 after the end, so plain sums are already cut at termination.
+        raw = raw + final.reward
+        disc = disc + cfg.gamma ** (k - 1) * final.reward
+        batch = planned_action.shape[0]
+        actions = jnp.concatenate([reflex, planned_action[:, None]], axis=1)
+        planned = jnp.concatenate([jnp.zeros((batch, k - 1), bool), jnp.ones((batch, 1), bool)], 1)
+        return OptionOutput(
+            actions=actions,
+            planned=planned,
+            reward=raw,
+            discounted_reward=disc,
+            discount=jnp.where(final.terminated, 0.0, cfg.gamma**k),
+            terminated=final.terminated,
+            truncated=final.truncated,
+            next_state=final,
+            root_value=out0.value,
+            search_value=policy.search_tree.node_values[:, 0],
+            visit_counts=policy.search_tree.summary().visit_counts,
+            action_weights=policy.action_weights,
+            cost=jnp.zeros((batch,), jnp.int32),
+            features=out0.features,
+            decision_logits=out0.logits,
+        )
+
+    def _clock_option(self, params, keys, states, k: int) -> OptionOutput:
+        cfg = self.config
+        out0 = self.evaluate(params, states)
+        root = _Node(landing=states, pre_reward=jnp.zeros_like(states.reward))
+        policy = self._search(params, keys, root, out0, out0, k)
+        reflex = jax.vmap(self.game.needs_reflex)(states)
+        action = jnp.where(
+            reflex,
+            self.masked_argmax(out0.logits, states.legal_action_mask),
+            policy.action.astype(jnp.int32),
+        )
+        cost = jnp.where(reflex, 0, cfg.sims(k)).astype(jnp.int32)
+        final = jax.vmap(self.game.step)(states, action, cost)
+        return OptionOutput(
+            actions=action[:, None],
+            planned=~reflex[:, None],
+            reward=final.reward,
+            discounted_reward=final.reward,
+            discount=jnp.where(final.terminated, 0.0, 1.0),
+            terminated=final.terminated,
+            truncated=final.truncated,
+            next_state=final,
+            root_value=out0.value,
+            search_value=policy.search_tree.node_values[:, 0],
+            visit_counts=policy.search_tree.summary().visit_counts,
+            action_weights=policy.action_weights,
+            cost=cost,
+            features=out0.features,
+            decision_logits=out0.logits,
+        )
