@@ -1,0 +1,101 @@
+"""Planner benchmark: batch-1 option latency per k per game, and the mixed-k batch cost ratio.
+
+Usage: python bench/bench_planner.py [--games ...] [--calls 50] [--mixed-game snake-rt-v0]
+
+Latency: one jitted option at batch 1 (the live case), 10 warm-up then `--calls` timed calls,
+median and p95 in ms, default network of each game (weights do not change the cost).
+Mixed-k: a batch where each game picked its own k runs grouped by k (`OptionRunner`); its time
+is compared, in the same run, with the chosen options alone (each k group at its exact size)
+and with the reference's approach (every option for every game).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+
+import jax
+import numpy as np
+
+import games
+from planner import Planner, default_config
+from planner.batching import OptionRunner
+
+
+def _time(fn, *args, calls: int, warmup: int = 10) -> np.ndarray:
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append((time.perf_counter() - start) * 1e3)
+    return np.asarray(times)
+
+
+def latency_table(game_ids, calls: int) -> None:
+    print("\n## Batch-1 option latency (ms, median / p95)\n")
+    print("| game | " + " | ".join("k / sims" for _ in range(4)) + " |")
+    print("|---|---|---|---|---|")
+    for game_id in game_ids:
+        planner = Planner(default_config(game_id))
+        params = planner.init_params(jax.random.PRNGKey(0))
+        states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 1))
+        keys = jax.random.split(jax.random.PRNGKey(2), 1)
+        cells = []
+        for k in planner.config.budgets:
+            fn = jax.jit(functools.partial(planner.option, k=k))
+            t = _time(fn, params, keys, states, calls=calls)
+            sims = planner.config.sims(k)
+            cells.append(f"k={k}/{sims}: {np.median(t):.1f} / {np.percentile(t, 95):.1f}")
+        print(f"| {game_id} | " + " | ".join(cells) + " |", flush=True)
+
+
+def mixed_ratio(game_id: str, batch: int, calls: int, seed: int = 0) -> None:
+    planner = Planner(default_config(game_id))
+    params = planner.init_params(jax.random.PRNGKey(0))
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), batch))
+    keys = jax.random.split(jax.random.PRNGKey(2), batch)
+    budgets = planner.config.budgets
+    ks = np.random.default_rng(seed).choice(budgets, size=batch)
+    runner = OptionRunner(planner, max_batch=batch)
+
+    grouped = _time(runner, params, keys, states, ks, calls=calls, warmup=3)
+    alone = np.zeros(calls)
+    for k in sorted(set(ks.tolist())):
+        idx = np.flatnonzero(ks == k)
+        sub = jax.tree.map(lambda x, i=idx: x[i], (keys, states))
+        fn = jax.jit(functools.partial(planner.option, k=k))
+        alone += _time(fn, params, *sub, calls=calls, warmup=3)
+    every = np.zeros(calls)
+    for k in budgets:
+        fn = jax.jit(functools.partial(planner.option, k=k))
+        every += _time(fn, params, keys, states, calls=calls, warmup=3)
+    counts = {k: int((ks == k).sum()) for k in budgets}
+    print(f"\n## Mixed-k batch ({game_id}, batch {batch}, k counts {counts})\n")
+    print("| run | median ms | ratio to chosen options alone |")
+    print("|---|---|---|")
+    base = np.median(alone)
+    for name, t in (
+        ("chosen options alone (sum of exact-size groups)", alone),
+        ("grouped by k, padded to the ladder (OptionRunner)", grouped),
+        ("every option for every game (reference)", every),
+    ):
+        print(f"| {name} | {np.median(t):.1f} | {np.median(t) / base:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", nargs="*", default=list(games.registered_games()))
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--mixed-game", default="snake-rt-v0")
+    parser.add_argument("--mixed-batch", type=int, default=32)
+    args = parser.parse_args()
+    print(f"jax {jax.__version__}, devices: {jax.devices()} (cores used by one search: 1)")
+    latency_table(args.games, args.calls)
+    mixed_ratio(args.mixed_game, args.mixed_batch, max(5, args.calls // 5))
+
+
+if __name__ == "__main__":
+    main()

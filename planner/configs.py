@@ -1,0 +1,67 @@
+"""Default planner settings per game (budgets, simulations, discount, network size)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from planner.network import NetworkConfig
+from planner.options import PlannerConfig
+
+# Sizes chosen for CPU (see cpu-notes: small convs are single-threaded on XLA:CPU, so width and
+# depth stay small; Pac-Man's 31x28 board is halved by a stride-2 stem).
+_COMMITTED = {
+    "pacman-rt-v0": dict(gamma=0.99, value_max=3000.0, stem_stride=2),
+    "tetris-rt-v0": dict(gamma=0.99, value_max=3000.0, stem_stride=1),
+    "snake-rt-v0": dict(gamma=0.997, value_max=200.0, stem_stride=1),
+}
+# Clock games: option sets calibrated in the paper (appendix F); 1 simulation = 1 clock tick.
+_CLOCK = {
+    "speed-hex-v0": (2, 8, 32, 128),
+    "speed-go-v0": (16, 32, 64, 96),
+}
+
+
+def default_config(game_id: str, **overrides) -> PlannerConfig:
+    """The default `PlannerConfig` of a game; keyword overrides replace top-level fields."""
+    if game_id in _COMMITTED:
+        spec = _COMMITTED[game_id]
+        net = NetworkConfig(
+            channels=32,
+            blocks=2,
+            stem_stride=spec["stem_stride"],
+            value_bins=101,
+            value_max=spec["value_max"],
+            time_input=True,
+        )
+        cfg = PlannerConfig(
+            game_id=game_id,
+            network=net,
+            budgets=(1, 2, 3, 4),
+            simulations=(32, 64, 96, 128),
+            gamma=spec["gamma"],
+        )
+    elif game_id in _CLOCK:
+        sims = _CLOCK[game_id]
+        net = NetworkConfig(channels=32, blocks=3)
+        cfg = PlannerConfig(game_id=game_id, network=net, budgets=sims, simulations=sims, gamma=1.0)
+    else:
+        import games
+
+        games.game_class(game_id)  # raises UnknownGameError naming the known ids
+        raise ValueError(f"no planner defaults for {game_id!r}")
+    return dataclasses.replace(cfg, **overrides)
+
+
+def config_to_dict(cfg: PlannerConfig) -> dict:
+    """JSON-able form of a config (for checkpoint metadata)."""
+    return dataclasses.asdict(cfg)
+
+
+def config_from_dict(d: dict) -> PlannerConfig:
+    """Inverse of `config_to_dict`."""
+    d = dict(d)
+    d["network"] = NetworkConfig(**d["network"])
+    for key in ("budgets", "simulations"):
+        d[key] = tuple(d[key])
+    d["game_params"] = tuple(tuple(p) for p in d.get("game_params", ()))
+    return PlannerConfig(**d)

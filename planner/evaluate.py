@@ -1,0 +1,135 @@
+"""Batched in-process evaluation of planner policies (fixed budgets or budget sequences)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from planner.options import Planner
+
+#: Opponent / player policies for the clock games besides ("option", k).
+REFLEX = ("reflex", 0)
+RANDOM = ("random", 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """Per-episode outcomes of an evaluation."""
+
+    returns: np.ndarray  # [E] raw return (committed) or score of player A in {0, 0.5, 1} (clock)
+    frames: np.ndarray  # [E] frames (committed) or plies (clock) played
+    decisions: np.ndarray  # [E] meta-decisions taken (committed) / moves by player A (clock)
+
+    @property
+    def mean(self) -> float:
+        return float(self.returns.mean())
+
+    @property
+    def se(self) -> float:
+        """Standard error of the mean (ddof=1)."""
+        n = len(self.returns)
+        return float(self.returns.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+
+    def __str__(self) -> str:
+        return f"{self.mean:.2f} +- {self.se:.2f} (n={len(self.returns)})"
+
+
+def make_committed_eval(planner: Planner, k: int, *, episodes: int, max_decisions: int):
+    """Builds `run(params, key) -> (returns, frames, decisions)` for always-k play (jit it).
+
+    Each episode starts from its own init key; all episodes run in one batch until every one is
+    done or `max_decisions` options were taken.
+    """
+    game = planner.game
+
+    def run(params, key):
+        init_key, play_key = jax.random.split(key)
+        states = jax.vmap(game.init)(jax.random.split(init_key, episodes))
+        zeros = jnp.zeros((episodes,), jnp.float32)
+        count = jnp.zeros((episodes,), jnp.int32)
+
+        def cond(carry):
+            states, _, _, i, _ = carry
+            return (i < max_decisions) & ~jnp.all(states.done)
+
+        def body(carry):
+            states, ret, dec, i, key = carry
+            key, sub = jax.random.split(key)
+            out = planner.option(params, jax.random.split(sub, episodes), states, k)
+            running = ~states.done
+            ret = ret + jnp.where(running, out.reward, 0.0)
+            dec = dec + running
+            return out.next_state, ret, dec, i + 1, key
+
+        states, ret, dec, _, _ = jax.lax.while_loop(
+            cond, body, (states, zeros, count, jnp.int32(0), play_key)
+        )
+        return ret, states.frame, dec
+
+    return run
+
+
+def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_plies: int = 400):
+    """Builds `run(params_a, params_b, key) -> (score_a, plies, moves_a)` for a clock game.
+
+    Policies are ("option", k), `REFLEX` (masked argmax of the raw policy, costs 0) or `RANDOM`
+    (uniform legal move, costs 0). Player A is player id 0 of every game; pgx picks who moves
+    first at random per game, so colours alternate across episodes.
+    """
+    game = planner.game
+
+    def act(policy, params, key, states):
+        kind, k = policy
+        if kind == "option":
+            out = planner.option(params, jax.random.split(key, states.frame.shape[0]), states, k)
+            return out.actions[:, 0], out.cost
+        if kind == "reflex":
+            return planner.reflex_action(params, states), jnp.zeros_like(states.frame)
+        if kind == "random":
+            logits = jnp.where(states.legal_action_mask, 0.0, -jnp.inf)
+            keys = jax.random.split(key, states.frame.shape[0])
+            a = jax.vmap(jax.random.categorical)(keys, logits).astype(jnp.int32)
+            return a, jnp.zeros_like(states.frame)
+        raise ValueError(f"unknown policy {policy!r}")
+
+    def run(params_a, params_b, key):
+        init_key, play_key = jax.random.split(key)
+        states = jax.vmap(game.init)(jax.random.split(init_key, episodes))
+        score = jnp.zeros((episodes,), jnp.float32)
+        moves = jnp.zeros((episodes,), jnp.int32)
+
+        def cond(carry):
+            states, _, _, i, _ = carry
+            return (i < max_plies) & ~jnp.all(states.done)
+
+        def body(carry):
+            states, score, moves, i, key = carry
+            key, ka, kb = jax.random.split(key, 3)
+            a_act, a_cost = act(policy_a, params_a, ka, states)
+            b_act, b_cost = act(policy_b, params_b, kb, states)
+            a_turn = states.current_player == 0
+            action = jnp.where(a_turn, a_act, b_act)
+            cost = jnp.where(a_turn, a_cost, b_cost)
+            running = ~states.done
+            nxt = jax.vmap(game.step)(states, action, cost)
+            rewards_a = nxt.inner.rewards[:, 0]
+            score = score + jnp.where(running, rewards_a, 0.0)
+            moves = moves + (running & a_turn)
+            return nxt, score, moves, i + 1, key
+
+        states, score, moves, _, _ = jax.lax.while_loop(
+            cond, body, (states, score, moves, jnp.int32(0), play_key)
+        )
+        # +1 win, -1 loss, 0 draw or unfinished -> expected score in [0, 1].
+        return (score + 1.0) / 2.0, states.frame, moves
+
+    return run
+
+
+def to_result(ret, frames, decisions) -> EvalResult:
+    """Host-side `EvalResult` from the arrays an eval function returns."""
+    ret, frames, decisions = jax.device_get((ret, frames, decisions))
+    return EvalResult(np.asarray(ret), np.asarray(frames), np.asarray(decisions))
