@@ -78,7 +78,8 @@ class OptionRunner:
             padded = np.concatenate([idx, np.full(size - len(idx), idx[0])])
             sub_keys, sub_states = jax.tree.map(lambda x, p=padded: x[p], (keys, states))
             out = self._option[k](params, sub_keys, sub_states)
-            out = jax.tree.map(lambda x, n=len(idx): x[:n], out)
+            n = len(idx)
+            out = jax.tree.map(lambda x, n=n: x[:n], out)
             pad = self.max_k - k
             out = out.replace(
                 actions=jnp.pad(out.actions, ((0, 0), (0, pad)), constant_values=-1),
