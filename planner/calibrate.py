@@ -1,0 +1,191 @@
+"""Calibration (quality and latency vs simulations) and cross-evaluation of planner checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from planner import checkpoint as ckpt
+from planner.configs import config_from_dict, default_config
+from planner.evaluate import REFLEX, make_committed_eval, make_match_eval, to_result
+from planner.options import Planner, PlannerConfig
+
+
+def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, object, dict]:
+    """(config, params, metadata) from a checkpoint, or fresh parameters when None."""
+    if checkpoint is None:
+        cfg = default_config(game_id)
+        return cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)), {"checkpoint": None}
+    meta = ckpt.load_metadata(checkpoint)
+    cfg = config_from_dict(meta["planner_config"])
+    if cfg.game_id != game_id:
+        raise ValueError(f"checkpoint {checkpoint} is for {cfg.game_id}, not {game_id}")
+    params, meta = ckpt.load(checkpoint, Planner(cfg).init_params(jax.random.PRNGKey(0)))
+    return cfg, params, dict(meta, checkpoint=str(checkpoint))
+
+
+def _with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:
+    """A config whose only budget is `k` with `sims` simulations, deterministic search."""
+    return dataclasses.replace(cfg, budgets=(k,), simulations=(sims,), gumbel_scale=0.0)
+
+
+def _latency(planner: Planner, params, k: int, calls: int) -> np.ndarray:
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 1))
+    keys = jax.random.split(jax.random.PRNGKey(2), 1)
+    fn = jax.jit(functools.partial(planner.option, k=k))
+    for _ in range(5):
+        jax.block_until_ready(fn(params, keys, states))
+    out = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(params, keys, states))
+        out.append((time.perf_counter() - start) * 1e3)
+    return np.asarray(out)
+
+
+def _quality(planner: Planner, params, k: int, episodes: int, max_decisions: int, seed: int):
+    key = jax.random.PRNGKey(seed)
+    if planner.two_player:
+        run = jax.jit(make_match_eval(planner, ("option", k), REFLEX, episodes=episodes))
+        return to_result(*run(params, params, key))
+    run = jax.jit(make_committed_eval(planner, k, episodes=episodes, max_decisions=max_decisions))
+    return to_result(*run(params, key))
+
+
+def calibrate(
+    game_id: str,
+    *,
+    checkpoint: str | None,
+    sims: list[int],
+    episodes: int,
+    max_decisions: int,
+    calls: int,
+    out_dir: Path,
+    seed: int = 0,
+) -> list[dict]:
+    """Quality (return, or score vs the policy-only player) and batch-1 latency per sim count.
+
+    Writes `calibration.csv` and `calibration.png` in `out_dir`; returns the rows.
+    """
+    base, params, meta = load_planner(game_id, checkpoint)
+    rows = []
+    for n in sims:
+        k = n if Planner(base).two_player else 1
+        planner = Planner(_with_sims(base, k, n))
+        lat = _latency(planner, params, k, calls)
+        res = _quality(planner, params, k, episodes, max_decisions, seed)
+        row = {
+            "game": game_id,
+            "simulations": n,
+            "quality_mean": res.mean,
+            "quality_se": res.se,
+            "quality": "score vs policy-only" if planner.two_player else "return",
+            "episodes": episodes,
+            "latency_ms_median": float(np.median(lat)),
+            "latency_ms_p95": float(np.percentile(lat, 95)),
+            "checkpoint": meta["checkpoint"],
+        }
+        rows.append(row)
+        print(
+            f"[{game_id}] sims {n:4d}: {row['quality']} {res}  latency "
+            f"{row['latency_ms_median']:.1f} / {row['latency_ms_p95']:.1f} ms",
+            flush=True,
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_csv(out_dir / "calibration.csv", rows)
+    _plot(out_dir / "calibration.png", rows, game_id)
+    return rows
+
+
+def cross_eval(
+    game_id: str,
+    *,
+    checkpoints: list[str],
+    eval_ks: list[int] | None,
+    sims_per_frame: list[int],
+    episodes: int,
+    max_decisions: int,
+    out_dir: Path,
+    seed: int = 0,
+) -> list[dict]:
+    """Every checkpoint at every eval-k and simulation count (the paper's appendix G grid).
+
+    Committed games: option k with `sims_per_frame * k` simulations, always-k play, return.
+    Clock games: option with `sims_per_frame` simulations (eval_k is ignored) vs policy-only.
+    Episodes of every condition share the same seeds (paired). Writes `cross_eval.csv`.
+    """
+    rows = []
+    for path in checkpoints:
+        base, params, meta = load_planner(game_id, path)
+        train_k = meta.get("train_config", {}).get("train_k", "?")
+        two_player = Planner(base).two_player
+        for spf in sims_per_frame:
+            for k in [spf] if two_player else (eval_ks or list(base.budgets)):
+                sims = spf if two_player else spf * k
+                planner = Planner(_with_sims(base, k, sims))
+                res = _quality(planner, params, k, episodes, max_decisions, seed)
+                row = {
+                    "game": game_id,
+                    "checkpoint": path,
+                    "train_k": train_k,
+                    "eval_k": k,
+                    "simulations": sims,
+                    "mean": res.mean,
+                    "se": res.se,
+                    "episodes": episodes,
+                }
+                rows.append(row)
+                print(
+                    f"[{game_id}] {path} train_k={train_k} eval_k={k} sims={sims}: {res}",
+                    flush=True,
+                )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_csv(out_dir / "cross_eval.csv", rows)
+    best = max(rows, key=lambda r: r["mean"])
+    print(f"best: {best['checkpoint']} at eval_k={best['eval_k']} sims={best['simulations']}")
+    return rows
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _plot(path: Path, rows: list[dict], game_id: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sims = [r["simulations"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(
+        sims,
+        [r["quality_mean"] for r in rows],
+        yerr=[r["quality_se"] for r in rows],
+        marker="o",
+        color="tab:blue",
+        capsize=3,
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("MCTS simulations")
+    ax.set_ylabel(rows[0]["quality"], color="tab:blue")
+    twin = ax.twinx()
+    twin.plot(
+        sims, [r["latency_ms_median"] for r in rows], marker="s", color="tab:red", label="median"
+    )
+    twin.plot(sims, [r["latency_ms_p95"] for r in rows], ls="--", color="tab:red", label="p95")
+    twin.set_ylabel("batch-1 latency (ms)", color="tab:red")
+    twin.legend(loc="lower right")
+    ax.set_title(f"{game_id}: planning quality and latency vs simulations")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

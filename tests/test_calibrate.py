@@ -1,0 +1,79 @@
+"""Calibration and cross-evaluation write their tables and plot (tiny sizes)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import jax
+import pytest
+
+from planner import Planner, checkpoint, config_to_dict, default_config
+from planner.calibrate import calibrate, cross_eval, load_planner
+from planner.network import NetworkConfig
+
+TINY = NetworkConfig(
+    channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True
+)
+
+
+def _tiny_checkpoint(path, train_k=1):
+    cfg = dataclasses.replace(
+        default_config("snake-rt-v0"), network=TINY, game_params=(("num_rows", 6), ("num_cols", 6))
+    )
+    params = Planner(cfg).init_params(jax.random.PRNGKey(0))
+    checkpoint.save(
+        path, params, {"planner_config": config_to_dict(cfg), "train_config": {"train_k": train_k}}
+    )
+    return str(path)
+
+
+def test_calibrate_writes_csv_and_png(tmp_path):
+    path = _tiny_checkpoint(tmp_path / "p.msgpack")
+    rows = calibrate(
+        "snake-rt-v0",
+        checkpoint=path,
+        sims=[2, 4],
+        episodes=2,
+        max_decisions=4,
+        calls=2,
+        out_dir=tmp_path / "cal",
+    )
+    assert [r["simulations"] for r in rows] == [2, 4]
+    assert all(
+        r["latency_ms_median"] > 0 and r["latency_ms_p95"] >= r["latency_ms_median"] for r in rows
+    )
+    with open(tmp_path / "cal" / "calibration.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2
+    png = (tmp_path / "cal" / "calibration.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_cross_eval_grid(tmp_path):
+    paths = [
+        _tiny_checkpoint(tmp_path / "a.msgpack", 1),
+        _tiny_checkpoint(tmp_path / "b.msgpack", 2),
+    ]
+    rows = cross_eval(
+        "snake-rt-v0",
+        checkpoints=paths,
+        eval_ks=[1, 2],
+        sims_per_frame=[2],
+        episodes=2,
+        max_decisions=3,
+        out_dir=tmp_path / "x",
+    )
+    assert [(r["train_k"], r["eval_k"], r["simulations"]) for r in rows] == [
+        (1, 1, 2),
+        (1, 2, 4),
+        (2, 1, 2),
+        (2, 2, 4),
+    ]
+    # Same params and paired seeds: both checkpoints score the same at each condition.
+    assert rows[0]["mean"] == rows[2]["mean"] and rows[1]["mean"] == rows[3]["mean"]
+
+
+def test_checkpoint_for_another_game_is_refused(tmp_path):
+    path = _tiny_checkpoint(tmp_path / "p.msgpack")
+    with pytest.raises(ValueError, match="is for snake-rt-v0, not tetris-rt-v0"):
+        load_planner("tetris-rt-v0", path)
