@@ -1,4 +1,9 @@
-"""Safe checkpoints: flax msgpack payload (no pickle) plus a JSON metadata file beside it."""
+"""Safe checkpoints: one msgpack file (no pickle) holding the tree, its metadata and its hash.
+
+The file is written atomically (temporary file, fsync, rename), so a killed writer leaves the
+previous checkpoint intact. A JSON copy of the metadata is written beside it for people and
+tools; the copy inside the file is the one that counts.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgpack
 from flax import serialization
+
+#: Format tag stored in every checkpoint.
+FORMAT = "rtplan-checkpoint-v1"
 
 
 class CheckpointError(RuntimeError):
@@ -25,6 +34,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -48,59 +58,73 @@ def git_commit() -> str:
 
 
 def save(path: str | os.PathLike, tree: Any, metadata: dict[str, Any]) -> None:
-    """Writes `tree` to `path` (msgpack) and `metadata` + payload hash to `path`.json, atomically.
+    """Writes `tree` and `metadata` to `path` atomically, plus a JSON copy at `path`.json.
 
-    The payload is written first, the metadata last, so a reader that finds the metadata finds a
-    complete payload with the hash the metadata records.
+    Args:
+        path: the checkpoint file.
+        tree: a pytree of arrays (flax state-dict convertible).
+        metadata: JSON-able facts about the tree (command, seed, evaluation, ...).
     """
     path = Path(path)
     payload = serialization.msgpack_serialize(serialization.to_state_dict(tree))
     meta = dict(metadata, sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
-    _atomic_write(path, payload)
-    _atomic_write(_meta_path(path), json.dumps(meta, indent=2, sort_keys=True).encode())
+    meta_json = json.dumps(meta, indent=2, sort_keys=True)
+    container = {"format": FORMAT, "metadata": meta_json, "tree": payload}
+    _atomic_write(path, msgpack.packb(container, use_bin_type=True))
+    _atomic_write(_meta_path(path), meta_json.encode())
 
 
-def load_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    """The metadata written beside a checkpoint."""
-    meta_path = _meta_path(Path(path))
+def _read(path: Path) -> tuple[dict[str, Any], bytes]:
+    """(metadata, verified tree payload) of a checkpoint file."""
     try:
-        return json.loads(meta_path.read_text())
-    except FileNotFoundError as e:
-        raise CheckpointError(f"no checkpoint metadata at {meta_path}") from e
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"corrupt checkpoint metadata {meta_path}: {e}") from e
-
-
-def load(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]]:
-    """Reads a checkpoint into the structure of `template`.
-
-    Args:
-        path: the payload file written by `save`.
-        template: a pytree with the expected structure (e.g. freshly initialised params).
-
-    Returns:
-        (the restored tree, its metadata).
-
-    Raises:
-        CheckpointError: missing file, hash mismatch (corrupt or truncated), undecodable
-            payload, or a structure that does not match `template`.
-    """
-    path = Path(path)
-    meta = load_metadata(path)
-    try:
-        payload = path.read_bytes()
+        raw = path.read_bytes()
     except FileNotFoundError as e:
         raise CheckpointError(f"no checkpoint at {path}") from e
+    try:
+        container = msgpack.unpackb(raw, raw=False)
+    except Exception as e:  # msgpack raises several unrelated types on bad input
+        raise CheckpointError(f"corrupt checkpoint {path}: cannot decode ({e})") from e
+    if not isinstance(container, dict) or container.get("format") != FORMAT:
+        raise CheckpointError(f"corrupt checkpoint {path}: not an {FORMAT} file")
+    try:
+        meta = json.loads(container["metadata"])
+        payload = container["tree"]
+    except (KeyError, TypeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"corrupt checkpoint {path}: bad metadata ({e})") from e
     digest = hashlib.sha256(payload).hexdigest()
     if digest != meta.get("sha256"):
         raise CheckpointError(
             f"corrupt checkpoint {path}: sha256 {digest[:12]} does not match the recorded "
             f"{str(meta.get('sha256'))[:12]} ({len(payload)} bytes, expected {meta.get('bytes')})"
         )
+    return meta, payload
+
+
+def load_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata stored in a checkpoint (verified against the file's hash)."""
+    return _read(Path(path))[0]
+
+
+def load(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]]:
+    """Reads a checkpoint into the structure of `template`.
+
+    Args:
+        path: the file written by `save`.
+        template: a pytree with the expected structure (e.g. freshly initialised params).
+
+    Returns:
+        (the restored tree, its metadata).
+
+    Raises:
+        CheckpointError: missing file, undecodable or truncated file, hash mismatch, or a
+            structure that does not match `template`.
+    """
+    path = Path(path)
+    meta, payload = _read(path)
     try:
         state = serialization.msgpack_restore(payload)
-    except Exception as e:  # msgpack raises several unrelated types on bad input
-        raise CheckpointError(f"corrupt checkpoint {path}: cannot decode ({e})") from e
+    except Exception as e:  # verified hash: only a writer bug gets here
+        raise CheckpointError(f"corrupt checkpoint {path}: cannot decode the tree ({e})") from e
     try:
         tree = serialization.from_state_dict(template, state)
     except (ValueError, KeyError, TypeError) as e:

@@ -3,7 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
+
+# `train-planner` flags that map one-to-one onto `planner.train.TrainConfig` fields.
+_TRAIN_FLAGS = {
+    "train_k": int,
+    "iterations": int,
+    "batch": int,
+    "unroll": int,
+    "sims_per_frame": int,
+    "channels": int,
+    "blocks": int,
+    "seed": int,
+    "devices": int,
+    "eval_every": int,
+    "eval_episodes": int,
+    "eval_max_decisions": int,
+    "checkpoint_every": int,
+    "learner_steps": int,
+    "minibatch": int,
+    "replay_capacity": int,
+    "n_step": int,
+    "lr": float,
+}
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -16,7 +40,73 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
 
     sub.add_parser("games", help="list the registered games and their specs")
+
+    train = sub.add_parser(
+        "train-planner",
+        help="train a game's planner network (expert iteration / self-play)",
+        description="Trains the AlphaZero planner of a game. Flags left out take the "
+        "checkpoint's values with --resume, else planner.train.TrainConfig's defaults.",
+    )
+    train.add_argument("--game", required=True, help="registered game id, e.g. snake-rt-v0")
+    train.add_argument("--resume", action="store_true", help="continue <out>/checkpoint.msgpack")
+    train.add_argument("--out", default=None, help="output folder (default runs/planner/<game>)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    for name, kind in _TRAIN_FLAGS.items():
+        train.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
     return parser
+
+
+def _set_device_count(devices: int | None) -> None:
+    """Asks XLA for `devices` host (CPU) devices; only works before jax is imported."""
+    if "jax" in sys.modules:
+        return
+    n = devices if devices is not None else os.cpu_count() or 1
+    flags = [
+        f
+        for f in os.environ.get("XLA_FLAGS", "").split()
+        if not f.startswith("--xla_force_host_platform_device_count")
+    ]
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={n}"])
+
+
+def _train_planner(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    _set_device_count(args.devices)
+    import dataclasses
+    from pathlib import Path
+
+    import games
+    from planner.checkpoint import CheckpointError, load_metadata
+    from planner.train import CHECKPOINT, TrainConfig, Trainer, train_config_from_dict
+
+    given = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k) is not None}
+    out = Path(args.out or Path("runs") / "planner" / args.game)
+    try:
+        games.game_class(args.game)
+        if args.resume and (out / CHECKPOINT).exists():
+            saved = train_config_from_dict(load_metadata(out / CHECKPOINT)["train_config"])
+            if saved.game_id != args.game:
+                raise CheckpointError(f"{out / CHECKPOINT} trains {saved.game_id}, not {args.game}")
+            cfg = dataclasses.replace(saved, **given)
+        else:
+            cfg = TrainConfig(game_id=args.game, **given)
+        full_argv = ["rtplan", *(sys.argv[1:] if argv is None else argv)]
+        trainer = Trainer(
+            cfg, out, resume=args.resume, argv=full_argv, progress=not args.no_progress
+        )
+    except (games.UnknownGameError, CheckpointError, ValueError) as e:
+        print(f"rtplan train-planner: error: {e}", file=sys.stderr)
+        return 2
+    row = trainer.run()
+    if row is not None:
+        summary = ", ".join(
+            f"{k}={row[k]:.4g}"
+            for k in ("iteration", "frames", "loss", "eval_mean")
+            if row.get(k) is not None
+        )
+        print(f"trained {args.game}: {summary}; files in {out}")
+    else:
+        print(f"{args.game}: already at iteration {trainer.iteration}; nothing to do ({out})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,4 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rtplan.demo import list_games
 
         return list_games()
+    if args.command == "train-planner":
+        return _train_planner(args, argv)
     raise AssertionError(args.command)
