@@ -53,7 +53,113 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     for name, kind in _TRAIN_FLAGS.items():
         train.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    cal = sub.add_parser(
+        "calibrate",
+        help="planning quality and batch-1 latency vs simulation count (CSV + PNG)",
+    )
+    cal.add_argument("--game", required=True, help="registered game id")
+    cal.add_argument(
+        "--checkpoint",
+        default=None,
+        help="planner checkpoint (default checkpoints/<game>/planner.msgpack)",
+    )
+    cal.add_argument(
+        "--sims",
+        type=int,
+        nargs="*",
+        default=None,
+        help="simulation counts (default: 8..128 committed, 2..128 clock)",
+    )
+    cal.add_argument("--episodes", type=int, default=32, help="episodes per count")
+    cal.add_argument(
+        "--max-decisions", type=int, default=500, help="cap on decisions per committed episode"
+    )
+    cal.add_argument("--calls", type=int, default=50, help="timed batch-1 calls per count")
+    cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("--out", default=None, help="output folder (default runs/calibrate/<game>)")
+
+    cross = sub.add_parser(
+        "cross-eval",
+        help="evaluate checkpoints at every eval-k and simulation count (paper appendix G)",
+    )
+    cross.add_argument("--game", required=True, help="registered game id")
+    cross.add_argument("--checkpoints", nargs="+", required=True, help="planner checkpoints")
+    cross.add_argument(
+        "--eval-k",
+        type=int,
+        nargs="*",
+        default=None,
+        help="budgets to evaluate (default: the planner's)",
+    )
+    cross.add_argument(
+        "--sims-per-frame",
+        type=int,
+        nargs="*",
+        default=[32],
+        help="committed: simulations per frame; clock: simulations per move",
+    )
+    cross.add_argument("--episodes", type=int, default=32)
+    cross.add_argument("--max-decisions", type=int, default=500)
+    cross.add_argument("--seed", type=int, default=0)
+    cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
     return parser
+
+
+_DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import games
+    from planner.calibrate import calibrate
+    from planner.checkpoint import CheckpointError
+
+    try:
+        game = games.make(args.game)
+        checkpoint = args.checkpoint or str(Path("checkpoints") / args.game / "planner.msgpack")
+        if not Path(checkpoint).exists():
+            raise CheckpointError(f"no planner checkpoint at {checkpoint} (pass --checkpoint)")
+        sims = args.sims or _DEFAULT_SWEEP["clock" if game.num_players == 2 else "committed"]
+        calibrate(
+            args.game,
+            checkpoint=checkpoint,
+            sims=sims,
+            episodes=args.episodes,
+            max_decisions=args.max_decisions,
+            calls=args.calls,
+            out_dir=Path(args.out or Path("runs") / "calibrate" / args.game),
+            seed=args.seed,
+        )
+    except (games.UnknownGameError, CheckpointError, ValueError) as e:
+        print(f"rtplan calibrate: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cross_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import games
+    from planner.calibrate import cross_eval
+    from planner.checkpoint import CheckpointError
+
+    try:
+        games.game_class(args.game)
+        cross_eval(
+            args.game,
+            checkpoints=args.checkpoints,
+            eval_ks=args.eval_k,
+            sims_per_frame=args.sims_per_frame,
+            episodes=args.episodes,
+            max_decisions=args.max_decisions,
+            out_dir=Path(args.out or Path("runs") / "cross-eval" / args.game),
+            seed=args.seed,
+        )
+    except (games.UnknownGameError, CheckpointError, ValueError) as e:
+        print(f"rtplan cross-eval: error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _set_device_count(devices: int | None) -> None:
@@ -122,4 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return list_games()
     if args.command == "train-planner":
         return _train_planner(args, argv)
+    if args.command == "calibrate":
+        return _calibrate(args)
+    if args.command == "cross-eval":
+        return _cross_eval(args)
     raise AssertionError(args.command)

@@ -77,3 +77,16 @@ def test_checkpoint_for_another_game_is_refused(tmp_path):
     path = _tiny_checkpoint(tmp_path / "p.msgpack")
     with pytest.raises(ValueError, match="is for snake-rt-v0, not tetris-rt-v0"):
         load_planner("tetris-rt-v0", path)
+
+
+def test_cli_errors_are_specific(tmp_path, capsys):
+    from rtplan.cli import main
+
+    assert main(["calibrate", "--game", "pong-v0"]) == 2
+    assert "unknown game 'pong-v0'" in capsys.readouterr().err
+    assert main(["calibrate", "--game", "snake-rt-v0", "--checkpoint", str(tmp_path / "x")]) == 2
+    assert "no planner checkpoint at" in capsys.readouterr().err
+    bad = tmp_path / "bad.msgpack"
+    bad.write_bytes(b"garbage")
+    assert main(["cross-eval", "--game", "snake-rt-v0", "--checkpoints", str(bad)]) == 2
+    assert "corrupt checkpoint" in capsys.readouterr().err
