@@ -31,7 +31,10 @@ def h_inverse(y: jax.Array) -> jax.Array:
 class NetworkConfig:
     """Shape of the AlphaZero network."""
 
-    #: Channels of every conv layer in the trunk.
+    #: Trunk kind: "conv" (residual 3x3 convs, AlphaZero's) or "mlp" (residual dense layers on
+    #: the flattened planes; ~20x faster than small convs on XLA:CPU at batch 64, measured).
+    torso: str = "conv"
+    #: Channels of every conv layer in the trunk ("conv"), or width of every layer ("mlp").
     channels: int = 32
     #: Pre-activation residual blocks (LayerNorm, ReLU, conv3x3, twice, plus the skip).
     blocks: int = 2
@@ -80,10 +83,30 @@ class AZNet(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, time: jax.Array | None = None) -> NetOutput:
         cfg = self.config
-        x = nn.Conv(cfg.channels, (3, 3), strides=cfg.stem_stride, name="stem")(obs)
+        if cfg.torso not in ("conv", "mlp"):
+            raise ValueError(f"unknown torso {cfg.torso!r}; use 'conv' or 'mlp'")
+        batch = obs.shape[0]
         if cfg.time_input:
             t = nn.relu(nn.Dense(32, name="time_in")(time))
             t = nn.relu(nn.Dense(cfg.channels, name="time_out")(t))
+        if cfg.torso == "mlp":
+            x = nn.Dense(cfg.channels, name="stem")(obs.reshape(batch, -1))
+            if cfg.time_input:
+                x = x + t
+            for i in range(cfg.blocks):
+                y = nn.Dense(cfg.channels, name=f"block{i}_a")(
+                    nn.relu(nn.LayerNorm(name=f"block{i}_ln_a")(x))
+                )
+                y = nn.Dense(cfg.channels, name=f"block{i}_b")(
+                    nn.relu(nn.LayerNorm(name=f"block{i}_ln_b")(y))
+                )
+                x = x + y
+            x = nn.relu(nn.LayerNorm(name="trunk_ln")(x))
+            features = nn.relu(nn.Dense(cfg.features, name="features")(x))
+            trunk = jnp.concatenate([x, features], -1)
+            return self._heads(trunk, trunk, features)
+        x = nn.Conv(cfg.channels, (3, 3), strides=cfg.stem_stride, name="stem")(obs)
+        if cfg.time_input:
             x = x + t[:, None, None, :]
         for i in range(cfg.blocks):
             y = nn.Conv(cfg.channels, (3, 3), name=f"block{i}_a")(
@@ -94,16 +117,18 @@ class AZNet(nn.Module):
             )
             x = x + y
         x = nn.relu(nn.LayerNorm(name="trunk_ln")(x))
-        batch = x.shape[0]
         features = nn.relu(nn.Dense(cfg.features, name="features")(x.mean(axis=(1, 2))))
-
         p = nn.relu(nn.Conv(2, (1, 1), name="policy_conv")(x)).reshape(batch, -1)
-        logits = nn.Dense(self.num_actions, name="policy")(jnp.concatenate([p, features], -1))
-
         v = nn.relu(nn.Conv(1, (1, 1), name="value_conv")(x)).reshape(batch, -1)
-        v = nn.relu(
-            nn.Dense(cfg.value_hidden, name="value_hidden")(jnp.concatenate([v, features], -1))
+        return self._heads(
+            jnp.concatenate([p, features], -1), jnp.concatenate([v, features], -1), features
         )
+
+    def _heads(self, p: jax.Array, v: jax.Array, features: jax.Array) -> NetOutput:
+        cfg = self.config
+        batch = p.shape[0]
+        logits = nn.Dense(self.num_actions, name="policy")(p)
+        v = nn.relu(nn.Dense(cfg.value_hidden, name="value_hidden")(v))
         if cfg.value_bins:
             value_logits = nn.Dense(cfg.value_bins, name="value")(v)
             probs = jax.nn.softmax(value_logits, axis=-1)

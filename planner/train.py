@@ -147,6 +147,7 @@ class TrainConfig:
     #: Devices of the mesh; None: the most visible devices that divide the batch sizes.
     devices: int | None = None
     #: Network overrides; None keeps the game's default.
+    torso: str | None = None
     channels: int | None = None
     blocks: int | None = None
     features: int | None = None
@@ -176,7 +177,7 @@ class TrainConfig:
         base = default_config(self.game_id)
         over = {
             f: getattr(self, f)
-            for f in ("channels", "blocks", "features", "value_hidden")
+            for f in ("torso", "channels", "blocks", "features", "value_hidden")
             if getattr(self, f) is not None
         }
         net = dataclasses.replace(base.network, **over)

@@ -14,6 +14,7 @@ _TRAIN_FLAGS = {
     "batch": int,
     "unroll": int,
     "sims_per_frame": int,
+    "torso": str,
     "channels": int,
     "blocks": int,
     "seed": int,
