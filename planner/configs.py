@@ -15,7 +15,7 @@ _TORSO = dict(torso="mlp", channels=256, blocks=2)
 _COMMITTED = {
     "pacman-rt-v0": dict(gamma=0.99, value_max=3000.0, stem_stride=2),
     "tetris-rt-v0": dict(gamma=0.99, value_max=3000.0, stem_stride=1),
-    "snake-rt-v0": dict(gamma=0.997, value_max=200.0, stem_stride=1),
+    "snake-rt-v0": dict(gamma=0.997, value_max=200.0, stem_stride=1, q_scale=1.0),
 }
 # Clock games: option sets calibrated in the paper (appendix F); 1 simulation = 1 clock tick.
 _CLOCK = {
@@ -41,6 +41,7 @@ def default_config(game_id: str, **overrides) -> PlannerConfig:
             budgets=(1, 2, 3, 4),
             simulations=(32, 64, 96, 128),
             gamma=spec["gamma"],
+            q_scale=spec.get("q_scale", 0.0),
         )
     elif game_id in _CLOCK:
         sims = _CLOCK[game_id]

@@ -54,6 +54,11 @@ class PlannerConfig:
     gumbel_scale: float = 0.0
     #: Root actions mctx's sequential halving considers.
     max_considered_actions: int = 16
+    #: Scale of Q-values in the Gumbel policy improvement. 0: mctx's default, which min-max
+    #: rescales each node's Q-values to [0, 1]. >0: Q / q_scale in return units, no rescaling.
+    #: With sparse rewards (Snake) min-max stretches value noise into sharp, arbitrary policy
+    #: targets; a fixed scale keeps tiny Q differences tiny.
+    q_scale: float = 0.0
 
     def sims(self, k: int) -> int:
         """Simulations of the option with budget `k`."""
@@ -209,6 +214,17 @@ class Planner:
 
         return clock if self.two_player else committed
 
+    def _qtransform(self):
+        if self.config.q_scale <= 0:
+            return mctx.qtransform_completed_by_mix_value
+        # mctx's sigma(q) = (maxvisit_init + max N) * value_scale * q; its default value_scale
+        # 0.1 is meant for q in [0, 1], so q / q_scale in return units gets 0.1 / q_scale.
+        return functools.partial(
+            mctx.qtransform_completed_by_mix_value,
+            value_scale=0.1 / self.config.q_scale,
+            rescale_values=False,
+        )
+
     def _search(self, params, keys: jax.Array, root: _Node, out_root, out_l, k: int):
         """Runs MCTS for one game per key; `root.landing` and `out_l` are batched `[B]`."""
         cfg = self.config
@@ -229,6 +245,7 @@ class Planner:
                 invalid_actions=~mask[None],
                 max_num_considered_actions=cfg.max_considered_actions,
                 gumbel_scale=cfg.gumbel_scale,
+                qtransform=self._qtransform(),
             )
 
         prior = self._prior(out_l, mask)

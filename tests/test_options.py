@@ -375,9 +375,10 @@ def test_unknown_budget_is_a_clear_error():
         planner.config.sims(5)
 
 
-def test_planner_builds_every_registered_game():
+@pytest.mark.parametrize("torso", ["conv", "mlp"])
+def test_planner_builds_every_registered_game(torso):
     for game_id in games.registered_games():
-        net = NetworkConfig(channels=4, blocks=1, features=8, value_hidden=8)
+        net = NetworkConfig(torso=torso, channels=4, blocks=1, features=8, value_hidden=8)
         planner = Planner(PlannerConfig(game_id=game_id, network=net))
         params = planner.init_params(jax.random.PRNGKey(0))
         states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(0), 2))
