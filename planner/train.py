@@ -154,6 +154,9 @@ class TrainConfig:
     value_hidden: int | None = None
     #: Game settings added to the planner config's (e.g. (("num_rows", 6), ("num_cols", 6))).
     game_params: tuple[tuple[str, Any], ...] = ()
+    #: A new run starts from these planner params (e.g. a shipped `planner.msgpack`) instead of
+    #: a random init; the optimizer state starts fresh. None: random init.
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         positive = ("iterations", "batch", "unroll", "n_step", "replay_capacity", "minibatch")
@@ -780,6 +783,9 @@ class Trainer:
         replay = None
         if resume:
             params, opt_state, key, replay = self._load(params, opt_state)
+        elif cfg.init_from is not None:
+            # Checked against this run's network: a different shape is a CheckpointError.
+            params = ckpt.load(cfg.init_from, {"params": params})[0]["params"]
         self.params = jax.device_put(params, self._replicated)
         self.opt_state = jax.device_put(opt_state, self._replicated)
         key, actor_key = jax.random.split(key)

@@ -28,6 +28,7 @@ _TRAIN_FLAGS = {
     "replay_capacity": int,
     "n_step": int,
     "lr": float,
+    "init_from": str,
 }
 
 
@@ -103,6 +104,11 @@ def _build_parser() -> argparse.ArgumentParser:
     cross.add_argument("--max-decisions", type=int, default=500)
     cross.add_argument("--seed", type=int, default=0)
     cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
+    ship = sub.add_parser(
+        "ship-planner", help="copy a run's planner params, provenance and curve to checkpoints/"
+    )
+    ship.add_argument("--run", required=True, help="training run folder (has planner.msgpack)")
+    ship.add_argument("--dest", default="checkpoints", help="destination root")
     return parser
 
 
@@ -229,6 +235,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return list_games()
     if args.command == "train-planner":
         return _train_planner(args, argv)
+    if args.command == "ship-planner":
+        from planner.checkpoint import CheckpointError
+        from planner.ship import ship
+
+        try:
+            print(f"shipped {ship(args.run, args.dest)}")
+        except (CheckpointError, OSError) as e:
+            print(f"rtplan ship-planner: error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "calibrate":
         return _calibrate(args)
     if args.command == "cross-eval":

@@ -324,3 +324,20 @@ def test_cli_trains_on_two_devices(two_device_cli):
     assert meta["argv"][:2] == ["rtplan", "train-planner"]
     rows = _rows(out)
     assert np.isfinite(float(rows[-1]["loss"])) and int(rows[-1]["frames"]) == 2 * 4 * 2
+
+
+def test_ship_and_init_from(tmp_path):
+    from planner.ship import ship
+
+    run = tmp_path / "run"
+    Trainer(_snake(iterations=2, eval_every=2), run, argv=["rtplan", "train-planner"]).run()
+    shipped = ship(run, tmp_path / "checkpoints")
+    dest = shipped.parent
+    assert dest.name == "snake-rt-v0" and shipped.exists()
+    readme = (dest / "README.md").read_text()
+    assert "rtplan train-planner" in readme and "seed 0" in readme and "evaluation" in readme
+    assert (dest / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    _, params, _ = load_params(shipped)
+    # A new run can start from the shipped params (fresh optimizer).
+    trainer = Trainer(_snake(iterations=1, init_from=str(shipped)), tmp_path / "run2", argv=["t"])
+    assert _leaves_equal(jax.device_get(trainer.params), params)
