@@ -76,10 +76,14 @@ def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_
     """Builds `run(params_a, params_b, key) -> (score_a, plies, moves_a)` for a clock game.
 
     Policies are ("option", k), `REFLEX` (masked argmax of the raw policy, costs 0) or `RANDOM`
-    (uniform legal move, costs 0). Player A is player id 0 of every game; pgx picks who moves
-    first at random per game, so colours alternate across episodes.
+    (uniform legal move, costs 0). Player A moves first in the first half of the episodes and
+    second in the other half, so within each half every game has the same player to move at
+    each ply and only that player's policy is computed (`lax.cond`), not both.
     """
     game = planner.game
+    if episodes % 2:
+        raise ValueError(f"episodes must be even (half with each colour), got {episodes}")
+    half = episodes // 2
 
     def act(policy, params, key, states):
         kind, k = policy
@@ -95,11 +99,13 @@ def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_
             return a, jnp.zeros_like(states.frame)
         raise ValueError(f"unknown policy {policy!r}")
 
-    def run(params_a, params_b, key):
+    def play(params_a, params_b, key, a_first: bool):
         init_key, play_key = jax.random.split(key)
-        states = jax.vmap(game.init)(jax.random.split(init_key, episodes))
-        score = jnp.zeros((episodes,), jnp.float32)
-        moves = jnp.zeros((episodes,), jnp.int32)
+        states = jax.vmap(game.init)(jax.random.split(init_key, half))
+        # A is whoever moves first (pgx draws that player id per game), or the other one.
+        a_id = states.current_player if a_first else 1 - states.current_player
+        score = jnp.zeros((half,), jnp.float32)
+        moves = jnp.zeros((half,), jnp.int32)
 
         def cond(carry):
             states, _, _, i, _ = carry
@@ -107,24 +113,31 @@ def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_
 
         def body(carry):
             states, score, moves, i, key = carry
-            key, ka, kb = jax.random.split(key, 3)
-            a_act, a_cost = act(policy_a, params_a, ka, states)
-            b_act, b_cost = act(policy_b, params_b, kb, states)
-            a_turn = states.current_player == 0
-            action = jnp.where(a_turn, a_act, b_act)
-            cost = jnp.where(a_turn, a_cost, b_cost)
+            key, sub = jax.random.split(key)
+            a_turn = (i % 2 == 0) == a_first
+            action, cost = jax.lax.cond(
+                a_turn,
+                lambda: act(policy_a, params_a, sub, states),
+                lambda: act(policy_b, params_b, sub, states),
+            )
             running = ~states.done
             nxt = jax.vmap(game.step)(states, action, cost)
-            rewards_a = nxt.inner.rewards[:, 0]
-            score = score + jnp.where(running, rewards_a, 0.0)
+            reward_a = jnp.take_along_axis(nxt.inner.rewards, a_id[:, None], 1)[:, 0]
+            score = score + jnp.where(running, reward_a, 0.0)
             moves = moves + (running & a_turn)
             return nxt, score, moves, i + 1, key
 
         states, score, moves, _, _ = jax.lax.while_loop(
             cond, body, (states, score, moves, jnp.int32(0), play_key)
         )
+        return score, states.frame, moves
+
+    def run(params_a, params_b, key):
+        first, second = jax.random.split(key)
+        halves = [play(params_a, params_b, first, True), play(params_a, params_b, second, False)]
+        score, frames, moves = (jnp.concatenate(x) for x in zip(*halves, strict=True))
         # +1 win, -1 loss, 0 draw or unfinished -> expected score in [0, 1].
-        return (score + 1.0) / 2.0, states.frame, moves
+        return (score + 1.0) / 2.0, frames, moves
 
     return run
 
