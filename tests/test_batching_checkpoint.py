@@ -42,10 +42,10 @@ def test_mixed_k_batch_equals_one_by_one():
     params = planner.init_params(jax.random.PRNGKey(0))
     states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 5))
     keys = jax.random.split(jax.random.PRNGKey(2), 5)
-    ks = np.array([3, 1, 3, 2, 1])
+    ks = np.array([2, 1, 2, 1, 1])  # two budgets keep the compiles few
     runner = OptionRunner(planner, max_batch=8)
     mixed = runner(params, keys, states, ks)
-    assert mixed.actions.shape == (5, 4)
+    assert mixed.actions.shape == (5, 4)  # padded to the largest budget
     for i, k in enumerate(ks):
         one = jax.tree.map(lambda x, i=i: x[i : i + 1], (keys, states))
         single = jax.jit(planner.option, static_argnums=3)(params, one[0], one[1], int(k))
