@@ -85,16 +85,69 @@ def mixed_ratio(game_id: str, batch: int, calls: int, seed: int = 0) -> None:
         print(f"| {name} | {np.median(t):.1f} | {np.median(t) / base:.2f} |")
 
 
+def train_throughput(game_id: str, devices: int, iterations: int = 6) -> float:
+    """Median self-play frames/s of `rtplan train-planner` (compile excluded), in a subprocess."""
+    import csv
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [
+            sys.executable,
+            "-m",
+            "rtplan",
+            "train-planner",
+            "--game",
+            game_id,
+            "--iterations",
+            str(iterations),
+            "--eval-every",
+            "0",
+            "--checkpoint-every",
+            "0",
+            "--devices",
+            str(devices),
+            "--out",
+            out,
+            "--no-progress",
+        ]
+        subprocess.run(cmd, check=True, capture_output=True)
+        with open(f"{out}/log.csv") as f:
+            rows = list(csv.DictReader(f))[2:]  # the first iterations include compilation
+    return float(np.median([float(r["frames_per_s"]) for r in rows]))
+
+
+def training_table(game_ids) -> None:
+    print(
+        "\n## Training throughput (self-play frames/s incl. search and learner; default "
+        "batch 64, k=1)\n"
+    )
+    print("| game | 1 device (core) | 2 devices (cores) |")
+    print("|---|---|---|")
+    for game_id in game_ids:
+        one, two = train_throughput(game_id, 1), train_throughput(game_id, 2)
+        print(f"| {game_id} | {one:,.0f} | {two:,.0f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", nargs="*", default=list(games.registered_games()))
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--mixed-game", default="snake-rt-v0")
     parser.add_argument("--mixed-batch", type=int, default=32)
+    parser.add_argument(
+        "--train-games",
+        nargs="*",
+        default=["snake-rt-v0"],
+        help="games for the training-throughput table (none: skip it)",
+    )
     args = parser.parse_args()
     print(f"jax {jax.__version__}, devices: {jax.devices()} (cores used by one search: 1)")
     latency_table(args.games, args.calls)
     mixed_ratio(args.mixed_game, args.mixed_batch, max(5, args.calls // 5))
+    if args.train_games:
+        training_table(args.train_games)
 
 
 if __name__ == "__main__":
