@@ -13,8 +13,11 @@ import numpy as np
 
 from planner import checkpoint as ckpt
 from planner.configs import config_from_dict, default_config
-from planner.evaluate import REFLEX, make_committed_eval, make_match_eval, to_result
+from planner.evaluate import RANDOM, REFLEX, make_committed_eval, make_match_eval, to_result
 from planner.options import Planner, PlannerConfig
+
+#: Opponents of the clock-game evaluations.
+OPPONENTS = {"reflex": REFLEX, "random": RANDOM}
 
 
 def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, object, dict]:
@@ -49,10 +52,19 @@ def _latency(planner: Planner, params, k: int, calls: int) -> np.ndarray:
     return np.asarray(out)
 
 
-def _quality(planner: Planner, params, k: int, episodes: int, max_decisions: int, seed: int):
+def _quality(
+    planner: Planner,
+    params,
+    k: int,
+    episodes: int,
+    max_decisions: int,
+    seed: int,
+    opponent: str = "reflex",
+):
     key = jax.random.PRNGKey(seed)
     if planner.two_player:
-        run = jax.jit(make_match_eval(planner, ("option", k), REFLEX, episodes=episodes))
+        policy_b = OPPONENTS[opponent]
+        run = jax.jit(make_match_eval(planner, ("option", k), policy_b, episodes=episodes))
         return to_result(*run(params, params, key))
     run = jax.jit(make_committed_eval(planner, k, episodes=episodes, max_decisions=max_decisions))
     return to_result(*run(params, key))
@@ -113,11 +125,13 @@ def cross_eval(
     max_decisions: int,
     out_dir: Path,
     seed: int = 0,
+    opponent: str = "reflex",
 ) -> list[dict]:
     """Every checkpoint at every eval-k and simulation count (the paper's appendix G grid).
 
     Committed games: option k with `sims_per_frame * k` simulations, always-k play, return.
-    Clock games: option with `sims_per_frame` simulations (eval_k is ignored) vs policy-only.
+    Clock games: option with `sims_per_frame` simulations (eval_k is ignored) vs `opponent`
+    ("reflex": the policy-only player, or "random").
     Episodes of every condition share the same seeds (paired). Writes `cross_eval.csv`.
     """
     rows = []
@@ -129,10 +143,11 @@ def cross_eval(
             for k in [spf] if two_player else (eval_ks or list(base.budgets)):
                 sims = spf if two_player else spf * k
                 planner = Planner(_with_sims(base, k, sims))
-                res = _quality(planner, params, k, episodes, max_decisions, seed)
+                res = _quality(planner, params, k, episodes, max_decisions, seed, opponent)
                 row = {
                     "game": game_id,
                     "checkpoint": path,
+                    "opponent": opponent if two_player else "",
                     "train_k": train_k,
                     "eval_k": k,
                     "simulations": sims,

@@ -101,6 +101,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="committed: simulations per frame; clock: simulations per move",
     )
     cross.add_argument("--episodes", type=int, default=32)
+    cross.add_argument(
+        "--opponent",
+        choices=["reflex", "random"],
+        default="reflex",
+        help="clock games: the opponent (policy-only player or random)",
+    )
     cross.add_argument("--max-decisions", type=int, default=500)
     cross.add_argument("--seed", type=int, default=0)
     cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
@@ -162,6 +168,7 @@ def _cross_eval(args: argparse.Namespace) -> int:
             max_decisions=args.max_decisions,
             out_dir=Path(args.out or Path("runs") / "cross-eval" / args.game),
             seed=args.seed,
+            opponent=args.opponent,
         )
     except (games.UnknownGameError, CheckpointError, ValueError) as e:
         print(f"rtplan cross-eval: error: {e}", file=sys.stderr)
