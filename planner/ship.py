@@ -69,26 +69,46 @@ def ship(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Path:
     shutil.copyfile(run / "log.csv", dest / "log.csv")
     plot_learning_curve(run / "log.csv", dest / "learning_curve.png", f"{game} planner training")
     ev = meta.get("last_eval") or {}
+    best_path = run / "best.msgpack"
+    if meta.get("source") == "best" and best_path.exists():
+        best = ckpt.load_metadata(best_path)
+        if best.get("sha256") == meta.get("sha256"):  # the shipped params are the best's
+            ev = best.get("eval") or ev
+            meta = dict(meta, iteration=best["iteration"], frames=best["frames"])
     lines = [
         f"# {game} planner checkpoint",
         "",
         f"- file: `{SHIPPED}` ({meta.get('bytes', '?')} bytes of params; sha256 "
         f"`{meta.get('sha256', '?')[:16]}...`), metadata in `{SHIPPED}.json`",
         f"- produced by: `{' '.join(meta.get('argv', ['?']))}` ({meta.get('source', '?')} "
-        "params of the run)",
+        "params of the run"
+        + (
+            "; a resumed run: the settings it resumed are `train_config` in the metadata"
+            if "--resume" in meta.get("argv", [])
+            else ""
+        )
+        + ")",
         f"- seed {meta.get('seed', '?')}, iteration {meta.get('iteration', '?')}, "
         f"{meta.get('frames', '?')} self-play frames, git commit `{meta.get('git_commit', '?')}`",
-        "- evaluation of these params: "
-        + (
-            f"{ev['eval_mean']:.2f} +- {ev.get('eval_se') or 0:.2f}"
-            f" at iteration {ev.get('iteration')}"
-            f" ({meta['train_config'].get('eval_episodes')} episodes, "
-            f"{meta['train_config'].get('eval_max_decisions')} decisions max)"
-            if ev
-            else "none recorded"
-        ),
+        "- evaluation of these params: " + _describe(ev, meta.get("train_config", {})),
         "- learning curve: `learning_curve.png` (from `log.csv`)",
         "",
     ]
     (dest / "README.md").write_text("\n".join(lines))
     return dest / SHIPPED
+
+
+def _describe(ev: dict, train_cfg: dict) -> str:
+    if not ev:
+        return "none recorded"
+    text = (
+        f"{ev['eval_mean']:.2f} +- {ev.get('eval_se') or 0:.2f} at iteration {ev.get('iteration')}"
+    )
+    n = train_cfg.get("eval_episodes")
+    if ev.get("eval_vs_random") is not None:
+        return (
+            f"{text}: mean score of the largest option vs random "
+            f"({ev['eval_vs_random']:.2f}) and vs the policy-only player "
+            f"({ev['eval_vs_reflex']:.2f}), {n} games each"
+        )
+    return f"{text} ({n} episodes, {train_cfg.get('eval_max_decisions')} decisions max)"

@@ -890,6 +890,9 @@ class Trainer:
         best = self.best_params is not None
         params = self.best_params if best else jax.device_get(self.params)
         meta = dict(self._metadata(), kind="planner", source="best" if best else "latest")
+        if best:
+            # The params' own provenance: the iteration, frames and evaluation of the best.
+            meta["params_from"] = ckpt.load_metadata(self.out / BEST).get("eval")
         ckpt.save(self.out / EXPORT, {"params": params}, meta)
         return self.out / EXPORT
 
