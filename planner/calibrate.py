@@ -29,8 +29,10 @@ def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, o
     cfg = config_from_dict(meta["planner_config"])
     if cfg.game_id != game_id:
         raise ValueError(f"checkpoint {checkpoint} is for {cfg.game_id}, not {game_id}")
-    params, meta = ckpt.load(checkpoint, Planner(cfg).init_params(jax.random.PRNGKey(0)))
-    return cfg, params, dict(meta, checkpoint=str(checkpoint))
+    # Planner checkpoints (train.py's export) hold {"params": flax variables}.
+    template = {"params": Planner(cfg).init_params(jax.random.PRNGKey(0))}
+    tree, meta = ckpt.load(checkpoint, template)
+    return cfg, tree["params"], dict(meta, checkpoint=str(checkpoint))
 
 
 def _with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:

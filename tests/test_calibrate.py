@@ -23,7 +23,9 @@ def _tiny_checkpoint(path, train_k=1):
     )
     params = Planner(cfg).init_params(jax.random.PRNGKey(0))
     checkpoint.save(
-        path, params, {"planner_config": config_to_dict(cfg), "train_config": {"train_k": train_k}}
+        path,
+        {"params": params},
+        {"planner_config": config_to_dict(cfg), "train_config": {"train_k": train_k}},
     )
     return str(path)
 
