@@ -11,6 +11,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import games
 from planner import checkpoint as ckpt
 from planner.configs import config_from_dict, default_config
 from planner.evaluate import RANDOM, REFLEX, make_committed_eval, make_match_eval, to_result
@@ -35,9 +36,18 @@ def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, o
     return cfg, tree["params"], dict(meta, checkpoint=str(checkpoint))
 
 
+#: Clock games are evaluated for board strength: a clock that never runs out, so every move of
+#: the evaluated option is searched (with T0 = 300 a 128-simulation option could afford two).
+UNLIMITED_CLOCK = 2**30
+
+
 def _with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:
     """A config whose only budget is `k` with `sims` simulations, deterministic search."""
-    return dataclasses.replace(cfg, budgets=(k,), simulations=(sims,), gumbel_scale=0.0)
+    cfg = dataclasses.replace(cfg, budgets=(k,), simulations=(sims,), gumbel_scale=0.0)
+    if games.game_class(cfg.game_id).num_players == 2:
+        params = {**dict(cfg.game_params), "initial_time": UNLIMITED_CLOCK}
+        cfg = dataclasses.replace(cfg, game_params=tuple(params.items()))
+    return cfg
 
 
 def _latency(planner: Planner, params, k: int, calls: int) -> np.ndarray:
