@@ -221,8 +221,8 @@ def test_batched_equals_unbatched_with_sampling():
     for i, s in enumerate(states):
         single = option(params, keys[i][None], _batch([s]), 2)
         np.testing.assert_array_equal(single.actions[0], batched.actions[i])
-        np.testing.assert_allclose(single.action_weights[0], batched.action_weights[i], atol=1e-6)
-        np.testing.assert_allclose(single.search_value[0], batched.search_value[i], atol=1e-5)
+        np.testing.assert_allclose(single.action_weights[0], batched.action_weights[i], atol=1e-4)
+        np.testing.assert_allclose(single.search_value[0], batched.search_value[i], atol=1e-4)
 
 
 # A real game: reflex legality over Snake options ------------------------------------------------
