@@ -37,7 +37,8 @@ test: $(STAMP_DEV)
 	$(PY) -m pytest -n 2
 
 bench: $(STAMP_RUN)
-	$(PY) bench/games.py
+	$(PY) bench/bench_games.py
+	$(PY) bench/bench_planner.py
 
 clean:
 	rm -rf $(VENV)
