@@ -283,12 +283,22 @@ class Planner:
         batch = planned_action.shape[0]
         actions = jnp.concatenate([reflex, planned_action[:, None]], axis=1)
         planned = jnp.concatenate([jnp.zeros((batch, k - 1), bool), jnp.ones((batch, 1), bool)], 1)
-        return OptionOutput(
+        return self._output(
+            out0,
+            policy,
+            final,
             actions=actions,
             planned=planned,
             reward=raw,
             discounted_reward=disc,
             discount=jnp.where(final.terminated, 0.0, cfg.gamma**k),
+            cost=jnp.zeros((batch,), jnp.int32),
+        )
+
+    @staticmethod
+    def _output(out0: NetOutput, policy, final: games.State, **fields) -> OptionOutput:
+        """An `OptionOutput` whose search, network and outcome fields come from the option."""
+        return OptionOutput(
             terminated=final.terminated,
             truncated=final.truncated,
             next_state=final,
@@ -296,9 +306,9 @@ class Planner:
             search_value=policy.search_tree.node_values[:, 0],
             visit_counts=policy.search_tree.summary().visit_counts,
             action_weights=policy.action_weights,
-            cost=jnp.zeros((batch,), jnp.int32),
             features=out0.features,
             decision_logits=out0.logits,
+            **fields,
         )
 
     def _clock_option(self, params, keys, states, k: int) -> OptionOutput:
@@ -314,20 +324,14 @@ class Planner:
         )
         cost = jnp.where(reflex, 0, cfg.sims(k)).astype(jnp.int32)
         final = jax.vmap(self.game.step)(states, action, cost)
-        return OptionOutput(
+        return self._output(
+            out0,
+            policy,
+            final,
             actions=action[:, None],
             planned=~reflex[:, None],
             reward=final.reward,
             discounted_reward=final.reward,
             discount=jnp.where(final.terminated, 0.0, 1.0),
-            terminated=final.terminated,
-            truncated=final.truncated,
-            next_state=final,
-            root_value=out0.value,
-            search_value=policy.search_tree.node_values[:, 0],
-            visit_counts=policy.search_tree.summary().visit_counts,
-            action_weights=policy.action_weights,
             cost=cost,
-            features=out0.features,
-            decision_logits=out0.logits,
         )
