@@ -136,6 +136,34 @@ class Game(abc.ABC):
         return f"{type(self).__name__}(id={self.id!r})"
 
 
+def random_opening(game: Game, state: State, key: jax.Array, plies: jax.Array, max_plies: int):
+    """Plays `plies` uniformly random legal moves from `state` (a finished game stays put).
+
+    Diversifies the start positions of self-play and evaluation in deterministic two-player
+    games. Clock games charge these moves nothing.
+
+    Args:
+        game: the game.
+        state: one state (vmap for a batch).
+        key: PRNG key of the moves.
+        plies: `[]` int32 number of moves to play, traced; at most `max_plies`.
+        max_plies: static loop bound.
+
+    Returns:
+        The state after the moves.
+    """
+
+    def body(i, carry):
+        state, key = carry
+        key, sub = jax.random.split(key)
+        logits = jnp.where(legal_or_any(state.legal_action_mask), 0.0, -jnp.inf)
+        action = jax.random.categorical(sub, logits).astype(jnp.int32)
+        nxt = game.step(state, action)
+        return jax.tree.map(lambda a, b: jnp.where(i < plies, a, b), nxt, state), key
+
+    return jax.lax.fori_loop(0, max_plies, body, (state, key))[0]
+
+
 def legal_or_any(mask: jax.Array) -> jax.Array:
     """Returns `mask`, or all True where it is empty (every action then ends the game)."""
     return jnp.where(mask.any(), mask, jnp.ones_like(mask))

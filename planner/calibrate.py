@@ -14,7 +14,14 @@ import numpy as np
 import games
 from planner import checkpoint as ckpt
 from planner.configs import config_from_dict, default_config
-from planner.evaluate import RANDOM, REFLEX, make_committed_eval, make_match_eval, to_result
+from planner.evaluate import (
+    EVAL_OPENING_PLIES,
+    RANDOM,
+    REFLEX,
+    make_committed_eval,
+    make_match_eval,
+    to_result,
+)
 from planner.options import Planner, PlannerConfig
 
 #: Opponents of the clock-game evaluations.
@@ -76,7 +83,15 @@ def _quality(
     key = jax.random.PRNGKey(seed)
     if planner.two_player:
         policy_b = OPPONENTS[opponent]
-        run = jax.jit(make_match_eval(planner, ("option", k), policy_b, episodes=episodes))
+        run = jax.jit(
+            make_match_eval(
+                planner,
+                ("option", k),
+                policy_b,
+                episodes=episodes,
+                opening_plies=EVAL_OPENING_PLIES,
+            )
+        )
         return to_result(*run(params, params, key))
     run = jax.jit(make_committed_eval(planner, k, episodes=episodes, max_decisions=max_decisions))
     return to_result(*run(params, key))

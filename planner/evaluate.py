@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from games import random_opening
 from planner.options import Planner
 
 #: Opponent / player policies for the clock games besides ("option", k).
 REFLEX = ("reflex", 0)
 RANDOM = ("random", 0)
+#: Clock-game evaluations start from up to this many random moves (see `make_match_eval`).
+EVAL_OPENING_PLIES = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +76,23 @@ def make_committed_eval(planner: Planner, k: int, *, episodes: int, max_decision
     return run
 
 
-def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_plies: int = 400):
+def make_match_eval(
+    planner: Planner,
+    policy_a,
+    policy_b,
+    *,
+    episodes: int,
+    max_plies: int = 400,
+    opening_plies: int = 0,
+):
     """Builds `run(params_a, params_b, key) -> (score_a, plies, moves_a)` for a clock game.
 
     Policies are ("option", k), `REFLEX` (masked argmax of the raw policy, costs 0) or `RANDOM`
-    (uniform legal move, costs 0). Player A moves first in the first half of the episodes and
-    second in the other half, so within each half every game has the same player to move at
-    each ply and only that player's policy is computed (`lax.cond`), not both.
+    (uniform legal move, costs 0). Each game starts from an even number of uniformly random
+    moves in [0, `opening_plies`] (deterministic players would otherwise replay one game per
+    colour); each opening is played twice, once with player A moving first (first half of the
+    episodes) and once second (other half). Within a half every game has the same player to
+    move at each ply, so only that player's policy is computed (`lax.cond`), not both.
     """
     game = planner.game
     if episodes % 2:
@@ -99,9 +113,17 @@ def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_
             return a, jnp.zeros_like(states.frame)
         raise ValueError(f"unknown policy {policy!r}")
 
-    def play(params_a, params_b, key, a_first: bool):
-        init_key, play_key = jax.random.split(key)
+    def openings(key):
+        init_key, n_key, move_key = jax.random.split(key, 3)
         states = jax.vmap(game.init)(jax.random.split(init_key, half))
+        if opening_plies < 2:
+            return states
+        plies = 2 * jax.random.randint(n_key, (half,), 0, opening_plies // 2 + 1)
+        play = functools.partial(random_opening, game, max_plies=opening_plies)
+        return jax.vmap(play)(states, jax.random.split(move_key, half), plies)
+
+    def play(params_a, params_b, states, play_key, a_first: bool):
+        # Even openings: the player to move is still the one who moved first.
         # A is whoever moves first (pgx draws that player id per game), or the other one.
         a_id = states.current_player if a_first else 1 - states.current_player
         score = jnp.zeros((half,), jnp.float32)
@@ -133,8 +155,12 @@ def make_match_eval(planner: Planner, policy_a, policy_b, *, episodes: int, max_
         return score, states.frame, moves
 
     def run(params_a, params_b, key):
-        first, second = jax.random.split(key)
-        halves = [play(params_a, params_b, first, True), play(params_a, params_b, second, False)]
+        open_key, first, second = jax.random.split(key, 3)
+        states = openings(open_key)
+        halves = [
+            play(params_a, params_b, states, first, True),
+            play(params_a, params_b, states, second, False),
+        ]
         score, frames, moves = (jnp.concatenate(x) for x in zip(*halves, strict=True))
         # +1 win, -1 loss, 0 draw or unfinished -> expected score in [0, 1].
         return (score + 1.0) / 2.0, frames, moves

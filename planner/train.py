@@ -56,7 +56,14 @@ from jax.sharding import PartitionSpec as P
 import games
 from planner import checkpoint as ckpt
 from planner.configs import config_from_dict, config_to_dict, default_config
-from planner.evaluate import RANDOM, REFLEX, make_committed_eval, make_match_eval, to_result
+from planner.evaluate import (
+    EVAL_OPENING_PLIES,
+    RANDOM,
+    REFLEX,
+    make_committed_eval,
+    make_match_eval,
+    to_result,
+)
 from planner.network import two_hot
 from planner.options import Planner, PlannerConfig
 
@@ -157,13 +164,21 @@ class TrainConfig:
     #: A new run starts from these planner params (e.g. a shipped `planner.msgpack`) instead of
     #: a random init; the optimizer state starts fresh. None: random init.
     init_from: str | None = None
+    #: Two-player games: each self-play game starts from a uniform number in [0, this] of
+    #: uniformly random moves, so self-play also sees positions its own policy avoids (a
+    #: self-play-only net can misjudge a random opponent's moves).
+    opening_plies: int = 0
 
     def __post_init__(self) -> None:
         positive = ("iterations", "batch", "unroll", "n_step", "replay_capacity", "minibatch")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("learner_steps", "eval_every", "checkpoint_every"):
+        if self.opening_plies and not self.two_player:
+            raise ValueError(
+                f"opening_plies is for two-player games; {self.game_id} has chance of its own"
+            )
+        for name in ("learner_steps", "eval_every", "checkpoint_every", "opening_plies"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.n_step > self.unroll:
@@ -457,7 +472,16 @@ def _build(cfg: TrainConfig, ndev: int) -> _Fns:
 
     # ---- collection ----
     def reset(keys):
-        return jax.vmap(game.init)(keys)
+        states = jax.vmap(game.init)(keys)
+        if not cfg.opening_plies:
+            return states
+        # Fresh keys derived from the init keys (init only draws the first player from them).
+        sub = jax.vmap(lambda key: jax.random.split(jax.random.fold_in(key, 1)))(keys)
+        plies = jax.vmap(lambda key: jax.random.randint(key, (), 0, cfg.opening_plies + 1))(
+            sub[:, 0]
+        )
+        opening = functools.partial(games.random_opening, game, max_plies=cfg.opening_plies)
+        return jax.vmap(opening)(states, sub[:, 1], plies)
 
     def collect(params, actors: Actors):
         def decide(actors: Actors, _):
@@ -661,10 +685,20 @@ def _build(cfg: TrainConfig, ndev: int) -> _Fns:
     if two_player:
         plies = cfg.eval_max_decisions or 400
         vs_random = make_match_eval(
-            eval_planner, ("option", ek), RANDOM, episodes=e_local, max_plies=plies
+            eval_planner,
+            ("option", ek),
+            RANDOM,
+            episodes=e_local,
+            max_plies=plies,
+            opening_plies=EVAL_OPENING_PLIES,
         )
         vs_reflex = make_match_eval(
-            eval_planner, ("option", ek), REFLEX, episodes=e_local, max_plies=plies
+            eval_planner,
+            ("option", ek),
+            REFLEX,
+            episodes=e_local,
+            max_plies=plies,
+            opening_plies=EVAL_OPENING_PLIES,
         )
 
         def evaluate(params, keys):

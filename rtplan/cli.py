@@ -29,6 +29,7 @@ _TRAIN_FLAGS = {
     "n_step": int,
     "lr": float,
     "init_from": str,
+    "opening_plies": int,
 }
 
 

@@ -207,13 +207,18 @@ def test_clock_self_play_runs_end_to_end(tmp_path):
         eval_k=2,
         eval_max_decisions=6,
         checkpoint_every=1,
+        opening_plies=3,
         **TINY,
     )
-    Trainer(cfg, tmp_path, tensorboard=False).run()
+    trainer = Trainer(cfg, tmp_path, tensorboard=False)
+    # Self-play games start after 0..3 random moves.
+    start = np.asarray(jax.device_get(trainer.actors.states.frame))
+    assert ((start >= 0) & (start <= 3)).all() and len(set(start.tolist())) > 1
+    trainer.run()
     rows = _rows(tmp_path)
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert all(np.isfinite(float(rows[1][k])) for k in ("loss", "policy_loss", "value_loss"))
-    assert int(rows[1]["frames"]) == 2 * 4 * 4  # one ply per decision, games last > 8 plies
+    assert int(rows[1]["frames"]) == 2 * 4 * 4  # one ply per decision, games last > 11 plies
     for k in ("eval_vs_random", "eval_vs_reflex"):
         assert 0.0 <= float(rows[1][k]) <= 1.0
     meta = json.loads((tmp_path / (CHECKPOINT + ".json")).read_text())
@@ -286,6 +291,8 @@ def test_missing_checkpoint_and_unknown_game_are_clear_errors(tmp_path, capsys):
         TrainConfig(game_id="speed-go-v0", train_k=1)
     with pytest.raises(ValueError, match="n_step"):
         TrainConfig(game_id="snake-rt-v0", unroll=4, n_step=5)
+    with pytest.raises(ValueError, match="opening_plies is for two-player games"):
+        TrainConfig(game_id="snake-rt-v0", opening_plies=4)
 
 
 @pytest.fixture(scope="module", autouse=True)
