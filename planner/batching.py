@@ -28,15 +28,25 @@ def bucket_ladder(max_size: int, growth: float = 1.25) -> tuple[int, ...]:
 
 
 class OptionRunner:
-    """Runs options for a batch in which every game has its own budget k."""
+    """Runs options for a batch in which every game has its own budget k.
+
+    One jitted call per k present: it gathers that group's games (indices padded up to a
+    ladder size with copies of the group's first game), runs option k on them and scatters
+    the results into the batch's output, all on device. A copy computes exactly what its
+    original does (same key, same state), so writing it twice is harmless. Compiled once per
+    (k, group size, batch size).
+    """
 
     def __init__(self, planner: Planner, *, max_batch: int = 1024, growth: float = 1.25) -> None:
         self.planner = planner
         self.ladder = bucket_ladder(max_batch, growth)
         self.max_k = max(planner.config.budgets)
-        self._option = {
-            k: jax.jit(functools.partial(planner.option, k=k)) for k in planner.config.budgets
-        }
+        self._group = {k: jax.jit(functools.partial(self._run_group, k=k)) for k in self.budgets}
+        self._empty = jax.jit(self._empty_output)
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return tuple(self.planner.config.budgets)
 
     def bucket(self, n: int) -> int:
         """The padded size a group of `n` games runs at."""
@@ -45,13 +55,33 @@ class OptionRunner:
                 return size
         raise ValueError(f"group of {n} games exceeds the largest bucket {self.ladder[-1]}")
 
+    def _padded_option(self, params, keys, states, k: int) -> OptionOutput:
+        out = self.planner.option(params, keys, states, k)
+        pad = self.max_k - k
+        return out.replace(
+            actions=jnp.pad(out.actions, ((0, 0), (0, pad)), constant_values=-1),
+            planned=jnp.pad(out.planned, ((0, 0), (0, pad)), constant_values=False),
+        )
+
+    def _run_group(self, params, keys, states, idx, acc: OptionOutput, *, k: int):
+        sub_keys, sub_states = jax.tree.map(lambda x: x[idx], (keys, states))
+        out = self._padded_option(params, sub_keys, sub_states, k)
+        return jax.tree.map(lambda a, o: a.at[idx].set(o), acc, out)
+
+    def _empty_output(self, params, keys, states) -> OptionOutput:
+        shapes = jax.eval_shape(
+            functools.partial(self._padded_option, k=self.budgets[0]), params, keys, states
+        )
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
     def compile(self, params, keys: jax.Array, states: games.State, sizes=None) -> None:
-        """Compiles every (k, size) ahead of time (e.g. at service start-up)."""
-        one = jax.tree.map(lambda x: x[:1], (keys, states))
-        for size in sizes or self.ladder:
-            batch = jax.tree.map(lambda x, size=size: jnp.repeat(x, size, axis=0), one)
-            for fn in self._option.values():
-                jax.block_until_ready(fn(params, batch[0], batch[1]))
+        """Compiles every (k, group size) for this batch size ahead of time (e.g. at start-up)."""
+        batch = keys.shape[0]
+        acc = self._empty(params, keys, states)
+        for size in sizes or [s for s in self.ladder if s <= self.bucket(batch)]:
+            idx = jnp.zeros((size,), jnp.int32)
+            for fn in self._group.values():
+                jax.block_until_ready(fn(params, keys, states, idx, acc))
 
     def __call__(self, params, keys: jax.Array, states: games.State, ks) -> OptionOutput:
         """Runs option `ks[i]` on game i.
@@ -67,28 +97,15 @@ class OptionRunner:
             budget (`-1` / False past a game's own k).
         """
         ks = np.asarray(ks)
-        unknown = set(ks.tolist()) - set(self._option)
+        batch = keys.shape[0]
+        if ks.shape != (batch,):
+            raise ValueError(f"ks has shape {ks.shape}; expected one budget per game: ({batch},)")
+        unknown = set(ks.tolist()) - set(self.budgets)
         if unknown:
-            raise ValueError(f"budgets {sorted(unknown)} not in {self.planner.config.budgets}")
-        batch = ks.shape[0]
-        parts, order = [], []
+            raise ValueError(f"budgets {sorted(unknown)} not in {self.budgets}")
+        out = self._empty(params, keys, states)
         for k in sorted(set(ks.tolist())):
             idx = np.flatnonzero(ks == k)
-            size = self.bucket(len(idx))
-            padded = np.concatenate([idx, np.full(size - len(idx), idx[0])])
-            sub_keys, sub_states = jax.tree.map(lambda x, p=padded: x[p], (keys, states))
-            out = self._option[k](params, sub_keys, sub_states)
-            n = len(idx)
-            out = jax.tree.map(lambda x, n=n: x[:n], out)
-            pad = self.max_k - k
-            out = out.replace(
-                actions=jnp.pad(out.actions, ((0, 0), (0, pad)), constant_values=-1),
-                planned=jnp.pad(out.planned, ((0, 0), (0, pad)), constant_values=False),
-            )
-            parts.append(out)
-            order.append(idx)
-        # Put the games back in their original order.
-        inverse = np.empty(batch, np.int64)
-        inverse[np.concatenate(order)] = np.arange(batch)
-        merged = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inverse], *parts)
-        return merged
+            padded = np.concatenate([idx, np.full(self.bucket(len(idx)) - len(idx), idx[0])])
+            out = self._group[k](params, keys, states, padded.astype(np.int32), out)
+        return out
