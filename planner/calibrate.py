@@ -12,8 +12,6 @@ import jax
 import numpy as np
 
 import games
-from planner import checkpoint as ckpt
-from planner.configs import config_from_dict, default_config
 from planner.evaluate import (
     EVAL_OPENING_PLIES,
     RANDOM,
@@ -23,24 +21,10 @@ from planner.evaluate import (
     to_result,
 )
 from planner.options import Planner, PlannerConfig
+from planner.store import load_planner
 
 #: Opponents of the clock-game evaluations.
 OPPONENTS = {"reflex": REFLEX, "random": RANDOM}
-
-
-def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, object, dict]:
-    """(config, params, metadata) from a checkpoint, or fresh parameters when None."""
-    if checkpoint is None:
-        cfg = default_config(game_id)
-        return cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)), {"checkpoint": None}
-    meta = ckpt.load_metadata(checkpoint)
-    cfg = config_from_dict(meta["planner_config"])
-    if cfg.game_id != game_id:
-        raise ValueError(f"checkpoint {checkpoint} is for {cfg.game_id}, not {game_id}")
-    # Planner checkpoints (train.py's export) hold {"params": flax variables}.
-    template = {"params": Planner(cfg).init_params(jax.random.PRNGKey(0))}
-    tree, meta = ckpt.load(checkpoint, template)
-    return cfg, tree["params"], dict(meta, checkpoint=str(checkpoint))
 
 
 #: Clock games are evaluated for board strength: a clock that never runs out, so every move of

@@ -9,7 +9,8 @@ import jax
 import pytest
 
 from planner import Planner, checkpoint, config_to_dict, default_config
-from planner.calibrate import calibrate, cross_eval, load_planner
+from planner.calibrate import calibrate, cross_eval
+from planner.store import load_planner
 from planner.network import NetworkConfig
 
 TINY = NetworkConfig(
