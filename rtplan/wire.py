@@ -101,7 +101,7 @@ def state_to_proto(game: games.Game, state: games.State) -> tensor_pb2.GameState
         game_id=game.id,
         paths=list(paths),
         # Leaves held as Python/NumPy scalars by the wrapped library take the traced dtype.
-        leaves=[to_tensor(np.asarray(x, spec.dtype)) for x, spec in zip(leaves, specs, strict=True)],
+        leaves=[to_tensor(np.asarray(x, s.dtype)) for x, s in zip(leaves, specs, strict=True)],
     )
 
 
@@ -115,9 +115,7 @@ def state_from_proto(game: games.Game, msg: tensor_pb2.GameState) -> games.State
         raise WireError(f"state is of game {msg.game_id!r}, expected {game.id!r}")
     paths, specs, treedef = _template(game)
     if len(msg.leaves) != len(specs):
-        raise WireError(
-            f"state of {game.id} needs {len(specs)} leaves, got {len(msg.leaves)}"
-        )
+        raise WireError(f"state of {game.id} needs {len(specs)} leaves, got {len(msg.leaves)}")
     if msg.paths and tuple(msg.paths) != paths:
         bad = next(
             (i for i, (a, b) in enumerate(zip(msg.paths, paths, strict=False)) if a != b),

@@ -10,8 +10,8 @@ import pytest
 
 from planner import Planner, checkpoint, config_to_dict, default_config
 from planner.calibrate import calibrate, cross_eval
-from planner.store import load_planner
 from planner.network import NetworkConfig
+from planner.store import load_planner
 
 TINY = NetworkConfig(
     channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True
