@@ -1,0 +1,240 @@
+"""Python client of the Env API: join a live game, read frames, send actions."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from collections.abc import Iterator
+
+import grpc
+import numpy as np
+
+from rtplan import wire
+from rtplan.v1 import env_pb2, env_pb2_grpc
+
+_FALLBACKS = {"game": env_pb2.FALLBACK_GAME, "reflex": env_pb2.FALLBACK_REFLEX}
+_CLOCKS = {"real-time": env_pb2.CLOCK_MODE_REAL_TIME, "simulated": env_pb2.CLOCK_MODE_SIMULATED}
+PROVENANCE = {
+    env_pb2.PROVENANCE_UNSPECIFIED: "none",
+    env_pb2.PROVENANCE_ON_TIME: "on-time",
+    env_pb2.PROVENANCE_LATE: "late",
+    env_pb2.PROVENANCE_FALLBACK: "fallback",
+    env_pb2.PROVENANCE_INVALID: "invalid",
+}
+
+
+class EnvError(RuntimeError):
+    """The server refused or ended the stream (gRPC status), with its message."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """How the server chose the previous frame's action."""
+
+    frame: int
+    action: int
+    provenance: str  # "on-time" | "late" | "fallback" | "invalid" | "none"
+    slack_ms: float  # deadline - arrival of the agent's action (negative: late)
+    received_action: int  # what the agent sent, -1: nothing
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One frame as the agent sees it (arrays decoded to numpy)."""
+
+    frame: int
+    legal_action_mask: np.ndarray  # [A] bool
+    reward: float
+    terminated: bool
+    truncated: bool
+    episode_return: float
+    current_player: int
+    clocks: tuple[int, ...]
+    deadline_ns: int  # server wall clock; 0 in simulated-clock mode
+    period_ms: float
+    previous: Report | None
+    observation: np.ndarray | None  # only when joined with send_observation=True
+    state: object  # rtplan.v1.GameState: decode with `decode_state`
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+def decode_state(game_id: str, msg):
+    """The game state of a frame as a `games.State` (numpy leaves), for agents that search."""
+    import games
+
+    return wire.state_from_proto(games.make(game_id), msg)
+
+
+class Episode:
+    """One joined game: iterate its frames and answer them with `act`.
+
+    The stream stays open until the game ends, `close()` is called, or the server ends it.
+    Server-side complaints about a message (bad action, wrong frame, ...) do not end the game;
+    they are collected in `errors` as (code, message).
+    """
+
+    def __init__(self, stub: env_pb2_grpc.EnvStub, join: env_pb2.Join, timeout: float | None):
+        self._outbox: queue.Queue = queue.Queue()
+        self._outbox.put(env_pb2.AgentMessage(join=join))
+        self._closed = threading.Event()
+        self._call = stub.Play(self._requests(), timeout=timeout)
+        self.errors: list[tuple[int, str]] = []
+        first = self._next()
+        if first is None or first.WhichOneof("message") != "handshake":
+            raise EnvError(f"expected a handshake, got {first}")
+        self.handshake = first.handshake
+        self.session_id = self.handshake.session_id
+        self.spec = self.handshake.spec
+
+    def _requests(self) -> Iterator[env_pb2.AgentMessage]:
+        while True:
+            msg = self._outbox.get()
+            if msg is None:
+                return
+            yield msg
+
+    def _next(self) -> env_pb2.ServerMessage | None:
+        try:
+            while True:
+                msg = next(self._call)
+                if msg.WhichOneof("message") == "error":
+                    self.errors.append((msg.error.code, msg.error.message))
+                    continue
+                return msg
+        except StopIteration:
+            return None
+        except grpc.RpcError as e:
+            if self._closed.is_set() and e.code() == grpc.StatusCode.CANCELLED:
+                return None
+            raise EnvError(f"{e.code().name}: {e.details()}") from e
+
+    def __iter__(self) -> Iterator[Frame]:
+        while True:
+            msg = self._next()
+            if msg is None:
+                return
+            frame = _frame(msg.frame)
+            yield frame
+            if frame.done:
+                return
+
+    def act(self, frame: int, action: int) -> None:
+        """Sends `action` for frame `frame` (the index of the Frame it answers)."""
+        self._outbox.put(
+            env_pb2.AgentMessage(action=env_pb2.Action(frame=int(frame), action=int(action)))
+        )
+
+    def close(self) -> None:
+        """Leaves the game and ends the stream."""
+        if not self._closed.is_set():
+            self._closed.set()
+            self._outbox.put(env_pb2.AgentMessage(leave=env_pb2.Leave()))
+            self._outbox.put(None)
+            self._call.cancel()
+
+    def __enter__(self) -> Episode:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _frame(f: env_pb2.Frame) -> Frame:
+    prev = None
+    if f.HasField("previous"):
+        p = f.previous
+        prev = Report(p.frame, p.action, PROVENANCE[p.provenance], p.slack_ms, p.received_action)
+    return Frame(
+        frame=f.frame,
+        legal_action_mask=wire.from_tensor(f.legal_action_mask, name="legal_action_mask"),
+        reward=f.reward,
+        terminated=f.terminated,
+        truncated=f.truncated,
+        episode_return=f.episode_return,
+        current_player=f.current_player,
+        clocks=tuple(f.clocks),
+        deadline_ns=f.deadline_ns,
+        period_ms=f.period_ms,
+        previous=prev,
+        observation=(
+            wire.from_tensor(f.observation, name="observation")
+            if f.HasField("observation")
+            else None
+        ),
+        state=f.state,
+    )
+
+
+class EnvClient:
+    """Connection to an rtplan env server's gRPC Env API (e.g. `EnvClient("localhost:50052")`)."""
+
+    def __init__(self, address: str) -> None:
+        options = [
+            ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
+        ]
+        self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = env_pb2_grpc.EnvStub(self._channel)
+
+    def games(self) -> list[env_pb2.GameSpec]:
+        """The games the server runs."""
+        return list(self._stub.ListGames(env_pb2.ListGamesRequest(), timeout=10).games)
+
+    def play(
+        self,
+        game_id: str = "",
+        *,
+        session_id: str = "",
+        token: str = "",
+        seed: int = 0,
+        fps: float = 0.0,
+        fallback: str = "game",
+        clock: str = "real-time",
+        record: bool = False,
+        send_observation: bool = False,
+        timeout: float | None = None,
+    ) -> Episode:
+        """Joins a game: a new one (`game_id`) or a REST-created session (`session_id` + token).
+
+        Args:
+            game_id: registered game id of a new session, e.g. "snake-rt-v0".
+            session_id: an existing session to act in (created with agent "grpc").
+            token: that session's token, or the server's agent token for a new session.
+            seed: PRNG seed of a new session.
+            fps: frames per second of a new session (0: the server's default).
+            fallback: "game" (keep direction / no-op) or "reflex" (the planner's reflex).
+            clock: "real-time" (deadlines) or "simulated" (a frame waits for your action).
+            record: write a replay file on the server.
+            send_observation: frames also carry the observation planes.
+            timeout: overall stream deadline in seconds.
+        """
+        if fallback not in _FALLBACKS:
+            raise ValueError(f"fallback must be one of {sorted(_FALLBACKS)}, got {fallback!r}")
+        if clock not in _CLOCKS:
+            raise ValueError(f"clock must be one of {sorted(_CLOCKS)}, got {clock!r}")
+        join = env_pb2.Join(
+            protocol_version=wire.PROTOCOL_VERSION,
+            session_id=session_id,
+            token=token,
+            game_id=game_id,
+            seed=seed,
+            fps=fps,
+            fallback=_FALLBACKS[fallback],
+            clock=_CLOCKS[clock],
+            record=record,
+            send_observation=send_observation,
+        )
+        return Episode(self._stub, join, timeout)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> EnvClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
