@@ -116,7 +116,19 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     ship.add_argument("--run", required=True, help="training run folder (has planner.msgpack)")
     ship.add_argument("--dest", default="checkpoints", help="destination root")
+    for name, help_text in _SERVICES.items():
+        # Their own parsers handle the flags (`rtplan NAME --help`).
+        svc = sub.add_parser(name, help=help_text, add_help=False)
+        svc.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+#: Service subcommands -> (help); each forwards its arguments to `<module>.main(argv)`.
+_SERVICES = {
+    "planner-service": "run the gRPC Planner service (gated MCTS as a service)",
+    "env-server": "run the environment server (REST, websockets, gRPC Env API)",
+}
+_SERVICE_MODULES = {"planner-service": "planner_service.__main__", "env-server": "server.__main__"}
 
 
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
@@ -232,6 +244,11 @@ def _train_planner(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _SERVICES:
+        import importlib
+
+        return importlib.import_module(_SERVICE_MODULES[argv[0]]).main(argv[1:])
     args = _build_parser().parse_args(argv)
     if args.command == "demo":
         from rtplan.demo import play_all

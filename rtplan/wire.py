@@ -106,7 +106,7 @@ def state_to_proto(game: games.Game, state: games.State) -> tensor_pb2.GameState
 
 
 def state_from_proto(game: games.Game, msg: tensor_pb2.GameState) -> games.State:
-    """Unpacks a `GameState` of `game` (numpy leaves), validating every leaf.
+    """Unpacks a `GameState` of `game` (jax array leaves), validating every leaf.
 
     Raises:
         WireError: another game, missing or extra leaves, or a leaf of the wrong dtype/shape.
@@ -128,4 +128,4 @@ def state_from_proto(game: games.Game, msg: tensor_pb2.GameState) -> games.State
         from_tensor(t, name=f"state{path}", dtype=spec.dtype, shape=spec.shape)
         for t, path, spec in zip(msg.leaves, paths, specs, strict=True)
     ]
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in leaves])
