@@ -1,0 +1,18 @@
+"""The environment server: live real-time sessions over REST, websockets and the gRPC Env API."""
+
+from server.app import create_app
+from server.replay import ReplayError, ReplayResult, replay
+from server.session import Session, SessionConfig, SessionError, SessionStats
+from server.settings import Settings
+
+__all__ = [
+    "ReplayError",
+    "ReplayResult",
+    "Session",
+    "SessionConfig",
+    "SessionError",
+    "SessionStats",
+    "Settings",
+    "create_app",
+    "replay",
+]

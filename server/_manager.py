@@ -1,0 +1,172 @@
+"""The sessions of one server: validated creation, lookup, limits, deletion and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+
+import grpc
+
+import games
+from server._runtime import Runtimes
+from server.session import (
+    AGENT_KINDS,
+    CLOCKS,
+    FALLBACKS,
+    OPPONENTS,
+    Session,
+    SessionConfig,
+    SessionError,
+)
+from server.settings import Settings
+
+_INVALID = grpc.StatusCode.INVALID_ARGUMENT
+_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+
+def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
+    """Checks what needs no game runtime; raises SessionError naming the first problem."""
+    try:
+        games.game_class(cfg.game_id)
+    except games.UnknownGameError as e:
+        raise SessionError(_INVALID, str(e)) from None
+    if not (isinstance(cfg.fps, float | int) and math.isfinite(cfg.fps) and cfg.fps > 0):
+        raise SessionError(_INVALID, f"fps must be a finite number > 0, got {cfg.fps}")
+    if cfg.fps > settings.max_fps:
+        raise SessionError(_INVALID, f"fps {cfg.fps} above the server's max_fps {settings.max_fps}")
+    if not 0 <= cfg.seed < 2**63:
+        raise SessionError(_INVALID, f"seed must be in [0, 2**63), got {cfg.seed}")
+    for name, value, allowed in (
+        ("agent", cfg.agent, AGENT_KINDS),
+        ("clock", cfg.clock, CLOCKS),
+        ("fallback", cfg.fallback, FALLBACKS),
+        ("opponent", cfg.opponent, OPPONENTS),
+    ):
+        if value not in allowed:
+            raise SessionError(_INVALID, f"{name} must be one of {list(allowed)}, got {value!r}")
+    if cfg.max_frames < 0:
+        raise SessionError(_INVALID, f"max_frames must be >= 0, got {cfg.max_frames}")
+    if cfg.agent == "planner":
+        if not cfg.ks:
+            raise SessionError(_INVALID, "the planner agent needs k (a budget or a k-sequence)")
+        if settings.planner_address is None:
+            raise SessionError(
+                _PRECONDITION,
+                "this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS): the "
+                "planner agent is unavailable",
+            )
+    elif cfg.ks:
+        raise SessionError(_INVALID, f"k is for the planner agent only, not agent {cfg.agent!r}")
+
+
+def _check_runtime(cfg: SessionConfig, runtime, settings: Settings) -> None:
+    """Checks what needs the game's runtime (its checkpoint and budgets)."""
+    needs = []
+    if cfg.agent in ("reflex", "planner"):
+        needs.append(f"agent {cfg.agent!r}")
+    if cfg.fallback == "reflex":
+        needs.append("fallback 'reflex'")
+    if runtime.clock_game and cfg.opponent == "reflex":
+        needs.append("opponent 'reflex'")
+    if needs and not runtime.has_network:
+        where = settings.checkpoint_dir / cfg.game_id / "planner.msgpack"
+        raise SessionError(
+            _PRECONDITION,
+            f"{' and '.join(needs)} needs a planner checkpoint of {cfg.game_id}; none at {where}",
+        )
+    bad = [k for k in cfg.ks if k not in runtime.budgets]
+    if bad:
+        raise SessionError(
+            _INVALID,
+            f"k {bad[0]} is not a budget of {cfg.game_id}: choose from {list(runtime.budgets)}",
+        )
+
+
+class SessionManager:
+    """Creates and tracks sessions; one per server, on `app.state`."""
+
+    def __init__(self, settings: Settings, runtimes: Runtimes, planner_stub=None) -> None:
+        self.settings = settings
+        self.runtimes = runtimes
+        self.planner_stub = planner_stub
+        self._sessions: dict[str, Session] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def live_count(self) -> int:
+        return sum(s.live for s in self._sessions.values())
+
+    def list(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    def get(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}")
+        return session
+
+    def resolve(self, cfg: SessionConfig, *, opponent_given: bool) -> SessionConfig:
+        """Fills server defaults: the clock games' opponent is the reflex when a checkpoint
+        exists, else random (unless one was asked for)."""
+        if not opponent_given:
+            has = self.runtimes.checkpoint_for(cfg.game_id) is not None
+            cfg = dataclasses.replace(cfg, opponent="reflex" if has else "random")
+        return cfg
+
+    async def create(self, cfg: SessionConfig, *, owned_by_stream: bool = False) -> Session:
+        """Validates `cfg`, builds the game runtime if needed, and starts a session.
+
+        Raises:
+            SessionError: the first problem with the request, or the server is full.
+        """
+        s = self.settings
+        _check_basic(cfg, s)
+        if self.live_count() >= s.max_sessions:
+            raise SessionError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this server is at its limit of {s.max_sessions} live sessions; delete one or "
+                "try later",
+            )
+        runtime = await self.runtimes.get(cfg.game_id)
+        _check_runtime(cfg, runtime, s)
+        session = Session(
+            cfg,
+            runtime,
+            planner_stub=self.planner_stub,
+            record_dir=s.record_dir,
+            viewer_queue=s.viewer_queue,
+            late_tick_ms=s.late_tick_ms,
+            plan_timeout_s=s.plan_timeout_s,
+            clock_ticks_per_frame=s.clock_ticks_per_frame,
+            owned_by_stream=owned_by_stream,
+        )
+        self._sessions[session.id] = session
+        session.start()
+        self._prune()
+        return session
+
+    def delete(self, session_id: str, token: str) -> Session:
+        """Stops and forgets a session; only its token's holder may."""
+        session = self.get(session_id)
+        if not session.check_token(token):
+            raise SessionError(
+                grpc.StatusCode.PERMISSION_DENIED, f"wrong token for session {session_id}"
+            )
+        session.stop("deleted")
+        self._sessions.pop(session_id, None)
+        return session
+
+    def _prune(self) -> None:
+        ended = [x for x in self._sessions.values() if not x.live]
+        for old in ended[: max(0, len(ended) - self.settings.keep_finished)]:
+            self._sessions.pop(old.id, None)
+
+    async def shutdown(self) -> None:
+        """Stops every session and waits for their loops to end."""
+        for session in self._sessions.values():
+            session.stop("server shutting down")
+        waits = [s.wait() for s in self._sessions.values()]
+        if waits:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout=10)

@@ -1,0 +1,160 @@
+"""Pure per-frame rules: which action a frame applies, and how thinking time is charged."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from rtplan.v1 import env_pb2
+
+#: An agent may answer frames up to this many frames ahead of the current one (an asynchronous
+#: planner sends the action for its landing frame early); further ahead is refused.
+MAX_FRAMES_AHEAD = 64
+#: At most this many actions are kept per frame (agents may refine an answer; this caps memory).
+MAX_ACTIONS_PER_FRAME = 8
+
+
+class Provenance(enum.IntEnum):
+    """Where a frame's action came from (values of the protocol's `Provenance`)."""
+
+    ON_TIME = env_pb2.PROVENANCE_ON_TIME
+    LATE = env_pb2.PROVENANCE_LATE
+    FALLBACK = env_pb2.PROVENANCE_FALLBACK
+    INVALID = env_pb2.PROVENANCE_INVALID
+
+    @property
+    def label(self) -> str:
+        """Lower-case name used in JSON (``"on_time"``, ``"late"``, ...)."""
+        return self.name.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """One action an agent submitted for a frame."""
+
+    action: int
+    at: float  # server monotonic time (s) when it was received
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameDecision:
+    """The action a frame applies and why."""
+
+    action: int
+    provenance: Provenance
+    slack_ms: float  # deadline - arrival of the judged answer (negative: late); 0 without one
+    received_action: int  # the judged answer's action, -1 when nothing arrived
+    arrived_at: float | None  # monotonic arrival time of the judged answer
+
+
+def is_valid_action(action: int, legal: np.ndarray) -> bool:
+    """True when `action` is in range and legal under the `[A]` bool mask `legal`."""
+    return 0 <= action < len(legal) and bool(legal[action])
+
+
+def decide_action(
+    arrivals: Sequence[Arrival],
+    *,
+    deadline: float | None,
+    legal: np.ndarray,
+    fallback: int,
+) -> FrameDecision:
+    """Chooses a frame's action from the answers that arrived for it (the real-time protocol).
+
+    The latest answer that arrived by the deadline is the agent's answer (an agent may refine
+    its choice until then). It applies if it is in range and legal, else the fallback plays
+    (INVALID). With no answer by the deadline the fallback plays: LATE when an answer came
+    after the deadline (before the frame was decided), FALLBACK when none came.
+
+    Args:
+        arrivals: the answers for this frame, in arrival order.
+        deadline: monotonic deadline of the frame; None in simulated-clock mode (no deadline:
+            every answer is on time).
+        legal: `[A]` bool legal-action mask of the frame's state.
+        fallback: the action played when the agent's answer is missing, late or invalid.
+
+    Returns:
+        The frame's action, its provenance, and the slack of the judged answer.
+    """
+    on_time = [a for a in arrivals if deadline is None or a.at <= deadline]
+    if on_time:
+        chosen = on_time[-1]
+        slack = 0.0 if deadline is None else (deadline - chosen.at) * 1e3
+        if is_valid_action(chosen.action, legal):
+            return FrameDecision(chosen.action, Provenance.ON_TIME, slack, chosen.action, chosen.at)
+        return FrameDecision(fallback, Provenance.INVALID, slack, chosen.action, chosen.at)
+    if arrivals:
+        first = arrivals[0]
+        slack = (deadline - first.at) * 1e3
+        return FrameDecision(fallback, Provenance.LATE, slack, first.action, first.at)
+    return FrameDecision(fallback, Provenance.FALLBACK, 0.0, -1, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionCheck:
+    """What to do with an incoming `Action{frame, action}`."""
+
+    error: str | None  # what is wrong with it, None when nothing is
+    keep: bool  # True: store it for its frame, whose decision judges it (maybe as INVALID)
+
+
+def check_action(
+    frame: int, action: int, *, current: int, num_actions: int, legal: np.ndarray | None
+) -> ActionCheck:
+    """Checks an action message against the session's current frame.
+
+    Args:
+        frame: the frame the action is tagged with.
+        action: the action index.
+        current: the session's current (undecided) frame.
+        num_actions: A.
+        legal: the current frame's `[A]` legal mask (checked only when `frame == current`).
+
+    Returns:
+        Refused (not kept) for a past frame or a frame too far ahead. Kept with an error for
+        an action out of range, or illegal at the current frame: its frame will report INVALID
+        and play the fallback. Kept without error otherwise.
+    """
+    if frame < current:
+        return ActionCheck(f"frame {frame} already past (the current frame is {current})", False)
+    if frame > current + MAX_FRAMES_AHEAD:
+        return ActionCheck(
+            f"frame {frame} is too far ahead: actions may be sent for frames {current} to "
+            f"{current + MAX_FRAMES_AHEAD}",
+            False,
+        )
+    if not 0 <= action < num_actions:
+        message = f"action {action} out of range [0, {num_actions}) for frame {frame}"
+        return ActionCheck(message, True)
+    if frame == current and legal is not None and not legal[action]:
+        return ActionCheck(f"action {action} is illegal at frame {frame}", True)
+    return ActionCheck(None, True)
+
+
+def wall_ticks(elapsed_s: float, tick_s: float) -> int:
+    """Clock ticks charged for `elapsed_s` seconds of thinking: every started tick counts.
+
+    The real-time rule of the clock games: a move's cost is ceil(elapsed / tick), so any
+    positive thinking time costs at least one tick.
+    """
+    if elapsed_s <= 0:
+        return 0
+    return math.ceil(elapsed_s / tick_s - 1e-9)
+
+
+def budget_at(ks: Sequence[int], decision: int) -> int:
+    """The budget k of the `decision`-th decision (0-based) of a fixed k-sequence, cycled."""
+    return int(ks[decision % len(ks)])
+
+
+def landing_frame(decision_frame: int, k: int, *, committed: bool) -> int:
+    """The frame where an option started at `decision_frame` applies its planned action.
+
+    Committed-action games: k-1 reflex frames, then the planned action on frame t+k-1.
+    Clock games: one ply, the planned move itself (k labels the search budget).
+    """
+    return decision_frame + (k - 1 if committed else 0)

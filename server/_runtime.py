@@ -1,0 +1,322 @@
+"""Per-game compiled functions (init, frame step, reflex) shared by every session of a process."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+import games
+from planner import Planner, PlannerConfig
+from planner.checkpoint import load_metadata
+from planner.store import load_planner
+from rtplan import wire
+from rtplan.v1 import env_pb2, tensor_pb2
+
+#: What FALLBACK_GAME plays, in words (GameSpec.fallback).
+GAME_FALLBACKS = {
+    "pacman-rt-v0": "keep the last direction (into a wall: stand still)",
+    "snake-rt-v0": "keep the current direction",
+    "tetris-rt-v0": "no-op (the piece falls one row)",
+    "speed-hex-v0": "the legal cell nearest the centre",
+    "speed-go-v0": "pass",
+}
+#: Clock games: the session's agent is always this player id; the built-in opponent the other.
+AGENT_PLAYER = 0
+#: Checkpoint file of a game under the server's checkpoint folder.
+CHECKPOINT_NAME = "planner.msgpack"
+
+
+@struct.dataclass
+class FrameInfo:
+    """What the session needs of a state each frame, computed inside the jitted step."""
+
+    frame: jax.Array  # [] int32
+    reward: jax.Array  # [] float32, to the player who made the last move
+    rewards: jax.Array  # [P] float32 by player id (clock games), [1] otherwise
+    terminated: jax.Array  # [] bool
+    truncated: jax.Array  # [] bool
+    current_player: jax.Array  # [] int32
+    legal: jax.Array  # [A] bool
+    clocks: jax.Array  # [P] int32 ticks left by player id (clock games), [0] otherwise
+    fallback: jax.Array  # [] int32 the game's fallback action
+    reflex: jax.Array  # [] int32 the network's masked argmax, -1 without a network
+
+
+@dataclasses.dataclass(frozen=True)
+class HostInfo:
+    """`FrameInfo` on the host, as Python values."""
+
+    frame: int
+    reward: float
+    rewards: tuple[float, ...]
+    terminated: bool
+    truncated: bool
+    current_player: int
+    legal: np.ndarray  # [A] bool
+    clocks: tuple[int, ...]
+    fallback: int
+    reflex: int
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @classmethod
+    def from_device(cls, info: FrameInfo) -> HostInfo:
+        h = jax.device_get(info)
+        return cls(
+            frame=int(h.frame),
+            reward=float(h.reward),
+            rewards=tuple(float(x) for x in h.rewards),
+            terminated=bool(h.terminated),
+            truncated=bool(h.truncated),
+            current_player=int(h.current_player),
+            legal=np.asarray(h.legal, bool),
+            clocks=tuple(int(x) for x in h.clocks),
+            fallback=int(h.fallback),
+            reflex=int(h.reflex),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fns:
+    game: games.Game
+    planner: Planner | None
+    init: Any  # (key) -> state
+    info: Any  # (params, state) -> FrameInfo
+    frame: Any  # (params, state, action, cost) -> (state, FrameInfo)
+    observe: Any  # (state) -> [*obs] float32
+
+
+@functools.lru_cache(maxsize=16)
+def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = None) -> _Fns:
+    """Jitted batch-1 functions of one game (and network); cached so every session and every
+    server of the process shares one compile per game.
+
+    Args:
+        game_id: registered id.
+        game_params: the game's settings as sorted (name, value) pairs.
+        cfg: a planner config (its `game_params` must equal `game_params`) for the reflex, or
+            None for a game without a network.
+    """
+    planner = Planner(cfg) if cfg is not None else None
+    game = planner.game if planner is not None else games.make(game_id, **dict(game_params))
+    clock = game.num_players == 2
+
+    def info(params, state) -> FrameInfo:
+        if planner is None:
+            reflex = jnp.int32(-1)
+        else:
+            reflex = planner.reflex_action(params, jax.tree.map(lambda x: x[None], state))[0]
+        if clock:
+            rewards, clocks = state.inner.rewards, state.inner.clocks
+        else:
+            rewards, clocks = state.reward[None], jnp.zeros((0,), jnp.int32)
+        return FrameInfo(
+            frame=state.frame,
+            reward=state.reward,
+            rewards=rewards,
+            terminated=state.terminated,
+            truncated=state.truncated,
+            current_player=state.current_player,
+            legal=state.legal_action_mask,
+            clocks=clocks,
+            fallback=game.fallback_action(state),
+            reflex=reflex,
+        )
+
+    def frame(params, state, action, cost):
+        nxt = game.step(state, action, cost) if clock else game.step(state, action)
+        return nxt, info(params, nxt)
+
+    return _Fns(
+        game=game,
+        planner=planner,
+        init=jax.jit(game.init),
+        info=jax.jit(info),
+        frame=jax.jit(frame),
+        observe=jax.jit(game.observe),
+    )
+
+
+def state_digest(state: games.State) -> str:
+    """A short hex digest of every leaf of a state (dtype, shape and bytes)."""
+    h = hashlib.blake2b(digest_size=12)
+    for leaf in jax.tree_util.tree_leaves(jax.device_get(state)):
+        a = np.asarray(leaf)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def init_key(seed: int) -> jax.Array:
+    """The init PRNG key of a session seed (0 <= seed < 2**63)."""
+    return jax.random.PRNGKey(seed)
+
+
+class GameRuntime:
+    """One game as this server runs it: the game (with the checkpoint's settings), its network
+    parameters when a checkpoint exists, and the shared jitted functions."""
+
+    def __init__(self, game_id: str, checkpoint: Path | None) -> None:
+        """
+        Args:
+            game_id: a registered game id (UnknownGameError otherwise).
+            checkpoint: a planner checkpoint of this game, or None (no reflex, no planner).
+        """
+        games.game_class(game_id)  # UnknownGameError names the registered games
+        self.game_id = game_id
+        self.checkpoint = checkpoint
+        if checkpoint is not None:
+            cfg, self.params, self.meta = load_planner(game_id, str(checkpoint))
+        else:
+            cfg, self.params, self.meta = None, None, {}
+        self.config: PlannerConfig | None = cfg
+        params = tuple(sorted(cfg.game_params)) if cfg is not None else ()
+        self._fns = compiled(game_id, params, cfg)
+        self.game: games.Game = self._fns.game
+        self.clock_game = self.game.num_players == 2
+        self._warm = threading.Lock()
+        self._warmed = False
+
+    @property
+    def has_network(self) -> bool:
+        """A checkpoint is loaded: the reflex (and the planner agent) are available."""
+        return self.params is not None
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return self.config.budgets if self.config is not None else ()
+
+    @property
+    def game_params(self) -> dict:
+        return dict(self.config.game_params) if self.config is not None else {}
+
+    def init(self, seed: int) -> tuple[games.State, HostInfo]:
+        """The first state of a session with this seed, and its frame info."""
+        state = self._fns.init(init_key(seed))
+        return state, HostInfo.from_device(self._fns.info(self.params, state))
+
+    def step(self, state: games.State, action: int, cost: int = 0):
+        """Plays one frame (one ply in clock games, charging `cost` ticks to the mover)."""
+        nxt, info = self._fns.frame(self.params, state, np.int32(action), np.int32(cost))
+        return nxt, HostInfo.from_device(info)
+
+    def observe(self, state: games.State) -> np.ndarray:
+        return np.asarray(jax.device_get(self._fns.observe(state)))
+
+    def state_proto(self, state: games.State) -> tensor_pb2.GameState:
+        return wire.state_to_proto(self.game, state)
+
+    def warm(self) -> None:
+        """Compiles every function (blocking; call it off the event loop)."""
+        with self._warm:
+            if self._warmed:
+                return
+            state, info = self.init(0)
+            self.step(state, info.fallback, 0)
+            self.observe(state)
+            self.state_proto(state)
+            self._warmed = True
+
+    def spec(self) -> env_pb2.GameSpec:
+        return game_spec(self.game)
+
+    def describe(self) -> dict:
+        """JSON summary for GET /v1/games."""
+        return describe_game(self.game, self.checkpoint, self.budgets, self.game_params)
+
+
+def describe_game(game: games.Game, checkpoint: Path | None, budgets, game_params) -> dict:
+    """JSON summary of a game as a server runs it."""
+    return {
+        "id": game.id,
+        "num_actions": game.num_actions,
+        "action_names": list(game.action_names),
+        "num_players": game.num_players,
+        "horizon": game.horizon or 0,
+        "observation_shape": list(game.observation_shape),
+        "fallback": GAME_FALLBACKS.get(game.id, "the game's fallback action"),
+        "checkpoint": checkpoint is not None,
+        "budgets": list(budgets),
+        "game_params": dict(game_params),
+    }
+
+
+def game_spec(game: games.Game) -> env_pb2.GameSpec:
+    """The protocol's `GameSpec` of a game."""
+    return env_pb2.GameSpec(
+        game_id=game.id,
+        observation=tensor_pb2.TensorSpec(
+            name="observation",
+            dtype=tensor_pb2.DTYPE_FLOAT32,
+            shape=list(game.observation_shape),
+        ),
+        num_actions=game.num_actions,
+        action_names=list(game.action_names),
+        num_players=game.num_players,
+        horizon=game.horizon or 0,
+        fallback=GAME_FALLBACKS.get(game.id, "the game's fallback action"),
+    )
+
+
+class Runtimes:
+    """The runtimes of one server, built on first use (off the event loop) and then shared."""
+
+    def __init__(self, checkpoint_dir: Path) -> None:
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self._runtimes: dict[str, GameRuntime] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._meta: dict[str, tuple] = {}
+
+    def checkpoint_for(self, game_id: str) -> Path | None:
+        path = self.checkpoint_dir / game_id / CHECKPOINT_NAME
+        return path if path.is_file() else None
+
+    async def get(self, game_id: str) -> GameRuntime:
+        """The warmed runtime of `game_id` (UnknownGameError for an unregistered id)."""
+        games.game_class(game_id)
+        if game_id in self._runtimes:
+            return self._runtimes[game_id]
+        lock = self._locks.setdefault(game_id, asyncio.Lock())
+        async with lock:
+            if game_id not in self._runtimes:
+                rt = await asyncio.to_thread(GameRuntime, game_id, self.checkpoint_for(game_id))
+                await asyncio.to_thread(rt.warm)
+                self._runtimes[game_id] = rt
+        return self._runtimes[game_id]
+
+    def loaded(self, game_id: str) -> GameRuntime | None:
+        return self._runtimes.get(game_id)
+
+    def _unloaded(self, game_id: str) -> tuple[games.Game, Path | None, tuple, dict]:
+        """(game, checkpoint, budgets, game params) without loading weights or compiling."""
+        if game_id not in self._meta:
+            ckpt = self.checkpoint_for(game_id)
+            budgets, params = (), {}
+            if ckpt is not None:
+                cfg = load_metadata(ckpt)["planner_config"]
+                budgets = tuple(cfg.get("budgets", ()))
+                params = {str(k): v for k, v in cfg.get("game_params", ())}
+            self._meta[game_id] = (games.make(game_id, **params), ckpt, budgets, params)
+        return self._meta[game_id]
+
+    def spec(self, game_id: str) -> env_pb2.GameSpec:
+        """The `GameSpec` of a game as this server runs it (no compile needed)."""
+        rt = self._runtimes.get(game_id)
+        return rt.spec() if rt is not None else game_spec(self._unloaded(game_id)[0])
+
+    def describe(self, game_id: str) -> dict:
+        """JSON summary of a game as this server runs it (no compile needed)."""
+        rt = self._runtimes.get(game_id)
+        return rt.describe() if rt is not None else describe_game(*self._unloaded(game_id))

@@ -1,0 +1,281 @@
+"""The environment server's FastAPI app: REST sessions, websocket viewers, and (in its lifespan)
+the gRPC Env API on the same event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from typing import Annotated, Any, Literal
+
+import grpc
+from fastapi import Depends, FastAPI, Header, Request, WebSocket
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.websockets import WebSocketDisconnect
+
+import games
+from rtplan import wire
+from rtplan.v1 import planner_pb2_grpc
+from server._manager import SessionManager
+from server._runtime import Runtimes
+from server.env_service import SERVER_VERSION, EnvService, start_grpc_server
+from server.session import SessionConfig, SessionError
+from server.settings import Settings
+
+log = logging.getLogger("rtplan.server")
+
+#: A planner channel retries a lost connection quickly (gRPC's default backoff grows to 2 min).
+PLANNER_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class CreateSession(BaseModel):
+    """Body of POST /v1/sessions."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    game: str = Field(max_length=100)
+    seed: int = Field(0, ge=0, lt=2**63)
+    fps: float | None = Field(None, gt=0)
+    agent: Literal["grpc", "reflex", "planner"] = "grpc"
+    #: Planner agent: a budget, or a sequence of budgets played in turn.
+    k: int | list[int] | None = None
+    fallback: Literal["game", "reflex"] = "game"
+    clock: Literal["real_time", "real-time", "simulated"] = "real_time"
+    record: bool = False
+    #: Clock games: the built-in opponent; default the reflex when a checkpoint exists.
+    opponent: Literal["reflex", "random"] | None = None
+    max_frames: int = Field(0, ge=0)
+
+    def config(self, default_fps: float) -> SessionConfig:
+        if self.k is None:
+            ks: tuple[int, ...] = ()
+        elif isinstance(self.k, int):
+            ks = (self.k,)
+        else:
+            ks = tuple(self.k)
+        if isinstance(self.k, list) and not 1 <= len(ks) <= 1024:
+            raise SessionError(
+                grpc.StatusCode.INVALID_ARGUMENT, "k: a k-sequence needs 1 to 1024 budgets"
+            )
+        return SessionConfig(
+            game_id=self.game,
+            seed=self.seed,
+            fps=default_fps if self.fps is None else self.fps,
+            agent=self.agent,
+            ks=ks,
+            fallback=self.fallback,
+            clock="simulated" if self.clock == "simulated" else "real_time",
+            record=self.record,
+            opponent=self.opponent or "reflex",
+            max_frames=self.max_frames,
+        )
+
+
+def _error(status: int, kind: str, detail: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": kind, "detail": detail})
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if authorization is None:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def get_manager(request: Request) -> SessionManager:
+    return request.app.state.manager
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+Manager = Annotated[SessionManager, Depends(get_manager)]
+AppSettings = Annotated[Settings, Depends(get_settings)]
+Authorization = Annotated[str | None, Header(max_length=1000)]
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The env server app; its lifespan starts the gRPC Env server on the same event loop.
+
+    `app.state` holds the settings, the game runtimes, the session manager, the planner
+    channel and the gRPC server (with `grpc_port`, the port it bound).
+    """
+    settings = Settings() if settings is None else settings
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        runtimes = Runtimes(settings.checkpoint_dir)
+        channel = stub = None
+        if settings.planner_address:
+            channel = grpc.aio.insecure_channel(
+                settings.planner_address, options=PLANNER_CHANNEL_OPTIONS
+            )
+            stub = planner_pb2_grpc.PlannerStub(channel)
+        manager = SessionManager(settings, runtimes, stub)
+        token = settings.agent_token.get_secret_value() if settings.agent_token else None
+        service = EnvService(
+            manager,
+            agent_token=token,
+            default_fps=settings.default_fps,
+            agent_queue=settings.agent_queue,
+        )
+        server, port = await start_grpc_server(service, settings.host, settings.grpc_port)
+        app.state.runtimes = runtimes
+        app.state.manager = manager
+        app.state.planner_channel = channel
+        app.state.grpc_server = server
+        app.state.grpc_port = port
+        try:
+            for game_id in settings.preload:
+                await runtimes.get(game_id)
+            yield
+        finally:
+            await manager.shutdown()
+            await server.stop(settings.grace_s)
+            if channel is not None:
+                await channel.close()
+
+    app = FastAPI(title="rtplan env server", version=SERVER_VERSION, lifespan=lifespan)
+    app.state.settings = settings
+
+    @app.exception_handler(SessionError)
+    async def session_error(request: Request, exc: SessionError):
+        return _error(exc.http_status, exc.code.name.lower(), exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        parts = []
+        for err in exc.errors()[:5]:
+            loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return _error(422, "invalid_request", "; ".join(parts) or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return _error(exc.status_code, "http_error", str(exc.detail))
+
+    @app.get("/healthz")
+    async def healthz(request: Request, manager: Manager) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "version": SERVER_VERSION,
+            "live_sessions": manager.live_count(),
+            "grpc_port": request.app.state.grpc_port,
+            "planner_address": settings.planner_address,
+        }
+
+    @app.get("/v1/games")
+    async def list_games(request: Request) -> dict[str, Any]:
+        runtimes: Runtimes = request.app.state.runtimes
+        return {"games": [runtimes.describe(g) for g in games.registered_games()]}
+
+    @app.post("/v1/sessions", status_code=201)
+    async def create_session(
+        body: CreateSession,
+        request: Request,
+        manager: Manager,
+        conf: AppSettings,
+        authorization: Authorization = None,
+    ) -> dict[str, Any]:
+        if conf.agent_token is not None:
+            given = _bearer(authorization)
+            if given is None:
+                raise SessionError(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "creating a session needs the server's agent token: "
+                    "Authorization: Bearer <token>",
+                )
+            if not hmac.compare_digest(
+                given.encode(), conf.agent_token.get_secret_value().encode()
+            ):
+                raise SessionError(grpc.StatusCode.PERMISSION_DENIED, "wrong agent token")
+        cfg = manager.resolve(
+            body.config(conf.default_fps), opponent_given=body.opponent is not None
+        )
+        session = await manager.create(cfg)
+        return {
+            "id": session.id,
+            "token": session.token,
+            "viewer_path": session.viewer_path,
+            "grpc_port": request.app.state.grpc_port,
+            "session": session.details(),
+        }
+
+    @app.get("/v1/sessions")
+    async def list_sessions(manager: Manager) -> dict[str, Any]:
+        return {"sessions": [s.summary() for s in manager.list()]}
+
+    @app.get("/v1/sessions/{session_id}")
+    async def get_session(session_id: str, manager: Manager) -> dict[str, Any]:
+        return manager.get(session_id).details()
+
+    @app.delete("/v1/sessions/{session_id}")
+    async def delete_session(
+        session_id: str, manager: Manager, authorization: Authorization = None
+    ) -> dict[str, Any]:
+        token = _bearer(authorization)
+        manager.get(session_id)  # 404 before 401 for an unknown id
+        if token is None:
+            raise SessionError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "deleting a session needs its token: Authorization: Bearer <token>",
+            )
+        session = manager.delete(session_id, token)
+        return {"id": session.id, "status": "deleted", "frame": session.frame}
+
+    @app.websocket("/v1/sessions/{session_id}/ws")
+    async def watch(websocket: WebSocket, session_id: str) -> None:
+        try:
+            session = websocket.app.state.manager.get(session_id)
+        except SessionError as e:
+            await websocket.close(code=4404, reason=e.message[:120])
+            return
+        await websocket.accept()
+        viewer = session.viewers.join()
+        try:
+            await websocket.send_text(json.dumps(session.viewer_hello()))
+            if session.status == "running":
+                viewer.offer(json.dumps(session.viewer_frame()))
+            await _serve_viewer(websocket, viewer)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            session.viewers.leave(viewer)
+
+    return app
+
+
+async def _serve_viewer(websocket: WebSocket, viewer) -> None:
+    """Sends the viewer's queue until the session ends or the viewer leaves; what a viewer
+    sends is ignored (viewers are read-only)."""
+
+    async def send() -> None:
+        while (text := await viewer.queue.get()) is not None:
+            await websocket.send_text(text)
+        await websocket.close()
+
+    async def drain() -> None:
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass
+
+    tasks = [asyncio.create_task(send()), asyncio.create_task(drain())]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()
+    finally:
+        for task in tasks:
+            task.cancel()

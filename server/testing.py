@@ -1,0 +1,160 @@
+"""Test doubles for the env server: tiny planner checkpoints and an in-process Planner servicer.
+
+`FakePlanner` implements the Planner API's `Plan` with the in-process option
+(`Planner.option`), so contract tests can run the env server against a real gRPC Planner
+without the planner service package. Never used by the server itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import jax
+
+from planner import Planner, PlannerConfig, default_config
+from planner.network import NetworkConfig
+from planner.store import load_planner, save_planner
+from rtplan import wire
+from rtplan.v1 import planner_pb2, planner_pb2_grpc
+
+#: The tiny network of the tests (see tests/test_evaluate.py).
+TINY_NET = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)
+
+
+def tiny_config(game_id: str) -> PlannerConfig:
+    """A tiny, deterministic planner config on a small board (cheap to compile and run)."""
+    if game_id == "snake-rt-v0":
+        return dataclasses.replace(
+            default_config(game_id),
+            network=dataclasses.replace(TINY_NET, value_bins=11, value_max=20.0, time_input=True),
+            simulations=(2, 4, 6, 8),
+            game_params=(("horizon", 40), ("num_cols", 5), ("num_rows", 5)),
+            gumbel_scale=0.0,
+        )
+    if game_id == "speed-hex-v0":
+        return dataclasses.replace(
+            default_config(game_id),
+            network=TINY_NET,
+            budgets=(2, 4),
+            simulations=(2, 4),
+            game_params=(("initial_time", 12),),
+            gumbel_scale=0.0,
+        )
+    raise ValueError(f"no tiny config for {game_id}")
+
+
+def write_checkpoints(root: Path, game_ids=("snake-rt-v0",), seed: int = 0) -> Path:
+    """Writes `root/<game>/planner.msgpack` with fresh tiny networks; returns `root`."""
+    root = Path(root)
+    for game_id in game_ids:
+        cfg = tiny_config(game_id)
+        params = Planner(cfg).init_params(jax.random.PRNGKey(seed))
+        save_planner(root / game_id / "planner.msgpack", cfg, params)
+    return root
+
+
+@functools.lru_cache(maxsize=8)
+def planner_fns(cfg: PlannerConfig):
+    """(planner, jitted option with static k) of a config, shared by every user in a process."""
+    planner = Planner(cfg)
+    return planner, jax.jit(planner.option, static_argnums=3)
+
+
+class FakePlanner(planner_pb2_grpc.PlannerServicer):
+    """`Plan` over the in-process option: the Decision, then the PlannedAction.
+
+    Like the real service, a request superseded by a newer one of its stream_id ends with
+    ABORTED instead of an action. `delay_s` (settable while running) holds every answer back,
+    to play a slow planner.
+    """
+
+    def __init__(self, checkpoint_dir: Path, *, delay_s: float = 0.0) -> None:
+        self._dir = Path(checkpoint_dir)
+        self.delay_s = delay_s
+        self._loaded: dict[str, tuple] = {}
+        self._latest: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.requests: list[planner_pb2.PlanRequest] = []
+
+    def _load(self, game_id: str):
+        with self._lock:
+            if game_id not in self._loaded:
+                path = self._dir / game_id / "planner.msgpack"
+                cfg, params, _ = load_planner(game_id, str(path))
+                self._loaded[game_id] = (cfg, params, *planner_fns(cfg))
+            return self._loaded[game_id]
+
+    def Plan(self, request, context):
+        self.requests.append(request)
+        try:
+            cfg, params, planner, option = self._load(request.game_id)
+        except (OSError, ValueError) as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no planner for {request.game_id}: {e}")
+        if request.budget.WhichOneof("budget") != "k":
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no gate checkpoint loaded")
+        k = request.budget.k
+        if k not in cfg.budgets:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"k={k} not in {cfg.budgets}")
+        try:
+            state = wire.state_from_proto(planner.game, request.state)
+        except wire.WireError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        with self._lock:
+            self._latest[request.stream_id] = max(
+                self._latest.get(request.stream_id, 0), request.request_id
+            )
+        start = time.perf_counter()
+        batch = jax.tree.map(lambda x: x[None], state)
+        out = jax.device_get(
+            option(params, jax.random.split(jax.random.PRNGKey(request.seed), 1), batch, k)
+        )
+        search_ms = (time.perf_counter() - start) * 1e3
+        frame = int(state.frame)
+        landing = frame + (k - 1 if planner.game.num_players == 1 else 0)
+        yield planner_pb2.PlanResponse(
+            decision=planner_pb2.Decision(
+                k=k,
+                value=float(out.root_value[0]),
+                landing_frame=landing,
+                request_id=request.request_id,
+            )
+        )
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        with self._lock:
+            if self._latest.get(request.stream_id, 0) > request.request_id:
+                context.abort(grpc.StatusCode.ABORTED, "superseded by a newer request")
+        yield planner_pb2.PlanResponse(
+            action=planner_pb2.PlannedAction(
+                action=int(out.actions[0, -1]),
+                frame_actions=[int(a) for a in out.actions[0]],
+                planned=[bool(p) for p in out.planned[0]],
+                visit_counts=[int(v) for v in out.visit_counts[0]],
+                search_value=float(out.search_value[0]),
+                cost=int(out.cost[0]),
+                search_ms=search_ms,
+                request_id=request.request_id,
+            )
+        )
+
+    def Health(self, request, context):
+        return planner_pb2.HealthResponse(status=planner_pb2.HealthResponse.SERVING, device="cpu")
+
+
+def start_fake_planner(
+    servicer: FakePlanner, port: int = 0, host: str = "127.0.0.1"
+) -> tuple[grpc.Server, int]:
+    """Serves `servicer` on a thread-pool gRPC server; returns it and its port."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    planner_pb2_grpc.add_PlannerServicer_to_server(servicer, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise RuntimeError(f"cannot bind the fake planner to {host}:{port}")
+    server.start()
+    return server, bound
