@@ -60,26 +60,27 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
         raise SessionError(_INVALID, f"k is for the planner agent only, not agent {cfg.agent!r}")
 
 
-def _check_runtime(cfg: SessionConfig, runtime, settings: Settings) -> None:
-    """Checks what needs the game's runtime (its checkpoint and budgets)."""
+def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> None:
+    """Checks what needs the game as this server runs it (its checkpoint and budgets)."""
+    game, checkpoint, budgets, _ = runtimes.info(cfg.game_id)
     needs = []
     if cfg.agent in ("reflex", "planner"):
         needs.append(f"agent {cfg.agent!r}")
     if cfg.fallback == "reflex":
         needs.append("fallback 'reflex'")
-    if runtime.clock_game and cfg.opponent == "reflex":
+    if game.num_players == 2 and cfg.opponent == "reflex":
         needs.append("opponent 'reflex'")
-    if needs and not runtime.has_network:
+    if needs and checkpoint is None:
         where = settings.checkpoint_dir / cfg.game_id / "planner.msgpack"
         raise SessionError(
             _PRECONDITION,
             f"{' and '.join(needs)} needs a planner checkpoint of {cfg.game_id}; none at {where}",
         )
-    bad = [k for k in cfg.ks if k not in runtime.budgets]
+    bad = [k for k in cfg.ks if k not in budgets]
     if bad:
         raise SessionError(
             _INVALID,
-            f"k {bad[0]} is not a budget of {cfg.game_id}: choose from {list(runtime.budgets)}",
+            f"k {bad[0]} is not a budget of {cfg.game_id}: choose from {list(budgets)}",
         )
 
 
@@ -129,8 +130,8 @@ class SessionManager:
                 f"this server is at its limit of {s.max_sessions} live sessions; delete one or "
                 "try later",
             )
+        _check_game(cfg, self.runtimes, s)
         runtime = await self.runtimes.get(cfg.game_id)
-        _check_runtime(cfg, runtime, s)
         session = Session(
             cfg,
             runtime,

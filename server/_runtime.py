@@ -299,7 +299,7 @@ class Runtimes:
     def loaded(self, game_id: str) -> GameRuntime | None:
         return self._runtimes.get(game_id)
 
-    def _unloaded(self, game_id: str) -> tuple[games.Game, Path | None, tuple, dict]:
+    def info(self, game_id: str) -> tuple[games.Game, Path | None, tuple, dict]:
         """(game, checkpoint, budgets, game params) without loading weights or compiling."""
         if game_id not in self._meta:
             ckpt = self.checkpoint_for(game_id)
@@ -314,9 +314,9 @@ class Runtimes:
     def spec(self, game_id: str) -> env_pb2.GameSpec:
         """The `GameSpec` of a game as this server runs it (no compile needed)."""
         rt = self._runtimes.get(game_id)
-        return rt.spec() if rt is not None else game_spec(self._unloaded(game_id)[0])
+        return rt.spec() if rt is not None else game_spec(self.info(game_id)[0])
 
     def describe(self, game_id: str) -> dict:
         """JSON summary of a game as this server runs it (no compile needed)."""
         rt = self._runtimes.get(game_id)
-        return rt.describe() if rt is not None else describe_game(*self._unloaded(game_id))
+        return rt.describe() if rt is not None else describe_game(*self.info(game_id))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import queue
 import threading
 import time
 from concurrent import futures
@@ -21,7 +22,7 @@ from planner import Planner, PlannerConfig, default_config
 from planner.network import NetworkConfig
 from planner.store import load_planner, save_planner
 from rtplan import wire
-from rtplan.v1 import planner_pb2, planner_pb2_grpc
+from rtplan.v1 import env_pb2, env_pb2_grpc, planner_pb2, planner_pb2_grpc
 
 #: The tiny network of the tests (see tests/test_evaluate.py).
 TINY_NET = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)
@@ -34,7 +35,7 @@ def tiny_config(game_id: str) -> PlannerConfig:
             default_config(game_id),
             network=dataclasses.replace(TINY_NET, value_bins=11, value_max=20.0, time_input=True),
             simulations=(2, 4, 6, 8),
-            game_params=(("horizon", 40), ("num_cols", 5), ("num_rows", 5)),
+            game_params=(("horizon", 200), ("num_cols", 5), ("num_rows", 5)),
             gumbel_scale=0.0,
         )
     if game_id == "speed-hex-v0":
@@ -70,13 +71,17 @@ class FakePlanner(planner_pb2_grpc.PlannerServicer):
     """`Plan` over the in-process option: the Decision, then the PlannedAction.
 
     Like the real service, a request superseded by a newer one of its stream_id ends with
-    ABORTED instead of an action. `delay_s` (settable while running) holds every answer back,
-    to play a slow planner.
+    ABORTED instead of an action (unless `supersede` is False: then late answers do come
+    back). `delay_s` (settable while running) holds every answer back, to play a slow
+    planner.
     """
 
-    def __init__(self, checkpoint_dir: Path, *, delay_s: float = 0.0) -> None:
+    def __init__(
+        self, checkpoint_dir: Path, *, delay_s: float = 0.0, supersede: bool = True
+    ) -> None:
         self._dir = Path(checkpoint_dir)
         self.delay_s = delay_s
+        self.supersede = supersede
         self._loaded: dict[str, tuple] = {}
         self._latest: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -89,6 +94,15 @@ class FakePlanner(planner_pb2_grpc.PlannerServicer):
                 cfg, params, _ = load_planner(game_id, str(path))
                 self._loaded[game_id] = (cfg, params, *planner_fns(cfg))
             return self._loaded[game_id]
+
+    def warm(self, game_id: str, ks) -> None:
+        """Compiles the options of budgets `ks` now (else the first request of each pays)."""
+        cfg, params, planner, option = self._load(game_id)
+        state = jax.tree.map(lambda x: x[None], planner.game.init(jax.random.PRNGKey(0)))
+        for k in ks:
+            jax.block_until_ready(
+                option(params, jax.random.split(jax.random.PRNGKey(0), 1), state, k)
+            )
 
     def Plan(self, request, context):
         self.requests.append(request)
@@ -128,7 +142,8 @@ class FakePlanner(planner_pb2_grpc.PlannerServicer):
         if self.delay_s:
             time.sleep(self.delay_s)
         with self._lock:
-            if self._latest.get(request.stream_id, 0) > request.request_id:
+            newest = self._latest.get(request.stream_id, 0)
+            if self.supersede and newest > request.request_id:
                 context.abort(grpc.StatusCode.ABORTED, "superseded by a newer request")
         yield planner_pb2.PlanResponse(
             action=planner_pb2.PlannedAction(
@@ -158,3 +173,62 @@ def start_fake_planner(
         raise RuntimeError(f"cannot bind the fake planner to {host}:{port}")
     server.start()
     return server, bound
+
+
+class AgentStream:
+    """A raw Env API stream for tests: send any `AgentMessage`, read `ServerMessage`s with a
+    timeout (a reader thread queues them; None marks the end of the stream)."""
+
+    def __init__(self, address: str, *, timeout: float = 120.0) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.stub = env_pb2_grpc.EnvStub(self.channel)
+        self._outbox: queue.Queue = queue.Queue()
+        self._inbox: queue.Queue = queue.Queue()
+        self.call = self.stub.Play(iter(self._outbox.get, None), timeout=timeout)
+        self.status: grpc.StatusCode | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for msg in self.call:
+                self._inbox.put((time.monotonic(), msg))
+            self.status = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            self.status = e.code()
+        self._inbox.put((time.monotonic(), None))
+
+    def send(self, msg: env_pb2.AgentMessage) -> None:
+        self._outbox.put(msg)
+
+    def join(self, **fields) -> None:
+        fields.setdefault("protocol_version", wire.PROTOCOL_VERSION)
+        self.send(env_pb2.AgentMessage(join=env_pb2.Join(**fields)))
+
+    def act(self, frame: int, action: int) -> None:
+        self.send(env_pb2.AgentMessage(action=env_pb2.Action(frame=frame, action=action)))
+
+    def next(self, timeout: float = 30.0) -> env_pb2.ServerMessage | None:
+        """The next message (None at the end of the stream); raises on timeout."""
+        return self._inbox.get(timeout=timeout)[1]
+
+    def next_timed(self, timeout: float = 30.0):
+        """(monotonic receive time, message)."""
+        return self._inbox.get(timeout=timeout)
+
+    def expect(self, kind: str, timeout: float = 30.0):
+        """Skips to the next message of `kind` ("handshake", "frame", "error"); returns its
+        payload and the messages of other kinds skipped on the way."""
+        skipped = []
+        while True:
+            msg = self.next(timeout)
+            if msg is None:
+                raise AssertionError(f"stream ended ({self.status}) while waiting for {kind}")
+            if msg.WhichOneof("message") == kind:
+                return getattr(msg, kind), skipped
+            skipped.append(msg)
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self.call.cancel()
+        self.channel.close()

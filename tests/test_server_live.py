@@ -1,0 +1,403 @@
+"""The live env server: real gRPC agents, tokens, malformed messages, websocket viewers, and the
+planner agent with a planner that is slow, killed and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from rtplan import wire
+from rtplan.v1 import env_pb2
+from server import Settings, create_app
+from server.testing import AgentStream, FakePlanner, start_fake_planner, write_checkpoints
+
+GAME = "snake-rt-v0"
+FPS = 20.0
+PERIOD = 1.0 / FPS
+P = env_pb2  # provenance and enum values
+
+
+class SlowSends:
+    """ASGI middleware: websocket sends of connections with ?slow=1 take 0.25 s each, like a
+    viewer on a slow network (its socket buffer is full)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "websocket" and b"slow=1" in scope.get("query_string", b""):
+
+            async def slow_send(message):
+                if message["type"] == "websocket.send":
+                    await asyncio.sleep(0.25)
+                await send(message)
+
+            return await self.app(scope, receive, slow_send)
+        return await self.app(scope, receive, send)
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), (GAME,))
+    fake = FakePlanner(root)
+    fake.warm(GAME, (2,))
+    planner, port = start_fake_planner(fake)
+    settings = Settings(
+        http_port=0,
+        grpc_port=0,
+        checkpoint_dir=root,
+        record_dir=tmp_path_factory.mktemp("replays"),
+        planner_address=f"127.0.0.1:{port}",
+        viewer_queue=4,
+    )
+    app = create_app(settings)
+    app.add_middleware(SlowSends)
+    with TestClient(app) as client:
+        ns = SimpleNamespace(
+            client=client,
+            address=f"127.0.0.1:{app.state.grpc_port}",
+            fake=fake,
+            planner=planner,
+            planner_port=port,
+        )
+        yield ns
+    ns.planner.stop(0)
+
+
+def session(srv, sid: str) -> dict:
+    r = srv.client.get(f"/v1/sessions/{sid}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_for(srv, sid: str, pred, timeout: float = 20.0) -> dict:
+    end = time.monotonic() + timeout
+    while not pred(info := session(srv, sid)):
+        assert time.monotonic() < end, f"timed out; session: {info}"
+        time.sleep(0.02)
+    return info
+
+
+def create(srv, **body) -> dict:
+    r = srv.client.post("/v1/sessions", json={"game": GAME, **body})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def legal_actions(frame: env_pb2.Frame) -> np.ndarray:
+    return np.flatnonzero(wire.from_tensor(frame.legal_action_mask))
+
+
+def test_agent_provenance_on_time_late_invalid_silent(srv):
+    """Frames cycle through four agent behaviours; each frame's report says what happened."""
+    agent = AgentStream(srv.address)
+    agent.join(game_id=GAME, fps=FPS, seed=1, fallback=env_pb2.FALLBACK_REFLEX)
+    hs, _ = agent.expect("handshake")
+    assert hs.protocol_version == wire.PROTOCOL_VERSION and hs.fps == FPS
+    assert hs.spec.num_actions == 4 and hs.viewer_path == f"/v1/sessions/{hs.session_id}/ws"
+    behaviour = ("on_time", "late", "invalid", "silent")
+    reports, errors, frames = {}, [], []
+    while len(reports) < 16:
+        msg = agent.next()
+        assert msg is not None, agent.status
+        if msg.WhichOneof("message") == "error":
+            errors.append(msg.error)
+            continue
+        f = msg.frame
+        frames.append(f)
+        if f.HasField("previous"):
+            reports[f.previous.frame] = f.previous
+        assert not (f.terminated or f.truncated)
+        a = int(legal_actions(f)[0])
+        kind = behaviour[f.frame % 4]
+        if kind == "on_time":
+            agent.act(f.frame, a)
+        elif kind == "late":  # half a period after the deadline
+            threading.Timer(1.5 * PERIOD, agent.act, (f.frame, a)).start()
+        elif kind == "invalid":
+            agent.act(f.frame, 9)
+    info = session(srv, hs.session_id)
+    agent.send(env_pb2.AgentMessage(leave=env_pb2.Leave()))
+    assert agent.next(5) is not None or True
+    agent.close()
+
+    for n, rep in reports.items():
+        kind = behaviour[n % 4]
+        if kind == "on_time":
+            assert rep.provenance == P.PROVENANCE_ON_TIME and rep.received_action == rep.action
+            assert 0 < rep.slack_ms <= PERIOD * 1e3
+        elif kind == "late":  # the report went out before the late action came
+            assert rep.provenance == P.PROVENANCE_FALLBACK and rep.received_action == -1
+        elif kind == "invalid":
+            assert rep.provenance == P.PROVENANCE_INVALID and rep.received_action == 9
+            assert rep.action != 9
+        else:
+            assert rep.provenance == P.PROVENANCE_FALLBACK and rep.received_action == -1
+            assert rep.slack_ms == 0
+    # Frames are stamped by the server, one period apart, with their deadlines.
+    for a, b in zip(frames, frames[1:]):
+        assert b.frame == a.frame + 1
+        assert b.deadline_ns - a.deadline_ns == pytest.approx(PERIOD * 1e9, rel=1e-3)
+        assert a.period_ms == pytest.approx(PERIOD * 1e3)
+    texts = [e.message for e in errors]
+    late = [t for t in texts if "already past" in t and "after its deadline" in t]
+    assert len(late) >= 3, texts
+    assert sum("out of range [0, 4)" in t for t in texts) >= 3, texts
+    assert all(e.code == 3 for e in errors)  # INVALID_ARGUMENT
+    stats = info["stats"]
+    assert stats["late"] >= 3 and stats["invalid"] >= 3 and stats["fallback"] >= 6
+    assert stats["on_time"] >= 3 and stats["ticks"] >= 16
+
+
+def test_simulated_clock_waits_for_the_agent(srv):
+    agent = AgentStream(srv.address)
+    agent.join(
+        game_id=GAME,
+        seed=2,
+        clock=env_pb2.CLOCK_MODE_SIMULATED,
+        fallback=env_pb2.FALLBACK_REFLEX,
+        send_observation=True,
+    )
+    hs, _ = agent.expect("handshake")
+    assert hs.clock == env_pb2.CLOCK_MODE_SIMULATED
+    f0, _ = agent.expect("frame")
+    assert f0.frame == 0 and f0.deadline_ns == 0 and f0.period_ms == 0
+    assert tuple(f0.observation.shape) == (5, 5, 5) and not f0.HasField("previous")
+    with pytest.raises(queue.Empty):  # nothing happens until the agent answers
+        agent.next(timeout=0.3)
+    # An answer for a future frame waits for it: after frame 0, frame 1 goes at once. (Out of
+    # range, so that frame 1 plays the reflex: a blind move could end the game.)
+    agent.act(1, 42)
+    err, _ = agent.expect("error")
+    assert "action 42 out of range [0, 4) for frame 1" in err.message
+    agent.act(0, int(legal_actions(f0)[0]))
+    f1, _ = agent.expect("frame")
+    f2, _ = agent.expect("frame")
+    assert (f1.frame, f2.frame) == (1, 2)
+    assert f1.previous.provenance == P.PROVENANCE_ON_TIME and f1.previous.slack_ms == 0
+    assert f2.previous.provenance == P.PROVENANCE_INVALID and f2.previous.received_action == 42
+    agent.act(2, int(legal_actions(f2)[0]))
+    f3, _ = agent.expect("frame")
+    assert f3.frame == 3 and f3.previous.provenance == P.PROVENANCE_ON_TIME
+    # A Join-created session ends with its stream.
+    agent.close()
+    wait_for(srv, hs.session_id, lambda s: s["status"] in ("stopped", "finished"))
+
+
+def test_only_the_token_holder_may_act(srv, caplog):
+    caplog.set_level(logging.DEBUG)
+    created = create(srv, agent="grpc", fps=FPS, max_frames=400)
+    sid, token = created["id"], created["token"]
+    assert len(token) >= 32 and token not in srv.client.get("/v1/sessions").text
+    assert token not in srv.client.get(f"/v1/sessions/{sid}").text
+    assert session(srv, sid)["status"] == "waiting"  # a grpc session starts when its agent joins
+
+    intruder = AgentStream(srv.address)
+    intruder.join(session_id=sid, token="not-the-token")
+    err, _ = intruder.expect("error")
+    assert err.code == 7 and f"wrong token for session {sid}" in err.message  # PERMISSION_DENIED
+    intruder.act(0, 1)  # still not joined
+    err, _ = intruder.expect("error")
+    assert "missing join" in err.message
+
+    agent = AgentStream(srv.address)
+    agent.join(session_id=sid, token=token)
+    hs, _ = agent.expect("handshake")
+    assert hs.session_id == sid
+    agent.expect("frame")
+    second = AgentStream(srv.address)
+    second.join(session_id=sid, token=token)
+    err, _ = second.expect("error")
+    assert "already has an agent" in err.message
+
+    r = srv.client.delete(f"/v1/sessions/{sid}")
+    assert r.status_code == 401 and "Authorization: Bearer" in r.json()["detail"]
+    r = srv.client.delete(f"/v1/sessions/{sid}", headers={"Authorization": "Bearer nope"})
+    assert r.status_code == 403 and r.json()["error"] == "permission_denied"
+    r = srv.client.delete(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200 and r.json()["status"] == "deleted"
+    err, _ = agent.expect("error")
+    assert "deleted" in err.message
+    while agent.next() is not None:
+        pass
+    assert srv.client.get(f"/v1/sessions/{sid}").status_code == 404
+    for stream in (intruder, agent, second):
+        stream.close()
+    assert token not in caplog.text
+
+    built_in = create(srv, agent="reflex", fps=FPS, max_frames=5)
+    other = AgentStream(srv.address)
+    other.join(session_id=built_in["id"], token=built_in["token"])
+    err, _ = other.expect("error")
+    assert "built-in reflex agent" in err.message
+    other.close()
+
+
+def test_agent_token_guards_session_creation(tmp_path):
+    settings = Settings(
+        http_port=0,
+        grpc_port=0,
+        checkpoint_dir=tmp_path / "none",
+        record_dir=tmp_path,
+        agent_token="s3cret-agent-token",
+    )
+    app = create_app(settings)
+    with TestClient(app) as client:
+        body = {"game": GAME, "clock": "simulated"}
+        r = client.post("/v1/sessions", json=body)
+        assert r.status_code == 401 and "agent token" in r.json()["detail"]
+        r = client.post("/v1/sessions", json=body, headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 403
+        r = client.post("/v1/sessions", json={**body, "agent": "planner", "k": 1})
+        assert r.status_code == 401  # authentication comes first
+        address = f"127.0.0.1:{app.state.grpc_port}"
+        agent = AgentStream(address)
+        agent.join(game_id=GAME, token="wrong")
+        err, _ = agent.expect("error")
+        assert "needs this server's agent token" in err.message
+        agent.close()
+        # Without a checkpoint the reflex is unavailable, with a clear reason.
+        auth = {"Authorization": "Bearer s3cret-agent-token"}
+        r = client.post("/v1/sessions", json={**body, "agent": "reflex"}, headers=auth)
+        assert r.status_code == 409 and "needs a planner checkpoint" in r.json()["detail"]
+        r = client.post("/v1/sessions", json={**body, "agent": "planner", "k": 1}, headers=auth)
+        assert r.status_code == 409 and "no planner_address" in r.json()["detail"]
+
+
+def test_malformed_messages_get_errors_and_the_game_goes_on(srv):
+    agent = AgentStream(srv.address)
+    agent.send(env_pb2.AgentMessage())
+    err, _ = agent.expect("error")
+    assert err.code == 3 and "empty AgentMessage" in err.message
+    agent.act(0, 1)
+    err, _ = agent.expect("error")
+    assert err.code == 9 and "missing join" in err.message
+    agent.join(protocol_version="rtplan.v0", game_id=GAME)
+    err, _ = agent.expect("error")
+    assert "protocol version 'rtplan.v0' is not supported" in err.message
+    agent.join(game_id="chess-v9")
+    err, _ = agent.expect("error")
+    assert "unknown game 'chess-v9'" in err.message and "snake-rt-v0" in err.message
+    agent.join(game_id=GAME, fps=-3.0)
+    err, _ = agent.expect("error")
+    assert "fps must be a finite number > 0" in err.message
+    agent.join(game_id=GAME, fallback=7)
+    err, _ = agent.expect("error")
+    assert "unknown fallback 7" in err.message
+    agent.join(session_id="nope", token="x")
+    err, _ = agent.expect("error")
+    assert err.code == 5 and "no session 'nope'" in err.message
+    agent.join(game_id=GAME, fps=FPS, seed=3, fallback=env_pb2.FALLBACK_REFLEX)
+    agent.expect("handshake")
+    f, _ = agent.expect("frame")
+    agent.join(game_id=GAME)
+    agent.act(f.frame + 1000, 0)
+    agent.act(f.frame, -5)
+    agent.act(-1, 0)
+    expected = ["already joined session", "too far ahead", "out of range", "already past"]
+    got = []
+    while len(got) < len(expected):
+        msg = agent.next()
+        if msg.WhichOneof("message") == "error":
+            got.append(msg.error.message)
+    for want, text in zip(expected, got):
+        assert want in text, got
+    # The game went on throughout.
+    later, _ = agent.expect("frame")
+    assert later.frame > f.frame
+    agent.close()
+
+
+def read_ws(ws, limit: int = 10_000) -> list[dict]:
+    out = []
+    for _ in range(limit):
+        try:
+            msg = json.loads(ws.receive_text())
+        except WebSocketDisconnect:
+            break
+        out.append(msg)
+        if msg["type"] == "end":
+            break
+    return out
+
+
+def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
+    frames = 40
+    created = create(srv, agent="reflex", fps=FPS, max_frames=frames)
+    path = created["viewer_path"]
+    with (
+        srv.client.websocket_connect(path) as fast,
+        srv.client.websocket_connect(path + "?slow=1") as slow,
+    ):
+        fast_msgs = read_ws(fast)
+        slow_msgs = read_ws(slow)
+    info = session(srv, created["id"])
+    assert info["status"] == "finished" and info["reason"] == "max_frames"
+    hello = fast_msgs[0]
+    assert hello["type"] == "hello" and hello["spec"]["id"] == GAME
+    seen = [m for m in fast_msgs if m["type"] == "frame"]
+    assert len(seen) >= frames - 10
+    assert [m["frame"] for m in seen] == list(range(seen[0]["frame"], frames + 1))
+    m = seen[-1]
+    assert len(m["state"]["board"]) == 5 and m["previous"]["provenance"] == "on_time"
+    assert m["previous"]["source"] == "reflex" and "late_ticks" in m["stats"]
+    assert fast_msgs[-1]["type"] == "end" and fast_msgs[-1]["stats"]["frames"] == frames
+    # The slow viewer lost frames (counted) but got the end; the ticks kept their schedule.
+    assert slow_msgs[-1]["type"] == "end"
+    assert len([m for m in slow_msgs if m["type"] == "frame"]) < len(seen)
+    stats = info["stats"]
+    assert stats["viewer_drops"] > 0 and stats["ticks"] == frames
+    assert stats["mean_tick_lag_ms"] < 0.2 * PERIOD * 1e3
+    assert stats["max_tick_lag_ms"] < 2 * PERIOD * 1e3
+    with pytest.raises(WebSocketDisconnect) as e, srv.client.websocket_connect("/v1/sessions/x/ws"):
+        pass
+    assert e.value.code == 4404
+
+
+def test_late_planner_answers_are_discarded_by_request_id(srv):
+    srv.fake.delay_s, srv.fake.supersede = 0.13, False  # every answer after its 100 ms window
+    try:
+        created = create(
+            srv, agent="planner", k=2, fps=FPS, max_frames=24, record=True, fallback="reflex"
+        )
+        info = wait_for(srv, created["id"], lambda s: s["status"] != "running")
+    finally:
+        srv.fake.delay_s, srv.fake.supersede = 0.0, True
+    stats = info["stats"]
+    assert info["status"] == "finished" and stats["decisions"] == 12
+    assert stats["planned"] == 0 and stats["planner_misses"] == 12
+    assert stats["planner_late_answers"] >= 8 and stats["planner_errors"] == 0
+    lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()[1:-1]]
+    landing = [x for x in lines if x["source"] == "planned"]
+    assert len(landing) == 12 and {x["provenance"] for x in landing} == {"fallback"}
+    assert {x["source"] for x in lines} == {"reflex", "planned"}
+    assert all(x["k"] == 2 for x in lines)
+
+
+def test_planner_killed_mid_game_falls_back_and_resumes_after_restart(srv):
+    created = create(srv, agent="planner", k=2, fps=FPS, max_frames=2000, fallback="reflex")
+    sid = created["id"]
+    before = wait_for(srv, sid, lambda s: s["stats"]["planned"] >= 3)["stats"]
+    srv.planner.stop(0)
+    down = wait_for(srv, sid, lambda s: s["stats"]["planner_errors"] >= 3)
+    assert down["status"] == "running" and down["stats"]["last_planner_error"]
+    planned_while_down = down["stats"]["planned"]
+    assert planned_while_down <= before["planned"] + 1
+    assert down["frame"] > before["frames"]  # the game went on meanwhile
+    srv.planner, _ = start_fake_planner(srv.fake, port=srv.planner_port)
+    after = wait_for(srv, sid, lambda s: s["stats"]["planned"] >= planned_while_down + 3)
+    assert after["status"] == "running" and after["stats"]["late_ticks"] <= after["frame"] // 4
+    token = created["token"]
+    r = srv.client.delete(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200
