@@ -37,10 +37,25 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtplan", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="play every game headless and print a line per frame")
-    demo.add_argument("--games", nargs="*", default=None, help="game ids (default: all)")
-    demo.add_argument("--frames", type=int, default=30, help="frames per game (default: 30)")
-    demo.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
+    demo = sub.add_parser(
+        "demo",
+        help="the live demo: planner service + env server + a game played by the planner agent",
+    )
+    demo.add_argument("--game", default="snake-rt-v0", help="game id (default: snake-rt-v0)")
+    demo.add_argument("--k", type=int, default=2, help="the planner agent's forced budget")
+    demo.add_argument("--fps", type=float, default=9.0, help="frames per second (default: 9)")
+    demo.add_argument("--frames", type=int, default=300, help="frames to watch (0: to the end)")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--every", type=int, default=10, help="print every n-th frame")
+    demo.add_argument(
+        "--no-example-agent",
+        action="store_true",
+        help="do not run examples/random_agent.py against the gRPC Env API beside it",
+    )
+    play = sub.add_parser("play", help="play every game headless and print a line per frame")
+    play.add_argument("--games", nargs="*", default=None, help="game ids (default: all)")
+    play.add_argument("--frames", type=int, default=30, help="frames per game (default: 30)")
+    play.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
 
     sub.add_parser("games", help="list the registered games and their specs")
 
@@ -251,6 +266,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return importlib.import_module(_SERVICE_MODULES[argv[0]]).main(argv[1:])
     args = _build_parser().parse_args(argv)
     if args.command == "demo":
+        from rtplan.live import run_demo
+
+        return run_demo(
+            args.game,
+            k=args.k,
+            fps=args.fps,
+            frames=args.frames,
+            seed=args.seed,
+            every=args.every,
+            example_agent=not args.no_example_agent,
+        )
+    if args.command == "play":
         from rtplan.demo import play_all
 
         return play_all(args.games, frames=args.frames, seed=args.seed)

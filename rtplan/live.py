@@ -1,0 +1,223 @@
+"""The live demo: planner service + env server + a game played by the planner agent, watched."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Child:
+    """A service subprocess whose output lines are echoed with a prefix and can be waited on."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, echo: bool = True) -> None:
+        self.name = name
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._echo = echo
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            line = line.rstrip()
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+            if self._echo:
+                print(f"[{self.name}] {line}", flush=True)
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """Blocks until an output line contains `text`; RuntimeError if the child exits first."""
+        end = time.monotonic() + timeout
+        seen = 0
+        with self._cond:
+            while True:
+                for line in self.lines[seen:]:
+                    if text in line:
+                        return line
+                seen = len(self.lines)
+                if self.proc.poll() is not None:
+                    tail = "\n".join(self.lines[-15:])
+                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}):\n{tail}")
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{self.name}: no '{text}' after {timeout:.0f} s")
+                self._cond.wait(0.5)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def http_json(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict:
+    """One REST call; raises RuntimeError with the server's message on an error status."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"{method} {url}: {e.code} {e.read().decode()[:500]}") from e
+
+
+@contextlib.contextmanager
+def services(game: str, *, planner: bool = True, echo: bool = True) -> Iterator[dict]:
+    """Starts the planner service (for `game`) and the env server; yields their addresses."""
+    py = [sys.executable, "-m", "rtplan"]
+    ports = {"planner": free_port(), "http": free_port(), "grpc": free_port()}
+    children: list[Child] = []
+    try:
+        if planner:
+            plan = Child(
+                "planner",
+                [*py, "planner-service", "--port", str(ports["planner"]), "--games", game],
+                echo=echo,
+            )
+            children.append(plan)
+        env_argv = [
+            *py,
+            "env-server",
+            "--http-port",
+            str(ports["http"]),
+            "--grpc-port",
+            str(ports["grpc"]),
+            "--preload",
+            game,
+        ]
+        if planner:
+            env_argv += ["--planner-address", f"127.0.0.1:{ports['planner']}"]
+        env = Child("env-server", env_argv, echo=echo)
+        children.append(env)
+        env.wait_for("rtplan env server: http on", timeout=600)
+        if planner:
+            plan.wait_for("planner service listening on", timeout=900)
+        yield {
+            "http": f"http://127.0.0.1:{ports['http']}",
+            "ws": f"ws://127.0.0.1:{ports['http']}",
+            "grpc": f"127.0.0.1:{ports['grpc']}",
+            "planner": f"127.0.0.1:{ports['planner']}",
+        }
+    finally:
+        for child in reversed(children):
+            child.stop()
+
+
+def watch(ws_url: str, *, every: int = 1, max_frames: int = 0) -> dict | None:
+    """Prints the frames of a session's websocket stream; returns the last frame message."""
+    from websockets.sync.client import connect
+
+    last = None
+    with connect(ws_url, max_size=2**22) as ws:
+        for raw in ws:
+            msg = json.loads(raw)
+            if msg.get("type") != "frame":
+                continue
+            last = msg
+            prev = msg.get("previous") or {}
+            if msg["frame"] % every == 0 or msg["done"]:
+                stats = msg.get("stats", {})
+                print(
+                    f"frame {msg['frame']:5d}  action {prev.get('action', '-'):>2}  "
+                    f"{prev.get('provenance', '-'):>8} via {prev.get('answer_source', '-'):>7}"
+                    f"  k={prev.get('k') or '-'}  search {prev.get('latency_ms') or 0:6.1f} ms"
+                    f"  return {msg['episode_return']:7.1f}  misses {stats.get('planner_misses')}"
+                    f"  late ticks {stats.get('late_ticks')}",
+                    flush=True,
+                )
+            if msg["done"] or (max_frames and msg["frame"] >= max_frames):
+                break
+    return last
+
+
+def run_demo(
+    game: str = "snake-rt-v0",
+    *,
+    k: int = 2,
+    fps: float = 9.0,
+    frames: int = 300,
+    seed: int = 0,
+    every: int = 10,
+    example_agent: bool = True,
+) -> int:
+    """Runs the live demo; returns an exit code."""
+    if not (ROOT / "checkpoints" / game / "planner.msgpack").exists():
+        print(f"rtplan demo: no shipped checkpoint for {game}", file=sys.stderr)
+        return 2
+    print(f"starting the planner service and the env server for {game} (compiling takes a while)")
+    with services(game) as addr:
+        created = http_json(
+            "POST",
+            f"{addr['http']}/v1/sessions",
+            {"game": game, "agent": "planner", "k": k, "fps": fps, "seed": seed, "record": True},
+        )
+        sid = created["id"]
+        print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
+        print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
+        print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
+        print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
+        agent = None
+        if example_agent:
+            agent = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(ROOT / "examples" / "random_agent.py"),
+                    "--address",
+                    addr["grpc"],
+                    "--game",
+                    game,
+                    "--fps",
+                    str(fps),
+                    "--max-frames",
+                    str(min(frames or 100, 100)),
+                ],
+                cwd=ROOT,
+            )
+        watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
+        details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
+        with contextlib.suppress(RuntimeError):
+            http_json("DELETE", f"{addr['http']}/v1/sessions/{sid}", token=created["token"])
+        if agent is not None:
+            try:
+                agent.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+        stats = details.get("stats", {})
+        print(f"\nsession {sid}: frame {details['frame']}, return {details['episode_return']:.1f}")
+        print("stats: " + json.dumps(stats, sort_keys=True))
+        if details.get("replay"):
+            print(f"replay file: {details['replay']}")
+    return 0
