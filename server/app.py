@@ -237,12 +237,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.websocket("/v1/sessions/{session_id}/ws")
     async def watch(websocket: WebSocket, session_id: str) -> None:
+        await websocket.accept()  # then a close code says why, which every client can read
         try:
             session = websocket.app.state.manager.get(session_id)
         except SessionError as e:
             await websocket.close(code=4404, reason=e.message[:120])
             return
-        await websocket.accept()
         viewer = session.viewers.join()
         try:
             await websocket.send_text(json.dumps(session.viewer_hello()))

@@ -346,6 +346,7 @@ class Session:
         self.deadline: float | None = None
         self.last_report: Report | None = None
         self._deadlines: dict[int, float | None] = {}
+        self._opponent_frames: set[int] = set()  # recent frames the clock opponent moved in
         self.link: AgentLink | None = None
         self.agent = _agents.make_agent(self, planner_stub)
         self.opponent = _agents.Opponent(self) if self.clock_game else None
@@ -449,6 +450,14 @@ class Session:
             num_actions=self.runtime.game.num_actions,
             legal=self.info.legal,
         )
+        opponents = frame in self._opponent_frames or (
+            frame == self.frame and self._actor() is self.opponent
+        )
+        if self.clock_game and opponents:
+            return SessionError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"frame {frame} is the opponent's move (your agent is player {AGENT_PLAYER})",
+            )
         if not check.keep:
             message = check.error
             if frame < self.frame:
@@ -457,11 +466,6 @@ class Session:
                 if deadline is not None:
                     message += f"; it arrived {(at - deadline) * 1e3:.1f} ms after its deadline"
             return SessionError(grpc.StatusCode.INVALID_ARGUMENT, message)
-        if self.clock_game and frame == self.frame and self.info.current_player != AGENT_PLAYER:
-            return SessionError(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"frame {frame} is the opponent's move (your agent is player {AGENT_PLAYER})",
-            )
         if not self.agent.receive(frame, Arrival(action, at)):
             return SessionError(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -703,8 +707,12 @@ class Session:
         self.deadline = deadline
         self._deadlines[self.frame] = deadline
         self._deadlines.pop(self.frame - 2 * MAX_FRAMES_AHEAD, None)
+        self._opponent_frames.discard(self.frame - 2 * MAX_FRAMES_AHEAD)
         if not self._over():
-            self._actor().begin(self.frame)
+            actor = self._actor()
+            if actor is self.opponent:
+                self._opponent_frames.add(self.frame)
+            actor.begin(self.frame)
         if self.link is not None:
             self.stats.agent_drops += self.link.send(
                 env_pb2.ServerMessage(frame=self._frame_proto(self.link))
