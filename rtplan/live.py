@@ -95,8 +95,11 @@ def http_json(method: str, url: str, body: dict | None = None, token: str | None
 
 
 @contextlib.contextmanager
-def services(game: str, *, planner: bool = True, echo: bool = True) -> Iterator[dict]:
-    """Starts the planner service (for `game`) and the env server; yields their addresses."""
+def services(
+    game_ids: str | Sequence[str], *, planner: bool = True, echo: bool = True
+) -> Iterator[dict]:
+    """Starts the planner service (for the games) and the env server; yields their addresses."""
+    game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
     py = [sys.executable, "-m", "rtplan"]
     ports = {"planner": free_port(), "http": free_port(), "grpc": free_port()}
     children: list[Child] = []
@@ -104,7 +107,14 @@ def services(game: str, *, planner: bool = True, echo: bool = True) -> Iterator[
         if planner:
             plan = Child(
                 "planner",
-                [*py, "planner-service", "--port", str(ports["planner"]), "--games", game],
+                [
+                    *py,
+                    "planner-service",
+                    "--port",
+                    str(ports["planner"]),
+                    "--games",
+                    ",".join(game_ids),
+                ],
                 echo=echo,
             )
             children.append(plan)
@@ -116,7 +126,7 @@ def services(game: str, *, planner: bool = True, echo: bool = True) -> Iterator[
             "--grpc-port",
             str(ports["grpc"]),
             "--preload",
-            game,
+            *game_ids,
         ]
         if planner:
             env_argv += ["--planner-address", f"127.0.0.1:{ports['planner']}"]
