@@ -1,0 +1,161 @@
+"""Planner service benchmark: gRPC planning vs in-process planning, batch 1, per game.
+
+Usage: python bench/bench_planner_service.py [--games ...] [--calls 200] [--checkpoint-dir DIR]
+
+Each game's shipped checkpoint (`checkpoints/<game>/planner.msgpack`) plans with its smallest
+budget: k=1 (32 simulations) in the committed games, the smallest option in the clock games
+(Speed Hex 2 simulations, Speed Go 16). The service runs as its own process (`python -m
+planner_service`), serving only that budget so start-up compiles one option per game.
+
+- gRPC: the client's wall time for one Plan call, from packing the state (`wire.state_to_proto`)
+  to receiving the planned action (decision, then action; sync stub over loopback).
+- In-process: the jitted `planner.option` on a device-resident batch-1 state, until its actions
+  are on the host (what an agent holding the planner in its own process pays).
+
+The two are timed alternately in one run (same machine load), after warm-up; the table gives
+median and p95 in ms and their ratio (target <= 1.1x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import jax
+import numpy as np
+
+from planner import Planner
+from planner.store import load_planner, save_planner
+from rtplan import wire
+from rtplan.v1 import planner_pb2 as pb
+from rtplan.v1 import planner_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[1]
+GAMES = ("pacman-rt-v0", "snake-rt-v0", "tetris-rt-v0", "speed-hex-v0", "speed-go-v0")
+
+
+def _serving_dir(src: Path, game_ids, out: Path) -> dict:
+    """Copies each checkpoint, restricted to its smallest budget; returns game -> (cfg, params)."""
+    loaded = {}
+    for game_id in game_ids:
+        cfg, params, meta = load_planner(game_id, str(src / game_id / "planner.msgpack"))
+        k = min(cfg.budgets)
+        cfg = dataclasses.replace(cfg, budgets=(k,), simulations=(cfg.sims(k),), gumbel_scale=0.0)
+        save_planner(out / game_id / "planner.msgpack", cfg, params, source=meta["checkpoint"])
+        loaded[game_id] = (cfg, params)
+    return loaded
+
+
+def _start_service(checkpoint_dir: Path, game_ids) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "planner_service", "--port", "0", "--log-level", "WARNING"]
+    cmd += ["--checkpoint-dir", str(checkpoint_dir), "--games", ",".join(game_ids)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        found = re.search(r"listening on (\S+):(\d+)", line)
+        if found:
+            return proc, f"{found.group(1)}:{found.group(2)}"
+    raise RuntimeError(f"planner service exited with {proc.wait()} before serving")
+
+
+def _percentiles(times: list[float]) -> tuple[float, float]:
+    a = np.asarray(times)
+    return float(np.median(a)), float(np.percentile(a, 95))
+
+
+def bench_game(stub, game_id: str, cfg, params, calls: int, warmup: int) -> dict:
+    planner = Planner(cfg)
+    k = cfg.budgets[0]
+    state = jax.device_get(jax.jit(planner.game.init)(jax.random.PRNGKey(1)))
+    batch = jax.device_put(jax.tree.map(lambda x: np.asarray(x)[None], state))
+    keys = jax.device_put(np.zeros((1, 2), np.uint32))
+    params = jax.device_put(params)
+    option = jax.jit(planner.option, static_argnums=3)
+
+    def in_process() -> int:
+        return int(jax.device_get(option(params, keys, batch, k).actions)[0, -1])
+
+    request_id = [0]
+
+    def over_grpc() -> tuple[int, float]:
+        request_id[0] += 1
+        request = pb.PlanRequest(
+            game_id=game_id,
+            state=wire.state_to_proto(planner.game, state),
+            budget=pb.Budget(k=k),
+            stream_id=f"bench-{game_id}",
+            request_id=request_id[0],
+        )
+        decision, planned = stub.Plan(request, timeout=10)
+        assert decision.decision.k == k
+        return planned.action.action, planned.action.search_ms
+
+    for _ in range(warmup):
+        a, _ = over_grpc()
+        b = in_process()
+    assert a == b, f"{game_id}: gRPC planned {a}, in-process {b}"
+    grpc_ms, local_ms, server_ms = [], [], []
+    for _ in range(calls):  # alternate, so both see the same background load
+        start = time.perf_counter()
+        _, search_ms = over_grpc()
+        grpc_ms.append((time.perf_counter() - start) * 1e3)
+        server_ms.append(search_ms)
+        start = time.perf_counter()
+        in_process()
+        local_ms.append((time.perf_counter() - start) * 1e3)
+    return dict(
+        k=k,
+        sims=cfg.sims(k),
+        grpc=_percentiles(grpc_ms),
+        local=_percentiles(local_ms),
+        server=_percentiles(server_ms),
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", nargs="+", default=list(GAMES))
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--checkpoint-dir", type=Path, default=ROOT / "checkpoints")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        loaded = _serving_dir(args.checkpoint_dir, args.games, Path(tmp))
+        started = time.perf_counter()
+        proc, address = _start_service(Path(tmp), args.games)
+        print(f"service up at {address} in {time.perf_counter() - started:.0f} s", flush=True)
+        try:
+            channel = grpc.insecure_channel(address)
+            stub = planner_pb2_grpc.PlannerStub(channel)
+            rows = {g: bench_game(stub, g, *loaded[g], args.calls, args.warmup) for g in args.games}
+            channel.close()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+    print(f"\n## gRPC vs in-process planning, batch 1 ({args.calls} calls each, ms)\n")
+    print(f"machine: {os.cpu_count()} CPUs, device {jax.devices()[0]}\n")
+    print(
+        "| game | k / sims | in-process median / p95 | gRPC median / p95 | ratio median / p95 "
+        "| server search median |"
+    )
+    print("|---|---|---|---|---|---|")
+    for game_id, r in rows.items():
+        (lm, lp), (gm, gp), (sm, _) = r["local"], r["grpc"], r["server"]
+        print(
+            f"| {game_id} | {r['k']} / {r['sims']} | {lm:.2f} / {lp:.2f} | {gm:.2f} / {gp:.2f} "
+            f"| {gm / lm:.2f}x / {gp / lp:.2f}x | {sm:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

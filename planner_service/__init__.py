@@ -1,0 +1,19 @@
+"""gRPC Planner service: gated MCTS as a service, one precompiled search per budget k."""
+
+from planner_service.background import BackgroundService
+from planner_service.engine import GATE, Decision, Engine, EngineError, Plan, resolve_device
+from planner_service.server import create_server, serve
+from planner_service.settings import PlannerServiceSettings
+
+__all__ = [
+    "BackgroundService",
+    "GATE",
+    "Decision",
+    "Engine",
+    "EngineError",
+    "Plan",
+    "PlannerServiceSettings",
+    "create_server",
+    "resolve_device",
+    "serve",
+]

@@ -1,0 +1,91 @@
+"""`python -m planner_service`: runs the Planner service until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from planner_service.engine import DeviceError, EngineError
+from planner_service.settings import PlannerServiceSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags of the service; each overrides its RTPLAN_PLANNER_* environment variable."""
+    p = argparse.ArgumentParser(
+        prog="rtplan planner-service",
+        description="gRPC Planner service: MCTS options per budget k over the shipped planners.",
+    )
+    p.add_argument("--host", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="gRPC port, 0 for any free port (default 50051)")
+    p.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N (default cpu)")
+    p.add_argument(
+        "--checkpoint-dir", help="folder of <game>/planner.msgpack (default checkpoints)"
+    )
+    p.add_argument(
+        "--games", help="comma-separated game ids to serve (default: every game with a checkpoint)"
+    )
+    p.add_argument("--max-concurrent", type=int, help="searches at once (default 2)")
+    p.add_argument("--grace-s", type=float, help="seconds open calls get at shutdown (default 2)")
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the service; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    overrides = {
+        k: v
+        for k, v in vars(args).items()
+        if v is not None and k in PlannerServiceSettings.model_fields
+    }
+    try:
+        settings = PlannerServiceSettings(**overrides)
+    except ValidationError as e:
+        print(f"planner service: bad settings:\n{e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(settings))
+    except (EngineError, DeviceError, OSError, ValueError) as e:
+        print(f"planner service: {e}", file=sys.stderr)
+        return 1
+
+
+async def _run(settings: PlannerServiceSettings) -> int:
+    from planner_service.server import load_engine, serve
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    engine = load_engine(settings)
+    _, total = engine.progress
+    logging.getLogger("planner_service").info(
+        "compiling %d options of %s on %s", total, ", ".join(engine.game_ids), engine.device
+    )
+    serving = asyncio.ensure_future(serve(settings, engine=engine))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((serving, stopping), return_when=asyncio.FIRST_COMPLETED)
+    if not serving.done():  # stopped while compiling
+        engine.close()
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        return 0
+    stopping.cancel()
+    server, port = serving.result()
+    print(
+        f"planner service listening on {settings.host}:{port} (device {engine.device})", flush=True
+    )
+    await stop.wait()
+    await server.stop(settings.grace_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

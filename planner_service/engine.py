@@ -1,0 +1,442 @@
+"""The planner service's core: loaded planners, one jitted option per budget, decisions, plans."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import games
+from planner import Planner, PlannerConfig
+from planner.store import load_planner
+from rtplan import wire
+from rtplan.v1 import tensor_pb2
+
+#: The budget that lets the gate choose k.
+GATE = "gate"
+#: File name of a game's planner under a checkpoint directory: `<dir>/<game>/planner.msgpack`.
+CHECKPOINT_NAME = "planner.msgpack"
+
+
+class EngineError(Exception):
+    """A request the engine cannot serve; the message names the cause."""
+
+
+class InvalidRequestError(EngineError):
+    """The request itself is wrong: unknown game, budget not offered, malformed state."""
+
+
+class UnknownGameError(InvalidRequestError):
+    """A game id that is not registered."""
+
+
+class BudgetError(InvalidRequestError):
+    """A forced k that is not one of the game's budgets."""
+
+
+class StateError(InvalidRequestError):
+    """A state that does not decode, or one there is nothing to plan for."""
+
+
+class NotLoadedError(EngineError):
+    """A registered game (or its gate) with no checkpoint loaded in this engine."""
+
+
+class NoGateError(NotLoadedError):
+    """A `gate` budget for a game whose gate checkpoint is not loaded."""
+
+
+class NotReadyError(EngineError):
+    """A request before `compile()` has finished."""
+
+
+class DeviceError(ValueError):
+    """A device spec that is malformed or names a device this machine does not have."""
+
+
+def resolve_device(spec: str) -> jax.Device:
+    """The JAX device of a spec: `cpu`, `cpu:N`, `cuda` or `cuda:N` (the N-th GPU).
+
+    Raises:
+        DeviceError: a malformed spec, no GPU backend, or an index past the devices present.
+    """
+    kind, _, index = spec.strip().lower().partition(":")
+    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
+        raise DeviceError(f"device {spec!r} is not one of cpu, cpu:N, cuda, cuda:N")
+    platform = "cpu" if kind == "cpu" else "gpu"
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        have = ", ".join(str(d) for d in jax.devices())
+        raise DeviceError(
+            f"device {spec!r} not available: JAX has no {platform} backend here (devices: {have})"
+        ) from None
+    n = int(index or 0)
+    if n >= len(devices):
+        raise DeviceError(f"device {spec!r} not available: {len(devices)} {platform} device(s)")
+    return devices[n]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The budget decision for one request (sent before the search result)."""
+
+    k: int
+    gate_probabilities: np.ndarray  # [len(budgets)] float32; empty for a forced k
+    value: float  # planner network value at s_t
+    landing_frame: int  # frame index where the planned action applies
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The planned action of option k and its search statistics."""
+
+    action: int  # the planned action, played on the landing frame
+    frame_actions: np.ndarray  # [K] int32 every frame action of the option, in play order
+    planned: np.ndarray  # [K] bool: True where MCTS chose the action, False for reflex
+    visit_counts: np.ndarray  # [A] int32 root visit counts
+    search_value: float  # MCTS value of the root
+    cost: int  # clock ticks charged (clock games; 0 in committed games)
+    search_ms: float  # wall time of the option on the device, transfers included
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedGame:
+    """One served game: its deterministic planner, parameters on the device, executables."""
+
+    game_id: str
+    config: PlannerConfig
+    planner: Planner
+    params: object
+    checkpoint: str
+    gate: object | None = None  # a gate slots in here (decision first, then the option it picks)
+    # Filled by `Engine.compile()`: "value" -> (params, states[1]) -> (value [1], features [1, F]);
+    # k -> (params, keys[1], states[1]) -> option fields (see `_option`).
+    executables: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return self.config.budgets
+
+    @property
+    def simulations(self) -> tuple[int, ...]:
+        return self.config.simulations
+
+
+class Engine:
+    """Serves planning requests for a set of games on one device (no gRPC here).
+
+    Search is deterministic (`gumbel_scale = 0`), at batch 1, one executable per budget k.
+    Call `compile()` once before serving: until it returns, requests raise `NotReadyError`.
+    Executables are compiled ahead of time, so a request can never trigger a compile (a
+    mismatched input raises instead). Methods are thread-safe; JAX releases the GIL while a
+    search runs.
+    """
+
+    def __init__(
+        self,
+        checkpoints: Mapping[str, str | Path],
+        *,
+        device: str | jax.Device = "cpu",
+        compiler_options: Mapping[str, object] | None = None,
+    ) -> None:
+        """Loads one planner per game.
+
+        Args:
+            checkpoints: game id -> planner checkpoint path (`planner.store.save_planner` format).
+            device: where parameters live and searches run (`resolve_device` spec or a device).
+            compiler_options: XLA options for every compile, e.g.
+                `{"xla_backend_optimization_level": 0}` compiles ~40% faster on CPU and runs
+                slightly slower (tests use it).
+
+        Raises:
+            UnknownGameError: a game id that is not registered.
+            DeviceError: the device does not exist.
+            ValueError / CheckpointError: a checkpoint that does not load or is for another game.
+        """
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._compiled = 0
+        self.traces = 0  # traces so far: compile() makes them all, serving none
+        self._compiler_options = dict(compiler_options or {})
+        self._games: dict[str, LoadedGame] = {}
+        for game_id, path in checkpoints.items():
+            self._check_registered(game_id)
+            self._games[game_id] = self._load(game_id, str(path))
+
+    @classmethod
+    def from_dir(
+        cls,
+        checkpoint_dir: str | Path,
+        *,
+        game_ids: Iterable[str] | None = None,
+        device: str | jax.Device = "cpu",
+        compiler_options: Mapping[str, object] | None = None,
+    ) -> Engine:
+        """Loads `<checkpoint_dir>/<game>/planner.msgpack` for each game.
+
+        Args:
+            checkpoint_dir: folder with one sub-folder per game.
+            game_ids: the games to serve; None serves every registered game that has a checkpoint.
+            device, compiler_options: see `__init__`.
+
+        Raises:
+            NotLoadedError: a requested game has no checkpoint there, or none has one.
+        """
+        device = resolve_device(device) if isinstance(device, str) else device  # fail first
+        root = Path(checkpoint_dir)
+        if game_ids is None:
+            wanted = [g for g in games.registered_games() if (root / g / CHECKPOINT_NAME).is_file()]
+            if not wanted:
+                raise NotLoadedError(f"no {CHECKPOINT_NAME} of a registered game under {root}")
+        else:
+            wanted = list(game_ids)
+        paths = {}
+        for game_id in wanted:
+            cls._check_registered(game_id)
+            path = root / game_id / CHECKPOINT_NAME
+            if not path.is_file():
+                raise NotLoadedError(f"no planner checkpoint for {game_id}: {path} does not exist")
+            paths[game_id] = path
+        return cls(paths, device=device, compiler_options=compiler_options)
+
+    # Loading and compilation -------------------------------------------------------------------
+
+    @staticmethod
+    def _check_registered(game_id: str) -> None:
+        if game_id not in games.registered_games():
+            known = ", ".join(games.registered_games())
+            raise UnknownGameError(f"unknown game {game_id!r}; known games: {known}")
+
+    def _load(self, game_id: str, path: str) -> LoadedGame:
+        cfg, params, _ = load_planner(game_id, path)
+        # Serving plays the argmax of the improved policy: the same state always gets the same
+        # plan, whatever the seed (training samples with gumbel_scale 1).
+        cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
+        planner = Planner(cfg)
+        return LoadedGame(
+            game_id=game_id,
+            config=cfg,
+            planner=planner,
+            params=jax.device_put(params, self.device),
+            checkpoint=path,
+        )
+
+    def _compile_one(self, fn, *args):
+        """`fn` lowered for `args` and compiled with the engine's XLA options."""
+        with self._lock:
+            self.traces += 1
+        return jax.jit(fn).lower(*args).compile(self._compiler_options or None)
+
+    def compile(self, *, workers: int | None = None) -> None:
+        """Compiles and warms the decision and every budget's option of every game.
+
+        Runs each once on the game's first state, so the first real request pays no compile.
+        XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap them.
+        """
+        jobs = []
+        for loaded in self._games.values():
+            # One jitted init compiles faster than its ops one by one.
+            states = self._batch(jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0)))
+            jobs += [(loaded, states, k, i == 0) for i, k in enumerate(loaded.budgets)]
+        workers = workers or min(4, os.cpu_count() or 1)
+        with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
+            list(pool.map(lambda job: self._warm(*job), jobs))
+        self._ready.set()
+
+    def close(self) -> None:
+        """Makes a running `compile()` skip the options it has not started (for shutdown)."""
+        self._stop.set()
+
+    def _warm(self, loaded: LoadedGame, states: games.State, k: int, first: bool) -> None:
+        if self._stop.is_set():
+            raise NotReadyError("compile stopped: the engine was closed")
+        planner, params = loaded.planner, loaded.params
+        if first:  # one job per game compiles its decision
+            fn = functools.partial(_evaluate, planner)
+            loaded.executables["value"] = self._compile_one(fn, params, states)
+            self._value(loaded, states)
+        keys = jax.device_put(np.zeros((1, 2), np.uint32), self.device)
+        fn = functools.partial(_option, planner, k=k)
+        loaded.executables[k] = self._compile_one(fn, params, keys, states)
+        self._run_option(loaded, states, k, 0)  # warm: first-call allocations happen here
+        with self._lock:
+            self._compiled += 1
+
+    @property
+    def ready(self) -> bool:
+        """True once `compile()` has finished."""
+        return self._ready.is_set()
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(options compiled, options in all): the decision is compiled with each game's first."""
+        return self._compiled, sum(len(g.budgets) for g in self._games.values())
+
+    # Queries -----------------------------------------------------------------------------------
+
+    @property
+    def game_ids(self) -> tuple[str, ...]:
+        """The served games, in load order."""
+        return tuple(self._games)
+
+    def loaded(self, game_id: str) -> LoadedGame:
+        """The served game `game_id`.
+
+        Raises:
+            UnknownGameError: not a registered game.
+            NotLoadedError: registered, but no checkpoint of it is loaded here.
+        """
+        found = self._games.get(game_id)
+        if found is None:
+            self._check_registered(game_id)
+            served = ", ".join(self._games) or "none"
+            raise NotLoadedError(
+                f"no planner checkpoint loaded for {game_id}; this server plans for: {served}"
+            )
+        return found
+
+    def decode_state(self, game_id: str, msg: tensor_pb2.GameState) -> games.State:
+        """A validated, unbatched numpy state of `game_id` from its wire form.
+
+        Raises:
+            UnknownGameError / NotLoadedError: see `loaded`.
+            StateError: the `WireError` text (which leaf, what was wrong), a finished game, or a
+                running game with no legal action.
+        """
+        loaded = self.loaded(game_id)
+        try:
+            state = wire.state_from_proto(loaded.planner.game, msg)
+        except wire.WireError as e:
+            raise StateError(str(e)) from None
+        if bool(state.done):
+            raise StateError(f"state of {game_id} is finished (terminated/truncated): no plan")
+        if not np.any(state.legal_action_mask):
+            raise StateError(f"state of {game_id} has no legal action")
+        return state
+
+    def check(self, game_id: str, budget: int | str) -> int | str:
+        """Validates a game and budget before any work is queued for them.
+
+        Returns:
+            The budget: a forced k (int) or `GATE`.
+
+        Raises:
+            UnknownGameError, NotLoadedError, BudgetError, NoGateError, NotReadyError.
+        """
+        loaded = self.loaded(game_id)
+        if budget == GATE:
+            if loaded.gate is None:
+                raise NoGateError(f"no gate checkpoint loaded for {game_id}")
+        else:
+            budget = self._budget(loaded, budget)
+        self._serving(game_id)
+        return budget
+
+    def decision(self, game_id: str, state: games.State, budget: int | str) -> Decision:
+        """The budget decision at s_t: k, gate probabilities, value, landing frame.
+
+        Args:
+            game_id: a served game.
+            state: one unbatched state of it (numpy or jax leaves), s_t.
+            budget: a forced k (one of the game's budgets) or `GATE`.
+
+        Returns:
+            The decision. The landing frame is where the option's planned action applies:
+            `frame + k - 1` in committed games (k - 1 reflex frames come first), `frame` in
+            clock games (one move per option).
+
+        Raises:
+            NotReadyError, UnknownGameError, NotLoadedError, BudgetError, NoGateError.
+        """
+        loaded = self._serving(game_id)
+        if self.check(game_id, budget) == GATE:
+            raise NotImplementedError("the gate issue fills this in")  # pragma: no cover
+        k = int(budget)
+        value = self._value(loaded, self._batch(state))
+        frame = int(state.frame)
+        landing = frame if loaded.planner.two_player else frame + k - 1
+        return Decision(
+            k=k,
+            gate_probabilities=np.zeros((0,), np.float32),
+            value=value,
+            landing_frame=landing,
+        )
+
+    def plan(self, game_id: str, state: games.State, k: int, seed: int = 0) -> Plan:
+        """Runs option k from s_t and returns its planned action and search statistics.
+
+        Args:
+            game_id: a served game.
+            state: one unbatched state s_t.
+            k: one of the game's budgets (from the decision).
+            seed: search PRNG seed, any uint64 (the deterministic search does not use it).
+
+        Raises:
+            NotReadyError, UnknownGameError, NotLoadedError, BudgetError.
+        """
+        loaded = self._serving(game_id)
+        return self._run_option(loaded, self._batch(state), self._budget(loaded, k), seed)
+
+    # Internals ---------------------------------------------------------------------------------
+
+    def _serving(self, game_id: str) -> LoadedGame:
+        loaded = self.loaded(game_id)
+        if not self.ready:
+            done, total = self.progress
+            raise NotReadyError(f"planner still compiling ({done}/{total} options ready)")
+        return loaded
+
+    @staticmethod
+    def _budget(loaded: LoadedGame, k) -> int:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k not in loaded.budgets:
+            budgets = ", ".join(map(str, loaded.budgets))
+            raise BudgetError(f"k={k} is not a budget of {loaded.game_id}; budgets: {budgets}")
+        return int(k)
+
+    def _batch(self, state: games.State) -> games.State:
+        return jax.device_put(jax.tree.map(lambda x: np.asarray(x)[None], state), self.device)
+
+    def _value(self, loaded: LoadedGame, states: games.State) -> float:
+        value, _features = loaded.executables["value"](loaded.params, states)
+        return float(np.asarray(value)[0])
+
+    def _run_option(self, loaded: LoadedGame, states: games.State, k: int, seed: int) -> Plan:
+        # A uint64 seed is exactly one threefry key (two uint32 words).
+        keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
+        start = time.perf_counter()
+        out = jax.device_get(
+            loaded.executables[k](loaded.params, jax.device_put(keys, self.device), states)
+        )
+        search_ms = (time.perf_counter() - start) * 1e3
+        actions, planned, visits, search_value, cost = (x[0] for x in out)
+        return Plan(
+            action=int(actions[-1]),
+            frame_actions=actions.astype(np.int32),
+            planned=planned.astype(bool),
+            visit_counts=visits.astype(np.int32),
+            search_value=float(search_value),
+            cost=int(cost),
+            search_ms=search_ms,
+        )
+
+
+def _evaluate(planner: Planner, params, states):
+    out = planner.evaluate(params, states)
+    return out.value, out.features
+
+
+def _option(planner: Planner, params, keys, states, *, k: int):
+    """Option k with only the fields a plan sends (the rest never leaves the device)."""
+    out = planner.option(params, keys, states, k)
+    return out.actions, out.planned, out.visit_counts, out.search_value, out.cost

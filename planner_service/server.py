@@ -1,0 +1,301 @@
+"""The gRPC Planner service: thin `grpc.aio` handlers over the planner engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import threading
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+import rtplan
+from planner_service import engine as eng
+from planner_service._admission import (
+    Admission,
+    AdmissionError,
+    BusyError,
+    DeadlineError,
+    SupersededError,
+)
+from planner_service.settings import PlannerServiceSettings
+from rtplan import wire
+from rtplan.v1 import planner_pb2 as pb
+from rtplan.v1 import planner_pb2_grpc
+
+log = logging.getLogger("planner_service")
+
+SERVICE_NAME = "rtplan.v1.Planner"
+#: Trailing metadata key of a RESOURCE_EXHAUSTED answer: milliseconds to wait before retrying.
+RETRY_AFTER_KEY = "retry-after-ms"
+#: Longest stream id accepted (ids are kept in a bounded table).
+MAX_STREAM_ID = 128
+
+_CODES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
+    (eng.InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
+    (eng.NotLoadedError, grpc.StatusCode.FAILED_PRECONDITION),
+    (eng.NotReadyError, grpc.StatusCode.UNAVAILABLE),
+    (SupersededError, grpc.StatusCode.ABORTED),
+    (BusyError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (DeadlineError, grpc.StatusCode.DEADLINE_EXCEEDED),
+)
+
+
+class RequestError(eng.InvalidRequestError):
+    """A request that breaks the protocol: does not parse, misses a field, bad field value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unparsed:
+    """What the lenient deserializer hands over for bytes that are not the request message."""
+
+    error: str
+
+
+def _lenient(message_cls):
+    """A deserializer that never raises, so garbage bytes get INVALID_ARGUMENT, not INTERNAL."""
+
+    def parse(data: bytes):
+        try:
+            return message_cls.FromString(data)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            return _Unparsed(f"request is not a valid {message_cls.DESCRIPTOR.full_name}: {e}")
+
+    return parse
+
+
+def _statuses(handler):
+    """Maps the engine's and admission's errors to gRPC statuses; anything else is INTERNAL."""
+
+    @functools.wraps(handler)
+    async def wrapped(self, request, context: grpc.aio.ServicerContext):
+        try:
+            if isinstance(request, _Unparsed):
+                raise RequestError(request.error)
+            return await handler(self, request, context)
+        except (eng.EngineError, AdmissionError) as e:
+            code = next(c for cls, c in _CODES if isinstance(e, cls))
+            meta = ((RETRY_AFTER_KEY, str(e.retry_after_ms)),) if isinstance(e, BusyError) else ()
+            log.debug("%s %s: %s", handler.__name__, code.name, e)
+            await context.abort(code, str(e), trailing_metadata=meta)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as e:
+            log.exception("%s failed", handler.__name__)
+            await context.abort(
+                grpc.StatusCode.INTERNAL, f"planner error ({type(e).__name__}); see the server log"
+            )
+
+    return wrapped
+
+
+def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str]:
+    """(game id, budget) of a PlanRequest, with protocol errors named."""
+    if not request.game_id:
+        raise RequestError("game_id is empty")
+    if not request.HasField("state"):
+        raise RequestError("state is missing")
+    which = request.budget.WhichOneof("budget")
+    if which is None:
+        raise RequestError("budget is missing: set budget.gate = true or a forced budget.k")
+    if which == "gate" and not request.budget.gate:
+        raise RequestError("budget.gate is false: set it true, or set budget.k instead")
+    if len(request.stream_id) > MAX_STREAM_ID:
+        raise RequestError(f"stream_id has {len(request.stream_id)} chars, at most {MAX_STREAM_ID}")
+    if request.HasField("extension"):
+        raise RequestError(f"extension {request.extension.type_url!r} is not supported")
+    return request.game_id, eng.GATE if which == "gate" else request.budget.k
+
+
+def _decision_msg(d: eng.Decision, request_id: int) -> pb.PlanResponse:
+    return pb.PlanResponse(
+        decision=pb.Decision(
+            k=d.k,
+            gate_probabilities=d.gate_probabilities.tolist(),
+            value=d.value,
+            landing_frame=d.landing_frame,
+            request_id=request_id,
+        )
+    )
+
+
+def _action_msg(p: eng.Plan, request_id: int) -> pb.PlanResponse:
+    return pb.PlanResponse(
+        action=pb.PlannedAction(
+            action=p.action,
+            frame_actions=p.frame_actions.tolist(),
+            planned=p.planned.tolist(),
+            visit_counts=p.visit_counts.tolist(),
+            search_value=p.search_value,
+            cost=p.cost,
+            search_ms=p.search_ms,
+            request_id=request_id,
+        )
+    )
+
+
+class PlannerServicer(planner_pb2_grpc.PlannerServicer):
+    """Unpack, call the engine (searches on worker threads), pack."""
+
+    def __init__(self, engine: eng.Engine, *, max_concurrent: int) -> None:
+        self.engine = engine
+        self.admission = Admission(max_concurrent)
+
+    @_statuses
+    async def Plan(self, request: pb.PlanRequest, context: grpc.aio.ServicerContext) -> None:
+        game_id, budget = _unpack_plan(request)
+        self.engine.check(game_id, budget)
+        state = self.engine.decode_state(game_id, request.state)
+        rid = request.request_id
+        with self.admission.admit(request.stream_id, rid, context.time_remaining()) as ticket:
+            decision = await ticket.run(self.engine.decision, game_id, state, budget)
+            await context.write(_decision_msg(decision, rid))
+            plan = await ticket.run(self.engine.plan, game_id, state, decision.k, request.seed)
+            await context.write(_action_msg(plan, rid))
+
+    @_statuses
+    async def Health(self, request: pb.HealthRequest, context) -> pb.HealthResponse:
+        done, total = self.engine.progress
+        if self.engine.ready:
+            status, detail = pb.HealthResponse.SERVING, f"{total} options compiled"
+        else:
+            status, detail = pb.HealthResponse.NOT_SERVING, f"compiling: {done}/{total} options"
+        return pb.HealthResponse(status=status, detail=detail, device=str(self.engine.device))
+
+    @_statuses
+    async def ListGames(self, request, context) -> pb.ListPlannerGamesResponse:
+        games = [self.engine.loaded(g) for g in self.engine.game_ids]
+        return pb.ListPlannerGamesResponse(
+            games=[
+                pb.PlannerGame(
+                    game_id=g.game_id,
+                    budgets=g.budgets,
+                    simulations=g.simulations,
+                    gate=g.gate is not None,
+                    checkpoint=g.checkpoint,
+                )
+                for g in games
+            ]
+        )
+
+    @_statuses
+    async def Version(self, request, context) -> pb.VersionResponse:
+        return pb.VersionResponse(
+            protocol_version=wire.PROTOCOL_VERSION, server_version=rtplan.__version__
+        )
+
+
+def _handlers(servicer: PlannerServicer) -> grpc.GenericRpcHandler:
+    """The service's method handlers, with lenient request parsing (see `_lenient`)."""
+    methods: dict[str, Any] = {}
+    for name, kind, req, resp in (
+        ("Plan", grpc.unary_stream_rpc_method_handler, pb.PlanRequest, pb.PlanResponse),
+        ("Health", grpc.unary_unary_rpc_method_handler, pb.HealthRequest, pb.HealthResponse),
+        (
+            "ListGames",
+            grpc.unary_unary_rpc_method_handler,
+            pb.ListPlannerGamesRequest,
+            pb.ListPlannerGamesResponse,
+        ),
+        ("Version", grpc.unary_unary_rpc_method_handler, pb.VersionRequest, pb.VersionResponse),
+    ):
+        methods[name] = kind(
+            getattr(servicer, name),
+            request_deserializer=_lenient(req),
+            response_serializer=resp.SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
+
+
+def create_server(
+    engine: eng.Engine, *, host: str = "127.0.0.1", port: int = 0, max_concurrent: int = 2
+) -> tuple[grpc.aio.Server, int]:
+    """Builds the aio server around `engine` and binds it (not started).
+
+    Args:
+        engine: the planner engine; the server answers NOT_SERVING until its `compile()` ends.
+        host: interface to bind.
+        port: TCP port; 0 picks a free one.
+        max_concurrent: searches that may run at once; past it, RESOURCE_EXHAUSTED.
+
+    Returns:
+        (server, bound port). Start it with `await server.start()`.
+    """
+    options = [
+        ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.aio.server(options=options)
+    servicer = PlannerServicer(engine, max_concurrent=max_concurrent)
+    server.add_generic_rpc_handlers((_handlers(servicer),))
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"could not bind {host}:{port}")
+    return server, bound
+
+
+def load_engine(settings: PlannerServiceSettings) -> eng.Engine:
+    """The engine of `settings`: its games' checkpoints on its device."""
+    return eng.Engine.from_dir(
+        settings.checkpoint_dir, game_ids=settings.games or None, device=settings.device
+    )
+
+
+async def serve(
+    settings: PlannerServiceSettings, *, engine: eng.Engine | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Starts the service and returns once it is SERVING.
+
+    The server answers at once (Health NOT_SERVING, Plan UNAVAILABLE) while every budget
+    compiles on a thread. Stop it with `await server.stop(grace)`.
+
+    Args:
+        settings: host, port, device, checkpoints, games, max_concurrent.
+        engine: an engine to serve instead of loading one from `settings`.
+
+    Returns:
+        (started server, bound port).
+    """
+    engine = engine if engine is not None else load_engine(settings)
+    server, port = create_server(
+        engine, host=settings.host, port=settings.port, max_concurrent=settings.max_concurrent
+    )
+    await server.start()
+    try:
+        await _compile(engine)
+    except BaseException:
+        engine.close()
+        await server.stop(None)
+        raise
+    return server, port
+
+
+async def _compile(engine: eng.Engine) -> None:
+    """`engine.compile()` on a daemon thread, so a shutdown need not wait for it."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def work() -> None:
+        error = None
+        try:
+            engine.compile()
+        except BaseException as e:
+            error = e
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=work, name="planner-compile", daemon=True).start()
+    await done
