@@ -83,8 +83,16 @@ class Episode:
         self._closed = threading.Event()
         self._call = stub.Play(self._requests(), timeout=timeout)
         self.errors: list[tuple[int, str]] = []
-        first = self._next()
+        # Before the handshake an error means the join was refused: the server keeps the
+        # stream open for another Join, but this Episode is for the one it sent.
+        try:
+            first = next(self._call, None)
+        except grpc.RpcError as e:
+            raise EnvError(f"{e.code().name}: {e.details()}") from e
         if first is None or first.WhichOneof("message") != "handshake":
+            self.close()
+            if first is not None and first.WhichOneof("message") == "error":
+                raise EnvError(f"join refused: {first.error.message}")
             raise EnvError(f"expected a handshake, got {first}")
         self.handshake = first.handshake
         self.session_id = self.handshake.session_id
