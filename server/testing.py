@@ -1,8 +1,5 @@
-"""Test doubles for the env server: tiny planner checkpoints and an in-process Planner servicer.
-
-`FakePlanner` implements the Planner API's `Plan` with the in-process option
-(`Planner.option`), so contract tests can run the env server against a real gRPC Planner
-without the planner service package. Never used by the server itself.
+"""Test helpers for the env server: tiny planner checkpoints, the real Planner service on a
+thread (optionally slowed down on cue) and a raw Env API stream. Never used by the server itself.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ import functools
 import queue
 import threading
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -20,9 +16,10 @@ import jax
 
 from planner import Planner, PlannerConfig, default_config
 from planner.network import NetworkConfig
-from planner.store import load_planner, save_planner
+from planner.store import save_planner
+from planner_service import BackgroundService, Engine
 from rtplan import wire
-from rtplan.v1 import env_pb2, env_pb2_grpc, planner_pb2, planner_pb2_grpc
+from rtplan.v1 import env_pb2, env_pb2_grpc
 
 #: The tiny network of the tests (see tests/test_evaluate.py).
 TINY_NET = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)
@@ -67,112 +64,32 @@ def planner_fns(cfg: PlannerConfig):
     return planner, jax.jit(planner.option, static_argnums=3)
 
 
-class FakePlanner(planner_pb2_grpc.PlannerServicer):
-    """`Plan` over the in-process option: the Decision, then the PlannedAction.
+class SlowEngine:
+    """The real planner engine, except that `plan` first sleeps `delay_s` (settable while the
+    service runs): a slow planner on cue, for the env server's missed-deadline tests."""
 
-    Like the real service, a request superseded by a newer one of its stream_id ends with
-    ABORTED instead of an action (unless `supersede` is False: then late answers do come
-    back). `delay_s` (settable while running) holds every answer back, to play a slow
-    planner.
-    """
-
-    def __init__(
-        self, checkpoint_dir: Path, *, delay_s: float = 0.0, supersede: bool = True
-    ) -> None:
-        self._dir = Path(checkpoint_dir)
+    def __init__(self, engine: Engine, delay_s: float = 0.0) -> None:
+        self._engine = engine
         self.delay_s = delay_s
-        self.supersede = supersede
-        self._loaded: dict[str, tuple] = {}
-        self._latest: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self.requests: list[planner_pb2.PlanRequest] = []
 
-    def _load(self, game_id: str):
-        with self._lock:
-            if game_id not in self._loaded:
-                path = self._dir / game_id / "planner.msgpack"
-                cfg, params, _ = load_planner(game_id, str(path))
-                self._loaded[game_id] = (cfg, params, *planner_fns(cfg))
-            return self._loaded[game_id]
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
 
-    def warm(self, game_id: str, ks) -> None:
-        """Compiles the options of budgets `ks` now (else the first request of each pays)."""
-        cfg, params, planner, option = self._load(game_id)
-        state = jax.tree.map(lambda x: x[None], planner.game.init(jax.random.PRNGKey(0)))
-        for k in ks:
-            jax.block_until_ready(
-                option(params, jax.random.split(jax.random.PRNGKey(0), 1), state, k)
-            )
-
-    def Plan(self, request, context):
-        self.requests.append(request)
-        try:
-            cfg, params, planner, option = self._load(request.game_id)
-        except (OSError, ValueError) as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no planner for {request.game_id}: {e}")
-        if request.budget.WhichOneof("budget") != "k":
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no gate checkpoint loaded")
-        k = request.budget.k
-        if k not in cfg.budgets:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"k={k} not in {cfg.budgets}")
-        try:
-            state = wire.state_from_proto(planner.game, request.state)
-        except wire.WireError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        with self._lock:
-            self._latest[request.stream_id] = max(
-                self._latest.get(request.stream_id, 0), request.request_id
-            )
-        start = time.perf_counter()
-        batch = jax.tree.map(lambda x: x[None], state)
-        out = jax.device_get(
-            option(params, jax.random.split(jax.random.PRNGKey(request.seed), 1), batch, k)
-        )
-        search_ms = (time.perf_counter() - start) * 1e3
-        frame = int(state.frame)
-        landing = frame + (k - 1 if planner.game.num_players == 1 else 0)
-        yield planner_pb2.PlanResponse(
-            decision=planner_pb2.Decision(
-                k=k,
-                value=float(out.root_value[0]),
-                landing_frame=landing,
-                request_id=request.request_id,
-            )
-        )
+    def plan(self, *args, **kwargs):
         if self.delay_s:
             time.sleep(self.delay_s)
-        with self._lock:
-            newest = self._latest.get(request.stream_id, 0)
-            if self.supersede and newest > request.request_id:
-                context.abort(grpc.StatusCode.ABORTED, "superseded by a newer request")
-        yield planner_pb2.PlanResponse(
-            action=planner_pb2.PlannedAction(
-                action=int(out.actions[0, -1]),
-                frame_actions=[int(a) for a in out.actions[0]],
-                planned=[bool(p) for p in out.planned[0]],
-                visit_counts=[int(v) for v in out.visit_counts[0]],
-                search_value=float(out.search_value[0]),
-                cost=int(out.cost[0]),
-                search_ms=search_ms,
-                request_id=request.request_id,
-            )
-        )
-
-    def Health(self, request, context):
-        return planner_pb2.HealthResponse(status=planner_pb2.HealthResponse.SERVING, device="cpu")
+        return self._engine.plan(*args, **kwargs)
 
 
-def start_fake_planner(
-    servicer: FakePlanner, port: int = 0, host: str = "127.0.0.1"
-) -> tuple[grpc.Server, int]:
-    """Serves `servicer` on a thread-pool gRPC server; returns it and its port."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    planner_pb2_grpc.add_PlannerServicer_to_server(servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0:
-        raise RuntimeError(f"cannot bind the fake planner to {host}:{port}")
-    server.start()
-    return server, bound
+def start_planner(
+    checkpoint_dir: Path | None = None, game_ids=None, *, port: int = 0, engine=None
+) -> BackgroundService:
+    """The real Planner service (`planner_service`) for the checkpoints under `checkpoint_dir`,
+    on a background thread, compiled and SERVING; its `engine` is a `SlowEngine`. Pass the
+    `engine` of a stopped service to restart it on the same port without compiling again."""
+    if engine is None:
+        engine = SlowEngine(Engine.from_dir(checkpoint_dir, game_ids=game_ids))
+    return BackgroundService(engine, port=port).start()
 
 
 class AgentStream:

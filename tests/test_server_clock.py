@@ -19,9 +19,8 @@ from server import Settings, create_app, replay
 from server._runtime import compiled
 from server.testing import (
     AgentStream,
-    FakePlanner,
     planner_fns,
-    start_fake_planner,
+    start_planner,
     tiny_config,
     write_checkpoints,
 )
@@ -33,19 +32,18 @@ T0 = dict(tiny_config(GAME).game_params)["initial_time"]
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), (GAME,))
-    fake = FakePlanner(root)
-    planner, port = start_fake_planner(fake)
+    planner = start_planner(root)
     settings = Settings(
         http_port=0,
         grpc_port=0,
         checkpoint_dir=root,
         record_dir=tmp_path_factory.mktemp("replays"),
-        planner_address=f"127.0.0.1:{port}",
+        planner_address=planner.address,
     )
     app = create_app(settings)
     with TestClient(app) as client:
         yield client, f"127.0.0.1:{app.state.grpc_port}", root
-    planner.stop(0)
+    planner.stop()
 
 
 def finished(client, sid: str, timeout: float = 120.0) -> dict:
@@ -127,7 +125,7 @@ def test_grpc_agent_moves_only_on_its_turn(srv):
 
 def test_real_time_chess_clock_charges_thinking_time(srv):
     _, address, _ = srv
-    fps = 20.0
+    fps = 4.0  # one tick = 7.8 ms: the clock (12 ticks, 94 ms) outlasts a loaded machine's reply
     agent = AgentStream(address)
     agent.join(game_id=GAME, seed=1, fps=fps)
     agent.expect("handshake")
@@ -148,7 +146,7 @@ def test_real_time_chess_clock_charges_thinking_time(srv):
     (f1, c1, d1), (f2, c2, d2), (f3, c3, d3) = mine[:3]
     tick_ms = 1e3 / fps / 32
     assert reports[f1].provenance == env_pb2.PROVENANCE_ON_TIME
-    assert 0 <= T0 - c2[0] <= 10  # a prompt move costs a few ticks
+    assert 0 <= T0 - c2[0] <= T0 - 2  # a prompt move costs a few ticks, not the clock
     assert d1 / 1e6 == pytest.approx(T0 * tick_ms, abs=2)  # the deadline is the clock
     assert reports[f2].provenance == env_pb2.PROVENANCE_FALLBACK
     assert c3[0] == 0  # silence spent the whole clock

@@ -20,7 +20,7 @@ from starlette.websockets import WebSocketDisconnect
 from rtplan import wire
 from rtplan.v1 import env_pb2
 from server import Settings, create_app
-from server.testing import AgentStream, FakePlanner, start_fake_planner, write_checkpoints
+from server.testing import AgentStream, start_planner, write_checkpoints
 
 GAME = "snake-rt-v0"
 FPS = 20.0
@@ -50,15 +50,13 @@ class SlowSends:
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), (GAME,))
-    fake = FakePlanner(root)
-    fake.warm(GAME, (2,))
-    planner, port = start_fake_planner(fake)
+    planner = start_planner(root)
     settings = Settings(
         http_port=0,
         grpc_port=0,
         checkpoint_dir=root,
         record_dir=tmp_path_factory.mktemp("replays"),
-        planner_address=f"127.0.0.1:{port}",
+        planner_address=planner.address,
         viewer_queue=4,
     )
     app = create_app(settings)
@@ -67,12 +65,10 @@ def srv(tmp_path_factory):
         ns = SimpleNamespace(
             client=client,
             address=f"127.0.0.1:{app.state.grpc_port}",
-            fake=fake,
             planner=planner,
-            planner_port=port,
         )
         yield ns
-    ns.planner.stop(0)
+    ns.planner.stop()
 
 
 def session(srv, sid: str) -> dict:
@@ -360,24 +356,29 @@ def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     assert stats["viewer_drops"] > 0 and stats["ticks"] == frames
     assert stats["mean_tick_lag_ms"] < 0.2 * PERIOD * 1e3
     assert stats["max_tick_lag_ms"] < 2 * PERIOD * 1e3
-    with pytest.raises(WebSocketDisconnect) as e, srv.client.websocket_connect("/v1/sessions/x/ws"):
-        pass
-    assert e.value.code == 4404
+    with (
+        srv.client.websocket_connect("/v1/sessions/x/ws") as ws,
+        pytest.raises(WebSocketDisconnect) as e,
+    ):
+        ws.receive_text()
+    assert e.value.code == 4404 and "no session 'x'" in e.value.reason
 
 
-def test_late_planner_answers_are_discarded_by_request_id(srv):
-    srv.fake.delay_s, srv.fake.supersede = 0.13, False  # every answer after its 100 ms window
+def test_a_planner_slower_than_its_window_costs_plans_never_ticks(srv):
+    srv.planner.engine.delay_s = 0.13  # every answer after its 100 ms window
     try:
         created = create(
             srv, agent="planner", k=2, fps=FPS, max_frames=24, record=True, fallback="reflex"
         )
         info = wait_for(srv, created["id"], lambda s: s["status"] != "running")
     finally:
-        srv.fake.delay_s, srv.fake.supersede = 0.0, True
+        srv.planner.engine.delay_s = 0.0
     stats = info["stats"]
     assert info["status"] == "finished" and stats["decisions"] == 12
     assert stats["planned"] == 0 and stats["planner_misses"] == 12
-    assert stats["planner_late_answers"] >= 8 and stats["planner_errors"] == 0
+    # Each answer was late: the next decision's request superseded it (the service ends the
+    # old one ABORTED) or it arrived after its frame and was discarded; neither is an error.
+    assert stats["planner_errors"] == 0 and stats["late_ticks"] <= 2
     lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()[1:-1]]
     landing = [x for x in lines if x["source"] == "planned"]
     assert len(landing) == 12 and {x["provenance"] for x in landing} == {"fallback"}
@@ -389,13 +390,13 @@ def test_planner_killed_mid_game_falls_back_and_resumes_after_restart(srv):
     created = create(srv, agent="planner", k=2, fps=FPS, max_frames=2000, fallback="reflex")
     sid = created["id"]
     before = wait_for(srv, sid, lambda s: s["stats"]["planned"] >= 3)["stats"]
-    srv.planner.stop(0)
+    srv.planner.stop()
     down = wait_for(srv, sid, lambda s: s["stats"]["planner_errors"] >= 3)
     assert down["status"] == "running" and down["stats"]["last_planner_error"]
     planned_while_down = down["stats"]["planned"]
     assert planned_while_down <= before["planned"] + 1
     assert down["frame"] > before["frames"]  # the game went on meanwhile
-    srv.planner, _ = start_fake_planner(srv.fake, port=srv.planner_port)
+    srv.planner = start_planner(engine=srv.planner.engine, port=srv.planner.port)
     after = wait_for(srv, sid, lambda s: s["stats"]["planned"] >= planned_while_down + 3)
     assert after["status"] == "running" and after["stats"]["late_ticks"] <= after["frame"] // 4
     token = created["token"]

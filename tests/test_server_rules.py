@@ -180,3 +180,30 @@ def test_session_config_and_errors():
     err = SessionError(grpc.StatusCode.PERMISSION_DENIED, "no")
     assert err.http_status == 403 and err.status().code == 7
     assert MAX_ACTIONS_PER_FRAME >= 2
+
+
+def test_planner_answers_are_matched_by_request_id_and_late_ones_discarded():
+    from types import SimpleNamespace
+
+    from rtplan.v1 import planner_pb2
+    from server._agents import PlannerAgent, _Option
+    from server.session import SessionStats
+
+    session = SimpleNamespace(stats=SessionStats())
+    agent = PlannerAgent(session, stub=None)
+
+    def option(rid, closed=False):
+        return _Option(rid, decision_frame=0, k=2, landing=1, sent_at=0.0, closed=closed)
+
+    def answer(rid, action=3):
+        return planner_pb2.PlannedAction(action=action, request_id=rid, search_ms=1.0)
+
+    live = option(5)
+    agent._planned(live, answer(4), now=0.05)  # another request's answer: never applied
+    assert live.planned is None and "answer for request 4, expected 5" in live.error
+    live = option(5)
+    agent._planned(live, answer(5), now=0.05)
+    assert live.planned == Arrival(3, 0.05) and live.error is None
+    past = option(6, closed=True)  # its landing frame was already decided
+    agent._planned(past, answer(6), now=0.2)
+    assert past.planned is None and session.stats.planner_late_answers == 1

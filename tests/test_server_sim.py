@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from planner.store import load_planner
 from server import ReplayError, Settings, create_app, replay
-from server.testing import FakePlanner, planner_fns, start_fake_planner, write_checkpoints
+from server.testing import planner_fns, start_planner, write_checkpoints
 
 GAME = "snake-rt-v0"
 SEEDS = (0, 7)
@@ -25,18 +25,17 @@ SEEDS = (0, 7)
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), (GAME,))
-    fake = FakePlanner(root)
-    planner_server, port = start_fake_planner(fake)
+    planner = start_planner(root)
     settings = Settings(
         http_port=0,
         grpc_port=0,
         checkpoint_dir=root,
         record_dir=tmp_path_factory.mktemp("replays"),
-        planner_address=f"127.0.0.1:{port}",
+        planner_address=planner.address,
     )
     with TestClient(create_app(settings)) as client:
         yield client, root
-    planner_server.stop(0)
+    planner.stop()
 
 
 def play(client, timeout: float = 120.0, **body) -> tuple[dict, list[dict]]:
