@@ -316,7 +316,7 @@ class Engine:
         """
         loaded = self.loaded(game_id)
         try:
-            state = wire.state_from_proto(loaded.planner.game, msg)
+            state = wire.state_from_proto(loaded.planner.game, msg, host=True)
         except wire.WireError as e:
             raise StateError(str(e)) from None
         if bool(state.done):
@@ -404,8 +404,11 @@ class Engine:
             raise BudgetError(f"k={k} is not a budget of {loaded.game_id}; budgets: {budgets}")
         return int(k)
 
-    def _batch(self, state: games.State) -> games.State:
-        return jax.device_put(jax.tree.map(lambda x: np.asarray(x)[None], state), self.device)
+    @staticmethod
+    def _batch(state: games.State) -> games.State:
+        # Host arrays: the compiled executable moves them to its device in one C++ call, far
+        # cheaper than a Python-level device_put per leaf (~0.5 ms for a Snake state).
+        return jax.tree.map(lambda x: np.asarray(x)[None], state)
 
     def _value(self, loaded: LoadedGame, states: games.State) -> float:
         value, _features = loaded.executables["value"](loaded.params, states)
@@ -415,9 +418,7 @@ class Engine:
         # A uint64 seed is exactly one threefry key (two uint32 words).
         keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
         start = time.perf_counter()
-        out = jax.device_get(
-            loaded.executables[k](loaded.params, jax.device_put(keys, self.device), states)
-        )
+        out = jax.device_get(loaded.executables[k](loaded.params, keys, states))
         search_ms = (time.perf_counter() - start) * 1e3
         actions, planned, visits, search_value, cost = (x[0] for x in out)
         return Plan(

@@ -111,6 +111,11 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str]:
     return request.game_id, eng.GATE if which == "gate" else request.budget.k
 
 
+def _settle(future: asyncio.Future, result) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
 def _decision_msg(d: eng.Decision, request_id: int) -> pb.PlanResponse:
     return pb.PlanResponse(
         decision=pb.Decision(
@@ -151,11 +156,31 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         self.engine.check(game_id, budget)
         state = self.engine.decode_state(game_id, request.state)
         rid = request.request_id
+        loop = asyncio.get_running_loop()
+        decided: asyncio.Future = loop.create_future()
+
+        def work() -> tuple[eng.Decision, eng.Plan]:
+            # One worker hop for both: the decision goes out while the search runs.
+            decision = self.engine.decision(game_id, state, budget)
+            loop.call_soon_threadsafe(_settle, decided, decision)
+            return decision, self.engine.plan(game_id, state, decision.k, request.seed)
+
         with self.admission.admit(request.stream_id, rid, context.time_remaining()) as ticket:
-            decision = await ticket.run(self.engine.decision, game_id, state, budget)
-            await context.write(_decision_msg(decision, rid))
-            plan = await ticket.run(self.engine.plan, game_id, state, decision.k, request.seed)
-            await context.write(_action_msg(plan, rid))
+            running = asyncio.ensure_future(ticket.run(work))
+            try:
+                await asyncio.wait((decided, running), return_when=asyncio.FIRST_COMPLETED)
+                if decided.done():
+                    ticket.check()  # superseded or past its deadline meanwhile: no decision
+                    await context.write(_decision_msg(decided.result(), rid))
+                decision, plan = await running
+                if not decided.done():  # pragma: no cover (the decision is queued first)
+                    await context.write(_decision_msg(decision, rid))
+                await context.write(_action_msg(plan, rid))
+            finally:
+                if not running.done():
+                    running.cancel()  # drops the search's result
+                elif not running.cancelled():
+                    running.exception()  # retrieved: an error already answered is not logged
 
     @_statuses
     async def Health(self, request: pb.HealthRequest, context) -> pb.HealthResponse:

@@ -105,8 +105,13 @@ def state_to_proto(game: games.Game, state: games.State) -> tensor_pb2.GameState
     )
 
 
-def state_from_proto(game: games.Game, msg: tensor_pb2.GameState) -> games.State:
-    """Unpacks a `GameState` of `game` (jax array leaves), validating every leaf.
+def state_from_proto(
+    game: games.Game, msg: tensor_pb2.GameState, *, host: bool = False
+) -> games.State:
+    """Unpacks a `GameState` of `game`, validating every leaf.
+
+    Leaves are jax arrays, or numpy arrays with `host=True` (for callers that hand the state to
+    a compiled function themselves: no per-leaf device transfer).
 
     Raises:
         WireError: another game, missing or extra leaves, or a leaf of the wrong dtype/shape.
@@ -128,4 +133,6 @@ def state_from_proto(game: games.Game, msg: tensor_pb2.GameState) -> games.State
         from_tensor(t, name=f"state{path}", dtype=spec.dtype, shape=spec.shape)
         for t, path, spec in zip(msg.leaves, paths, specs, strict=True)
     ]
-    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in leaves])
+    if not host:
+        leaves = [jax.numpy.asarray(x) for x in leaves]
+    return jax.tree_util.tree_unflatten(treedef, leaves)
