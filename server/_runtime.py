@@ -16,6 +16,7 @@ import numpy as np
 from flax import struct
 
 import games
+from games.render import render
 from planner import Planner, PlannerConfig
 from planner.checkpoint import load_metadata
 from planner.store import load_planner
@@ -227,6 +228,7 @@ class GameRuntime:
             self.step(state, info.fallback, 0)
             self.observe(state)
             self.state_proto(state)
+            render(self.game, state)  # its first call compiles (~0.8 s for Pac-Man): not in a tick
             self._warmed = True
 
     def spec(self) -> env_pb2.GameSpec:

@@ -34,6 +34,9 @@ class ViewerHub:
         self.dropped = 0
         self.closed = False
         self._last: str | None = None
+        #: The last frame broadcast (None before the first): a new viewer starts from it, so a
+        #: burst of joins costs no rendering on the event loop that runs the ticks.
+        self.latest: str | None = None
 
     def __len__(self) -> int:
         return len(self._viewers)
@@ -54,6 +57,7 @@ class ViewerHub:
 
     def broadcast(self, text: str) -> None:
         """Gives `text` to every viewer without waiting for any of them."""
+        self.latest = text
         for viewer in self._viewers:
             self.dropped += viewer.offer(text)
 

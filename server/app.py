@@ -247,7 +247,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             await websocket.send_text(json.dumps(session.viewer_hello()))
             if session.status == "running":
-                viewer.offer(json.dumps(session.viewer_frame()))
+                if session.viewers.latest is None:
+                    session.viewers.latest = json.dumps(session.viewer_frame())
+                viewer.offer(session.viewers.latest)
             await _serve_viewer(websocket, viewer)
         except (WebSocketDisconnect, RuntimeError):
             pass

@@ -719,6 +719,8 @@ class Session:
             )
         if len(self.viewers):
             self.viewers.broadcast(json.dumps(self.viewer_frame()))
+        else:
+            self.viewers.latest = None  # rendered on demand by the next viewer that joins
 
     def state_proto(self):
         return self.runtime.state_proto(self.state)

@@ -378,7 +378,9 @@ def test_a_planner_slower_than_its_window_costs_plans_never_ticks(srv):
     assert stats["planned"] == 0 and stats["planner_misses"] == 12
     # Each answer was late: the next decision's request superseded it (the service ends the
     # old one ABORTED) or it arrived after its frame and was discarded; neither is an error.
-    assert stats["planner_errors"] == 0 and stats["late_ticks"] <= 2
+    assert stats["planner_errors"] == 0
+    # Nothing waited for the 130 ms answers: no tick came anywhere near that late.
+    assert stats["ticks"] == 24 and stats["max_tick_lag_ms"] < 2 * PERIOD * 1e3
     lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()[1:-1]]
     landing = [x for x in lines if x["source"] == "planned"]
     assert len(landing) == 12 and {x["provenance"] for x in landing} == {"fallback"}
