@@ -42,8 +42,11 @@ class BackgroundService:
             raise RuntimeError("the service is not started")
         return f"{self._host}:{self.port}"
 
-    def start(self, timeout: float = 600.0) -> BackgroundService:
-        """Binds, starts and compiles (unless the engine is ready); returns self once SERVING."""
+    def start(self, timeout: float = 600.0, *, compile: bool = True) -> BackgroundService:
+        """Binds, starts and compiles (unless the engine is ready); returns self once SERVING.
+
+        With `compile=False` it returns as soon as it listens (Health NOT_SERVING until the
+        caller runs `engine.compile()`)."""
         if self._loop is not None:
             raise RuntimeError("the service is already started")
         self._loop = asyncio.new_event_loop()
@@ -52,7 +55,7 @@ class BackgroundService:
         )
         self._thread.start()
         self._server, self.port = self._run(self._start(), timeout)
-        if not self.engine.ready:
+        if compile and not self.engine.ready:
             self.engine.compile()
         return self
 

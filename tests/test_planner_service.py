@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import dataclasses
 import functools
@@ -22,7 +21,7 @@ import games
 from planner import Planner, default_config
 from planner.network import NetworkConfig
 from planner.store import load_planner, save_planner
-from planner_service import Engine, PlannerServiceSettings, create_server
+from planner_service import BackgroundService, Engine, PlannerServiceSettings
 from planner_service.__main__ import main
 from planner_service.engine import resolve_device
 from rtplan import wire
@@ -52,23 +51,7 @@ PROPER = {  # statuses a malformed request may get; never UNKNOWN, INTERNAL, UNA
 }
 
 
-# Fixtures: one real server per module, in-process on its own event loop -----------------------
-
-
-class _Loop:
-    """An asyncio loop on a thread, for the aio servers; tests talk to them over sync channels."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro, timeout: float = 60.0):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+# Fixtures: one real server per module, in-process on its own event-loop thread --------------
 
 
 class _HeldEngine:
@@ -100,12 +83,6 @@ class Service:
     reference: dict  # game id -> Future of the in-process option's output
 
 
-async def _start(engine, max_concurrent: int):
-    server, port = create_server(engine, port=0, max_concurrent=max_concurrent)
-    await server.start()
-    return server, port
-
-
 def _reference(path, game_id: str, k: int, seed: int):
     """Option k at `_state(game_id)`, in-process: the checkpoint's planner, deterministic."""
     cfg, params, _ = load_planner(game_id, str(path))
@@ -123,9 +100,8 @@ def service(tmp_path_factory):
         params = Planner(cfg).init_params(jax.random.PRNGKey(0))
         save_planner(root / cfg.game_id / "planner.msgpack", cfg, params, note="tiny test net")
     engine = Engine.from_dir(root, compiler_options=FAST_COMPILE)
-    loop = _Loop()
-    server, port = loop.run(_start(engine, 4))
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    service = BackgroundService(engine, max_concurrent=4).start(compile=False)
+    channel = grpc.insecure_channel(service.address)
     stub = planner_pb2_grpc.PlannerStub(channel)
     health = stub.Health(pb.HealthRequest(), timeout=10)
     early = _call(stub, _request(SNAKE, k=2))
@@ -134,8 +110,8 @@ def service(tmp_path_factory):
     reference = {g: pool.submit(_reference, root / g / "planner.msgpack", g, 2, 7) for g in CONFIGS}
     engine.compile()
     held = _HeldEngine(engine)
-    held_server, held_port = loop.run(_start(held, 2))
-    held_channel = grpc.insecure_channel(f"127.0.0.1:{held_port}")
+    held_service = BackgroundService(held, max_concurrent=2).start()  # compiled: no compile
+    held_channel = grpc.insecure_channel(held_service.address)
     yield Service(
         engine,
         stub,
@@ -149,9 +125,8 @@ def service(tmp_path_factory):
     held.free.set()
     channel.close()
     held_channel.close()
-    loop.run(server.stop(None))
-    loop.run(held_server.stop(None))
-    loop.close()
+    service.stop()
+    held_service.stop()
 
 
 # Helpers ----------------------------------------------------------------------------------------
