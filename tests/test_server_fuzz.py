@@ -26,7 +26,6 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-COUNT = {"agent": 0, "rest": 0}
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -40,7 +39,28 @@ def srv(tmp_path_factory):
     app = create_app(settings_)
     with TestClient(app) as client:
         yield client, f"127.0.0.1:{app.state.grpc_port}"
-    assert COUNT["agent"] >= 1000 and COUNT["rest"] >= 300, COUNT
+
+
+def fuzz(settings_, send, **strategies) -> int:
+    """Runs `send` on generated inputs under `settings_`; returns the sum of what it returned
+    (the malformed messages it sent). Each test counts its own messages, so the thresholds
+    hold however a parallel runner spreads the tests over processes."""
+    sent = []
+
+    @settings_
+    @given(**strategies)
+    def run(**drawn):
+        sent.append(send(**drawn))
+
+    run()
+    return sum(sent)
+
+
+def assert_healthy(srv) -> None:
+    client, address = srv
+    assert client.get("/healthz").json()["status"] == "ok"
+    stub_games = AgentStream(address).stub.ListGames(env_pb2.ListGamesRequest(), timeout=10)
+    assert {g.game_id for g in stub_games.games} == set(games.registered_games())
 
 
 def bad_join():
@@ -79,22 +99,26 @@ def bad_join():
     return st.one_of(wrong_version, unknown_game, bad_settings, unknown_session)
 
 
-@FUZZ
-@given(st.lists(st.one_of(bad_join(), st.none()), min_size=10, max_size=30))
-def test_fuzz_joins_get_errors_and_the_stream_stays_open(srv, joins):
+def test_fuzz_joins_get_errors_and_the_stream_stays_open(srv):
     _, address = srv
-    agent = AgentStream(address, timeout=60)
-    for join in joins:
-        if join is None:
-            agent.send(env_pb2.AgentMessage())  # empty
-        else:
-            agent.send(env_pb2.AgentMessage(join=join))
-        agent.act(int(np.random.randint(-5, 5)), 1)  # actions before any join
-    for _ in range(2 * len(joins)):
-        err, skipped = agent.expect("error", timeout=30)
-        assert not skipped and err.code in (3, 5, 9) and err.message
-    COUNT["agent"] += 2 * len(joins)
-    agent.close()
+
+    def send(joins) -> int:
+        agent = AgentStream(address, timeout=60)
+        for join in joins:
+            if join is None:
+                agent.send(env_pb2.AgentMessage())  # empty
+            else:
+                agent.send(env_pb2.AgentMessage(join=join))
+            agent.act(int(np.random.randint(-5, 5)), 1)  # actions before any join
+        for _ in range(2 * len(joins)):
+            err, skipped = agent.expect("error", timeout=30)
+            assert not skipped and err.code in (3, 5, 9) and err.message
+        agent.close()
+        return 2 * len(joins)
+
+    joins = st.lists(st.one_of(bad_join(), st.none()), min_size=10, max_size=30)
+    assert fuzz(FUZZ, send, joins=joins) >= 500
+    assert_healthy(srv)
 
 
 #: Action messages that always get an error, whatever the current frame: an out-of-range
@@ -131,26 +155,30 @@ def joined(srv):
         state["agent"].close()
 
 
-@FUZZ
-@given(actions=BAD_ACTIONS)
-def test_fuzz_actions_get_errors_and_the_game_goes_on(joined, actions):
-    agent = joined()
-    for frame, action in actions:
-        agent.act(frame, action)
-    agent.send(env_pb2.AgentMessage(join=env_pb2.Join(protocol_version=wire.PROTOCOL_VERSION)))
-    errors, frames = [], []
-    while len(errors) < len(actions) + 1:
-        msg = agent.next(timeout=30)
-        if msg is None:  # the game ended meanwhile: its errors came before the end
-            pytest.skip("the game ended")
-        if msg.WhichOneof("message") == "error":
-            errors.append(msg.error)
-        else:
-            frames.append(msg.frame)
-    assert all(e.code == 3 or "already joined" in e.message for e in errors), errors
-    COUNT["agent"] += len(actions) + 1
-    nxt, _ = agent.expect("frame", timeout=30)  # the game goes on
-    assert not frames or nxt.frame > frames[-1].frame
+def test_fuzz_actions_get_errors_and_the_game_goes_on(srv, joined):
+    def send(actions) -> int:
+        agent = joined()
+        for frame, action in actions:
+            agent.act(frame, action)
+        agent.send(env_pb2.AgentMessage(join=env_pb2.Join(protocol_version=wire.PROTOCOL_VERSION)))
+        errors, frames = [], []
+        while len(errors) < len(actions) + 1:
+            msg = agent.next(timeout=30)
+            if msg is None:  # the game ended meanwhile (the next example joins a new one)
+                break
+            if msg.WhichOneof("message") == "error":
+                errors.append(msg.error)
+            else:
+                frames.append(msg.frame)
+        assert all(e.code == 3 or "already joined" in e.message for e in errors), errors
+        nxt = agent.next(timeout=30) if msg is not None else None
+        if nxt is not None:  # the game goes on (unless it just ended)
+            assert nxt.WhichOneof("message") == "frame", nxt
+            assert not frames or nxt.frame.frame > frames[-1].frame
+        return len(errors)
+
+    assert fuzz(FUZZ, send, actions=BAD_ACTIONS) >= 500
+    assert_healthy(srv)
 
 
 def test_fuzz_garbage_bytes_never_hurt_the_server(srv):
@@ -170,9 +198,8 @@ def test_fuzz_garbage_bytes_never_hurt_the_server(srv):
                 pass
         except grpc.RpcError as e:
             assert e.code() != grpc.StatusCode.DEADLINE_EXCEEDED, "a garbage stream hung"
-        COUNT["agent"] += len(blobs)
     channel.close()
-    assert client.get("/healthz").json()["status"] == "ok"
+    assert_healthy(srv)
 
 
 json_scalar = st.one_of(
@@ -216,29 +243,28 @@ def bad_body(draw):
     return {"content": json.dumps(body), "headers": {"content-type": "application/json"}}
 
 
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(body=bad_body(), sid=st.text(max_size=30), auth=st.text(max_size=60))
-def test_fuzz_rest_requests_get_specific_4xx(srv, body, sid, auth):
+def test_fuzz_rest_requests_get_specific_4xx(srv):
     client, _ = srv
-    r = client.post("/v1/sessions", **body)
-    assert 400 <= r.status_code < 500, (body, r.status_code, r.text)
-    assert r.json()["detail"], r.text
-    r = client.delete(
-        f"/v1/sessions/{urllib.parse.quote(sid, safe='')}",
-        headers={"Authorization": "Bearer " + auth.encode().hex()},
-    )
-    assert r.status_code in (401, 403, 404, 405), r.text
-    COUNT["rest"] += 2
+
+    def send(body, sid, auth) -> int:
+        r = client.post("/v1/sessions", **body)
+        assert 400 <= r.status_code < 500, (body, r.status_code, r.text)
+        assert r.json()["detail"], r.text
+        r = client.delete(
+            f"/v1/sessions/{urllib.parse.quote(sid, safe='')}",
+            headers={"Authorization": "Bearer " + auth.encode().hex()},
+        )
+        assert r.status_code in (401, 403, 404, 405), r.text
+        return 2
+
+    rest = settings(FUZZ, max_examples=300)
+    drawn = {"body": bad_body(), "sid": st.text(max_size=30), "auth": st.text(max_size=60)}
+    assert fuzz(rest, send, **drawn) >= 300
+    assert_healthy(srv)
 
 
 def test_server_is_healthy_after_fuzzing(srv):
-    client, address = srv
-    assert client.get("/healthz").json()["status"] == "ok"
-    stub_games = AgentStream(address).stub.ListGames(env_pb2.ListGamesRequest(), timeout=10)
-    assert {g.game_id for g in stub_games.games} == set(games.registered_games())
+    client, _ = srv
+    assert_healthy(srv)
     r = client.post("/v1/sessions", json={"game": GAME, "agent": "reflex", "max_frames": 3})
     assert r.status_code == 201

@@ -400,7 +400,13 @@ def test_planner_killed_mid_game_falls_back_and_resumes_after_restart(srv):
     assert down["frame"] > before["frames"]  # the game went on meanwhile
     srv.planner = start_planner(engine=srv.planner.engine, port=srv.planner.port)
     after = wait_for(srv, sid, lambda s: s["stats"]["planned"] >= planned_while_down + 3)
-    assert after["status"] == "running" and after["stats"]["late_ticks"] <= after["frame"] // 4
+    assert after["status"] == "running"
+    # Nothing waited on the dead or restarting planner: no tick was held back anywhere near a
+    # stall. (How many ticks ran a few ms late is a property of the machine's load, not of
+    # the server: a loaded 2-core CI box makes many, so it is not asserted.)
+    stats = after["stats"]
+    assert stats["ticks"] >= after["frame"] - 1
+    assert stats["max_tick_lag_ms"] < 10 * PERIOD * 1e3, stats
     token = created["token"]
     r = srv.client.delete(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200
