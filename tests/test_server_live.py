@@ -25,6 +25,10 @@ from server.testing import AgentStream, start_planner, write_checkpoints
 GAME = "snake-rt-v0"
 FPS = 20.0
 PERIOD = 1.0 / FPS
+#: A tick this late means the ticker waited on something (a viewer, the planner). Ticks run a
+#: few ms late routinely and up to ~0.16 s on a loaded 2-core CI machine; what the stall tests
+#: below would show if the server waited is larger still (they say how much).
+STALL_MS = 500.0
 P = env_pb2  # provenance and enum values
 
 
@@ -97,10 +101,12 @@ def legal_actions(frame: env_pb2.Frame) -> np.ndarray:
 
 def test_agent_provenance_on_time_late_invalid_silent(srv):
     """Frames cycle through four agent behaviours; each frame's report says what happened."""
+    fps = 10.0  # a 100 ms window: an on-time answer stays on time on a loaded CI machine
+    period = 1.0 / fps
     agent = AgentStream(srv.address)
-    agent.join(game_id=GAME, fps=FPS, seed=1, fallback=env_pb2.FALLBACK_REFLEX)
+    agent.join(game_id=GAME, fps=fps, seed=1, fallback=env_pb2.FALLBACK_REFLEX)
     hs, _ = agent.expect("handshake")
-    assert hs.protocol_version == wire.PROTOCOL_VERSION and hs.fps == FPS
+    assert hs.protocol_version == wire.PROTOCOL_VERSION and hs.fps == fps
     assert hs.spec.num_actions == 4 and hs.viewer_path == f"/v1/sessions/{hs.session_id}/ws"
     behaviour = ("on_time", "late", "invalid", "silent")
     reports, errors, frames = {}, [], []
@@ -120,7 +126,7 @@ def test_agent_provenance_on_time_late_invalid_silent(srv):
         if kind == "on_time":
             agent.act(f.frame, a)
         elif kind == "late":  # half a period after the deadline
-            threading.Timer(1.5 * PERIOD, agent.act, (f.frame, a)).start()
+            threading.Timer(1.5 * period, agent.act, (f.frame, a)).start()
         elif kind == "invalid":
             agent.act(f.frame, 9)
     info = session(srv, hs.session_id)
@@ -132,7 +138,7 @@ def test_agent_provenance_on_time_late_invalid_silent(srv):
         kind = behaviour[n % 4]
         if kind == "on_time":
             assert rep.provenance == P.PROVENANCE_ON_TIME and rep.received_action == rep.action
-            assert 0 < rep.slack_ms <= PERIOD * 1e3
+            assert 0 < rep.slack_ms <= period * 1e3
         elif kind == "late":  # the report went out before the late action came
             assert rep.provenance == P.PROVENANCE_FALLBACK and rep.received_action == -1
         elif kind == "invalid":
@@ -144,8 +150,8 @@ def test_agent_provenance_on_time_late_invalid_silent(srv):
     # Frames are stamped by the server, one period apart, with their deadlines.
     for a, b in zip(frames, frames[1:]):
         assert b.frame == a.frame + 1
-        assert b.deadline_ns - a.deadline_ns == pytest.approx(PERIOD * 1e9, rel=1e-3)
-        assert a.period_ms == pytest.approx(PERIOD * 1e3)
+        assert b.deadline_ns - a.deadline_ns == pytest.approx(period * 1e9, rel=1e-3)
+        assert a.period_ms == pytest.approx(period * 1e3)
     texts = [e.message for e in errors]
     late = [t for t in texts if "already past" in t and "after its deadline" in t]
     assert len(late) >= 3, texts
@@ -354,8 +360,10 @@ def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     assert len([m for m in slow_msgs if m["type"] == "frame"]) < len(seen)
     stats = info["stats"]
     assert stats["viewer_drops"] > 0 and stats["ticks"] == frames
-    assert stats["mean_tick_lag_ms"] < 0.2 * PERIOD * 1e3
-    assert stats["max_tick_lag_ms"] < 2 * PERIOD * 1e3
+    # Had a tick waited for the slow viewer's 0.25 s sends, the lag would grow by ~0.2 s a
+    # frame (seconds by the end). The bounds leave room for a loaded CI machine (~0.16 s seen).
+    assert stats["mean_tick_lag_ms"] < PERIOD * 1e3, stats
+    assert stats["max_tick_lag_ms"] < STALL_MS, stats
     with (
         srv.client.websocket_connect("/v1/sessions/x/ws") as ws,
         pytest.raises(WebSocketDisconnect) as e,
@@ -368,22 +376,24 @@ def test_a_planner_slower_than_its_window_costs_plans_never_ticks(srv):
     srv.planner.engine.delay_s = 0.13  # every answer after its 100 ms window
     try:
         created = create(
-            srv, agent="planner", k=2, fps=FPS, max_frames=24, record=True, fallback="reflex"
+            srv, agent="planner", k=2, fps=FPS, max_frames=48, record=True, fallback="reflex"
         )
         info = wait_for(srv, created["id"], lambda s: s["status"] != "running")
     finally:
         srv.planner.engine.delay_s = 0.0
     stats = info["stats"]
-    assert info["status"] == "finished" and stats["decisions"] == 12
-    assert stats["planned"] == 0 and stats["planner_misses"] == 12
+    assert info["status"] == "finished" and info["reason"] == "max_frames"
+    assert stats["decisions"] == 24
+    assert stats["planned"] == 0 and stats["planner_misses"] == 24
     # Each answer was late: the next decision's request superseded it (the service ends the
     # old one ABORTED) or it arrived after its frame and was discarded; neither is an error.
     assert stats["planner_errors"] == 0
-    # Nothing waited for the 130 ms answers: no tick came anywhere near that late.
-    assert stats["ticks"] == 24 and stats["max_tick_lag_ms"] < 2 * PERIOD * 1e3
+    # Nothing waited for the 130 ms answers: had each decision's tick waited, the ticks would
+    # fall 30 ms further behind per decision (over 0.7 s by the end of 24 decisions).
+    assert stats["ticks"] == 48 and stats["max_tick_lag_ms"] < STALL_MS, stats
     lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()[1:-1]]
     landing = [x for x in lines if x["source"] == "planned"]
-    assert len(landing) == 12 and {x["provenance"] for x in landing} == {"fallback"}
+    assert len(landing) == 24 and {x["provenance"] for x in landing} == {"fallback"}
     assert {x["source"] for x in lines} == {"reflex", "planned"}
     assert all(x["k"] == 2 for x in lines)
 
@@ -406,7 +416,7 @@ def test_planner_killed_mid_game_falls_back_and_resumes_after_restart(srv):
     # the server: a loaded 2-core CI box makes many, so it is not asserted.)
     stats = after["stats"]
     assert stats["ticks"] >= after["frame"] - 1
-    assert stats["max_tick_lag_ms"] < 10 * PERIOD * 1e3, stats
+    assert stats["max_tick_lag_ms"] < STALL_MS, stats
     token = created["token"]
     r = srv.client.delete(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 200
