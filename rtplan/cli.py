@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 # `train-planner` flags that map one-to-one onto `planner.train.TrainConfig` fields.
 _TRAIN_FLAGS = {
@@ -31,6 +34,29 @@ _TRAIN_FLAGS = {
     "init_from": str,
     "opening_plies": int,
 }
+
+
+def _train_flag_help() -> dict[str, str]:
+    """Help of each `train-planner` flag: the `#:` comment above its `TrainConfig` field (a
+    comment covers the fields right below it that have none). Read from the source so that the
+    parser does not import jax (`--devices` must set XLA's flags first)."""
+    spec = importlib.util.find_spec("planner")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    source = (Path(next(iter(spec.submodule_search_locations))) / "train.py").read_text()
+    body = source.split("class TrainConfig", 1)[-1].split("def __post_init__", 1)[0]
+    docs, comment, last = {}, [], ""
+    for line in body.splitlines():
+        text = line.strip()
+        if text.startswith("#:"):
+            comment.append(text[2:].strip())
+        elif m := re.match(r"(\w+): [^=]+=", text):
+            if comment:
+                last, comment = " ".join(comment), []
+            docs[m.group(1)] = last
+        else:
+            comment, last = [], ""
+    return docs
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -69,8 +95,10 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue <out>/checkpoint.msgpack")
     train.add_argument("--out", default=None, help="output folder (default runs/planner/<game>)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    helps = _train_flag_help()
     for name, kind in _TRAIN_FLAGS.items():
-        train.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+        help_text = helps.get(name, "").replace("%", "%%")
+        train.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=help_text)
     cal = sub.add_parser(
         "calibrate",
         help="planning quality and batch-1 latency vs simulation count (CSV + PNG)",

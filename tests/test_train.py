@@ -295,6 +295,23 @@ def test_missing_checkpoint_and_unknown_game_are_clear_errors(tmp_path, capsys):
         TrainConfig(game_id="snake-rt-v0", opening_plies=4)
 
 
+def test_every_train_flag_is_a_config_field_with_help(capsys):
+    """The CLI's train flags map onto TrainConfig fields; their help is the field's comment."""
+    import dataclasses
+
+    from rtplan.cli import _TRAIN_FLAGS, _train_flag_help
+
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    helps = _train_flag_help()
+    assert set(_TRAIN_FLAGS) <= fields
+    assert all(helps.get(name) for name in _TRAIN_FLAGS), helps
+    assert helps["train_k"].startswith("Option budget of the collected decisions")
+    assert helps["blocks"] == helps["torso"]  # one comment covers the overrides below it
+    with pytest.raises(SystemExit):
+        cli_main(["train-planner", "--help"])
+    assert "Adam steps per iteration." in capsys.readouterr().out
+
+
 @pytest.fixture(scope="module", autouse=True)
 def two_device_cli(tmp_path_factory):
     """Starts a 2-device CLI run in the background at once; its test collects it at the end.
