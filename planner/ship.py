@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -51,18 +52,24 @@ def plot_learning_curve(log: Path, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def ship(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Path:
-    """Copies `<run>/planner.msgpack` (+ metadata) to `<dest_root>/<game>/`, with a README.md
-    (command, seed, iteration, frames, evaluation) and `learning_curve.png`.
+def ship(
+    run_dir: str | Path, dest_root: str | Path = "checkpoints", variant: str | None = None
+) -> Path:
+    """Copies `<run>/planner.msgpack` (+ metadata) to `<dest_root>/<game>/` (or, for a
+    `variant` such as "train-k2", `<dest_root>/<game>/<variant>/`, beside the game's base
+    checkpoint), with a README.md (command, seed, iteration, frames, evaluation) and
+    `learning_curve.png`.
 
     Returns:
         The shipped checkpoint's path.
     """
+    if variant is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", variant):
+        raise ValueError(f"variant {variant!r} must be a plain folder name ([A-Za-z0-9_.-])")
     run = Path(run_dir)
     src = run / SHIPPED
     meta = ckpt.load_metadata(src)  # verifies the file
     game = meta["game"]
-    dest = Path(dest_root) / game
+    dest = Path(dest_root) / game / (variant or "")
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest / SHIPPED)
     shutil.copyfile(src.with_name(SHIPPED + ".json"), dest / (SHIPPED + ".json"))
@@ -76,7 +83,7 @@ def ship(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Path:
             ev = best.get("eval") or ev
             meta = dict(meta, iteration=best["iteration"], frames=best["frames"])
     lines = [
-        f"# {game} planner checkpoint",
+        f"# {game} planner checkpoint" + (f" ({variant})" if variant else ""),
         "",
         f"- file: `{SHIPPED}` ({meta.get('bytes', '?')} bytes of params; sha256 "
         f"`{meta.get('sha256', '?')[:16]}...`), metadata in `{SHIPPED}.json`",

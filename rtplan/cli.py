@@ -159,6 +159,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     ship.add_argument("--run", required=True, help="training run folder (has planner.msgpack)")
     ship.add_argument("--dest", default="checkpoints", help="destination root")
+    ship.add_argument(
+        "--variant",
+        default=None,
+        help="ship to <dest>/<game>/<variant>/ (e.g. train-k2) instead of replacing the base",
+    )
     for name, help_text in _SERVICES.items():
         # Their own parsers handle the flags (`rtplan NAME --help`).
         svc = sub.add_parser(name, help=help_text, add_help=False)
@@ -320,8 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from planner.ship import ship
 
         try:
-            print(f"shipped {ship(args.run, args.dest)}")
-        except (CheckpointError, OSError) as e:
+            print(f"shipped {ship(args.run, args.dest, args.variant)}")
+        except (CheckpointError, OSError, ValueError) as e:
             print(f"rtplan ship-planner: error: {e}", file=sys.stderr)
             return 2
         return 0

@@ -361,6 +361,17 @@ def test_ship_and_init_from(tmp_path):
     readme = (dest / "README.md").read_text()
     assert "rtplan train-planner" in readme and "seed 0" in readme and "evaluation" in readme
     assert (dest / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    # A variant goes beside the base checkpoint, which it leaves alone.
+    base_bytes = shipped.read_bytes()
+    variant = ship(run, tmp_path / "checkpoints", variant="train-k2")
+    assert variant == dest / "train-k2" / "planner.msgpack" and shipped.read_bytes() == base_bytes
+    assert (
+        (variant.parent / "README.md")
+        .read_text()
+        .startswith("# snake-rt-v0 planner checkpoint (train-k2)")
+    )
+    with pytest.raises(ValueError, match="plain folder name"):
+        ship(run, tmp_path / "checkpoints", variant="../x")
     _, params, _ = load_params(shipped)
     # A new run can start from the shipped params (fresh optimizer).
     trainer = Trainer(_snake(iterations=1, init_from=str(shipped)), tmp_path / "run2", argv=["t"])
