@@ -133,16 +133,18 @@ def cross_eval(
     eval_ks: list[int] | None,
     sims_per_frame: list[int],
     episodes: int,
-    max_decisions: int,
+    max_frames: int,
     out_dir: Path,
     seed: int = 0,
     opponent: str = "reflex",
 ) -> list[dict]:
     """Every checkpoint at every eval-k and simulation count (the paper's appendix G grid).
 
-    Committed games: option k with `sims_per_frame * k` simulations, always-k play, return.
-    Clock games: option with `sims_per_frame` simulations (eval_k is ignored) vs `opponent`
-    ("reflex": the policy-only player, or "random").
+    Committed games: option k with `sims_per_frame * k` simulations, always-k play, return
+    over the first `max_frames` frames (ceil(max_frames / k) options: every eval-k plays the
+    same horizon, exactly when k divides it). Clock games: option with `sims_per_frame`
+    simulations vs `opponent` ("reflex": the policy-only player, or "random"), played to the
+    end (eval_k and max_frames are ignored).
     Episodes of every condition share the same seeds (paired). Writes `cross_eval.csv`.
     """
     rows = []
@@ -154,7 +156,8 @@ def cross_eval(
             for k in [spf] if two_player else (eval_ks or list(base.budgets)):
                 sims = spf if two_player else spf * k
                 planner = Planner(_with_sims(base, k, sims))
-                res = _quality(planner, params, k, episodes, max_decisions, seed, opponent)
+                decisions = max_frames if two_player else -(-max_frames // k)
+                res = _quality(planner, params, k, episodes, decisions, seed, opponent)
                 row = {
                     "game": game_id,
                     "checkpoint": path,
@@ -162,6 +165,7 @@ def cross_eval(
                     "train_k": train_k,
                     "eval_k": k,
                     "simulations": sims,
+                    "max_decisions": decisions,
                     "mean": res.mean,
                     "se": res.se,
                     "episodes": episodes,

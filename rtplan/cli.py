@@ -151,7 +151,15 @@ def _build_parser() -> argparse.ArgumentParser:
         default="reflex",
         help="clock games: the opponent (policy-only player or random)",
     )
-    cross.add_argument("--max-decisions", type=int, default=500)
+    cross.add_argument(
+        "--max-frames",
+        "--max-decisions",  # the older name; the same cap at k=1
+        dest="max_frames",
+        type=int,
+        default=500,
+        help="committed games: frames per episode, the same for every eval-k (ceil(F / k) "
+        "options; default: 500)",
+    )
     cross.add_argument("--seed", type=int, default=0)
     cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
     ship = sub.add_parser(
@@ -226,7 +234,7 @@ def _cross_eval(args: argparse.Namespace) -> int:
             eval_ks=args.eval_k,
             sims_per_frame=args.sims_per_frame,
             episodes=args.episodes,
-            max_decisions=args.max_decisions,
+            max_frames=args.max_frames,
             out_dir=Path(args.out or Path("runs") / "cross-eval" / args.game),
             seed=args.seed,
             opponent=args.opponent,

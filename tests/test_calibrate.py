@@ -63,14 +63,15 @@ def test_cross_eval_grid(tmp_path):
         eval_ks=[1, 2],
         sims_per_frame=[2],
         episodes=2,
-        max_decisions=3,
+        max_frames=3,
         out_dir=tmp_path / "x",
     )
-    assert [(r["train_k"], r["eval_k"], r["simulations"]) for r in rows] == [
-        (1, 1, 2),
-        (1, 2, 4),
-        (2, 1, 2),
-        (2, 2, 4),
+    # Every eval-k plays the same 3-frame horizon: 3 options of 1 frame, or 2 of 2 frames.
+    assert [(r["train_k"], r["eval_k"], r["simulations"], r["max_decisions"]) for r in rows] == [
+        (1, 1, 2, 3),
+        (1, 2, 4, 2),
+        (2, 1, 2, 3),
+        (2, 2, 4, 2),
     ]
     # Same params and paired seeds: both checkpoints score the same at each condition.
     assert rows[0]["mean"] == rows[2]["mean"] and rows[1]["mean"] == rows[3]["mean"]

@@ -1,0 +1,95 @@
+"""Clock games against a uniformly random player: where the shipped planner loses, and why.
+
+Usage: python bench/clock_vs_random.py [--game speed-hex-v0] [--seeds 0 1 2] [--games 100]
+
+For each seed, `--games` games (half with each colour, random openings as in `rtplan
+cross-eval`, unlimited clock) of three players against random: the policy-only player (masked
+argmax of the raw policy, no search) and the largest option with the shipped search settings.
+Prints per player the score (mean +- SE over all games), the score with each colour, the mean
+game length in plies, and the number of lost games with their median length (and range). A
+player that beats random only after a whole board of moves, and whose raw policy loses often,
+is limited by its network's strength (training compute), not by the search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import jax
+import numpy as np
+
+from planner.calibrate import OPPONENTS, _with_sims
+from planner.evaluate import EVAL_OPENING_PLIES, REFLEX, make_match_eval, to_result
+from planner.options import Planner
+from planner.store import load_planner
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", default="speed-hex-v0")
+    parser.add_argument(
+        "--checkpoint", default=None, help="default checkpoints/<game>/planner.msgpack"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--games", type=int, default=100, help="games per seed (even)")
+    parser.add_argument(
+        "--untrained",
+        action="store_true",
+        help="also play both players with freshly initialised weights (what search alone gives)",
+    )
+    args = parser.parse_args(argv)
+
+    checkpoint = args.checkpoint or f"checkpoints/{args.game}/planner.msgpack"
+    base, params, meta = load_planner(args.game, checkpoint)
+    largest = max(zip(base.budgets, base.simulations, strict=True), key=lambda b: b[1])
+    k, sims = largest
+    planner = Planner(_with_sims(base, k, sims))
+    if not planner.two_player:
+        parser.error(f"{args.game} is not a clock game")
+    players = {"policy-only": REFLEX, f"option {k} ({sims} sims)": ("option", k)}
+    print(
+        f"{args.game}, checkpoint {meta['checkpoint']}, vs random, {args.games} games x "
+        f"seeds {args.seeds}, openings of 0..{EVAL_OPENING_PLIES} random plies\n"
+    )
+    print(
+        "| player | score | moving first | moving second | mean plies "
+        "| lost games: median plies (range) |"
+    )
+    print("|---|---|---|---|---|---|")
+    nets = {"": params}
+    if args.untrained:
+        nets["untrained "] = planner.init_params(jax.random.PRNGKey(0))
+    for (prefix, net), (name, policy) in itertools.product(nets.items(), players.items()):
+        name = prefix + name
+        run = jax.jit(
+            make_match_eval(
+                planner,
+                policy,
+                OPPONENTS["random"],
+                episodes=args.games,
+                opening_plies=EVAL_OPENING_PLIES,
+            )
+        )
+        score, plies = [], []
+        for seed in args.seeds:
+            res = to_result(*run(net, net, jax.random.PRNGKey(seed)))
+            score.append(res.returns)
+            plies.append(res.frames)
+        score, plies = np.stack(score), np.stack(plies)  # [seeds, games]
+        half = args.games // 2
+        flat = score.ravel()
+        se = flat.std(ddof=1) / np.sqrt(flat.size)
+        lost = plies[score < 0.5]
+        lost_text = (
+            f"{lost.size}: {np.median(lost):.0f} ({lost.min()}-{lost.max()})" if lost.size else "0"
+        )
+        print(
+            f"| {name} | {flat.mean():.3f} +- {se:.3f} | {score[:, :half].mean():.3f} | "
+            f"{score[:, half:].mean():.3f} | {plies.mean():.1f} | {lost_text} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
