@@ -14,6 +14,7 @@ is limited by its network's strength (training compute), not by the search.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 
 import jax
@@ -38,18 +39,28 @@ def main(argv=None) -> None:
         action="store_true",
         help="also play both players with freshly initialised weights (what search alone gives)",
     )
+    parser.add_argument(
+        "--max-considered",
+        type=int,
+        default=None,
+        help="override the search's root width (Gumbel MuZero's considered actions)",
+    )
     args = parser.parse_args(argv)
 
     checkpoint = args.checkpoint or f"checkpoints/{args.game}/planner.msgpack"
     base, params, meta = load_planner(args.game, checkpoint)
     largest = max(zip(base.budgets, base.simulations, strict=True), key=lambda b: b[1])
     k, sims = largest
-    planner = Planner(_with_sims(base, k, sims))
+    cfg = _with_sims(base, k, sims)
+    if args.max_considered:
+        cfg = dataclasses.replace(cfg, max_considered_actions=args.max_considered)
+    planner = Planner(cfg)
     if not planner.two_player:
         parser.error(f"{args.game} is not a clock game")
     players = {"policy-only": REFLEX, f"option {k} ({sims} sims)": ("option", k)}
     print(
-        f"{args.game}, checkpoint {meta['checkpoint']}, vs random, {args.games} games x "
+        f"{args.game}, checkpoint {meta['checkpoint']}, root width {cfg.max_considered_actions}, "
+        f"vs random, {args.games} games x "
         f"seeds {args.seeds}, openings of 0..{EVAL_OPENING_PLIES} random plies\n"
     )
     print(
