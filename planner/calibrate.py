@@ -126,6 +126,15 @@ def calibrate(
     return rows
 
 
+def _train_k(game_id: str, meta: dict) -> int | str:
+    """The option budget a checkpoint's run trained under ("?" without training metadata)."""
+    from planner.train import TrainConfig
+
+    if "train_config" not in meta:
+        return "?"
+    return TrainConfig(game_id=game_id, train_k=meta["train_config"].get("train_k")).k
+
+
 def cross_eval(
     game_id: str,
     *,
@@ -150,7 +159,7 @@ def cross_eval(
     rows = []
     for path in checkpoints:
         base, params, meta = load_planner(game_id, path)
-        train_k = meta.get("train_config", {}).get("train_k", "?")
+        train_k = _train_k(game_id, meta)
         two_player = Planner(base).two_player
         for spf in sims_per_frame:
             for k in [spf] if two_player else (eval_ks or list(base.budgets)):

@@ -54,7 +54,7 @@ def test_calibrate_writes_csv_and_png(tmp_path):
 
 def test_cross_eval_grid(tmp_path):
     paths = [
-        _tiny_checkpoint(tmp_path / "a.msgpack", 1),
+        _tiny_checkpoint(tmp_path / "a.msgpack", None),  # the default: k=1 (committed games)
         _tiny_checkpoint(tmp_path / "b.msgpack", 2),
     ]
     rows = cross_eval(
