@@ -20,8 +20,8 @@ import itertools
 import jax
 import numpy as np
 
-from planner.calibrate import OPPONENTS, _with_sims
-from planner.evaluate import EVAL_OPENING_PLIES, REFLEX, make_match_eval, to_result
+from planner.calibrate import with_sims
+from planner.evaluate import EVAL_OPENING_PLIES, RANDOM, REFLEX, make_match_eval, to_result
 from planner.options import Planner
 from planner.store import load_planner
 
@@ -51,7 +51,7 @@ def main(argv=None) -> None:
     base, params, meta = load_planner(args.game, checkpoint)
     largest = max(zip(base.budgets, base.simulations, strict=True), key=lambda b: b[1])
     k, sims = largest
-    cfg = _with_sims(base, k, sims)
+    cfg = with_sims(base, k, sims)
     if args.max_considered:
         cfg = dataclasses.replace(cfg, max_considered_actions=args.max_considered)
     planner = Planner(cfg)
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
             make_match_eval(
                 planner,
                 policy,
-                OPPONENTS["random"],
+                RANDOM,
                 episodes=args.games,
                 opening_plies=EVAL_OPENING_PLIES,
             )

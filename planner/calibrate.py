@@ -32,7 +32,7 @@ OPPONENTS = {"reflex": REFLEX, "random": RANDOM}
 UNLIMITED_CLOCK = 2**30
 
 
-def _with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:
+def with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:
     """A config whose only budget is `k` with `sims` simulations, deterministic search."""
     cfg = dataclasses.replace(cfg, budgets=(k,), simulations=(sims,), gumbel_scale=0.0)
     if games.game_class(cfg.game_id).num_players == 2:
@@ -100,7 +100,7 @@ def calibrate(
     rows = []
     for n in sims:
         k = n if Planner(base).two_player else 1
-        planner = Planner(_with_sims(base, k, n))
+        planner = Planner(with_sims(base, k, n))
         lat = _latency(planner, params, k, calls)
         res = _quality(planner, params, k, episodes, max_decisions, seed)
         row = {
@@ -164,7 +164,7 @@ def cross_eval(
         for spf in sims_per_frame:
             for k in [spf] if two_player else (eval_ks or list(base.budgets)):
                 sims = spf if two_player else spf * k
-                planner = Planner(_with_sims(base, k, sims))
+                planner = Planner(with_sims(base, k, sims))
                 decisions = max_frames if two_player else -(-max_frames // k)
                 res = _quality(planner, params, k, episodes, decisions, seed, opponent)
                 row = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class Viewer:
@@ -34,9 +35,9 @@ class ViewerHub:
         self.dropped = 0
         self.closed = False
         self._last: str | None = None
-        #: The last frame broadcast (None before the first): a new viewer starts from it, so a
-        #: burst of joins costs no rendering on the event loop that runs the ticks.
-        self.latest: str | None = None
+        #: The frame now out as broadcast (None: not rendered, as nobody watched): a new viewer
+        #: starts from it, so a burst of joins costs no rendering on the loop that runs ticks.
+        self._latest: str | None = None
 
     def __len__(self) -> int:
         return len(self._viewers)
@@ -57,9 +58,23 @@ class ViewerHub:
 
     def broadcast(self, text: str) -> None:
         """Gives `text` to every viewer without waiting for any of them."""
-        self.latest = text
+        self._latest = text
         for viewer in self._viewers:
             self.dropped += viewer.offer(text)
+
+    def publish(self, render: Callable[[], str]) -> None:
+        """A new frame is out: rendered once and broadcast, or, while nobody watches, not
+        rendered at all (the first viewer to join renders it, in `current`)."""
+        if self._viewers:
+            self.broadcast(render())
+        else:
+            self._latest = None
+
+    def current(self, render: Callable[[], str]) -> str:
+        """The frame now out, as broadcast (rendered with `render` if it was not)."""
+        if self._latest is None:
+            self._latest = render()
+        return self._latest
 
     def close(self, last: str | None = None) -> None:
         """Sends `last` (if any) and the end to every viewer."""

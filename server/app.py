@@ -247,9 +247,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             await websocket.send_text(json.dumps(session.viewer_hello()))
             if session.status == "running":
-                if session.viewers.latest is None:
-                    session.viewers.latest = json.dumps(session.viewer_frame())
-                viewer.offer(session.viewers.latest)
+                viewer.offer(session.viewers.current(session.viewer_frame_text))
             await _serve_viewer(websocket, viewer)
         except (WebSocketDisconnect, RuntimeError):
             pass

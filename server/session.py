@@ -717,10 +717,7 @@ class Session:
             self.stats.agent_drops += self.link.send(
                 env_pb2.ServerMessage(frame=self._frame_proto(self.link))
             )
-        if len(self.viewers):
-            self.viewers.broadcast(json.dumps(self.viewer_frame()))
-        else:
-            self.viewers.latest = None  # rendered on demand by the next viewer that joins
+        self.viewers.publish(self.viewer_frame_text)
 
     def state_proto(self):
         return self.runtime.state_proto(self.state)
@@ -748,6 +745,10 @@ class Session:
         if link.send_observation:
             msg.observation.CopyFrom(wire.to_tensor(self.runtime.observe(self.state)))
         return msg
+
+    def viewer_frame_text(self) -> str:
+        """`viewer_frame` as the JSON text the websockets send."""
+        return json.dumps(self.viewer_frame())
 
     def viewer_frame(self) -> dict[str, Any]:
         """The websocket JSON of the current frame."""
