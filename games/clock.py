@@ -14,6 +14,9 @@ from flax import struct
 from games._core import Game, State, legal_or_any
 
 _TIMEOUT_MODES = ("reflex", "strict")
+#: Ticks per player that never run out: clock games played for their board alone (self-play
+#: training, calibration, board-only evaluation) use this as `initial_time`.
+UNLIMITED_CLOCK = 2**30
 
 
 @struct.dataclass

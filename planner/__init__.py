@@ -3,7 +3,7 @@
 from planner.checkpoint import CheckpointError
 from planner.configs import config_from_dict, config_to_dict, default_config
 from planner.network import AZNet, NetOutput, NetworkConfig
-from planner.options import OptionOutput, Planner, PlannerConfig
+from planner.options import OptionOutput, Planner, PlannerConfig, landing_frame
 
 __all__ = [
     "AZNet",
@@ -16,4 +16,5 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "default_config",
+    "landing_frame",
 ]

@@ -34,6 +34,15 @@ from planner.network import AZNet, NetOutput, NetworkConfig
 _NEG = jnp.finfo(jnp.float32).min
 
 
+def landing_frame(decision_frame: int, k: int, *, two_player: bool) -> int:
+    """The frame where option k started at `decision_frame` applies its planned action.
+
+    Committed-action games: k-1 reflex frames, then the planned action on frame t+k-1.
+    Clock games: one ply, the planned move itself (k labels the search budget).
+    """
+    return decision_frame + (0 if two_player else k - 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannerConfig:
     """Everything static about a game's planner."""
