@@ -22,21 +22,19 @@ from planner.evaluate import (
 )
 from planner.options import Planner, PlannerConfig
 from planner.store import load_planner
+from planner.train_config import TrainConfig
 
 #: Opponents of the clock-game evaluations.
 OPPONENTS = {"reflex": REFLEX, "random": RANDOM}
-
-
-#: Clock games are evaluated for board strength: a clock that never runs out, so every move of
-#: the evaluated option is searched (with T0 = 300 a 128-simulation option could afford two).
-UNLIMITED_CLOCK = 2**30
 
 
 def with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:
     """A config whose only budget is `k` with `sims` simulations, deterministic search."""
     cfg = dataclasses.replace(cfg, budgets=(k,), simulations=(sims,), gumbel_scale=0.0)
     if games.game_class(cfg.game_id).num_players == 2:
-        params = {**dict(cfg.game_params), "initial_time": UNLIMITED_CLOCK}
+        # Evaluated for board strength: every move of the option is searched (with T0 = 300 a
+        # 128-simulation option could afford two).
+        params = {**dict(cfg.game_params), "initial_time": games.UNLIMITED_CLOCK}
         cfg = dataclasses.replace(cfg, game_params=tuple(params.items()))
     return cfg
 
@@ -128,8 +126,6 @@ def calibrate(
 
 def _train_k(game_id: str, meta: dict) -> int | str:
     """The option budget a checkpoint's run trained under ("?" without training metadata)."""
-    from planner.train import TrainConfig
-
     if "train_config" not in meta:
         return "?"
     return TrainConfig(game_id=game_id, train_k=meta["train_config"].get("train_k")).k

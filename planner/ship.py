@@ -1,15 +1,14 @@
-"""Ships a run's planner: params, provenance and learning curve into checkpoints/<game>/."""
+"""Ships a run's planner: params and provenance (`harness.ship`) plus its learning curve."""
 
 from __future__ import annotations
 
 import csv
-import re
-import shutil
 from pathlib import Path
 
-from planner import checkpoint as ckpt
-
-SHIPPED = "planner.msgpack"
+import harness
+from harness import checkpoint as ckpt
+from harness.run import LOG
+from planner.store import PLANNER_FILE
 
 
 def _rows(log: Path) -> list[dict]:
@@ -55,59 +54,30 @@ def plot_learning_curve(log: Path, path: Path, title: str) -> None:
 def ship(
     run_dir: str | Path, dest_root: str | Path = "checkpoints", variant: str | None = None
 ) -> Path:
-    """Copies `<run>/planner.msgpack` (+ metadata) to `<dest_root>/<game>/` (or, for a
-    `variant` such as "train-k2", `<dest_root>/<game>/<variant>/`, beside the game's base
-    checkpoint), with a README.md (command, seed, iteration, frames, evaluation) and
-    `learning_curve.png`.
+    """Ships `<run>/planner.msgpack` to `<dest_root>/<game>/[<variant>/]` (`harness.ship`) with
+    the run's `learning_curve.png`.
 
     Returns:
         The shipped checkpoint's path.
     """
-    if variant is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", variant):
-        raise ValueError(f"variant {variant!r} must be a plain folder name ([A-Za-z0-9_.-])")
-    run = Path(run_dir)
-    src = run / SHIPPED
-    meta = ckpt.load_metadata(src)  # verifies the file
-    game = meta["game"]
-    dest = Path(dest_root) / game / (variant or "")
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dest / SHIPPED)
-    shutil.copyfile(src.with_name(SHIPPED + ".json"), dest / (SHIPPED + ".json"))
-    shutil.copyfile(run / "log.csv", dest / "log.csv")
-    plot_learning_curve(run / "log.csv", dest / "learning_curve.png", f"{game} planner training")
-    ev = meta.get("last_eval") or {}
-    best_path = run / "best.msgpack"
-    if meta.get("source") == "best" and best_path.exists():
-        best = ckpt.load_metadata(best_path)
-        if best.get("sha256") == meta.get("sha256"):  # the shipped params are the best's
-            ev = best.get("eval") or ev
-            meta = dict(meta, iteration=best["iteration"], frames=best["frames"])
-    lines = [
-        f"# {game} planner checkpoint" + (f" ({variant})" if variant else ""),
-        "",
-        f"- file: `{SHIPPED}` ({meta.get('bytes', '?')} bytes of params; sha256 "
-        f"`{meta.get('sha256', '?')[:16]}...`), metadata in `{SHIPPED}.json`",
-        f"- produced by: `{' '.join(meta.get('argv', ['?']))}` ({meta.get('source', '?')} "
-        "params of the run"
-        + (
-            "; a resumed run: the settings it resumed are `train_config` in the metadata"
-            if "--resume" in meta.get("argv", [])
-            else ""
-        )
-        + ")",
-        f"- seed {meta.get('seed', '?')}, iteration {meta.get('iteration', '?')}, "
-        f"{meta.get('frames', '?')} self-play frames, git commit `{meta.get('git_commit', '?')}`",
-        "- evaluation of these params: " + _describe(ev, meta.get("train_config", {})),
-        "- learning curve: `learning_curve.png` (from `log.csv`)",
-        "",
-    ]
-    (dest / "README.md").write_text("\n".join(lines))
-    return dest / SHIPPED
+    path = harness.ship(
+        run_dir,
+        dest_root,
+        file_name=PLANNER_FILE,
+        what="planner",
+        describe=_describe,
+        variant=variant,
+        notes=["- learning curve: `learning_curve.png` (from `log.csv`)"],
+    )
+    game = ckpt.load_metadata(path)["game"]
+    plot_learning_curve(
+        Path(run_dir) / LOG, path.parent / "learning_curve.png", f"{game} planner training"
+    )
+    return path
 
 
 def _describe(ev: dict, train_cfg: dict) -> str:
-    if not ev:
-        return "none recorded"
+    """The README's evaluation text: what the score measured, on how many games."""
     text = (
         f"{ev['eval_mean']:.2f} +- {ev.get('eval_se') or 0:.2f} at iteration {ev.get('iteration')}"
     )

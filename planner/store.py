@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jax
 
-from planner import checkpoint as ckpt
+from harness import checkpoint as ckpt
 from planner.configs import config_from_dict, config_to_dict, default_config
 from planner.options import Planner, PlannerConfig
 

@@ -3,60 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-# `train-planner` flags that map one-to-one onto `planner.train.TrainConfig` fields.
-_TRAIN_FLAGS = {
-    "train_k": int,
-    "iterations": int,
-    "batch": int,
-    "unroll": int,
-    "sims_per_frame": int,
-    "torso": str,
-    "channels": int,
-    "blocks": int,
-    "seed": int,
-    "devices": int,
-    "eval_every": int,
-    "eval_episodes": int,
-    "eval_max_decisions": int,
-    "checkpoint_every": int,
-    "learner_steps": int,
-    "minibatch": int,
-    "replay_capacity": int,
-    "n_step": int,
-    "lr": float,
-    "init_from": str,
-    "opening_plies": int,
-}
+# Neither imports JAX: `--devices` must set XLA's flags before jax loads.
+from harness.config import add_flags
+from planner.train_config import TrainConfig
 
-
-def _train_flag_help() -> dict[str, str]:
-    """Help of each `train-planner` flag: the `#:` comment above its `TrainConfig` field (a
-    comment covers the fields right below it that have none). Read from the source so that the
-    parser does not import jax (`--devices` must set XLA's flags first)."""
-    spec = importlib.util.find_spec("planner")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    source = (Path(next(iter(spec.submodule_search_locations))) / "train.py").read_text()
-    body = source.split("class TrainConfig", 1)[-1].split("def __post_init__", 1)[0]
-    docs, comment, last = {}, [], ""
-    for line in body.splitlines():
-        text = line.strip()
-        if text.startswith("#:"):
-            comment.append(text[2:].strip())
-        elif m := re.match(r"(\w+): [^=]+=", text):
-            if comment:
-                last, comment = " ".join(comment), []
-            docs[m.group(1)] = last
-        else:
-            comment, last = [], ""
-    return docs
+#: `TrainConfig` fields that are not `train-planner` flags (`--game` sets the game).
+_NOT_FLAGS = ("game_id", "game_params")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -89,16 +45,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "train-planner",
         help="train a game's planner network (expert iteration / self-play)",
         description="Trains the AlphaZero planner of a game. Flags left out take the "
-        "checkpoint's values with --resume, else planner.train.TrainConfig's defaults.",
+        "checkpoint's values with --resume, else planner.train_config.TrainConfig's defaults.",
     )
     train.add_argument("--game", required=True, help="registered game id, e.g. snake-rt-v0")
     train.add_argument("--resume", action="store_true", help="continue <out>/checkpoint.msgpack")
     train.add_argument("--out", default=None, help="output folder (default runs/planner/<game>)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    helps = _train_flag_help()
-    for name, kind in _TRAIN_FLAGS.items():
-        help_text = helps.get(name, "").replace("%", "%%")
-        train.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=help_text)
+    add_flags(train, TrainConfig, exclude=_NOT_FLAGS)
     cal = sub.add_parser(
         "calibrate",
         help="planning quality and batch-1 latency vs simulation count (CSV + PNG)",
@@ -194,12 +147,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import games
+    from harness.checkpoint import CheckpointError
     from planner.calibrate import calibrate
-    from planner.checkpoint import CheckpointError
+    from planner.store import planner_path
 
     try:
         game = games.make(args.game)
-        checkpoint = args.checkpoint or str(Path("checkpoints") / args.game / "planner.msgpack")
+        checkpoint = args.checkpoint or str(planner_path("checkpoints", args.game))
         if not Path(checkpoint).exists():
             raise CheckpointError(f"no planner checkpoint at {checkpoint} (pass --checkpoint)")
         sims = args.sims or _DEFAULT_SWEEP["clock" if game.num_players == 2 else "committed"]
@@ -223,8 +177,8 @@ def _cross_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import games
+    from harness.checkpoint import CheckpointError
     from planner.calibrate import cross_eval
-    from planner.checkpoint import CheckpointError
 
     try:
         games.game_class(args.game)
@@ -260,32 +214,25 @@ def _set_device_count(devices: int | None) -> None:
 
 def _train_planner(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     _set_device_count(args.devices)
-    import dataclasses
     from pathlib import Path
 
     import games
-    from planner.checkpoint import CheckpointError, load_metadata
-    from planner.train import CHECKPOINT, TrainConfig, Trainer, train_config_from_dict
+    from harness.checkpoint import CheckpointError
+    from harness.config import overrides
+    from harness.run import run_config
+    from planner.train import trainer
 
-    given = {k: getattr(args, k) for k in _TRAIN_FLAGS if getattr(args, k) is not None}
     out = Path(args.out or Path("runs") / "planner" / args.game)
     try:
         games.game_class(args.game)
-        if args.resume and (out / CHECKPOINT).exists():
-            saved = train_config_from_dict(load_metadata(out / CHECKPOINT)["train_config"])
-            if saved.game_id != args.game:
-                raise CheckpointError(f"{out / CHECKPOINT} trains {saved.game_id}, not {args.game}")
-            cfg = dataclasses.replace(saved, **given)
-        else:
-            cfg = TrainConfig(game_id=args.game, **given)
+        given = overrides(TrainConfig, args)
+        cfg = run_config(TrainConfig, out, resume=args.resume, given=given, game_id=args.game)
         full_argv = ["rtplan", *(sys.argv[1:] if argv is None else argv)]
-        trainer = Trainer(
-            cfg, out, resume=args.resume, argv=full_argv, progress=not args.no_progress
-        )
+        run = trainer(cfg, out, resume=args.resume, argv=full_argv, progress=not args.no_progress)
     except (games.UnknownGameError, CheckpointError, ValueError) as e:
         print(f"rtplan train-planner: error: {e}", file=sys.stderr)
         return 2
-    row = trainer.run()
+    row = run.run()
     if row is not None:
         summary = ", ".join(
             f"{k}={row[k]:.4g}"
@@ -294,7 +241,7 @@ def _train_planner(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         )
         print(f"trained {args.game}: {summary}; files in {out}")
     else:
-        print(f"{args.game}: already at iteration {trainer.iteration}; nothing to do ({out})")
+        print(f"{args.game}: already at iteration {run.iteration}; nothing to do ({out})")
     return 0
 
 
@@ -329,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "train-planner":
         return _train_planner(args, argv)
     if args.command == "ship-planner":
-        from planner.checkpoint import CheckpointError
+        from harness.checkpoint import CheckpointError
         from planner.ship import ship
 
         try:

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from harness import checkpoint as ckpt
 from planner import CheckpointError, Planner, PlannerConfig
-from planner import checkpoint as ckpt
 from planner.batching import OptionRunner, bucket_ladder
 from planner.network import NetworkConfig
 

@@ -8,7 +8,8 @@ import dataclasses
 import jax
 import pytest
 
-from planner import Planner, checkpoint, config_to_dict, default_config
+from harness import checkpoint
+from planner import Planner, config_to_dict, default_config
 from planner.calibrate import calibrate, cross_eval
 from planner.network import NetworkConfig
 from planner.store import load_planner

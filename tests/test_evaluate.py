@@ -12,9 +12,7 @@ import pytest
 import games
 from planner import Planner, default_config
 from planner.evaluate import REFLEX, make_committed_eval, make_match_eval, to_result
-from planner.network import NetworkConfig
-
-TINY = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)
+from support import TINY_NET as TINY
 
 
 def test_match_eval_equals_a_plain_loop():

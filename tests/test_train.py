@@ -14,21 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from planner import checkpoint as ckpt
-from planner.checkpoint import CheckpointError
+from harness import checkpoint as ckpt
+from harness.checkpoint import CheckpointError
 from planner.options import Planner
-from planner.train import (
-    BEST,
-    CHECKPOINT,
-    EXPORT,
-    LOG,
-    TrainConfig,
-    Trainer,
-    landing_states,
-    load_params,
-    nstep_targets,
-    step_discounts,
-)
+from planner.store import load_planner
+from planner.targets import landing_states, nstep_targets, step_discounts
+from planner.train import BEST, CHECKPOINT, EXPORT, LOG, trainer
+from planner.train_config import TrainConfig
 from rtplan.cli import main as cli_main
 
 TINY = dict(channels=4, blocks=1, features=8, value_hidden=8)
@@ -166,9 +158,9 @@ def test_policy_samples_use_the_landing_state():
 
 def test_committed_training_runs_end_to_end(tmp_path):
     cfg = _snake(eval_every=2)
-    trainer = Trainer(cfg, tmp_path, argv=["test"])
-    last = trainer.run()
-    assert trainer.iteration == cfg.iterations == last["iteration"]
+    run = trainer(cfg, tmp_path, argv=["test"])
+    last = run.run()
+    assert run.iteration == cfg.iterations == last["iteration"]
     rows = _rows(tmp_path)
     assert [int(r["iteration"]) for r in rows] == [1, 2, 3]
     # The first iteration's decisions wait one iteration for their targets: no learning yet.
@@ -185,10 +177,10 @@ def test_committed_training_runs_end_to_end(tmp_path):
     assert meta["train_config"]["train_k"] == 2 and meta["argv"] == ["test"]
     assert meta["replay_saved"] and meta["last_eval"]["iteration"] == 3
     assert (tmp_path / BEST).exists() and list((tmp_path / "tb").iterdir())
-    planner, params, exported = load_params(tmp_path / EXPORT)
-    _, best, _ = load_params(tmp_path / BEST)
+    pcfg, params, exported = load_planner("snake-rt-v0", tmp_path / EXPORT)
+    _, best, _ = load_planner("snake-rt-v0", tmp_path / BEST)
     assert exported["source"] == "best" and _leaves_equal(params, best)
-    assert planner.config.network == cfg.planner_config.network
+    assert pcfg.network == cfg.planner_config.network
 
 
 def test_clock_self_play_runs_end_to_end(tmp_path):
@@ -210,11 +202,11 @@ def test_clock_self_play_runs_end_to_end(tmp_path):
         opening_plies=3,
         **TINY,
     )
-    trainer = Trainer(cfg, tmp_path, tensorboard=False)
+    run = trainer(cfg, tmp_path, tensorboard=False)
     # Self-play games start after 0..3 random moves.
-    start = np.asarray(jax.device_get(trainer.actors.states.frame))
+    start = np.asarray(jax.device_get(run.state.actors.states.frame))
     assert ((start >= 0) & (start <= 3)).all() and len(set(start.tolist())) > 1
-    trainer.run()
+    run.run()
     rows = _rows(tmp_path)
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert all(np.isfinite(float(rows[1][k])) for k in ("loss", "policy_loss", "value_loss"))
@@ -230,36 +222,34 @@ def test_clock_self_play_runs_end_to_end(tmp_path):
 
 def test_resume_continues_where_the_checkpoint_left_off(tmp_path):
     cfg = _snake(iterations=4, checkpoint_every=2)
-    first = Trainer(cfg, tmp_path, tensorboard=False)
+    first = trainer(cfg, tmp_path, tensorboard=False)
     for _ in range(3):
         first.step()
     # "Killed" after iteration 3: the checkpoint holds iteration 2.
     first.close()
-    saved, meta = ckpt.load(
-        tmp_path / CHECKPOINT,
-        {"params": jax.device_get(first.params), "opt_state": jax.device_get(first.opt_state)},
-    )
+    live = jax.device_get({"params": first.state.params, "opt_state": first.state.opt_state})
+    saved, meta = ckpt.load(tmp_path / CHECKPOINT, live)
     assert meta["iteration"] == 2
-    assert not _leaves_equal(saved["params"], jax.device_get(first.params))
+    assert not _leaves_equal(saved["params"], live["params"])
 
-    resumed = Trainer(cfg, tmp_path, resume=True, tensorboard=False)
+    resumed = trainer(cfg, tmp_path, resume=True, tensorboard=False)
     assert resumed.iteration == 2 and resumed.frames == meta["frames"]
-    assert _leaves_equal(jax.device_get(resumed.params), saved["params"])
-    assert _leaves_equal(jax.device_get(resumed.opt_state), saved["opt_state"])
-    assert int(resumed.replay.size) == 4 * 4  # iteration 2 emitted iteration 1's decisions
+    assert _leaves_equal(jax.device_get(resumed.state.params), saved["params"])
+    assert _leaves_equal(jax.device_get(resumed.state.opt_state), saved["opt_state"])
+    assert int(resumed.state.replay.size) == 4 * 4  # iteration 2 emitted iteration 1's decisions
     resumed.run()
     assert resumed.iteration == 4
     assert [int(r["iteration"]) for r in _rows(tmp_path)] == [1, 2, 3, 4]
     assert ckpt.load_metadata(tmp_path / CHECKPOINT)["iteration"] == 4
     # Asking a finished run for more iterations goes on from there.
-    more = Trainer(_snake(iterations=5, checkpoint_every=2), tmp_path, resume=True)
+    more = trainer(_snake(iterations=5, checkpoint_every=2), tmp_path, resume=True)
     assert more.iteration == 4
     more.run()
     assert ckpt.load_metadata(tmp_path / CHECKPOINT)["iteration"] == 5
 
 
 def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_overwritten(tmp_path):
-    Trainer(_snake(iterations=1), tmp_path, tensorboard=False).run()
+    trainer(_snake(iterations=1), tmp_path, tensorboard=False).run()
     path = tmp_path / CHECKPOINT
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -267,17 +257,17 @@ def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_overwritten(tmp_path
     path.write_bytes(bytes(data))
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     with pytest.raises(CheckpointError, match=str(path)):
-        Trainer(_snake(iterations=2), tmp_path, resume=True, tensorboard=False)
+        trainer(_snake(iterations=2), tmp_path, resume=True, tensorboard=False)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
     # A fresh run must not overwrite an existing one either.
     with pytest.raises(CheckpointError, match="already exists"):
-        Trainer(_snake(iterations=2), tmp_path, tensorboard=False)
+        trainer(_snake(iterations=2), tmp_path, tensorboard=False)
 
 
 def test_missing_checkpoint_and_unknown_game_are_clear_errors(tmp_path, capsys):
     missing = tmp_path / "nothing"
     with pytest.raises(CheckpointError, match=str(missing / CHECKPOINT)):
-        Trainer(_snake(), missing, resume=True)
+        trainer(_snake(), missing, resume=True)
     args = ["train-planner", "--game", "snake-rt-v0", "--resume", "--out", str(missing)]
     assert cli_main(args) == 2
     err = capsys.readouterr().err
@@ -295,21 +285,20 @@ def test_missing_checkpoint_and_unknown_game_are_clear_errors(tmp_path, capsys):
         TrainConfig(game_id="snake-rt-v0", opening_plies=4)
 
 
-def test_every_train_flag_is_a_config_field_with_help(capsys):
-    """The CLI's train flags map onto TrainConfig fields; their help is the field's comment."""
+def test_every_train_flag_is_a_config_field_with_its_help(capsys, monkeypatch):
+    """The train-planner flags and their help come from TrainConfig's fields and metadata."""
     import dataclasses
 
-    from rtplan.cli import _TRAIN_FLAGS, _train_flag_help
-
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    helps = _train_flag_help()
-    assert set(_TRAIN_FLAGS) <= fields
-    assert all(helps.get(name) for name in _TRAIN_FLAGS), helps
-    assert helps["train_k"].startswith("Option budget of the collected decisions")
-    assert helps["blocks"] == helps["torso"]  # one comment covers the overrides below it
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per flag: no wrapping inside the help
     with pytest.raises(SystemExit):
         cli_main(["train-planner", "--help"])
-    assert "Adam steps per iteration." in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    for field in dataclasses.fields(TrainConfig):
+        if field.name in ("game_id", "game_params"):
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        assert f"{flag} {field.name.upper()} {field.metadata['help']}" in out, flag
+    assert "Adam steps per iteration. (default: 4)" in out
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -354,7 +343,7 @@ def test_ship_and_init_from(tmp_path):
     from planner.ship import ship
 
     run = tmp_path / "run"
-    Trainer(_snake(iterations=2, eval_every=2), run, argv=["rtplan", "train-planner"]).run()
+    trainer(_snake(iterations=2, eval_every=2), run, argv=["rtplan", "train-planner"]).run()
     shipped = ship(run, tmp_path / "checkpoints")
     dest = shipped.parent
     assert dest.name == "snake-rt-v0" and shipped.exists()
@@ -372,7 +361,7 @@ def test_ship_and_init_from(tmp_path):
     )
     with pytest.raises(ValueError, match="plain folder name"):
         ship(run, tmp_path / "checkpoints", variant="../x")
-    _, params, _ = load_params(shipped)
+    _, params, _ = load_planner("snake-rt-v0", shipped)
     # A new run can start from the shipped params (fresh optimizer).
-    trainer = Trainer(_snake(iterations=1, init_from=str(shipped)), tmp_path / "run2", argv=["t"])
-    assert _leaves_equal(jax.device_get(trainer.params), params)
+    run2 = trainer(_snake(iterations=1, init_from=str(shipped)), tmp_path / "run2", argv=["t"])
+    assert _leaves_equal(jax.device_get(run2.state.params), params)

@@ -1,9 +1,4 @@
-"""Safe checkpoints: one msgpack file (no pickle) holding the tree, its metadata and its hash.
-
-The file is written atomically (temporary file, fsync, rename), so a killed writer leaves the
-previous checkpoint intact. A JSON copy of the metadata is written beside it for people and
-tools; the copy inside the file is the one that counts.
-"""
+"""Safe checkpoints: one msgpack file (no pickle) holding the tree, its metadata and its hash."""
 
 from __future__ import annotations
 
@@ -16,7 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from flax import serialization
+
+# The file is written atomically (temporary file, fsync, rename), so a killed writer leaves the
+# previous checkpoint intact. A JSON copy of the metadata is written beside it for people and
+# tools; the copy inside the file is the one that counts. Flax and JAX load on first use, so a
+# CLI can import this module before `--devices` sets XLA's flags.
 
 #: Format tag stored in every checkpoint.
 FORMAT = "rtplan-checkpoint-v1"
@@ -65,6 +64,8 @@ def save(path: str | os.PathLike, tree: Any, metadata: dict[str, Any]) -> None:
         tree: a pytree of arrays (flax state-dict convertible).
         metadata: JSON-able facts about the tree (command, seed, evaluation, ...).
     """
+    from flax import serialization
+
     path = Path(path)
     payload = serialization.msgpack_serialize(serialization.to_state_dict(tree))
     meta = dict(metadata, sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload))
@@ -119,6 +120,8 @@ def load(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]]:
         CheckpointError: missing file, undecodable or truncated file, hash mismatch, or a
             structure that does not match `template`.
     """
+    from flax import serialization
+
     path = Path(path)
     meta, payload = _read(path)
     try:

@@ -1,0 +1,51 @@
+"""Training harness: typed configs and flags, run folders, logs, checkpoints, resume and ship.
+
+Generic: it imports no game, planner or service code, and no JAX until a checkpoint is read or
+written, so a CLI can build its parser before `--devices` sets XLA's flags.
+
+A training algorithm (the planner's expert iteration, the gate's PPO) is an object with the
+attributes and methods below (`harness.run.Algorithm`); `Run(algo, cfg, out_dir)` drives it.
+Its state is whatever it likes (a pytree of device arrays, usually); the harness only hands it
+back:
+
+- `kind`, `export_file`: the exported params' metadata kind and file name (`planner`,
+  `planner.msgpack`).
+- `name`: progress bar label. `columns`: log columns after the harness's `HEAD` (iteration,
+  frames, wall_time, iter_seconds, frames_per_s): metrics, then evaluation columns.
+  `progress`: progress bar label -> column.
+- `metadata() -> dict`: JSON-able facts written into every file (must hold `game`, which
+  `ship` uses as the destination folder).
+- `init() -> state`: a new run's state (seeded from the config).
+- `step(state) -> (state, metrics)`: one iteration; host floats, `metrics["frames"]` the
+  environment frames it consumed (summed into the `frames` column).
+- `evaluate(state, iteration) -> (score, columns)`: the best-so-far score and log columns.
+- `params(state) -> pytree`: the host params that `best.msgpack` and the export hold.
+- `save(state) -> (tree, metadata)`: the checkpoint tree and extra metadata.
+- `template(metadata) -> tree`: the structure of a saved tree, from its metadata (raise
+  `CheckpointError` for a checkpoint this algorithm cannot continue).
+- `restore(tree, metadata) -> state`: the state of a resumed run.
+
+The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `eval_every`,
+`checkpoint_every` and `seed`; its fields are declared with `knob(default, help)`, which
+`add_flags` turns into `--snake-case` flags and `run_config` merges with a resumed checkpoint's.
+"""
+
+from harness.checkpoint import CheckpointError
+from harness.config import add_flags, from_args, from_dict, knob, overrides, to_dict
+from harness.run import Algorithm, Run, RunConfig, run_config
+from harness.shipping import ship
+
+__all__ = [
+    "Algorithm",
+    "CheckpointError",
+    "Run",
+    "RunConfig",
+    "add_flags",
+    "from_args",
+    "from_dict",
+    "knob",
+    "overrides",
+    "run_config",
+    "ship",
+    "to_dict",
+]

@@ -1,0 +1,119 @@
+"""Typed run configs: fields with help text, command-line flags and JSON from the same fields."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Collection
+from typing import Any
+
+# Imports nothing heavy: a CLI builds its parser from a config before JAX may load (the device
+# count of XLA:CPU is fixed when jax is first imported).
+
+_FLAG_TYPES = (int, float, str, bool)
+
+
+def knob(default: Any = dataclasses.MISSING, help: str = "") -> Any:  # noqa: A002
+    """A dataclass field with its help text in the metadata (`--help`, docs, provenance).
+
+    Args:
+        default: the field's default; left out, the field is required.
+        help: one or two sentences: what the knob does, and what None means if it may be None.
+    """
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def help_of(field: dataclasses.Field) -> str:
+    """The help text `knob` stored on a field ("" when none)."""
+    return field.metadata.get("help", "")
+
+
+def _flag_type(cls: type, field: dataclasses.Field) -> type:
+    """The scalar type of a field's flag: its annotation, or `X` of `X | None`."""
+    hint = typing.get_type_hints(cls)[field.name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if len(args) == 1 else hint
+    if hint not in _FLAG_TYPES:
+        raise TypeError(
+            f"{cls.__name__}.{field.name}: {hint} is not a flag type "
+            "(int, float, str, bool or one of them | None); exclude it"
+        )
+    return hint
+
+
+def flag_fields(
+    cls: type, *, only: Collection[str] | None = None, exclude: Collection[str] = ()
+) -> list[dataclasses.Field]:
+    """The fields of `cls` that `add_flags` turns into flags, in declaration order."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = (set(only or ()) | set(exclude)) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    return [
+        f
+        for f in dataclasses.fields(cls)
+        if (only is None or f.name in only) and f.name not in exclude
+    ]
+
+
+def add_flags(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] = (),
+) -> None:
+    """Adds one `--snake-case` flag per field of the dataclass `cls`, help from `knob`.
+
+    Every flag defaults to None (not given), so `overrides` tells given flags from defaults and
+    a resumed run keeps its saved values. Bools get `--x` / `--no-x`. The help names the field's
+    default.
+
+    Args:
+        parser: the (sub)parser to extend.
+        cls: a dataclass whose fields are int, float, str, bool, or one of those `| None`.
+        only: the fields to expose (default: all).
+        exclude: fields left out (e.g. set by other flags, or of a non-flag type).
+
+    Raises:
+        TypeError: a chosen field's type is not a flag type.
+    """
+    for field in flag_fields(cls, only=only, exclude=exclude):
+        kind = _flag_type(cls, field)
+        text = help_of(field)
+        if field.default is not dataclasses.MISSING and field.default is not None:
+            text = f"{text} (default: {field.default})".strip()
+        flag = "--" + field.name.replace("_", "-")
+        common = dict(dest=field.name, default=None, help=text.replace("%", "%%"))
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
+        else:
+            parser.add_argument(flag, type=kind, **common)
+
+
+def overrides(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of `cls` whose flags were given on the command line (`add_flags`)."""
+    names = (f.name for f in dataclasses.fields(cls))
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def from_args(cls: type, args: argparse.Namespace, **fixed: Any) -> Any:
+    """`cls(**fixed, **given flags)`: flags left out keep the field defaults."""
+    return cls(**{**overrides(cls, args), **fixed})
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """JSON-able form of a config dataclass (run metadata)."""
+    return dataclasses.asdict(cfg)
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def from_dict(cls: type, data: dict[str, Any]) -> Any:
+    """Inverse of `to_dict` for frozen configs: JSON lists become tuples; unknown keys raise."""
+    return cls(**{k: _tuples(v) for k, v in data.items()})

@@ -1,0 +1,79 @@
+"""Ships a run's exported params with their provenance into `checkpoints/<game>/[variant/]`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness import checkpoint as ckpt
+from harness.run import BEST, LOG
+
+
+def ship(
+    run_dir: str | Path,
+    dest_root: str | Path,
+    *,
+    file_name: str,
+    what: str,
+    describe: Callable[[dict, dict], str],
+    variant: str | None = None,
+    notes: Sequence[str] = (),
+) -> Path:
+    """Copies `<run>/<file_name>` (+ its metadata and `log.csv`) to `<dest_root>/<game>/`.
+
+    A `variant` such as "train-k2" goes to `<dest_root>/<game>/<variant>/`, beside the game's
+    base checkpoint. A README.md states the command, seed, iteration, frames, git commit and the
+    evaluation of the shipped params (the best's when they are the run's best).
+
+    Args:
+        run_dir: the run folder (`harness.run.Run`'s output).
+        dest_root: the checkpoints root.
+        file_name: the exported params file (the algorithm's `export_file`).
+        what: what the params are, for the README title (e.g. "planner").
+        describe: `(eval columns, train_config dict) -> str`, the README's evaluation text
+            (called with {} when the run recorded no evaluation).
+        variant: an optional plain folder name.
+        notes: extra README lines (e.g. files the caller adds to the folder).
+
+    Returns:
+        The shipped params file.
+    """
+    if variant is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", variant):
+        raise ValueError(f"variant {variant!r} must be a plain folder name ([A-Za-z0-9_.-])")
+    run = Path(run_dir)
+    src = run / file_name
+    meta = ckpt.load_metadata(src)  # verifies the file
+    game = meta["game"]
+    dest = Path(dest_root) / game / (variant or "")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in (file_name, file_name + ".json", LOG):
+        shutil.copyfile(run / name, dest / name)
+    ev = meta.get("last_eval") or {}
+    if meta.get("source") == "best" and (run / BEST).exists():
+        best = ckpt.load_metadata(run / BEST)
+        if best.get("sha256") == meta.get("sha256"):  # the shipped params are the best's
+            ev = best.get("eval") or ev
+            meta = dict(meta, iteration=best["iteration"], frames=best["frames"])
+    argv = meta.get("argv", ["?"])
+    resumed = (
+        "; a resumed run: the settings it resumed are `train_config` in the metadata"
+        if "--resume" in argv
+        else ""
+    )
+    lines = [
+        f"# {game} {what} checkpoint" + (f" ({variant})" if variant else ""),
+        "",
+        f"- file: `{file_name}` ({meta.get('bytes', '?')} bytes of params; sha256 "
+        f"`{meta.get('sha256', '?')[:16]}...`), metadata in `{file_name}.json`",
+        f"- produced by: `{' '.join(argv)}` ({meta.get('source', '?')} params of the run{resumed})",
+        f"- seed {meta.get('seed', '?')}, iteration {meta.get('iteration', '?')}, "
+        f"{meta.get('frames', '?')} training frames, git commit `{meta.get('git_commit', '?')}`",
+        "- evaluation of these params: "
+        + (describe(ev, meta.get("train_config", {})) if ev else "none recorded"),
+        *notes,
+        "",
+    ]
+    (dest / "README.md").write_text("\n".join(lines))
+    return dest / file_name
