@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   runs the main job
-#   make test   runs lint and the test suite (what CI runs)
+#   make test   runs lint, the import contracts and the test suite (what CI runs)
 # Each creates or updates its own virtual environment in .venv.
 
 PYTHON ?= python3
@@ -34,6 +34,7 @@ demo: $(STAMP_RUN)
 test: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n 2
 
 bench: $(STAMP_RUN)

@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 from planner import Planner
-from planner.store import load_planner, save_planner
+from planner.store import load_planner, planner_path, save_planner
 from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
@@ -46,10 +46,10 @@ def _serving_dir(src: Path, game_ids, out: Path) -> dict:
     """Copies each checkpoint, restricted to its smallest budget; returns game -> (cfg, params)."""
     loaded = {}
     for game_id in game_ids:
-        cfg, params, meta = load_planner(game_id, str(src / game_id / "planner.msgpack"))
+        cfg, params, meta = load_planner(game_id, str(planner_path(src, game_id)))
         k = min(cfg.budgets)
         cfg = dataclasses.replace(cfg, budgets=(k,), simulations=(cfg.sims(k),), gumbel_scale=0.0)
-        save_planner(out / game_id / "planner.msgpack", cfg, params, source=meta["checkpoint"])
+        save_planner(planner_path(out, game_id), cfg, params, source=meta["checkpoint"])
         loaded[game_id] = (cfg, params)
     return loaded
 

@@ -23,14 +23,14 @@ import numpy as np
 from planner.calibrate import with_sims
 from planner.evaluate import EVAL_OPENING_PLIES, RANDOM, REFLEX, make_match_eval, to_result
 from planner.options import Planner
-from planner.store import load_planner
+from planner.store import PLANNER_FILE, load_planner, planner_path
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="speed-hex-v0")
     parser.add_argument(
-        "--checkpoint", default=None, help="default checkpoints/<game>/planner.msgpack"
+        "--checkpoint", default=None, help=f"default checkpoints/<game>/{PLANNER_FILE}"
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--games", type=int, default=100, help="games per seed (even)")
@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
 
-    checkpoint = args.checkpoint or f"checkpoints/{args.game}/planner.msgpack"
+    checkpoint = args.checkpoint or str(planner_path("checkpoints", args.game))
     base, params, meta = load_planner(args.game, checkpoint)
     largest = max(zip(base.budgets, base.simulations, strict=True), key=lambda b: b[1])
     k, sims = largest

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from planner.store import PLANNER_FILE
 from planner_service.engine import DeviceError, EngineError
 from planner_service.settings import PlannerServiceSettings
 
@@ -25,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="gRPC port, 0 for any free port (default 50051)")
     p.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N (default cpu)")
     p.add_argument(
-        "--checkpoint-dir", help="folder of <game>/planner.msgpack (default checkpoints)"
+        "--checkpoint-dir", help=f"folder of <game>/{PLANNER_FILE} (default checkpoints)"
     )
     p.add_argument(
         "--games", help="comma-separated game ids to serve (default: every game with a checkpoint)"

@@ -33,10 +33,12 @@ class DeadlineError(AdmissionError):
     """The request's deadline passed before its result was ready."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class _Stream:
+    id: str
     newest: int  # highest request id seen on the stream
-    running: Ticket | None = None  # its request in flight, if any
+    running: Ticket | None = None  # its newest request in flight, if any
+    searching: Ticket | None = None  # the request whose work holds a worker thread, if any
 
 
 class Admission:
@@ -46,7 +48,10 @@ class Admission:
     `stream_id` supersede each other by `request_id` (the ids, not shared flags, decide: a result
     is released only while its id is still the newest of its stream). A slot stays taken until
     its ticket is closed *and* its thread work has returned, so abandoned searches still count
-    against `max_concurrent`.
+    against `max_concurrent`; a request superseded before its work started gives its slot up
+    at once. A stream's work runs one request at a time: a request waits for its stream's
+    abandoned search to return, so a burst of one stream's requests (a client that kept sending
+    while the service was paused) ends with the newest running, never with every slot held.
     """
 
     def __init__(self, max_concurrent: int, *, max_streams: int = 4096) -> None:
@@ -84,6 +89,7 @@ class Admission:
             DeadlineError: the deadline has already passed.
         """
         loop = asyncio.get_running_loop()
+        # First, so that the request it supersedes gives up its slot if it has not searched.
         stream = self._stream(stream_id, request_id) if stream_id else None
         if self.busy >= self.max_concurrent:
             retry = self.retry_after_ms()
@@ -95,7 +101,7 @@ class Admission:
         if time_remaining is not None and time_remaining <= 0:
             raise DeadlineError("deadline already passed when the request arrived")
         deadline = None if time_remaining is None else loop.time() + time_remaining
-        ticket = Ticket(self, loop, stream_id, request_id, deadline)
+        ticket = Ticket(self, loop, stream, request_id, deadline)
         self._holding.add(ticket)
         if stream is not None:
             stream.running = ticket
@@ -104,7 +110,7 @@ class Admission:
     def _stream(self, stream_id: str, request_id: int) -> _Stream:
         stream = self._streams.get(stream_id)
         if stream is None:
-            stream = self._streams[stream_id] = _Stream(newest=request_id)
+            stream = self._streams[stream_id] = _Stream(stream_id, newest=request_id)
             if len(self._streams) > self._max_streams:
                 self._streams.popitem(last=False)  # least recently used
             return stream
@@ -120,14 +126,12 @@ class Admission:
                 "(request ids must increase)"
             )
         stream.newest = request_id
-        if stream.running is not None:
-            stream.running.interrupt()
+        superseded = stream.running
+        if superseded is not None:
+            superseded.interrupt()
+            if not superseded.searching:  # it never searches now: its slot is free at once
+                self._release(superseded)
         return stream
-
-    def newest(self, stream_id: str) -> int | None:
-        """The highest request id seen on a stream (None if unknown or forgotten)."""
-        stream = self._streams.get(stream_id)
-        return None if stream is None else stream.newest
 
     def retry_after_ms(self) -> int:
         """Estimated ms until a slot frees: the mean slot time minus the oldest one's age."""
@@ -138,13 +142,9 @@ class Admission:
     def _release(self, ticket: Ticket) -> None:
         if ticket in self._holding:
             self._holding.discard(ticket)
-            elapsed = (time.monotonic() - ticket.started) * 1e3
-            self._mean_ms += 0.2 * (elapsed - self._mean_ms)
-
-    def _forget(self, ticket: Ticket) -> None:
-        stream = self._streams.get(ticket.stream_id) if ticket.stream_id else None
-        if stream is not None and stream.running is ticket:
-            stream.running = None
+            if ticket.searched:  # the hint estimates searches, not requests that never ran
+                elapsed = (time.monotonic() - ticket.started) * 1e3
+                self._mean_ms += 0.2 * (elapsed - self._mean_ms)
 
     def shutdown(self) -> None:
         """Stops the worker threads once their current work returns; queued work is dropped."""
@@ -154,16 +154,27 @@ class Admission:
 class Ticket:
     """One admitted request: runs its work off the event loop and guards its results."""
 
-    def __init__(self, admission, loop, stream_id: str, request_id: int, deadline) -> None:
+    def __init__(self, admission, loop, stream: _Stream | None, request_id: int, deadline) -> None:
         self._admission = admission
         self._loop = loop
-        self.stream_id = stream_id
+        self._stream = stream  # None: a request with no stream id
         self.request_id = request_id
         self._deadline = deadline  # loop time, or None
         self.started = time.monotonic()
         self._wake = loop.create_future()  # set when a newer request of the stream arrives
+        self._returned = loop.create_future()  # set when its thread work has all returned
         self._threads = 0
+        self.searched = False  # its work was handed to a worker thread
         self._closed = False
+
+    @property
+    def stream_id(self) -> str:
+        return "" if self._stream is None else self._stream.id
+
+    @property
+    def searching(self) -> bool:
+        """Its work holds a worker thread (it may be abandoned and still running)."""
+        return self._threads > 0
 
     def interrupt(self) -> None:
         """Wakes a pending `run`, which then re-checks the stream's newest request id."""
@@ -177,13 +188,11 @@ class Ticket:
             SupersededError: a newer request of the stream was admitted.
             DeadlineError: the deadline passed.
         """
-        if self.stream_id:
-            newest = self._admission.newest(self.stream_id)
-            if newest is not None and newest > self.request_id:
-                raise SupersededError(
-                    f"request {self.request_id} on stream {self.stream_id!r} superseded by "
-                    f"request {newest}"
-                )
+        if self._stream is not None and self._stream.newest > self.request_id:
+            raise SupersededError(
+                f"request {self.request_id} on stream {self.stream_id!r} superseded by "
+                f"request {self._stream.newest}"
+            )
         if self._deadline is not None and self._loop.time() >= self._deadline:
             ms = (time.monotonic() - self.started) * 1e3
             raise DeadlineError(f"deadline passed {ms:.1f} ms after the request arrived")
@@ -191,30 +200,43 @@ class Ticket:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a worker thread; its result only while the request is still current.
 
-        Returns as soon as the request is superseded or past its deadline, without waiting for
-        the thread (which keeps the slot until it returns). A cancelled caller drops the result.
+        Waits first for its stream's previous search to return. Returns as soon as the request
+        is superseded or past its deadline, without waiting for the thread (which keeps the slot
+        until it returns). A cancelled caller drops the result.
 
         Raises:
             SupersededError, DeadlineError: see `check`; or whatever `fn` raised.
         """
         self.check()
+        while self._stream is not None and self._stream.searching not in (None, self):
+            await self._until(self._stream.searching._returned, "waiting for the stream's search")
         cf = self._admission._executor.submit(fn, *args)
         self._threads += 1
+        self.searched = True
+        if self._stream is not None:
+            self._stream.searching = self
         cf.add_done_callback(self._thread_done)
         fut = asyncio.wrap_future(cf, loop=self._loop)
-        timeout = None if self._deadline is None else max(0.0, self._deadline - self._loop.time())
         try:
-            done, _ = await asyncio.wait(
-                (fut, self._wake), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if fut not in done:
-                self.check()
-                raise DeadlineError("deadline passed during the search")  # timer fired early
-            self.check()
+            await self._until(fut, "during the search")
         except BaseException:
             fut.cancel()  # drops the result; a search not yet started never runs
             raise
         return fut.result()
+
+    async def _until(self, fut: asyncio.Future, doing: str) -> None:
+        """Waits for `fut`; raises as soon as the request is superseded or past its deadline.
+
+        Raises:
+            SupersededError, DeadlineError: see `check`.
+        """
+        timeout = None if self._deadline is None else max(0.0, self._deadline - self._loop.time())
+        done, _ = await asyncio.wait(
+            (fut, self._wake), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        self.check()
+        if fut not in done:
+            raise DeadlineError(f"deadline passed {doing}")  # the timer fired a little early
 
     def _thread_done(self, _cf) -> None:
         # Runs on the worker thread (or the loop's, for work cancelled before it started).
@@ -223,12 +245,18 @@ class Ticket:
 
     def _one_thread_done(self) -> None:
         self._threads -= 1
+        if self._threads == 0:
+            if self._stream is not None and self._stream.searching is self:
+                self._stream.searching = None
+            if not self._returned.done():
+                self._returned.set_result(None)
         self._maybe_release()
 
     def close(self) -> None:
         """Ends the request; its slot frees once its thread work has returned."""
         self._closed = True
-        self._admission._forget(self)
+        if self._stream is not None and self._stream.running is self:
+            self._stream.running = None
         self._maybe_release()
 
     def _maybe_release(self) -> None:

@@ -15,15 +15,13 @@ import jax
 import numpy as np
 
 import games
-from planner import Planner, PlannerConfig
-from planner.store import load_planner
+from planner import Planner, PlannerConfig, landing_frame
+from planner.store import PLANNER_FILE, load_planner, planner_path
 from rtplan import wire
 from rtplan.v1 import tensor_pb2
 
 #: The budget that lets the gate choose k.
 GATE = "gate"
-#: File name of a game's planner under a checkpoint directory: `<dir>/<game>/planner.msgpack`.
-CHECKPOINT_NAME = "planner.msgpack"
 
 
 class EngineError(Exception):
@@ -31,11 +29,8 @@ class EngineError(Exception):
 
 
 class InvalidRequestError(EngineError):
-    """The request itself is wrong: unknown game, budget not offered, malformed state."""
-
-
-class UnknownGameError(InvalidRequestError):
-    """A game id that is not registered."""
+    """The request itself is wrong: budget not offered, malformed state (an unknown game raises
+    `games.UnknownGameError`)."""
 
 
 class BudgetError(InvalidRequestError):
@@ -158,7 +153,7 @@ class Engine:
                 slightly slower (tests use it).
 
         Raises:
-            UnknownGameError: a game id that is not registered.
+            games.UnknownGameError: a game id that is not registered.
             DeviceError: the device does not exist.
             ValueError / CheckpointError: a checkpoint that does not load or is for another game.
         """
@@ -167,11 +162,10 @@ class Engine:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._compiled = 0
-        self.traces = 0  # traces so far: compile() makes them all, serving none
         self._compiler_options = dict(compiler_options or {})
         self._games: dict[str, LoadedGame] = {}
         for game_id, path in checkpoints.items():
-            self._check_registered(game_id)
+            games.game_class(game_id)  # UnknownGameError names the registered games
             self._games[game_id] = self._load(game_id, str(path))
 
     @classmethod
@@ -183,7 +177,7 @@ class Engine:
         device: str | jax.Device = "cpu",
         compiler_options: Mapping[str, object] | None = None,
     ) -> Engine:
-        """Loads `<checkpoint_dir>/<game>/planner.msgpack` for each game.
+        """Loads `planner_path(checkpoint_dir, game)` for each game.
 
         Args:
             checkpoint_dir: folder with one sub-folder per game.
@@ -196,27 +190,21 @@ class Engine:
         device = resolve_device(device) if isinstance(device, str) else device  # fail first
         root = Path(checkpoint_dir)
         if game_ids is None:
-            wanted = [g for g in games.registered_games() if (root / g / CHECKPOINT_NAME).is_file()]
+            wanted = [g for g in games.registered_games() if planner_path(root, g).is_file()]
             if not wanted:
-                raise NotLoadedError(f"no {CHECKPOINT_NAME} of a registered game under {root}")
+                raise NotLoadedError(f"no {PLANNER_FILE} of a registered game under {root}")
         else:
             wanted = list(game_ids)
         paths = {}
         for game_id in wanted:
-            cls._check_registered(game_id)
-            path = root / game_id / CHECKPOINT_NAME
+            games.game_class(game_id)  # UnknownGameError names the registered games
+            path = planner_path(root, game_id)
             if not path.is_file():
                 raise NotLoadedError(f"no planner checkpoint for {game_id}: {path} does not exist")
             paths[game_id] = path
         return cls(paths, device=device, compiler_options=compiler_options)
 
     # Loading and compilation -------------------------------------------------------------------
-
-    @staticmethod
-    def _check_registered(game_id: str) -> None:
-        if game_id not in games.registered_games():
-            known = ", ".join(games.registered_games())
-            raise UnknownGameError(f"unknown game {game_id!r}; known games: {known}")
 
     def _load(self, game_id: str, path: str) -> LoadedGame:
         cfg, params, _ = load_planner(game_id, path)
@@ -234,20 +222,21 @@ class Engine:
 
     def _compile_one(self, fn, *args):
         """`fn` lowered for `args` and compiled with the engine's XLA options."""
-        with self._lock:
-            self.traces += 1
         return jax.jit(fn).lower(*args).compile(self._compiler_options or None)
 
     def compile(self, *, workers: int | None = None) -> None:
-        """Compiles and warms the decision and every budget's option of every game.
+        """Compiles and warms the decision, every budget's option and the wire codec of every game.
 
-        Runs each once on the game's first state, so the first real request pays no compile.
+        Runs each once on the game's first state, so the first real request pays no trace.
         XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap them.
         """
         jobs = []
         for loaded in self._games.values():
             # One jitted init compiles faster than its ops one by one.
-            states = self._batch(jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0)))
+            state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
+            # The wire codec traces the game's state layout once: here, not in a request.
+            wire.state_to_proto(loaded.planner.game, state)
+            states = self._batch(state)
             jobs += [(loaded, states, k, i == 0) for i, k in enumerate(loaded.budgets)]
         workers = workers or min(4, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
@@ -294,12 +283,12 @@ class Engine:
         """The served game `game_id`.
 
         Raises:
-            UnknownGameError: not a registered game.
+            games.UnknownGameError: not a registered game.
             NotLoadedError: registered, but no checkpoint of it is loaded here.
         """
         found = self._games.get(game_id)
         if found is None:
-            self._check_registered(game_id)
+            games.game_class(game_id)  # UnknownGameError names the registered games
             served = ", ".join(self._games) or "none"
             raise NotLoadedError(
                 f"no planner checkpoint loaded for {game_id}; this server plans for: {served}"
@@ -310,7 +299,7 @@ class Engine:
         """A validated, unbatched numpy state of `game_id` from its wire form.
 
         Raises:
-            UnknownGameError / NotLoadedError: see `loaded`.
+            games.UnknownGameError / NotLoadedError: see `loaded`.
             StateError: the `WireError` text (which leaf, what was wrong), a finished game, or a
                 running game with no legal action.
         """
@@ -332,7 +321,7 @@ class Engine:
             The budget: a forced k (int) or `GATE`.
 
         Raises:
-            UnknownGameError, NotLoadedError, BudgetError, NoGateError, NotReadyError.
+            games.UnknownGameError, NotLoadedError, BudgetError, NoGateError, NotReadyError.
         """
         loaded = self.loaded(game_id)
         if budget == GATE:
@@ -357,20 +346,17 @@ class Engine:
             clock games (one move per option).
 
         Raises:
-            NotReadyError, UnknownGameError, NotLoadedError, BudgetError, NoGateError.
+            NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError.
         """
         loaded = self._serving(game_id)
         if self.check(game_id, budget) == GATE:
             raise NotImplementedError("the gate issue fills this in")  # pragma: no cover
         k = int(budget)
-        value = self._value(loaded, self._batch(state))
-        frame = int(state.frame)
-        landing = frame if loaded.planner.two_player else frame + k - 1
         return Decision(
             k=k,
             gate_probabilities=np.zeros((0,), np.float32),
-            value=value,
-            landing_frame=landing,
+            value=self._value(loaded, self._batch(state)),
+            landing_frame=landing_frame(int(state.frame), k, two_player=loaded.planner.two_player),
         )
 
     def plan(self, game_id: str, state: games.State, k: int, seed: int = 0) -> Plan:
@@ -383,7 +369,7 @@ class Engine:
             seed: search PRNG seed, any uint64 (the deterministic search does not use it).
 
         Raises:
-            NotReadyError, UnknownGameError, NotLoadedError, BudgetError.
+            NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError.
         """
         loaded = self._serving(game_id)
         return self._run_option(loaded, self._batch(state), self._budget(loaded, k), seed)

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+import games
 import rtplan
 from planner_service import engine as eng
 from planner_service._admission import (
@@ -36,6 +37,7 @@ RETRY_AFTER_KEY = "retry-after-ms"
 MAX_STREAM_ID = 128
 
 _CODES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
+    (games.UnknownGameError, grpc.StatusCode.INVALID_ARGUMENT),
     (eng.InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (eng.NotLoadedError, grpc.StatusCode.FAILED_PRECONDITION),
     (eng.NotReadyError, grpc.StatusCode.UNAVAILABLE),
@@ -77,7 +79,7 @@ def _statuses(handler):
             if isinstance(request, _Unparsed):
                 raise RequestError(request.error)
             return await handler(self, request, context)
-        except (eng.EngineError, AdmissionError) as e:
+        except (eng.EngineError, games.UnknownGameError, AdmissionError) as e:
             code = next(c for cls, c in _CODES if isinstance(e, cls))
             meta = ((RETRY_AFTER_KEY, str(e.retry_after_ms)),) if isinstance(e, BusyError) else ()
             log.debug("%s %s: %s", handler.__name__, code.name, e)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
 
-import games
 from rtplan.v1 import tensor_pb2
+
+if TYPE_CHECKING:
+    import games
+
+# JAX is imported inside the game-state functions only: an agent that reads frames and sends
+# actions (rtplan.client) imports grpcio, protobuf and numpy, not JAX.
 
 PROTOCOL_VERSION = "rtplan.v1"
 
@@ -85,6 +90,8 @@ def from_tensor(t: tensor_pb2.Tensor, *, name: str = "tensor", dtype=None, shape
 @functools.lru_cache(maxsize=32)
 def _template(game: games.Game):
     """(paths, leaf shapes/dtypes, treedef) of one unbatched state of `game`."""
+    import jax
+
     shapes = jax.eval_shape(game.init, jax.random.PRNGKey(0))
     leaves, treedef = jax.tree_util.tree_flatten_with_path(shapes)
     paths = tuple(jax.tree_util.keystr(p) for p, _ in leaves)
@@ -93,6 +100,8 @@ def _template(game: games.Game):
 
 def state_to_proto(game: games.Game, state: games.State) -> tensor_pb2.GameState:
     """Packs one (unbatched) state of `game`."""
+    import jax
+
     paths, specs, _ = _template(game)
     leaves = jax.tree_util.tree_leaves(jax.device_get(state))
     if len(leaves) != len(specs):
@@ -116,6 +125,8 @@ def state_from_proto(
     Raises:
         WireError: another game, missing or extra leaves, or a leaf of the wrong dtype/shape.
     """
+    import jax
+
     if msg.game_id != game.id:
         raise WireError(f"state is of game {msg.game_id!r}, expected {game.id!r}")
     paths, specs, treedef = _template(game)

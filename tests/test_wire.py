@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
@@ -76,3 +79,67 @@ def test_bad_states_get_specific_errors():
     renamed.paths[0] = ".nope"
     with pytest.raises(wire.WireError, match="state leaf 0 is '.nope'"):
         wire.state_from_proto(game, renamed)
+
+
+#: A custom agent in a fresh process: it joins a stub Env server (grpc and the generated stubs,
+#: no game behind it), reads the frame's arrays and answers it, and never loads JAX.
+_AGENT_WITHOUT_JAX = """
+import queue, sys
+from concurrent import futures
+
+import grpc
+import numpy as np
+
+from rtplan import wire
+from rtplan.client import EnvClient
+from rtplan.v1 import env_pb2, env_pb2_grpc
+
+received = queue.Queue()
+
+
+class StubEnv(env_pb2_grpc.EnvServicer):
+    def Play(self, requests, context):
+        assert next(requests).HasField("join")
+        yield env_pb2.ServerMessage(handshake=env_pb2.Handshake(protocol_version="rtplan.v1"))
+        mask = wire.to_tensor(np.array([False, True, True]))
+        obs = wire.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+        yield env_pb2.ServerMessage(
+            frame=env_pb2.Frame(frame=0, legal_action_mask=mask, observation=obs)
+        )
+        received.put(next(requests).action)
+        report = env_pb2.ActionReport(frame=0, action=2, provenance=env_pb2.PROVENANCE_ON_TIME)
+        yield env_pb2.ServerMessage(
+            frame=env_pb2.Frame(frame=1, legal_action_mask=mask, terminated=True, previous=report)
+        )
+
+
+server = grpc.server(futures.ThreadPoolExecutor(2))
+env_pb2_grpc.add_EnvServicer_to_server(StubEnv(), server)
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+with EnvClient(f"127.0.0.1:{port}") as client, client.play("any-v0") as episode:
+    frames = []
+    for frame in episode:
+        frames.append(frame)
+        if not frame.done:
+            episode.act(frame.frame, int(np.flatnonzero(frame.legal_action_mask)[-1]))
+server.stop(None)
+sent = received.get(timeout=10)
+assert (sent.frame, sent.action) == (0, 2), sent
+assert frames[0].legal_action_mask.tolist() == [False, True, True]
+assert frames[0].observation.dtype == np.float32 and frames[0].observation.shape == (2, 3)
+assert frames[1].terminated and frames[1].previous.action == 2
+assert frames[1].previous.provenance == "on-time"
+loaded = sorted({m.split(".")[0] for m in sys.modules} & {"jax", "jaxlib", "flax", "games"})
+assert not loaded, loaded
+print("ok")
+"""
+
+
+def test_an_agent_reads_frames_and_acts_without_jax():
+    """`import rtplan.client` and a frame's arrays and actions need grpcio, protobuf and numpy
+    only; the game-state codec imports JAX when a state is decoded."""
+    result = subprocess.run(
+        [sys.executable, "-c", _AGENT_WITHOUT_JAX], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -1,0 +1,149 @@
+"""Test support shared by the test files: tiny planner checkpoints, services, a raw Env stream."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import queue
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import jax
+
+from planner import Planner, PlannerConfig, default_config
+from planner.network import NetworkConfig
+from planner.store import planner_path, save_planner
+from planner_service import BackgroundService, Engine
+from rtplan import wire
+from rtplan.v1 import env_pb2, env_pb2_grpc
+
+#: The tiny network of the tests: cheap to compile and run.
+TINY_NET = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)
+
+
+def tiny_config(game_id: str) -> PlannerConfig:
+    """A tiny, deterministic planner config on a small board (cheap to compile and run)."""
+    if game_id == "snake-rt-v0":
+        return dataclasses.replace(
+            default_config(game_id),
+            network=dataclasses.replace(TINY_NET, value_bins=11, value_max=20.0, time_input=True),
+            simulations=(2, 4, 6, 8),
+            game_params=(("horizon", 200), ("num_cols", 5), ("num_rows", 5)),
+            gumbel_scale=0.0,
+        )
+    if game_id == "speed-hex-v0":
+        return dataclasses.replace(
+            default_config(game_id),
+            network=TINY_NET,
+            budgets=(2, 4),
+            simulations=(2, 4),
+            game_params=(("initial_time", 12),),
+            gumbel_scale=0.0,
+        )
+    raise ValueError(f"no tiny config for {game_id}")
+
+
+def write_checkpoints(root: Path, game_ids=("snake-rt-v0",), seed: int = 0) -> Path:
+    """Writes `planner_path(root, game)` with fresh tiny networks; returns `root`."""
+    root = Path(root)
+    for game_id in game_ids:
+        cfg = tiny_config(game_id)
+        params = Planner(cfg).init_params(jax.random.PRNGKey(seed))
+        save_planner(planner_path(root, game_id), cfg, params)
+    return root
+
+
+@functools.lru_cache(maxsize=8)
+def planner_fns(cfg: PlannerConfig):
+    """(planner, jitted option with static k) of a config, shared by every user in a process."""
+    planner = Planner(cfg)
+    return planner, jax.jit(planner.option, static_argnums=3)
+
+
+class SlowEngine:
+    """The real planner engine, except that `plan` first sleeps `delay_s` (settable while the
+    service runs): a slow planner on cue, for the env server's missed-deadline tests."""
+
+    def __init__(self, engine: Engine, delay_s: float = 0.0) -> None:
+        self._engine = engine
+        self.delay_s = delay_s
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def plan(self, *args, **kwargs):
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return self._engine.plan(*args, **kwargs)
+
+
+def start_planner(
+    checkpoint_dir: Path | None = None, game_ids=None, *, port: int = 0, engine=None
+) -> BackgroundService:
+    """The real Planner service (`planner_service`) for the checkpoints under `checkpoint_dir`,
+    on a background thread, compiled and SERVING; its `engine` is a `SlowEngine`. Pass the
+    `engine` of a stopped service to restart it on the same port without compiling again."""
+    if engine is None:
+        engine = SlowEngine(Engine.from_dir(checkpoint_dir, game_ids=game_ids))
+    return BackgroundService(engine, port=port).start()
+
+
+class AgentStream:
+    """A raw Env API stream for tests: send any `AgentMessage`, read `ServerMessage`s with a
+    timeout (a reader thread queues them; None marks the end of the stream)."""
+
+    def __init__(self, address: str, *, timeout: float = 120.0) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.stub = env_pb2_grpc.EnvStub(self.channel)
+        self._outbox: queue.Queue = queue.Queue()
+        self._inbox: queue.Queue = queue.Queue()
+        self.call = self.stub.Play(iter(self._outbox.get, None), timeout=timeout)
+        self.status: grpc.StatusCode | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for msg in self.call:
+                self._inbox.put((time.monotonic(), msg))
+            self.status = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            self.status = e.code()
+        self._inbox.put((time.monotonic(), None))
+
+    def send(self, msg: env_pb2.AgentMessage) -> None:
+        self._outbox.put(msg)
+
+    def join(self, **fields) -> None:
+        fields.setdefault("protocol_version", wire.PROTOCOL_VERSION)
+        self.send(env_pb2.AgentMessage(join=env_pb2.Join(**fields)))
+
+    def act(self, frame: int, action: int) -> None:
+        self.send(env_pb2.AgentMessage(action=env_pb2.Action(frame=frame, action=action)))
+
+    def next(self, timeout: float = 30.0) -> env_pb2.ServerMessage | None:
+        """The next message (None at the end of the stream); raises on timeout."""
+        return self._inbox.get(timeout=timeout)[1]
+
+    def next_timed(self, timeout: float = 30.0):
+        """(monotonic receive time, message)."""
+        return self._inbox.get(timeout=timeout)
+
+    def expect(self, kind: str, timeout: float = 30.0):
+        """Skips to the next message of `kind` ("handshake", "frame", "error"); returns its
+        payload and the messages of other kinds skipped on the way."""
+        skipped = []
+        while True:
+            msg = self.next(timeout)
+            if msg is None:
+                raise AssertionError(f"stream ended ({self.status}) while waiting for {kind}")
+            if msg.WhichOneof("message") == kind:
+                return getattr(msg, kind), skipped
+            skipped.append(msg)
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self.call.cancel()
+        self.channel.close()
