@@ -34,6 +34,9 @@ def main() -> None:
         for frame in episode:
             if frame.previous is not None:
                 provenance[frame.previous.provenance] += 1
+            if frame.late:  # frames reported "fallback" whose action came after all
+                provenance["fallback"] -= len(frame.late)
+                provenance["late"] += len(frame.late)
             if frame.done or (args.max_frames and frame.frame >= args.max_frames):
                 break
             legal = np.flatnonzero(frame.legal_action_mask)

@@ -63,6 +63,8 @@ class Game(abc.ABC):
     num_players: int = 1
     #: Frames after which the game is truncated; None if the game always ends by its rules.
     horizon: int | None = None
+    #: What `fallback_action` plays, in words (the protocol's `GameSpec.fallback`).
+    fallback_description: str = "the game's fallback action"
 
     @abc.abstractmethod
     def init(self, key: jax.Array) -> State:

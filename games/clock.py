@@ -228,6 +228,7 @@ class SpeedHex(ClockGame):
     """
 
     id = "speed-hex-v0"
+    fallback_description = "the legal cell nearest the centre"
     num_actions = 122
     action_names = tuple(f"{chr(ord('a') + i % 11)}{i // 11 + 1}" for i in range(121)) + ("swap",)
     observation_shape = (11, 11, 6)
@@ -274,6 +275,7 @@ class SpeedGo(ClockGame):
     """
 
     id = "speed-go-v0"
+    fallback_description = "pass"
     num_actions = 82
     action_names = tuple(f"{'ABCDEFGHJ'[i % 9]}{9 - i // 9}" for i in range(81)) + ("pass",)
     observation_shape = (9, 9, 19)

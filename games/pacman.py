@@ -31,6 +31,7 @@ class PacMan(JumanjiGame):
     """
 
     id = "pacman-rt-v0"
+    fallback_description = "keep the last direction (into a wall: stand still)"
     num_actions = 5
     action_names = ("up", "right", "down", "left", "noop")
 

@@ -27,6 +27,7 @@ class Snake(JumanjiGame):
     """
 
     id = "snake-rt-v0"
+    fallback_description = "keep the current direction"
     num_actions = 4
     action_names = ("up", "right", "down", "left")
 

@@ -138,6 +138,7 @@ class Tetris(Game):
     """
 
     id = "tetris-rt-v0"
+    fallback_description = "no-op (the piece falls one row)"
     num_actions = 6
     action_names = ("left", "right", "rotate_cw", "rotate_ccw", "hard_drop", "noop")
     observation_shape = (NUM_ROWS, NUM_COLS, 2)

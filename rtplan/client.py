@@ -30,7 +30,7 @@ class EnvError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    """How the server chose the previous frame's action."""
+    """How the server chose a frame's action."""
 
     frame: int
     action: int
@@ -53,7 +53,10 @@ class Frame:
     clocks: tuple[int, ...]
     deadline_ns: int  # server wall clock; 0 in simulated-clock mode
     period_ms: float
-    previous: Report | None
+    previous: Report | None  # the frame before: "fallback" if no action had come by then
+    #: Earlier frames reported "fallback" whose action has come since (after their deadline):
+    #: their final reports, "late".
+    late: tuple[Report, ...]
     observation: np.ndarray | None  # only when joined with send_observation=True
     state: object  # rtplan.v1.GameState: decode with `decode_state`
 
@@ -151,11 +154,11 @@ class Episode:
         self.close()
 
 
+def _report(p: env_pb2.ActionReport) -> Report:
+    return Report(p.frame, p.action, PROVENANCE[p.provenance], p.slack_ms, p.received_action)
+
+
 def _frame(f: env_pb2.Frame) -> Frame:
-    prev = None
-    if f.HasField("previous"):
-        p = f.previous
-        prev = Report(p.frame, p.action, PROVENANCE[p.provenance], p.slack_ms, p.received_action)
     return Frame(
         frame=f.frame,
         legal_action_mask=wire.from_tensor(f.legal_action_mask, name="legal_action_mask"),
@@ -167,7 +170,8 @@ def _frame(f: env_pb2.Frame) -> Frame:
         clocks=tuple(f.clocks),
         deadline_ns=f.deadline_ns,
         period_ms=f.period_ms,
-        previous=prev,
+        previous=_report(f.previous) if f.HasField("previous") else None,
+        late=tuple(_report(p) for p in f.late),
         observation=(
             wire.from_tensor(f.observation, name="observation")
             if f.HasField("observation")

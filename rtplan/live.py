@@ -184,7 +184,9 @@ def run_demo(
     example_agent: bool = True,
 ) -> int:
     """Runs the live demo; returns an exit code."""
-    if not (ROOT / "checkpoints" / game / "planner.msgpack").exists():
+    from planner.store import planner_path  # JAX: only once the demo runs
+
+    if not planner_path(ROOT / "checkpoints", game).exists():
         print(f"rtplan demo: no shipped checkpoint for {game}", file=sys.stderr)
         return 2
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")

@@ -34,9 +34,13 @@ def _parser() -> argparse.ArgumentParser:
         "Flags override the RTPLAN_SERVER_* environment variables.",
     )
     for name, kind in _FLAGS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None)
-    parser.add_argument("--preload", nargs="*", default=None, help="games compiled at start-up")
-    parser.add_argument("--log-level", default="info")
+        field = Settings.model_fields[name]
+        default = "unset" if field.default is None else field.default
+        help_ = f"{field.description} (default {default}; env RTPLAN_SERVER_{name.upper()})"
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=help_)
+    preload = Settings.model_fields["preload"].description
+    parser.add_argument("--preload", nargs="*", default=None, metavar="GAME", help=preload)
+    parser.add_argument("--log-level", default="info", help="logging level (default info)")
     return parser
 
 

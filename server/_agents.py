@@ -1,10 +1,5 @@
 """The agents a session can have: an external gRPC agent, the env-side reflex, the planner agent,
-and the clock games' built-in opponent.
-
-Each agent answers frames through the same four calls the frame loops make:
-`begin(n)` when frame n is published, `wait(n)` (simulated clock: until it has answered),
-`answer(n)` at the frame's deadline, and `settle(n, decision, answer)` once it was judged.
-"""
+and the clock games' built-in opponent (each an `Agent`; the manager builds them)."""
 
 from __future__ import annotations
 
@@ -16,16 +11,11 @@ import time
 import grpc
 import numpy as np
 
+from planner import landing_frame
 from rtplan.v1 import planner_pb2
-from server._rules import (
-    MAX_ACTIONS_PER_FRAME,
-    Arrival,
-    FrameDecision,
-    Provenance,
-    budget_at,
-    landing_frame,
-)
-from server.session import Answer, Session
+from server._agent_api import Agent, AgentHost, Answer
+from server._config import SessionConfig
+from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, budget_at
 
 log = logging.getLogger("rtplan.server")
 
@@ -34,13 +24,36 @@ log = logging.getLogger("rtplan.server")
 PLAN_GRACE_S = 1.0
 
 
+class _BuiltIn:
+    """An agent inside the server: it needs no stream, starts at once and takes no actions."""
+
+    kind = "built-in"
+
+    def attached(self) -> None:
+        pass
+
+    async def ready(self) -> None:
+        pass
+
+    def receive(self, frame: int, arrival: Arrival) -> bool:
+        return False
+
+    def begin(self, n: int, host: AgentHost) -> None:
+        pass
+
+    async def wait(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class GrpcAgent:
     """An external agent on the Env API: a mailbox of the actions it sent, by frame."""
 
     kind = "grpc"
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def __init__(self) -> None:
         self._mail: dict[int, list[Arrival]] = {}
         self._changed = asyncio.Event()
         self._joined = asyncio.Event()
@@ -61,7 +74,7 @@ class GrpcAgent:
         self._changed.set()
         return True
 
-    def begin(self, n: int) -> None:
+    def begin(self, n: int, host: AgentHost) -> None:
         for old in [f for f in self._mail if f < n]:
             del self._mail[old]
 
@@ -70,48 +83,20 @@ class GrpcAgent:
             self._changed.clear()
             await self._changed.wait()
 
-    def answer(self, n: int) -> Answer:
+    def answer(self, n: int, host: AgentHost) -> Answer:
         return Answer(tuple(self._mail.pop(n, ())), "agent")
-
-    def settle(self, n: int, decision: FrameDecision, answer: Answer) -> None:
-        pass
 
     def close(self) -> None:
         self._mail.clear()
 
 
-class ReflexAgent:
+class ReflexAgent(_BuiltIn):
     """The env-side reflex: the network's masked argmax at every frame, computed in the step."""
 
     kind = "reflex"
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def attached(self) -> None:
-        pass
-
-    async def ready(self) -> None:
-        pass
-
-    def receive(self, frame: int, arrival: Arrival) -> bool:
-        return False
-
-    def begin(self, n: int) -> None:
-        pass
-
-    async def wait(self, n: int) -> None:
-        pass
-
-    def answer(self, n: int) -> Answer:
-        s = self._session
-        return Answer((Arrival(s.info.reflex, s.published_at),), "reflex")
-
-    def settle(self, n: int, decision: FrameDecision, answer: Answer) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    def answer(self, n: int, host: AgentHost) -> Answer:
+        return Answer((Arrival(host.info.reflex, host.published_at),), "reflex")
 
 
 @dataclasses.dataclass(eq=False)
@@ -131,7 +116,7 @@ class _Option:
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
-class PlannerAgent:
+class PlannerAgent(_BuiltIn):
     """The built-in planner agent: the paper's budgeted option o_k over the Planner service.
 
     At a decision frame t it sends `Plan(s_t, k)` without waiting and plays the env-side reflex
@@ -143,61 +128,57 @@ class PlannerAgent:
 
     kind = "planner"
 
-    def __init__(self, session: Session, stub) -> None:
-        self._session = session
+    def __init__(self, stub, *, plan_timeout_s: float) -> None:
+        """
+        Args:
+            stub: a `PlannerStub` on the Planner service's channel.
+            plan_timeout_s: simulated clock: how long a Plan call may take.
+        """
         self._stub = stub
+        self._plan_timeout_s = plan_timeout_s
         self._decisions = 0
         self._request_id = 0
         self._option: _Option | None = None
         self._tasks: set[asyncio.Task] = set()
 
-    def attached(self) -> None:
-        pass
-
-    async def ready(self) -> None:
-        pass
-
-    def receive(self, frame: int, arrival: Arrival) -> bool:
-        return False
-
-    def begin(self, n: int) -> None:
+    def begin(self, n: int, host: AgentHost) -> None:
         opt = self._option
         if opt is None or n > opt.landing:
-            self._decide(n)
+            self._decide(n, host)
 
-    def _decide(self, n: int) -> None:
-        s = self._session
-        k = budget_at(s.config.ks, self._decisions)
+    def _decide(self, n: int, host: AgentHost) -> None:
+        cfg = host.config
+        k = budget_at(cfg.ks, self._decisions)
         self._decisions += 1
         self._request_id += 1
         opt = _Option(
             request_id=self._request_id,
             decision_frame=n,
             k=k,
-            landing=landing_frame(n, k, committed=not s.clock_game),
+            landing=landing_frame(n, k, two_player=host.clock_game),
             sent_at=time.monotonic(),
         )
         self._option = opt
-        s.stats.decisions += 1
-        s.stats.k_histogram[k] += 1
+        host.plan_sent(k)
         request = planner_pb2.PlanRequest(
-            game_id=s.config.game_id,
-            state=s.state_proto(),
+            game_id=cfg.game_id,
+            state=host.state_proto(),
             budget=planner_pb2.Budget(k=k),
-            stream_id=s.id,
+            stream_id=host.id,
             request_id=opt.request_id,
-            seed=(s.config.seed * 1_000_003 + opt.request_id) % 2**64,
+            seed=(cfg.seed * 1_000_003 + opt.request_id) % 2**64,
         )
-        if s.config.simulated:
-            timeout = s.plan_timeout_s
+        if cfg.simulated:
+            timeout = self._plan_timeout_s
         else:
-            timeout = (opt.landing - n + 1) * s.config.period + PLAN_GRACE_S
-        task = asyncio.get_running_loop().create_task(self._plan(opt, request, timeout))
+            timeout = (opt.landing - n + 1) * cfg.period + PLAN_GRACE_S
+        task = asyncio.get_running_loop().create_task(self._plan(opt, request, timeout, host))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _plan(self, opt: _Option, request: planner_pb2.PlanRequest, timeout: float) -> None:
-        s = self._session
+    async def _plan(
+        self, opt: _Option, request: planner_pb2.PlanRequest, timeout: float, host: AgentHost
+    ) -> None:
         try:
             async for resp in self._stub.Plan(request, timeout=timeout):
                 kind = resp.WhichOneof("response")
@@ -210,7 +191,7 @@ class PlannerAgent:
                         )
                         return
                 elif kind == "action":
-                    self._planned(opt, resp.action, time.monotonic())
+                    self._planned(opt, resp.action, time.monotonic(), host)
                     return
             opt.error = "the planner ended the Plan stream without an action"
         except asyncio.CancelledError:
@@ -221,20 +202,18 @@ class PlannerAgent:
             opt.error = f"{type(e).__name__}: {e}"
         finally:
             if opt.error is not None and not opt.closed:
-                s.stats.planner_errors += 1
-                s.stats.last_planner_error = opt.error
+                host.plan_failed(opt.error)
             opt.done.set()
 
-    def _planned(self, opt: _Option, action: planner_pb2.PlannedAction, now: float) -> None:
-        s = self._session
+    def _planned(
+        self, opt: _Option, action: planner_pb2.PlannedAction, now: float, host: AgentHost
+    ) -> None:
         if action.request_id != opt.request_id:
             opt.error = f"answer for request {action.request_id}, expected {opt.request_id}"
             return
         latency = (now - opt.sent_at) * 1e3
-        s.stats.latency_ms.append(latency)
-        s.stats.search_ms.append(action.search_ms)
+        host.plan_replied(latency, action.search_ms, discarded=opt.closed)
         if opt.closed:  # its landing frame is past: discard, never apply later
-            s.stats.planner_late_answers += 1
             return
         opt.planned = Arrival(int(action.action), now)
         opt.cost = int(action.cost)
@@ -245,68 +224,49 @@ class PlannerAgent:
         if opt is not None and n >= opt.landing:
             await opt.done.wait()
 
-    def answer(self, n: int) -> Answer:
-        s = self._session
+    def answer(self, n: int, host: AgentHost) -> Answer:
         opt = self._option
         if n < opt.landing:
-            return Answer((Arrival(s.info.reflex, s.published_at),), "reflex", k=opt.k)
+            return Answer((Arrival(host.info.reflex, host.published_at),), "reflex", k=opt.k)
         opt.closed = True
         arrivals = (opt.planned,) if opt.planned is not None else ()
         return Answer(
             arrivals, "planned", k=opt.k, cost=opt.cost, latency_ms=opt.latency_ms, error=opt.error
         )
 
-    def settle(self, n: int, decision: FrameDecision, answer: Answer) -> None:
-        if answer.source != "planned":
-            return
-        stats = self._session.stats
-        if decision.provenance is Provenance.ON_TIME:
-            stats.planned += 1
-        elif decision.provenance is not Provenance.INVALID and answer.error is None:
-            stats.planner_misses += 1
-
     def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
 
 
-class Opponent:
+class Opponent(_BuiltIn):
     """The clock games' built-in opponent (player 1): the reflex, or a uniformly random legal
     move from a generator seeded by the session seed. Its moves cost no clock time."""
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
-        self.kind = session.config.opponent
-        self._rng = np.random.default_rng(session.config.seed)
+    def __init__(self, kind: str, seed: int) -> None:
+        self.kind = kind
+        self._rng = np.random.default_rng(seed)
 
-    def begin(self, n: int) -> None:
-        pass
-
-    async def wait(self, n: int) -> None:
-        pass
-
-    def answer(self, n: int) -> Answer:
-        s = self._session
-        if self.kind == "reflex" and s.info.reflex >= 0:
-            action = s.info.reflex
+    def answer(self, n: int, host: AgentHost) -> Answer:
+        info = host.info
+        if self.kind == "reflex" and info.reflex >= 0:
+            action = info.reflex
         else:
-            action = int(self._rng.choice(np.flatnonzero(s.info.legal)))
-        return Answer((Arrival(action, s.published_at),), "opponent")
-
-    def settle(self, n: int, decision: FrameDecision, answer: Answer) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+            action = int(self._rng.choice(np.flatnonzero(info.legal)))
+        return Answer((Arrival(action, host.published_at),), "opponent")
 
 
-def make_agent(session: Session, planner_stub):
+def make_agent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float = 30.0) -> Agent:
     """The agent of a session's config."""
-    kind = session.config.agent
-    if kind == "grpc":
-        return GrpcAgent(session)
-    if kind == "reflex":
-        return ReflexAgent(session)
-    if kind == "planner":
-        return PlannerAgent(session, planner_stub)
-    raise ValueError(f"unknown agent {kind!r}")
+    if cfg.agent == "grpc":
+        return GrpcAgent()
+    if cfg.agent == "reflex":
+        return ReflexAgent()
+    if cfg.agent == "planner":
+        return PlannerAgent(planner_stub, plan_timeout_s=plan_timeout_s)
+    raise ValueError(f"unknown agent {cfg.agent!r}")
+
+
+def make_opponent(cfg: SessionConfig) -> Agent:
+    """The built-in opponent of a clock game's session."""
+    return Opponent(cfg.opponent, cfg.seed)

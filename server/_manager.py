@@ -9,16 +9,11 @@ import math
 import grpc
 
 import games
+from planner.store import planner_path
+from server._agents import make_agent, make_opponent
+from server._config import AGENT_KINDS, CLOCKS, FALLBACKS, OPPONENTS, SessionConfig, SessionError
 from server._runtime import Runtimes
-from server.session import (
-    AGENT_KINDS,
-    CLOCKS,
-    FALLBACKS,
-    OPPONENTS,
-    Session,
-    SessionConfig,
-    SessionError,
-)
+from server.session import Session
 from server.settings import Settings
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -71,7 +66,7 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
     if game.num_players == 2 and cfg.opponent == "reflex":
         needs.append("opponent 'reflex'")
     if needs and checkpoint is None:
-        where = settings.checkpoint_dir / cfg.game_id / "planner.msgpack"
+        where = planner_path(settings.checkpoint_dir, cfg.game_id)
         raise SessionError(
             _PRECONDITION,
             f"{' and '.join(needs)} needs a planner checkpoint of {cfg.game_id}; none at {where}",
@@ -135,11 +130,11 @@ class SessionManager:
         session = Session(
             cfg,
             runtime,
-            planner_stub=self.planner_stub,
+            agent=make_agent(cfg, planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s),
+            opponent=make_opponent(cfg) if runtime.clock_game else None,
             record_dir=s.record_dir,
             viewer_queue=s.viewer_queue,
             late_tick_ms=s.late_tick_ms,
-            plan_timeout_s=s.plan_timeout_s,
             clock_ticks_per_frame=s.clock_ticks_per_frame,
             owned_by_stream=owned_by_stream,
         )

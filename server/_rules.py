@@ -14,6 +14,9 @@ from rtplan.v1 import env_pb2
 #: An agent may answer frames up to this many frames ahead of the current one (an asynchronous
 #: planner sends the action for its landing frame early); further ahead is refused.
 MAX_FRAMES_AHEAD = 64
+#: An action for a frame that was decided FALLBACK (nothing had come), arriving at most this many
+#: frames later, makes that frame's report LATE; later ones are refused as past.
+MAX_FRAMES_LATE = 64
 #: At most this many actions are kept per frame (agents may refine an answer; this caps memory).
 MAX_ACTIONS_PER_FRAME = 8
 
@@ -68,7 +71,8 @@ def decide_action(
     The latest answer that arrived by the deadline is the agent's answer (an agent may refine
     its choice until then). It applies if it is in range and legal, else the fallback plays
     (INVALID). With no answer by the deadline the fallback plays: LATE when an answer came
-    after the deadline (before the frame was decided), FALLBACK when none came.
+    after the deadline (before the frame was decided), FALLBACK when none came (an answer that
+    comes later still makes it LATE: see `MAX_FRAMES_LATE`).
 
     Args:
         arrivals: the answers for this frame, in arrival order.
@@ -146,15 +150,25 @@ def wall_ticks(elapsed_s: float, tick_s: float) -> int:
     return math.ceil(elapsed_s / tick_s - 1e-9)
 
 
+def clock_charge(
+    decision: FrameDecision, *, left: int, declared: int | None, published_at: float, tick_s: float
+) -> int:
+    """Clock ticks an agent's move charges its clock (clock games; the opponent's are free).
+
+    A declared cost (simulated clock: the planner agent's sims(k) ticks) is paid as it is; else
+    the thinking time from the frame's publication to the judged answer, in started ticks. A
+    move that missed the clock (no answer, or a late one) pays all that was left (in strict
+    mode the flag falls). An empty clock is charged nothing.
+    """
+    if left <= 0:
+        return 0
+    if declared is not None:
+        return int(declared)
+    if decision.arrived_at is None or decision.provenance is Provenance.LATE:
+        return left
+    return min(left, wall_ticks(decision.arrived_at - published_at, tick_s))
+
+
 def budget_at(ks: Sequence[int], decision: int) -> int:
     """The budget k of the `decision`-th decision (0-based) of a fixed k-sequence, cycled."""
     return int(ks[decision % len(ks)])
-
-
-def landing_frame(decision_frame: int, k: int, *, committed: bool) -> int:
-    """The frame where an option started at `decision_frame` applies its planned action.
-
-    Committed-action games: k-1 reflex frames, then the planned action on frame t+k-1.
-    Clock games: one ply, the planned move itself (k labels the search budget).
-    """
-    return decision_frame + (k - 1 if committed else 0)

@@ -18,24 +18,14 @@ from flax import struct
 
 import games
 from games.render import render
+from harness.checkpoint import load_metadata
 from planner import Planner, PlannerConfig
-from planner.checkpoint import load_metadata
-from planner.store import load_planner
+from planner.store import load_planner, planner_path
 from rtplan import wire
 from rtplan.v1 import env_pb2, tensor_pb2
 
-#: What FALLBACK_GAME plays, in words (GameSpec.fallback).
-GAME_FALLBACKS = {
-    "pacman-rt-v0": "keep the last direction (into a wall: stand still)",
-    "snake-rt-v0": "keep the current direction",
-    "tetris-rt-v0": "no-op (the piece falls one row)",
-    "speed-hex-v0": "the legal cell nearest the centre",
-    "speed-go-v0": "pass",
-}
 #: Clock games: the session's agent is always this player id; the built-in opponent the other.
 AGENT_PLAYER = 0
-#: Checkpoint file of a game under the server's checkpoint folder.
-CHECKPOINT_NAME = "planner.msgpack"
 
 
 @struct.dataclass
@@ -249,7 +239,7 @@ def describe_game(game: games.Game, checkpoint: Path | None, budgets, game_param
         "num_players": game.num_players,
         "horizon": game.horizon or 0,
         "observation_shape": list(game.observation_shape),
-        "fallback": GAME_FALLBACKS.get(game.id, "the game's fallback action"),
+        "fallback": game.fallback_description,
         "checkpoint": checkpoint is not None,
         "budgets": list(budgets),
         "game_params": dict(game_params),
@@ -269,7 +259,7 @@ def game_spec(game: games.Game) -> env_pb2.GameSpec:
         action_names=list(game.action_names),
         num_players=game.num_players,
         horizon=game.horizon or 0,
-        fallback=GAME_FALLBACKS.get(game.id, "the game's fallback action"),
+        fallback=game.fallback_description,
     )
 
 
@@ -283,7 +273,7 @@ class Runtimes:
         self._meta: dict[str, tuple] = {}
 
     def checkpoint_for(self, game_id: str) -> Path | None:
-        path = self.checkpoint_dir / game_id / CHECKPOINT_NAME
+        path = planner_path(self.checkpoint_dir, game_id)
         return path if path.is_file() else None
 
     async def get(self, game_id: str) -> GameRuntime:

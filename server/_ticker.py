@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Ticker:
         start: float | None = None,
         late_after: float = 0.005,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         """
         Args:
@@ -44,12 +45,14 @@ class Ticker:
             start: monotonic time of tick 0; now when None.
             late_after: a tick that fires more than this many seconds after its scheduled
                 time counts as late.
-            clock: the monotonic clock (tests may inject one).
+            clock: the monotonic clock (tests may inject one, with its `sleep`).
+            sleep: sleeps that many seconds of `clock`.
         """
         if not period > 0:
             raise ValueError(f"period must be > 0 s, got {period}")
         self.period = float(period)
         self._clock = clock
+        self._sleep = sleep
         self.start = clock() if start is None else float(start)
         self.late_after = float(late_after)
         self.ticks = 0
@@ -65,7 +68,7 @@ class Ticker:
         """Sleeps until tick `n` is due, then records how late it fired."""
         target = self.scheduled(n)
         while (remaining := target - self._clock()) > 0:
-            await asyncio.sleep(remaining)
+            await self._sleep(remaining)
         tick = Tick(n, target, self._clock())
         self.ticks += 1
         self.total_lag += tick.lag
@@ -73,3 +76,9 @@ class Ticker:
         if tick.lag > self.late_after:
             self.late_ticks += 1
         return tick
+
+
+async def sleep_until(t: float) -> None:
+    """Sleeps until the monotonic time `t`."""
+    while (remaining := t - time.monotonic()) > 0:
+        await asyncio.sleep(remaining)

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
+from server._queue import DropOldestQueue
 
-class Viewer:
-    """One websocket viewer's queue of JSON texts (None ends the stream)."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize)
-        self.dropped = 0
-
-    def offer(self, item: str | None) -> bool:
-        """Enqueues without waiting; a full queue loses its oldest item. True if one was lost."""
-        lost = False
-        if self.queue.full():
-            self.queue.get_nowait()
-            self.dropped += 1
-            lost = True
-        self.queue.put_nowait(item)
-        return lost
+#: One websocket viewer's queue of JSON texts.
+Viewer = DropOldestQueue[str]
 
 
 class ViewerHub:
@@ -32,7 +18,8 @@ class ViewerHub:
             raise ValueError(f"viewer queues need >= 2 slots, got {maxsize}")
         self.maxsize = maxsize
         self._viewers: set[Viewer] = set()
-        self.dropped = 0
+        #: Frames lost by the viewers that left (the others count their own).
+        self._dropped_by_gone = 0
         self.closed = False
         self._last: str | None = None
         #: The frame now out as broadcast (None: not rendered, as nobody watched): a new viewer
@@ -42,25 +29,32 @@ class ViewerHub:
     def __len__(self) -> int:
         return len(self._viewers)
 
+    @property
+    def dropped(self) -> int:
+        """Frames lost to full viewer queues, over every viewer this session had."""
+        return self._dropped_by_gone + sum(v.dropped for v in self._viewers)
+
     def join(self) -> Viewer:
         """A new viewer; after the session ended it gets the final message and the end."""
         viewer = Viewer(self.maxsize)
         if self.closed:
             if self._last is not None:
-                viewer.offer(self._last)
-            viewer.offer(None)
+                viewer.put(self._last)
+            viewer.close()
         else:
             self._viewers.add(viewer)
         return viewer
 
     def leave(self, viewer: Viewer) -> None:
-        self._viewers.discard(viewer)
+        if viewer in self._viewers:
+            self._viewers.discard(viewer)
+            self._dropped_by_gone += viewer.dropped
 
     def broadcast(self, text: str) -> None:
         """Gives `text` to every viewer without waiting for any of them."""
         self._latest = text
         for viewer in self._viewers:
-            self.dropped += viewer.offer(text)
+            viewer.put(text)
 
     def publish(self, render: Callable[[], str]) -> None:
         """A new frame is out: rendered once and broadcast, or, while nobody watches, not
@@ -82,8 +76,8 @@ class ViewerHub:
             return
         self.closed = True
         self._last = last
-        for viewer in self._viewers:
+        for viewer in list(self._viewers):
             if last is not None:
-                self.dropped += viewer.offer(last)
-            viewer.offer(None)
-        self._viewers.clear()
+                viewer.put(last)
+            viewer.close()
+            self.leave(viewer)

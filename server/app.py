@@ -21,10 +21,11 @@ from starlette.websockets import WebSocketDisconnect
 import games
 from rtplan import wire
 from rtplan.v1 import planner_pb2_grpc
+from server._config import SessionConfig, SessionError
 from server._manager import SessionManager
 from server._runtime import Runtimes
+from server._viewers import Viewer
 from server.env_service import SERVER_VERSION, EnvService, start_grpc_server
-from server.session import SessionConfig, SessionError
 from server.settings import Settings
 
 log = logging.getLogger("rtplan.server")
@@ -247,7 +248,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             await websocket.send_text(json.dumps(session.viewer_hello()))
             if session.status == "running":
-                viewer.offer(session.viewers.current(session.viewer_frame_text))
+                viewer.put(session.viewers.current(session.viewer_frame_text))
             await _serve_viewer(websocket, viewer)
         except (WebSocketDisconnect, RuntimeError):
             pass
@@ -257,12 +258,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-async def _serve_viewer(websocket: WebSocket, viewer) -> None:
+async def _serve_viewer(websocket: WebSocket, viewer: Viewer) -> None:
     """Sends the viewer's queue until the session ends or the viewer leaves; what a viewer
     sends is ignored (viewers are read-only)."""
 
     async def send() -> None:
-        while (text := await viewer.queue.get()) is not None:
+        while (text := await viewer.get()) is not None:
             await websocket.send_text(text)
         await websocket.close()
 

@@ -10,14 +10,17 @@ import time
 import grpc
 
 import games
+import rtplan
 from rtplan import wire
 from rtplan.v1 import env_pb2, env_pb2_grpc
+from server._config import SessionConfig, SessionError
 from server._manager import SessionManager
-from server.session import AgentLink, Session, SessionConfig, SessionError
+from server._queue import AgentLink
+from server.session import Session
 
 log = logging.getLogger("rtplan.server")
 
-SERVER_VERSION = "rtplan-server 0.1.0"
+SERVER_VERSION = f"rtplan-server {rtplan.__version__}"
 
 _FALLBACK_IN = {
     env_pb2.FALLBACK_UNSPECIFIED: "game",
@@ -99,7 +102,7 @@ class EnvService(env_pb2_grpc.EnvServicer):
         stream = _Stream(AgentLink(maxsize=self._agent_queue))
         reader = asyncio.get_running_loop().create_task(self._read(request_iterator, stream))
         try:
-            while (msg := await stream.link.queue.get()) is not None:
+            while (msg := await stream.link.get()) is not None:
                 yield msg
         finally:
             reader.cancel()
@@ -115,7 +118,7 @@ class EnvService(env_pb2_grpc.EnvServicer):
                 except SessionError as e:
                     stream.link.error(e.code, e.message)
                     if stream.session is not None:
-                        stream.session.stats.errors_sent += 1
+                        stream.session.error_sent()
                 if stream.left:
                     break
         except asyncio.CancelledError:
@@ -182,7 +185,7 @@ class EnvService(env_pb2_grpc.EnvServicer):
         if session.link is not None:
             raise SessionError(_PRECONDITION, f"session {session.id} already has an agent")
         stream.link.send_observation = join.send_observation
-        stream.link.send(env_pb2.ServerMessage(handshake=handshake(session)))
+        stream.link.put(env_pb2.ServerMessage(handshake=handshake(session)))
         session.attach(stream.link)
         stream.session = session
 

@@ -6,6 +6,8 @@ Format ``rtplan.replay.v1`` (JSON lines):
     {"type": "frame", "frame": n, "action": a, "cost": ticks, "provenance": "on_time", "source":
      "reflex", "k": k or null, "latency_ms": ... or null, "slack_ms": ..., "reward": r,
      "done": bool, "state": {"frame": n + 1, "digest": ..., "current_player": p}}   (one per frame)
+    {"type": "late", "frame": n, ...}   (frame n, decided "fallback", got its action late: the
+     final report, as `Frame.late` sends it; replaying skips it)
     {"type": "end", "frames": N, "return": R, "reason": why}   (absent if the server stopped)
 
 A frame line says which action frame n applied and summarises the state it led to. Replaying
@@ -49,6 +51,9 @@ class Recorder:
 
     def frame(self, line: dict[str, Any]) -> None:
         self._write({"type": "frame", **line})
+
+    def late(self, report: dict[str, Any]) -> None:
+        self._write({"type": "late", **report})
 
     def close(self, end: dict[str, Any] | None = None) -> None:
         if self._file is None:
@@ -136,6 +141,8 @@ def replay(path: str | Path) -> ReplayResult:
             raise ReplayError(f"{where}: a line after the end line")
         if obj["type"] == "end":
             complete, end = True, obj
+            continue
+        if obj["type"] == "late":  # a report, not a step
             continue
         if obj["type"] != "frame":
             raise ReplayError(f"{where}: unknown line type {obj['type']!r}")

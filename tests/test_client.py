@@ -4,34 +4,26 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 import jax
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 import games
 from rtplan.client import EnvClient, EnvError, decode_state
-from server import Settings, create_app
 
 ROOT = Path(__file__).resolve().parents[1]
 GAME = "tetris-rt-v0"  # random play tops out within a few hundred frames
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=tmp_path_factory.mktemp("no-checkpoints"),
-        record_dir=tmp_path_factory.mktemp("replays"),
-        default_fps=20.0,
-    )
-    app = create_app(settings)
-    with TestClient(app) as http, EnvClient(f"127.0.0.1:{app.state.grpc_port}") as client:
-        yield SimpleNamespace(http=http, client=client, port=app.state.grpc_port)
+def srv(serve):
+    s = serve(default_fps=20.0)  # no checkpoints
+    with EnvClient(s.address) as client:
+        yield SimpleNamespace(http=s.client, client=client, port=s.port)
 
 
 def test_list_games(srv):
@@ -39,6 +31,10 @@ def test_list_games(srv):
     assert set(specs) == set(games.registered_games())
     assert specs[GAME].num_actions == games.make(GAME).num_actions
     assert list(specs[GAME].observation.shape) == list(games.make(GAME).observation_shape)
+    # Each game says what its fallback plays.
+    assert specs[GAME].fallback == "no-op (the piece falls one row)"
+    for game_id, spec in specs.items():
+        assert spec.fallback == games.game_class(game_id).fallback_description
 
 
 def test_simulated_episode_matches_in_process_play(srv):
@@ -83,7 +79,42 @@ def test_bad_actions_are_reported_and_the_game_goes_on(srv):
         ep.act(second.frame, 0)
         third = next(frames)
         assert third.frame == 2 and third.previous.provenance == "on-time"
-    assert any("past" in message or "frame" in message for _, message in ep.errors), ep.errors
+    invalid = "action 99 out of range [0, 6) for frame 0; the frame will play the fallback"
+    past = "frame 0 already past (the current frame is 1)"  # no deadline: simulated clock
+    assert [m for _, m in ep.errors] == [invalid, past]
+    assert {code for code, _ in ep.errors} == {3}  # INVALID_ARGUMENT
+
+
+def test_an_agent_answering_late_sees_those_frames_reported_late(srv):
+    """A custom agent at 10 FPS answers every third frame 150 ms after it got it (50 ms or more
+    past the frame's 100 ms deadline) and keeps silent otherwise: the late frames end up
+    reported "late" with the action it sent, the silent ones "fallback"."""
+    period_ms, late_by_s = 100.0, 0.15
+    sent, final = {}, {}
+    with srv.client.play(GAME, seed=3, fps=1e3 / period_ms) as ep:
+        for frame in ep:
+            if frame.previous is not None:
+                final.setdefault(frame.previous.frame, frame.previous)
+            for report in frame.late:  # an earlier "fallback" frame whose action came late
+                assert final[report.frame].provenance == "fallback", report
+                final[report.frame] = report
+            if frame.done or frame.frame >= 30:
+                break
+            if frame.frame % 3 == 0 and frame.frame < 24:
+                action = int(np.flatnonzero(frame.legal_action_mask)[0])
+                sent[frame.frame] = action
+                threading.Timer(late_by_s, ep.act, (frame.frame, action)).start()
+    assert ep.errors == []  # a late action is reported, not refused
+    assert len(sent) == 8
+    for n, report in final.items():
+        if n in sent:
+            assert report.provenance == "late" and report.received_action == sent[n], report
+            # It was sent 150 ms after the frame came, which is after its publication.
+            assert report.slack_ms <= period_ms - late_by_s * 1e3, report
+            assert report.action != report.received_action  # the fallback (no-op) played
+        else:
+            assert report.provenance == "fallback" and report.received_action == -1, report
+    assert set(sent) <= set(final)
 
 
 def test_unknown_game_is_a_clear_error(srv):

@@ -10,15 +10,13 @@ import urllib.parse
 import grpc
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import games
 from rtplan import wire
 from rtplan.v1 import env_pb2
-from server import Settings, create_app
-from server.testing import AgentStream, write_checkpoints
+from support import AgentStream
 
 GAME = "snake-rt-v0"
 FUZZ = settings(
@@ -31,14 +29,9 @@ int64 = st.integers(-(2**63), 2**63 - 1)
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), (GAME,))
-    settings_ = Settings(
-        http_port=0, grpc_port=0, checkpoint_dir=root, record_dir=tmp_path_factory.mktemp("r")
-    )
-    app = create_app(settings_)
-    with TestClient(app) as client:
-        yield client, f"127.0.0.1:{app.state.grpc_port}"
+def srv(serve):
+    s = serve((GAME,))
+    return s.client, s.address
 
 
 def fuzz(settings_, send, **strategies) -> int:

@@ -16,8 +16,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from rtplan.v1 import env_pb2, env_pb2_grpc
-from server.__main__ import main
-from server.testing import write_checkpoints
+from server.__main__ import _parser, main
+from support import write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,6 +26,18 @@ def test_main_rejects_bad_flags(capsys):
     with pytest.raises(SystemExit):
         main(["--http-port", "not-a-port"])
     assert "invalid int value" in capsys.readouterr().err
+
+
+def test_help_describes_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # unwrapped
+    flags = [a for a in _parser()._actions if a.dest != "help"]
+    assert len(flags) >= 10
+    for action in flags:
+        assert action.help, f"{action.option_strings} has no help"
+        assert f"{action.option_strings[0]}" in text and " ".join(action.help.split()) in text
+    assert "RTPLAN_SERVER_GRPC_PORT" in text and "(default 50052" in text
 
 
 def test_server_process_serves_rest_websockets_and_grpc(tmp_path):

@@ -1,28 +1,37 @@
-"""Pure frame rules, the drift-free ticker and the bounded queues, without any server."""
+"""Pure frame rules, the drift-free ticker, the bounded queues, the frame window and the stats,
+without any server."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import numpy as np
 import pytest
 
+from planner import landing_frame
+from rtplan.v1 import planner_pb2
+from server._agents import PlannerAgent, _Option
+from server._config import SessionConfig, SessionError
+from server._frames import FrameWindow
+from server._messages import Report
+from server._queue import AgentLink, DropOldestQueue
 from server._rules import (
     MAX_ACTIONS_PER_FRAME,
     MAX_FRAMES_AHEAD,
+    MAX_FRAMES_LATE,
     Arrival,
+    FrameDecision,
     Provenance,
     budget_at,
     check_action,
+    clock_charge,
     decide_action,
-    landing_frame,
     wall_ticks,
 )
+from server._stats import SessionStats
 from server._ticker import Ticker
-from server._viewers import ViewerHub
-from server.session import AgentLink, SessionConfig, SessionError
+from server._viewers import Viewer, ViewerHub
 
 LEGAL = np.array([True, True, False, True])
 FALLBACK = 3
@@ -91,34 +100,70 @@ def test_check_action_refuses_past_and_far_frames_and_keeps_invalid_ones():
 def test_clock_and_budget_helpers():
     assert [wall_ticks(x, 0.01) for x in (0.0, 1e-6, 0.01, 0.0101, 0.05)] == [0, 1, 1, 2, 5]
     assert [budget_at((2, 1, 1), i) for i in range(5)] == [2, 1, 1, 2, 1]
-    assert landing_frame(5, 3, committed=True) == 7
-    assert landing_frame(5, 1, committed=True) == 5
-    assert landing_frame(5, 32, committed=False) == 5
+    # The planner agent lands its options by the planner's own rule.
+    assert landing_frame(5, 3, two_player=False) == 7
+    assert landing_frame(5, 1, two_player=False) == 5
+    assert landing_frame(5, 32, two_player=True) == 5
+
+
+def test_clock_charge_is_the_thinking_time_or_all_that_is_left():
+    def on_time(at):
+        return FrameDecision(1, Provenance.ON_TIME, 5.0, 1, at)
+
+    kw = dict(published_at=10.0, tick_s=0.01)
+    assert clock_charge(on_time(10.021), left=12, declared=None, **kw) == 3  # started ticks
+    assert clock_charge(on_time(10.5), left=12, declared=None, **kw) == 12  # capped by the clock
+    assert clock_charge(on_time(10.021), left=12, declared=2, **kw) == 2  # sims(k), as declared
+    late = FrameDecision(3, Provenance.LATE, -5.0, 1, 10.001)
+    silent = FrameDecision(3, Provenance.FALLBACK, 0.0, -1, None)
+    assert clock_charge(late, left=7, declared=None, **kw) == 7
+    assert clock_charge(silent, left=7, declared=None, **kw) == 7
+    assert clock_charge(silent, left=0, declared=None, **kw) == 0  # an empty clock
+
+
+class FakeTime:
+    """A monotonic clock that moves only when slept on (each sleep oversleeps `jitter` s, as a
+    loaded machine does), or when a test stalls it."""
+
+    def __init__(self, jitter: float = 0.0) -> None:
+        self.now = 100.0
+        self.jitter = jitter
+        self.slept = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept += 1
+        self.now += seconds + self.jitter
 
 
 def test_ticker_is_drift_free_and_counts_late_ticks():
-    period = 0.01
+    period, jitter = 0.01, 0.001
+    fake = FakeTime(jitter)
+    ticker = Ticker(period, late_after=0.004, clock=fake.clock, sleep=fake.sleep)
 
     async def run():
-        ticker = Ticker(period, late_after=0.004)
         ticks = []
         for n in range(1, 31):
             if n == 10:
-                time.sleep(0.035)  # a stall: ticks 10..13 fire late, the schedule stays
+                fake.now += 0.035  # a stall: ticks 10..12 fire late, the schedule stays
             ticks.append(await ticker.wait(n))
-        return ticker, ticks
+        return ticks
 
-    ticker, ticks = asyncio.run(run())
+    ticks = asyncio.run(run())
     # Every tick is anchored at start + n * period, never at the previous tick.
     for tick in ticks:
-        assert tick.scheduled == pytest.approx(ticker.start + tick.index * period)
+        assert tick.scheduled == pytest.approx(ticker.start + tick.index * period, abs=1e-12)
         assert tick.fired >= tick.scheduled
-    # No drift: the stall delayed a few ticks, not the end of the schedule.
-    assert ticks[-1].fired - ticker.start == pytest.approx(30 * period, abs=0.02)
-    assert ticker.late_ticks >= 2 and ticker.max_lag >= 0.02
-    assert ticker.ticks == 30
+    # No drift: 30 ticks each a little late end one jitter after the schedule, not 30 later.
+    assert ticks[-1].fired - ticker.start == pytest.approx(30 * period + jitter, abs=1e-9)
     late = [t.index for t in ticks if t.lag > ticker.late_after]
-    assert {10, 11} <= set(late)
+    # Tick 9 fired 1 ms late, then 35 ms passed: ticks 10, 11, 12 are 26, 16, 6 ms late and fire
+    # at once; tick 13 sleeps again and is back to the 1 ms jitter.
+    assert late == [10, 11, 12] and [t.lag > jitter + 1e-9 for t in ticks].count(True) == 3
+    assert ticker.late_ticks == 3 and ticker.max_lag == pytest.approx(0.026, abs=1e-9)
+    assert ticker.ticks == 30 and fake.slept == 30 - 3  # the stalled ticks needed no sleep
 
 
 def test_ticker_catches_up_after_a_stall_without_skipping():
@@ -143,31 +188,36 @@ def test_viewer_queue_drops_the_oldest_and_always_ends():
         slow, fast = hub.join(), hub.join()
         for i in range(10):
             hub.broadcast(str(i))
-            fast.queue.get_nowait()
-        assert [slow.queue.get_nowait() for _ in range(3)] == ["7", "8", "9"]
+            fast.get_nowait()
+        assert [slow.get_nowait() for _ in range(3)] == ["7", "8", "9"]
         assert slow.dropped == 7 and fast.dropped == 0 and hub.dropped == 7
+        gone = hub.join()
         for i in range(5):
             hub.broadcast(str(i))
+        hub.leave(gone)  # what a viewer lost stays counted after it left
+        assert hub.dropped == 7 + 3 * 2  # slow, fast and gone each lost 2 of the 5
         hub.close("bye")
-        items = [slow.queue.get_nowait() for _ in range(slow.queue.qsize())]
+        items = [slow.get_nowait() for _ in range(slow.qsize())]
         assert items[-2:] == ["bye", None]
         late = hub.join()  # joined after the end: the last message, then the end
-        assert [late.queue.get_nowait(), late.queue.get_nowait()] == ["bye", None]
+        assert [late.get_nowait(), late.get_nowait()] == ["bye", None]
 
     asyncio.run(run())
     with pytest.raises(ValueError, match=">= 2 slots"):
         ViewerHub(1)
 
 
-def test_agent_link_is_bounded_and_its_end_is_never_dropped():
+def test_one_drop_oldest_queue_is_bounded_and_its_end_is_never_dropped():
+    assert issubclass(AgentLink, DropOldestQueue) and Viewer(2).__class__ is DropOldestQueue
+
     async def run():
         link = AgentLink(maxsize=2)
-        for i in range(5):
-            link.send(i)
+        assert [link.put(i) for i in range(5)] == [False, False, True, True, True]
         assert link.dropped == 3
         link.close()
-        link.send(99)  # ignored after close
-        items = [link.queue.get_nowait() for _ in range(link.queue.qsize())]
+        assert link.dropped == 4  # the end marker took the oldest slot
+        assert not link.put(99)  # ignored after close
+        items = [link.get_nowait() for _ in range(link.qsize())]
         assert items == [4, None]
 
     asyncio.run(run())
@@ -182,15 +232,22 @@ def test_session_config_and_errors():
     assert MAX_ACTIONS_PER_FRAME >= 2
 
 
+class FakeHost:
+    """An `AgentHost` that records the planner events an agent reports."""
+
+    def __init__(self) -> None:
+        self.events = []
+
+    def plan_replied(self, latency_ms, search_ms, *, discarded):
+        self.events.append(("replied", round(latency_ms), search_ms, discarded))
+
+    def plan_failed(self, message):
+        self.events.append(("failed", message))
+
+
 def test_planner_answers_are_matched_by_request_id_and_late_ones_discarded():
-    from types import SimpleNamespace
-
-    from rtplan.v1 import planner_pb2
-    from server._agents import PlannerAgent, _Option
-    from server.session import SessionStats
-
-    session = SimpleNamespace(stats=SessionStats())
-    agent = PlannerAgent(session, stub=None)
+    host = FakeHost()
+    agent = PlannerAgent(stub=None, plan_timeout_s=1.0)
 
     def option(rid, closed=False):
         return _Option(rid, decision_frame=0, k=2, landing=1, sent_at=0.0, closed=closed)
@@ -199,11 +256,73 @@ def test_planner_answers_are_matched_by_request_id_and_late_ones_discarded():
         return planner_pb2.PlannedAction(action=action, request_id=rid, search_ms=1.0)
 
     live = option(5)
-    agent._planned(live, answer(4), now=0.05)  # another request's answer: never applied
+    agent._planned(live, answer(4), 0.05, host)  # another request's answer: never applied
     assert live.planned is None and "answer for request 4, expected 5" in live.error
+    assert host.events == []
     live = option(5)
-    agent._planned(live, answer(5), now=0.05)
+    agent._planned(live, answer(5), 0.05, host)
     assert live.planned == Arrival(3, 0.05) and live.error is None
     past = option(6, closed=True)  # its landing frame was already decided
-    agent._planned(past, answer(6), now=0.2)
-    assert past.planned is None and session.stats.planner_late_answers == 1
+    agent._planned(past, answer(6), 0.2, host)
+    assert past.planned is None
+    assert host.events == [("replied", 50, 1.0, False), ("replied", 200, 1.0, True)]
+
+
+def report(frame, provenance=Provenance.FALLBACK):
+    received = -1 if provenance is Provenance.FALLBACK else 1
+    return Report(frame, 3, provenance, 0.0, received, "agent", None, 0, None)
+
+
+def test_an_action_for_a_fallback_frame_that_comes_late_makes_it_late_once():
+    window = FrameWindow()
+    kw = dict(num_actions=4, legal=LEGAL)
+    for n in range(3):
+        window.published(n, deadline=10.0 + n, opponents=False)
+    window.decided(report(0), agents=True)  # nothing came for frame 0
+    window.decided(report(1, Provenance.ON_TIME), agents=True)
+    # An action for frame 0 comes 30 ms after its deadline: frame 0 is LATE, no error.
+    got = window.admit(0, Arrival(1, 10.03), current=2, **kw)
+    assert got.error is None and not got.keep
+    assert (got.late.frame, got.late.provenance, got.late.received_action) == (
+        0,
+        Provenance.LATE,
+        1,
+    )
+    assert got.late.action == 3 and got.late.slack_ms == pytest.approx(-30.0)
+    assert window.take_late() == [got.late] and window.take_late() == []
+    # A second late action for frame 0, and one for the on-time frame 1, are refused.
+    again = window.admit(0, Arrival(2, 10.05), current=2, **kw)
+    assert again.late is None and "frame 0 already past" in again.error
+    assert "it arrived 50.0 ms after its deadline" in again.error
+    assert "frame 1 already past" in window.admit(1, Arrival(2, 11.5), current=2, **kw).error
+    # Nothing to report late in simulated mode (no deadline), nor for the opponent's frames.
+    window.published(2, deadline=None, opponents=False)
+    window.decided(report(2), agents=True)
+    window.published(3, deadline=13.0, opponents=True)
+    window.decided(report(3), agents=False)
+    assert window.admit(2, Arrival(1, 20.0), current=4, **kw).late is None
+    assert "opponent's move" in window.admit(3, Arrival(1, 20.0), current=4, **kw).error
+
+
+def test_a_fallback_frame_takes_a_late_action_for_max_frames_late_frames():
+    window = FrameWindow()
+    for n in range(MAX_FRAMES_LATE + 2):
+        window.published(n, deadline=float(n), opponents=False)
+        window.decided(report(n), agents=True)
+    current = MAX_FRAMES_LATE + 2
+    kw = dict(current=current, num_actions=4, legal=LEGAL)
+    assert window.admit(1, Arrival(0, 99.0), **kw).late is None  # too long ago
+    assert window.admit(2, Arrival(0, 99.0), **kw).late.provenance is Provenance.LATE
+
+
+def test_stats_keep_one_count_per_frame_and_per_drop():
+    stats = SessionStats()
+    for p in (Provenance.ON_TIME, Provenance.FALLBACK, Provenance.FALLBACK, Provenance.INVALID):
+        stats.frame(p, slack_ms=None if p is Provenance.FALLBACK else 1.0)
+    stats.came_late()
+    d = stats.to_dict(viewer_drops=4, link_drops=2)
+    assert (d["frames"], d["on_time"], d["late"], d["fallback"], d["invalid"]) == (4, 1, 1, 1, 1)
+    assert d["slack_ms"]["max"] == 1.0 and d["viewer_drops"] == 4 and d["agent_drops"] == 2
+    stats.link_ended(3)  # the streams that ended count theirs once
+    assert stats.to_dict(viewer_drops=0, link_drops=0)["agent_drops"] == 3
+    assert stats.brief(viewer_drops=4)["viewer_drops"] == 4

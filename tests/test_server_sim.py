@@ -12,30 +12,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from planner.store import load_planner
-from server import ReplayError, Settings, create_app, replay
-from server.testing import planner_fns, start_planner, write_checkpoints
+from planner.store import load_planner, planner_path
+from server import ReplayError, replay
+from support import planner_fns
 
 GAME = "snake-rt-v0"
 SEEDS = (0, 7)
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), (GAME,))
-    planner = start_planner(root)
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        record_dir=tmp_path_factory.mktemp("replays"),
-        planner_address=planner.address,
-    )
-    with TestClient(create_app(settings)) as client:
-        yield client, root
-    planner.stop()
+def env(serve):
+    s = serve((GAME,), planner=True)
+    return s.client, s.root
 
 
 def play(client, timeout: float = 120.0, **body) -> tuple[dict, list[dict]]:
@@ -60,7 +49,7 @@ def batched_option(cfg):
 def in_process(root, seeds, ks):
     """The batched in-process play of a fixed k-sequence: one `Planner.option` per decision for
     every game at once (as `make_committed_eval` does), until every game is done."""
-    cfg, params, _ = load_planner(GAME, str(root / GAME / "planner.msgpack"))
+    cfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))
     planner, option = planner_fns(cfg)[0], batched_option(cfg)
     states = jax.vmap(planner.game.init)(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
     n = len(seeds)

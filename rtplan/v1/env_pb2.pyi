@@ -155,7 +155,7 @@ class ActionReport(_message.Message):
     def __init__(self, frame: _Optional[int] = ..., action: _Optional[int] = ..., provenance: _Optional[_Union[Provenance, str]] = ..., slack_ms: _Optional[float] = ..., received_action: _Optional[int] = ...) -> None: ...
 
 class Frame(_message.Message):
-    __slots__ = ("frame", "server_time_ns", "deadline_ns", "period_ms", "observation", "legal_action_mask", "reward", "terminated", "truncated", "clocks", "current_player", "previous", "state", "episode_return", "extension")
+    __slots__ = ("frame", "server_time_ns", "deadline_ns", "period_ms", "observation", "legal_action_mask", "reward", "terminated", "truncated", "clocks", "current_player", "previous", "state", "episode_return", "extension", "late")
     FRAME_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_NS_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +171,7 @@ class Frame(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     EPISODE_RETURN_FIELD_NUMBER: _ClassVar[int]
     EXTENSION_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
     frame: int
     server_time_ns: int
     deadline_ns: int
@@ -186,7 +187,8 @@ class Frame(_message.Message):
     state: _tensor_pb2.GameState
     episode_return: float
     extension: _any_pb2.Any
-    def __init__(self, frame: _Optional[int] = ..., server_time_ns: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ms: _Optional[float] = ..., observation: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., legal_action_mask: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., clocks: _Optional[_Iterable[int]] = ..., current_player: _Optional[int] = ..., previous: _Optional[_Union[ActionReport, _Mapping]] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., episode_return: _Optional[float] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ...) -> None: ...
+    late: _containers.RepeatedCompositeFieldContainer[ActionReport]
+    def __init__(self, frame: _Optional[int] = ..., server_time_ns: _Optional[int] = ..., deadline_ns: _Optional[int] = ..., period_ms: _Optional[float] = ..., observation: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., legal_action_mask: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., clocks: _Optional[_Iterable[int]] = ..., current_player: _Optional[int] = ..., previous: _Optional[_Union[ActionReport, _Mapping]] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., episode_return: _Optional[float] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., late: _Optional[_Iterable[_Union[ActionReport, _Mapping]]] = ...) -> None: ...
 
 class ServerMessage(_message.Message):
     __slots__ = ("handshake", "frame", "error", "extension")

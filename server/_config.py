@@ -1,0 +1,84 @@
+"""What a session plays (`SessionConfig`), its option values, and the refusals (`SessionError`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import grpc
+
+from rtplan.v1 import env_pb2
+
+AGENT_KINDS = ("grpc", "reflex", "planner")
+FALLBACKS = ("game", "reflex")
+CLOCKS = ("real_time", "simulated")
+OPPONENTS = ("reflex", "random")
+#: Session statuses; the last three are final.
+STATUSES = ("waiting", "running", "finished", "stopped", "failed")
+LIVE = ("waiting", "running")
+
+_HTTP = {
+    grpc.StatusCode.INVALID_ARGUMENT: 422,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+}
+
+
+class SessionError(Exception):
+    """A refused request, with the gRPC code and HTTP status that say why."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        return _HTTP.get(self.code, 400)
+
+    def status(self) -> env_pb2.Status:
+        """The protocol's `Status` (code is the google.rpc.Code number)."""
+        return env_pb2.Status(code=self.code.value[0], message=self.message)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionConfig:
+    """What a session plays and how (validated by the manager)."""
+
+    #: Registered game id.
+    game_id: str
+    #: Init seed (0 <= seed < 2**63): the session's first state is `game.init(PRNGKey(seed))`.
+    seed: int = 0
+    #: Frames per second (real-time clock); in simulated mode only the clock games' tick size.
+    fps: float = 9.0
+    #: "grpc" (an external agent over the Env API), "reflex" or "planner" (built in).
+    agent: str = "grpc"
+    #: Planner agent: budgets of successive decisions, cycled (one value: a fixed k).
+    ks: tuple[int, ...] = ()
+    #: "game" (the game's fallback action) or "reflex" (the network's masked argmax).
+    fallback: str = "game"
+    #: "real_time" (fixed-FPS deadlines) or "simulated" (a frame waits for its answer).
+    clock: str = "real_time"
+    #: Write a replay file.
+    record: bool = False
+    #: Clock games: the built-in opponent (player 1), "reflex" or "random".
+    opponent: str = "reflex"
+    #: Stop after this many frames (0: play until the game ends).
+    max_frames: int = 0
+
+    @property
+    def period(self) -> float:
+        """Seconds per frame."""
+        return 1.0 / self.fps
+
+    @property
+    def simulated(self) -> bool:
+        return self.clock == "simulated"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["ks"] = list(self.ks)
+        return d
