@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Neither imports JAX: `--devices` must set XLA's flags before jax loads.
+from gate.train_config import GateTrainConfig
 from harness.config import add_flags
 from planner.train_config import TrainConfig
 
@@ -52,6 +53,18 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", default=None, help="output folder (default runs/planner/<game>)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_flags(train, TrainConfig, exclude=_NOT_FLAGS)
+    gate = sub.add_parser(
+        "train-gate",
+        help="train a game's gate (PPO over the frozen planner's budgeted options)",
+        description="Trains the gate that picks the budget k of each option. Flags left out take "
+        "the checkpoint's values with --resume, else gate.train_config.GateTrainConfig's "
+        "defaults.",
+    )
+    gate.add_argument("--game", required=True, help="registered game id, e.g. snake-rt-v0")
+    gate.add_argument("--resume", action="store_true", help="continue <out>/checkpoint.msgpack")
+    gate.add_argument("--out", default=None, help="output folder (default runs/gate/<game>)")
+    gate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flags(gate, GateTrainConfig, exclude=("game_id",))
     cal = sub.add_parser(
         "calibrate",
         help="planning quality and batch-1 latency vs simulation count (CSV + PNG)",
@@ -214,23 +227,35 @@ def _set_device_count(devices: int | None) -> None:
 
 def _train_planner(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     _set_device_count(args.devices)
+    from planner.train import trainer
+
+    return _train(args, argv, "planner", TrainConfig, trainer)
+
+
+def _train_gate(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    from gate.ppo import gate_trainer
+
+    return _train(args, argv, "gate", GateTrainConfig, gate_trainer)
+
+
+def _train(args: argparse.Namespace, argv, what: str, config_cls: type, trainer) -> int:
+    """Builds the run of `train-<what>` from the flags (and a resumed checkpoint) and trains."""
     from pathlib import Path
 
     import games
     from harness.checkpoint import CheckpointError
     from harness.config import overrides
     from harness.run import run_config
-    from planner.train import trainer
 
-    out = Path(args.out or Path("runs") / "planner" / args.game)
+    out = Path(args.out or Path("runs") / what / args.game)
     try:
         games.game_class(args.game)
-        given = overrides(TrainConfig, args)
-        cfg = run_config(TrainConfig, out, resume=args.resume, given=given, game_id=args.game)
+        given = overrides(config_cls, args)
+        cfg = run_config(config_cls, out, resume=args.resume, given=given, game_id=args.game)
         full_argv = ["rtplan", *(sys.argv[1:] if argv is None else argv)]
         run = trainer(cfg, out, resume=args.resume, argv=full_argv, progress=not args.no_progress)
     except (games.UnknownGameError, CheckpointError, ValueError) as e:
-        print(f"rtplan train-planner: error: {e}", file=sys.stderr)
+        print(f"rtplan train-{what}: error: {e}", file=sys.stderr)
         return 2
     row = run.run()
     if row is not None:
@@ -275,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return list_games()
     if args.command == "train-planner":
         return _train_planner(args, argv)
+    if args.command == "train-gate":
+        return _train_gate(args, argv)
     if args.command == "ship-planner":
         from harness.checkpoint import CheckpointError
         from planner.ship import ship

@@ -1,0 +1,108 @@
+"""Gate benchmark: batch-1 gate decision latency beside a k=1 option, and grouped-option cost.
+
+Usage: python bench/bench_gate.py [--game snake-rt-v0] [--calls 30] [--batch 32] [--steps 8]
+
+Latency: the jitted gate decision (frozen planner forward + gate) at batch 1 for each gate
+variant, beside the jitted k=1 option at batch 1, on the shipped planner; median / p95 in ms.
+Rollout cost per meta-step at `--batch` games with a uniform random k per game: the gate's
+rollout (decision, options grouped by k with `OptionRunner`, bootstrap and resets), the chosen
+options alone (each k group at its exact size), and every option for every game (the
+reference's way), side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+
+import jax
+import numpy as np
+from bench_planner import _time  # bench/ is on the path of a script run from it
+
+from gate import GateTrainConfig
+from gate.ppo import GatePPO
+
+
+def _take(x, idx):
+    return x[idx]
+
+
+def _fmt(t: np.ndarray) -> str:
+    return f"{np.median(t):.2f} / {np.percentile(t, 95):.2f}"
+
+
+def latency(game_id: str, calls: int) -> None:
+    print(f"\n## {game_id}: batch-1 latency (ms, median / p95)\n")
+    print("| what | ms |")
+    print("|---|---|")
+    for kind in ("mlp", "paper"):
+        algo = GatePPO(GateTrainConfig(game_id=game_id, gate=kind, num_envs=1, minibatches=1))
+        state = algo.init()
+        states = state.envs.states
+        fn = functools.partial(algo._decide, greedy=True)
+        t = _time(fn, state.params, algo.planner_params, states, state.key, calls=calls)
+        print(f"| gate decision ({kind}: planner forward + gate) | {_fmt(t)} |", flush=True)
+    option = jax.jit(functools.partial(algo.planner.option, k=1))
+    keys = jax.random.split(jax.random.PRNGKey(2), 1)
+    t = _time(option, algo.planner_params, keys, states, calls=calls)
+    print(f"| option k=1 ({algo.planner.config.sims(1)} sims) | {_fmt(t)} |", flush=True)
+
+
+def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
+    cfg = GateTrainConfig(game_id=game_id, num_envs=batch, meta_steps=steps, minibatches=1)
+    algo = GatePPO(cfg)
+    state = algo.init()
+    budgets = algo.budgets
+    rng = np.random.default_rng(0)
+    ks = rng.choice(budgets, size=batch)
+    pp, states = algo.planner_params, state.envs.states
+    keys = jax.random.split(jax.random.PRNGKey(3), batch)
+
+    options = {k: jax.jit(functools.partial(algo.planner.option, k=k)) for k in budgets}
+    groups = [
+        (k, jax.tree.map(functools.partial(_take, idx=np.flatnonzero(ks == k)), (keys, states)))
+        for k in sorted(set(ks.tolist()))
+    ]
+
+    def chosen_alone():
+        return [options[k](pp, *group) for k, group in groups]
+
+    everything = jax.jit(lambda pp, keys, states: [options[k](pp, keys, states) for k in budgets])
+    grouped = _time(algo.runner, pp, keys, states, ks, calls=calls)
+    alone = _time(chosen_alone, calls=calls)
+    every = _time(everything, pp, keys, states, calls=calls)
+    # The whole gate rollout per meta-step (decide, grouped options, bootstrap, reset).
+    algo.rollout(state.params, state.envs, state.key)  # compiles every group size
+    start = time.perf_counter()
+    _, steps_out, _ = algo.rollout(state.params, state.envs, state.key)
+    jax.block_until_ready(steps_out)
+    per_step = (time.perf_counter() - start) * 1e3 / steps
+    mix = ", ".join(f"k={k}: {(ks == k).sum()}" for k in budgets)
+    print(f"\n## {game_id}: one meta-step at batch {batch} (ms, median / p95), mix {mix}\n")
+    print("| what | ms | x chosen alone |")
+    print("|---|---|---|")
+    base = np.median(alone)
+    for name, t in (
+        ("chosen options alone", alone),
+        ("grouped (OptionRunner)", grouped),
+        ("every option for every game", every),
+    ):
+        print(f"| {name} | {_fmt(t)} | {np.median(t) / base:.2f} |")
+    print(f"| gate rollout, per meta-step (sampled k) | {per_step:.2f} | {per_step / base:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--game", default="snake-rt-v0")
+    parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=8)
+    args = parser.parse_args()
+    print(f"devices: {jax.devices()}")
+    latency(args.game, args.calls)
+    rollout_cost(args.game, args.batch, args.steps, max(3, args.calls // 5))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""The gate: a PPO-trained policy that picks the planning budget k of each budgeted option."""
+
+from __future__ import annotations
+
+import importlib
+
+# The names load on first use (PEP 562), so `gate.train_config` imports without JAX: the CLI
+# builds its flags before `--devices` sets XLA's flags.
+_EXPORTS = {
+    "Batch": "gate.ppo",
+    "GateConfig": "gate.train_config",
+    "GateInputs": "gate.ppo",
+    "GateNet": "gate.network",
+    "GatePPO": "gate.ppo",
+    "GateState": "gate.ppo",
+    "GateTrainConfig": "gate.train_config",
+    "gate_trainer": "gate.ppo",
+    "make_update": "gate.ppo",
+    "ppo_loss": "gate.ppo",
+    "ppo_terms": "gate.ppo",
+    "smdp_gae": "gate.gae",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'gate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

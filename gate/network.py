@@ -1,0 +1,67 @@
+"""The gate network: budget logits and a value baseline from the board, time and frozen planner."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from gate.train_config import GateConfig
+from planner.network import h_transform
+
+
+class _ResBlock(nn.Module):
+    """Pre-activation residual block: (LayerNorm, ReLU, conv3x3) twice, plus the skip."""
+
+    channels: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = x
+        for _ in range(2):
+            # LayerNorm, not BatchNorm: a deployed gate sees one state at a time.
+            y = nn.Conv(self.channels, (3, 3))(nn.relu(nn.LayerNorm()(y)))
+        return x + y
+
+
+class GateNet(nn.Module):
+    """Gate over the budgets K of a game.
+
+    Inputs (batch B): `obs` `[B, H, W, C]` the planner's input planes, `time` `[B, 2]` =
+    [t/T, 1 - t/T], `features` `[B, F]` the frozen planner's pooled trunk features at s_t and
+    `value` `[B]` its value there (return units). The planner inputs pass `stop_gradient`, so
+    no gradient of any gate loss reaches the planner.
+
+    Returns:
+        (`[B, K]` logits over the budgets, `[B]` value baseline in units of `value_scale`).
+    """
+
+    config: GateConfig
+    num_budgets: int
+    #: Planner values are divided by this (its value support's edge) so the inputs are O(1).
+    value_scale: float = 1.0
+
+    @nn.compact
+    def __call__(
+        self, obs: jax.Array, time: jax.Array, features: jax.Array, value: jax.Array
+    ) -> tuple[jax.Array, jax.Array]:
+        cfg = self.config
+        features = jax.lax.stop_gradient(features)
+        value = jax.lax.stop_gradient(value)
+        # h-space squashes Pac-Man/Tetris values in the thousands to the scale of Snake's.
+        value_in = h_transform(value / self.value_scale)[:, None]
+        t = nn.relu(nn.Dense(cfg.time_hidden)(time))
+        t = nn.relu(nn.Dense(cfg.channels)(t))
+        if cfg.kind == "paper":
+            x = nn.Conv(cfg.channels, (1, 1))(obs)
+            for _ in range(cfg.blocks):
+                x = _ResBlock(cfg.channels)(x)
+            x = nn.relu(nn.LayerNorm()(x))
+            # The time embedding is added to every cell, then the board is pooled.
+            board = (x + t[:, None, None, :]).mean(axis=(1, 2))
+        else:
+            board = nn.relu(nn.Dense(cfg.channels)(obs.reshape(obs.shape[0], -1))) + t
+        fused = jnp.concatenate([board, features, value_in], axis=-1)
+        logits = nn.Dense(self.num_budgets)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))
+        baseline = nn.Dense(1)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))[:, 0]
+        return logits, baseline

@@ -1,0 +1,526 @@
+"""PPO for the gate over budgeted options of a frozen planner: rollout, SMDP-GAE, update."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+import games
+from gate.gae import smdp_gae
+from gate.network import GateNet
+from gate.train_config import GateConfig, GateTrainConfig
+from harness import checkpoint as ckpt
+from harness.run import Run
+from planner.batching import OptionRunner
+from planner.configs import config_to_dict
+from planner.options import OptionOutput, Planner
+from planner.store import load_planner, planner_path
+
+__all__ = [
+    "EXPORT",
+    "TUNING_SEED_BASE",
+    "Batch",
+    "GateInputs",
+    "GatePPO",
+    "GateState",
+    "gate_trainer",
+    "make_update",
+    "ppo_loss",
+    "ppo_terms",
+]
+
+#: The exported params of a run folder (what the services will load).
+EXPORT = "gate.msgpack"
+#: Evaluation during training plays games seeded `TUNING_SEED_BASE + i` (the tuning range);
+#: training games come from splits of `PRNGKey(cfg.seed)`; evaluation seeds are kept apart.
+TUNING_SEED_BASE = 1_000_000
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class GateInputs:
+    """What the gate sees at decision states (any leading shape L)."""
+
+    obs: jax.Array  # [L, H, W, C] bfloat16 planner input planes
+    time: jax.Array  # [L, 2] [t/T, 1 - t/T]
+    features: jax.Array  # [L, F] frozen planner trunk features
+    value: jax.Array  # [L] frozen planner value (return units)
+
+
+@struct.dataclass
+class Batch:
+    """Flat PPO samples `[N]`."""
+
+    inputs: GateInputs  # [N]
+    action: jax.Array  # [N] int32 index into the budgets
+    log_prob: jax.Array  # [N] log-prob of `action` under the rollout's gate
+    advantage: jax.Array  # [N]
+    target: jax.Array  # [N] value target (scaled returns)
+
+
+@struct.dataclass
+class Envs:
+    """The running games of the training batch `[B]`."""
+
+    states: games.State  # [B]
+    keys: jax.Array  # [B, 2] per-game PRNG keys (option search and resets)
+    episode_return: jax.Array  # [B] raw return of the running episode
+    episode_frames: jax.Array  # [B] frames of the running episode
+
+
+@struct.dataclass
+class GateState:
+    """Everything that changes during a run."""
+
+    params: Any  # gate variables
+    opt_state: Any  # Adam state
+    envs: Envs  # [B] running games
+    key: jax.Array  # [2] learner PRNG key (k sampling, minibatch order)
+
+
+# ---- loss and update -------------------------------------------------------------------------
+
+
+def ppo_terms(
+    logits: jax.Array,
+    baseline: jax.Array,
+    batch: Batch,
+    *,
+    clip: float,
+    vf_coef: float,
+    ent_coef: float,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The PPO loss of a minibatch from the gate's outputs.
+
+    loss = -mean(min(rho A, clip(rho, 1-eps, 1+eps) A)) + vf_coef * 0.5 mean((V - target)^2)
+    - ent_coef * mean(entropy), with rho = exp(log pi(a) - old log pi(a)) and A normalised over
+    the minibatch.
+
+    Args:
+        logits: `[N, K]` gate logits.
+        baseline: `[N]` gate value.
+        batch: the minibatch (`action`, `log_prob`, `advantage`, `target` used).
+        clip: ratio clip epsilon.
+        vf_coef: value loss weight.
+        ent_coef: entropy bonus weight.
+
+    Returns:
+        (scalar loss, dict of policy_loss, value_loss, entropy, approx_kl, clip_frac).
+    """
+    log_p = jax.nn.log_softmax(logits)
+    new_log_prob = jnp.take_along_axis(log_p, batch.action[:, None], axis=-1)[:, 0]
+    log_ratio = new_log_prob - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+    adv = batch.advantage
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    policy_loss = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip, 1 + clip) * adv).mean()
+    value_loss = 0.5 * jnp.square(baseline - batch.target).mean()
+    entropy = -(jnp.exp(log_p) * log_p).sum(-1).mean()
+    loss = policy_loss + vf_coef * value_loss - ent_coef * entropy
+    aux = dict(
+        policy_loss=policy_loss,
+        value_loss=value_loss,
+        entropy=entropy,
+        # The low-variance estimator E[(rho - 1) - log rho] of KL(old || new).
+        approx_kl=((ratio - 1) - log_ratio).mean(),
+        clip_frac=(jnp.abs(ratio - 1) > clip).mean(),
+    )
+    return loss, aux
+
+
+def ppo_loss(params, net: GateNet, batch: Batch, **coefs: float):
+    """`ppo_terms` of the gate `net` with `params` on `batch` (coefs: clip, vf_coef, ent_coef)."""
+    x = batch.inputs
+    logits, baseline = net.apply(params, x.obs.astype(jnp.float32), x.time, x.features, x.value)
+    return ppo_terms(logits, baseline, batch, **coefs)
+
+
+def make_update(
+    net: GateNet,
+    optimizer: optax.GradientTransformation,
+    *,
+    epochs: int,
+    minibatches: int,
+    clip: float,
+    vf_coef: float,
+    ent_coef: float,
+):
+    """`update(params, opt_state, batch, key) -> (params, opt_state, mean stats)`: `epochs`
+    passes over a random permutation of `batch` `[N]` in `minibatches` slices."""
+    loss = functools.partial(ppo_loss, net=net, clip=clip, vf_coef=vf_coef, ent_coef=ent_coef)
+    grad_fn = jax.value_and_grad(lambda p, b: loss(p, batch=b), has_aux=True)
+
+    def update(params, opt_state, batch: Batch, key: jax.Array):
+        n = batch.action.shape[0]
+        size = n // minibatches
+
+        def minibatch(carry, mb: Batch):
+            params, opt_state = carry
+            (value, aux), grads = grad_fn(params, mb)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            return (params, opt_state), dict(aux, loss=value, grad_norm=optax.tree.norm(grads))
+
+        def epoch(carry, key):
+            perm = jax.random.permutation(key, n)[: minibatches * size]
+            mbs = jax.tree.map(lambda x: x[perm].reshape(minibatches, size, *x.shape[1:]), batch)
+            return jax.lax.scan(minibatch, carry, mbs)
+
+        keys = jax.random.split(key, epochs)
+        (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
+        return params, opt_state, jax.tree.map(jnp.mean, stats)
+
+    return update
+
+
+# ---- the algorithm ---------------------------------------------------------------------------
+
+
+def _where(mask: jax.Array, a, b):
+    """Per-game select between two `[B]` pytrees."""
+
+    def pick(x, y):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y)
+
+    return jax.tree.map(pick, a, b)
+
+
+@functools.lru_cache(maxsize=4)
+def _runner(pcfg, max_batch: int) -> OptionRunner:
+    # Shared by the runs of a process (a resumed run, tests): its compiled options are kept.
+    return OptionRunner(Planner(pcfg), max_batch=max_batch)
+
+
+class GatePPO:
+    """PPO of the gate over a frozen planner's budgeted options, driven by `harness.run.Run`.
+
+    One iteration:
+
+    1. Rollout, `meta_steps` host steps on `num_envs` auto-reset games. Each step: one jitted
+       call runs the frozen planner's forward and the gate at s_t and samples k; the
+       `OptionRunner` runs option k for each game, grouped by k, so only the chosen options
+       are computed (never all four); one jitted call takes the gate's value at the state the
+       option ended in (the truncation bootstrap), and resets finished games.
+    2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
+       `minibatches` Adam steps of the clipped PPO loss.
+
+    Values inside PPO are in units of `value_scale` (the planner's value support edge), so the
+    option rewards of Pac-Man and Tetris (tens to hundreds) do not swamp the loss. The
+    planner's search runs deterministically (its config's gumbel_scale, 0 when shipped): the
+    gate learns the planner as it is deployed. The checkpoint holds the gate params, Adam state
+    and the learner key; games in flight are not saved (a resumed run starts new ones).
+    """
+
+    kind = "gate"
+    export_file = EXPORT
+    progress = {"loss": "loss", "k": "mean_k", "ret": "episode_return", "eval": "eval_mean"}
+
+    def __init__(self, cfg: GateTrainConfig) -> None:
+        self.cfg = cfg
+        self.name = f"gate {cfg.game_id}"
+        path = cfg.planner or str(planner_path("checkpoints", cfg.game_id))
+        if not Path(path).exists():
+            raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
+        pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
+        self.planner_file = path
+        self.planner_commit = pmeta.get("git_commit")
+        self.runner = _runner(pcfg, max(cfg.num_envs, cfg.eval_episodes))
+        self.planner = self.runner.planner
+        if self.planner.two_player:
+            raise ValueError(f"{cfg.game_id} is a clock game; its gate is recurrent (not here)")
+        self.game = self.planner.game
+        self.budgets = tuple(pcfg.budgets)
+        self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
+        net_cfg = pcfg.network
+        self.value_scale = float(net_cfg.value_max) if net_cfg.value_bins else 1.0
+        self.gate_config: GateConfig = cfg.gate_config
+        self.net = GateNet(self.gate_config, len(self.budgets), self.value_scale)
+        self.columns = (
+            "loss",
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "approx_kl",
+            "clip_frac",
+            "grad_norm",
+            "mean_k",
+            *(f"k{b}" for b in self.budgets),
+            "episodes",
+            "episode_return",
+            "episode_frames",
+            "eval_mean",
+            "eval_se",
+            "eval_mean_k",
+        )
+        self.optimizer = optax.chain(
+            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
+        )
+        self._budget_arr = np.asarray(self.budgets)
+        self._decide = jax.jit(self._decide_fn, static_argnames="greedy")
+        self._finish = jax.jit(self._finish_fn)
+        self._init_envs = jax.jit(self._init_envs_fn, static_argnums=1)
+        self._stack = jax.jit(lambda steps: jax.tree.map(lambda *x: jnp.stack(x), *steps))
+        self._learn = jax.jit(self._learn_fn)
+
+    # ---- pure pieces (jitted in __init__) ----
+
+    def gate_inputs(self, planner_params, states: games.State) -> GateInputs:
+        """The gate's inputs at `[B]` states: one frozen planner forward."""
+        out = self.planner.evaluate(planner_params, states)
+        obs, time = jax.vmap(self.planner.inputs)(states)
+        return GateInputs(
+            obs=obs.astype(jnp.bfloat16), time=time, features=out.features, value=out.value
+        )
+
+    def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
+        """(`[B, K]` logits, `[B]` scaled value) of the gate."""
+        return self.net.apply(params, x.obs.astype(jnp.float32), x.time, x.features, x.value)
+
+    def _decide_fn(self, params, planner_params, states, key, *, greedy: bool = False):
+        x = self.gate_inputs(planner_params, states)
+        logits, value = self.apply(params, x)
+        if greedy:
+            action = jnp.argmax(logits, -1).astype(jnp.int32)
+        else:
+            action = jax.random.categorical(key, logits).astype(jnp.int32)
+        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
+        return x, action, log_prob, value
+
+    def _init_envs_fn(self, key, n: int) -> Envs:
+        keys = jax.random.split(key, (n, 2))
+        return Envs(
+            states=jax.vmap(self.game.init)(keys[:, 0]),
+            keys=keys[:, 1],
+            episode_return=jnp.zeros((n,), jnp.float32),
+            episode_frames=jnp.zeros((n,), jnp.int32),
+        )
+
+    def _finish_fn(self, params, planner_params, envs: Envs, out: OptionOutput, reset_keys):
+        """The step's record (reward, frames, ends, bootstrap value) and the reset games."""
+        states = envs.states
+        frames = out.next_state.frame - states.frame
+        raw = out.reward
+        reward = raw if self.cfg.reward_mode == "raw" else out.discounted_reward
+        _, next_value = self.apply(params, self.gate_inputs(planner_params, out.next_state))
+        truncated = out.truncated & ~out.terminated
+        if not self.cfg.truncation_bootstrap:
+            truncated = jnp.zeros_like(truncated)
+        terminated = out.terminated | (out.truncated & ~truncated)
+        record = dict(
+            reward=reward / self.value_scale,
+            next_value=next_value,
+            frames=frames,
+            terminated=terminated,
+            truncated=truncated,
+        )
+        done = out.done
+        ret = envs.episode_return + raw
+        length = envs.episode_frames + frames
+        stats = dict(
+            episodes=done.sum(),
+            return_sum=jnp.where(done, ret, 0.0).sum(),
+            frames_sum=jnp.where(done, length, 0).sum(),
+            frames=frames.sum(),
+        )
+        fresh = jax.vmap(self.game.init)(reset_keys)
+        envs = Envs(
+            states=_where(done, fresh, out.next_state),
+            keys=envs.keys,
+            episode_return=jnp.where(done, 0.0, ret),
+            episode_frames=jnp.where(done, 0, length),
+        )
+        return envs, record, stats
+
+    def _learn_fn(self, params, opt_state, steps: dict, key):
+        cfg = self.cfg
+        adv, target = smdp_gae(
+            steps["reward"],
+            steps["value"],
+            steps["next_value"],
+            steps["frames"],
+            steps["terminated"],
+            steps["truncated"],
+            gamma=self.gamma,
+            lam=cfg.lam,
+        )
+
+        def flat(tree):
+            return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)
+
+        batch = Batch(
+            inputs=flat(steps["inputs"]),
+            action=flat(steps["action"]),
+            log_prob=flat(steps["log_prob"]),
+            advantage=flat(adv),
+            target=flat(target),
+        )
+        update = make_update(
+            self.net,
+            self.optimizer,
+            epochs=cfg.epochs,
+            minibatches=cfg.minibatches,
+            clip=cfg.clip,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.entropy_coef,
+        )
+        return update(params, opt_state, batch, key)
+
+    # ---- rollout ----
+
+    def option_keys(self, keys: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(carried, option, reset) per-game keys `[B, 2]` split from `keys` `[B, 2]`."""
+        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        return split[:, 0], split[:, 1], split[:, 2]
+
+    def rollout(self, params, envs: Envs, key: jax.Array):
+        """`meta_steps` meta-steps of every game; returns (envs, time-major steps, stats)."""
+        steps, stats = [], []
+        for _ in range(self.cfg.meta_steps):
+            key, sample_key = jax.random.split(key)
+            x, action, log_prob, value = self._decide(
+                params, self.planner_params, envs.states, sample_key
+            )
+            carried, option_keys, reset_keys = self.option_keys(envs.keys)
+            ks = self._budget_arr[np.asarray(action)]
+            out = self.runner(self.planner_params, option_keys, envs.states, ks)
+            envs, record, stat = self._finish(
+                params, self.planner_params, envs.replace(keys=carried), out, reset_keys
+            )
+            steps.append(dict(record, inputs=x, action=action, log_prob=log_prob, value=value))
+            stats.append(stat)
+        return envs, self._stack(steps), jax.device_get(self._stack(stats))
+
+    # ---- harness.Algorithm ----
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "game": self.cfg.game_id,
+            "budgets": list(self.budgets),
+            "gate_config": dataclasses.asdict(self.gate_config),
+            "value_scale": self.value_scale,
+            "gamma": self.gamma,
+            "planner_checkpoint": self.planner_file,
+            "planner_git_commit": self.planner_commit,
+            "planner_config": config_to_dict(self.planner.config),
+            "tuning_seed_base": TUNING_SEED_BASE,
+        }
+
+    def _fresh(self, key: jax.Array):
+        x = jax.eval_shape(self.gate_inputs, self.planner_params, self._init_envs(key, 1).states)
+        dummy = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), x)
+        params = self.net.init(key, dummy.obs, dummy.time, dummy.features, dummy.value)
+        return params, self.optimizer.init(params)
+
+    def init(self) -> GateState:
+        key, init_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed))
+        params, opt_state = self._fresh(init_key)
+        return self._state(params, opt_state, key)
+
+    def _state(self, params, opt_state, key) -> GateState:
+        key, env_key = jax.random.split(key)
+        return GateState(
+            params=params,
+            opt_state=opt_state,
+            envs=self._init_envs(env_key, self.cfg.num_envs),
+            key=key,
+        )
+
+    def step(self, state: GateState) -> tuple[GateState, dict]:
+        key, roll_key, learn_key = jax.random.split(state.key, 3)
+        envs, steps, stats = self.rollout(state.params, state.envs, roll_key)
+        params, opt_state, lstats = self._learn(state.params, state.opt_state, steps, learn_key)
+        metrics = {k: float(v) for k, v in jax.device_get(lstats).items()}
+        ks = self._budget_arr[np.asarray(steps["action"])]
+        metrics["mean_k"] = float(ks.mean())
+        metrics.update({f"k{b}": float((ks == b).mean()) for b in self.budgets})
+        episodes = int(stats["episodes"].sum())
+        metrics["episodes"] = episodes
+        metrics["frames"] = int(stats["frames"].sum())
+        if episodes:
+            metrics["episode_return"] = float(stats["return_sum"].sum()) / episodes
+            metrics["episode_frames"] = float(stats["frames_sum"].sum()) / episodes
+        else:
+            metrics["episode_return"] = metrics["episode_frames"] = None
+        return GateState(params=params, opt_state=opt_state, envs=envs, key=key), metrics
+
+    def play(self, params, seeds, *, max_meta_steps: int | None = None):
+        """Greedy-gate episodes, one per seed, to their end (or `max_meta_steps`).
+
+        Returns:
+            (`[E]` raw returns, `[E]` mean chosen k per episode).
+        """
+        n = len(seeds)
+        keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.uint32))
+        states = jax.vmap(self.game.init)(keys)
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        returns, k_sum, decisions = np.zeros(n), np.zeros(n), np.zeros(n)
+        alive = np.ones(n, bool)
+        limit = max_meta_steps or self.game.horizon or 100_000
+        for _ in range(limit):
+            _, action, _, _ = self._decide(
+                params, self.planner_params, states, jax.random.PRNGKey(0), greedy=True
+            )
+            # Finished games run the cheapest option; their results are ignored.
+            ks = np.where(alive, self._budget_arr[np.asarray(action)], min(self.budgets))
+            keys, option_keys, _ = self.option_keys(keys)
+            out = self.runner(self.planner_params, option_keys, states, ks)
+            returns += np.where(alive, np.asarray(out.reward), 0.0)
+            k_sum += np.where(alive, ks, 0)
+            decisions += alive
+            alive &= ~np.asarray(out.done)
+            states = out.next_state
+            if not alive.any():
+                break
+        return returns, k_sum / np.maximum(decisions, 1)
+
+    def evaluate(self, state: GateState, iteration: int) -> tuple[float, dict]:
+        """Greedy gate on `eval_episodes` tuning seeds (the same every time); returns
+        (eval_mean, the eval columns)."""
+        del iteration
+        seeds = TUNING_SEED_BASE + np.arange(self.cfg.eval_episodes)
+        returns, mean_k = self.play(
+            state.params, seeds, max_meta_steps=self.cfg.eval_max_meta_steps
+        )
+        se = float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0
+        mean = float(returns.mean())
+        return mean, dict(eval_mean=mean, eval_se=se, eval_mean_k=float(mean_k.mean()))
+
+    def params(self, state: GateState):
+        return jax.device_get(state.params)
+
+    def save(self, state: GateState) -> tuple[dict, dict]:
+        tree = {"params": state.params, "opt_state": state.opt_state, "key": state.key}
+        return jax.device_get(tree), {}
+
+    def template(self, meta: dict) -> dict:
+        saved = meta.get("gate_config")
+        if saved != dataclasses.asdict(self.gate_config) or meta.get("budgets") != list(
+            self.budgets
+        ):
+            raise ckpt.CheckpointError(
+                f"the checkpoint holds a gate {saved} over budgets {meta.get('budgets')}, but "
+                f"this run asks for {dataclasses.asdict(self.gate_config)} over {self.budgets}"
+            )
+        params, opt_state = jax.eval_shape(self._fresh, jax.random.PRNGKey(0))
+        tree = {"params": params, "opt_state": opt_state, "key": jax.random.PRNGKey(0)}
+        return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), tree)
+
+    def restore(self, tree: dict, meta: dict) -> GateState:
+        del meta
+        return self._state(tree["params"], tree["opt_state"], jnp.asarray(tree["key"]))
+
+
+def gate_trainer(cfg: GateTrainConfig, out_dir: str | Path, **kwargs: Any) -> Run[GateState]:
+    """A `harness.run.Run` of gate PPO into `out_dir` (kwargs: `Run`'s resume, argv, progress,
+    tensorboard). `run()` trains; `state` holds the `GateState`."""
+    return Run(GatePPO(cfg), cfg, out_dir, **kwargs)

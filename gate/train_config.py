@@ -1,0 +1,126 @@
+"""Settings of one gate training run (`rtplan train-gate`'s flags); imports no JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.config import knob
+
+#: `reward_mode` values: the option reward R_t of the SMDP.
+REWARD_MODES = ("discounted", "raw")
+#: Gate network kinds (`gate.network.GateConfig.kind`).
+GATE_KINDS = ("mlp", "paper")
+#: Games whose paper entropy coefficient is 0.05 (the others: 0.01).
+_HIGH_ENTROPY = ("snake-rt-v0",)
+
+
+@dataclasses.dataclass(frozen=True)
+class GateConfig:
+    """Shape of the gate network."""
+
+    #: "mlp": an MLP over the planner's pooled features, its value, the time input and a small
+    #: board encoder (the default: cheap on XLA:CPU, where small convs are slow). "paper": the
+    #: paper's spatial branch (1x1 lift, residual 3x3 blocks with LayerNorm, global pooling).
+    kind: str = "mlp"
+    #: Channels of the paper branch ("paper"), or width of the board encoder ("mlp").
+    channels: int = 64
+    #: Residual blocks of the paper branch (unused by "mlp").
+    blocks: int = 3
+    #: Hidden units of the time embedding (projected to `channels`).
+    time_hidden: int = 32
+    #: Hidden units of each head (policy and value).
+    head_hidden: int = 256
+
+    def __post_init__(self) -> None:
+        if self.kind not in GATE_KINDS:
+            raise ValueError(f"gate kind {self.kind!r} is not one of {GATE_KINDS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class GateTrainConfig:
+    """Settings of one PPO run of the gate over a frozen planner (paper table 3 defaults)."""
+
+    game_id: str = knob(help="Registered game id.")
+    planner: str | None = knob(
+        None, "Frozen planner checkpoint; None: checkpoints/<game>/planner.msgpack."
+    )
+    iterations: int = knob(1000, "PPO updates (rollout + epochs) of the whole run.")
+    num_envs: int = knob(32, "Games played in parallel.")
+    meta_steps: int = knob(384, "Meta-steps (gate decisions) per game per rollout.")
+    epochs: int = knob(4, "Passes over each rollout.")
+    minibatches: int = knob(16, "Minibatches per pass (they must divide num_envs * meta_steps).")
+    gamma: float | None = knob(
+        None, "Discount per frame; None: the planner's (0.997 Snake, 0.99 the others)."
+    )
+    lam: float = knob(0.95, "GAE lambda.")
+    clip: float = knob(0.2, "PPO ratio clip epsilon.")
+    lr: float = knob(3e-4, "Adam learning rate (constant).")
+    ent_coef: float | None = knob(
+        None, "Entropy bonus coefficient; None: 0.05 (Snake), 0.01 (the others)."
+    )
+    vf_coef: float = knob(0.5, "Weight of the value loss 0.5 * MSE.")
+    max_grad_norm: float = knob(
+        1.0, "Global gradient-norm clip (the reference's committed PPO had none; its clock PPO 1)."
+    )
+    reward_mode: str = knob(
+        "discounted",
+        "Option reward R_t: 'discounted' sum_j gamma^j r_j (the paper's equation, consistent "
+        "with the gamma^k bootstrap) or 'raw' sum_j r_j (its table and the reference code).",
+    )
+    truncation_bootstrap: bool = knob(
+        True, "At the horizon, bootstrap from the truncated state's value (else treat as an end)."
+    )
+    gate: str = knob("mlp", "Gate network: 'mlp' (cheap) or 'paper' (conv branch).")
+    gate_channels: int = knob(64, "Gate board branch width.")
+    gate_blocks: int = knob(3, "Residual blocks of the 'paper' gate.")
+    gate_hidden: int = knob(256, "Hidden units of each gate head.")
+    eval_every: int = knob(
+        10, "Evaluate every this many iterations (and after the last); 0: never."
+    )
+    eval_episodes: int = knob(16, "Greedy-gate evaluation episodes (on tuning seeds).")
+    eval_max_meta_steps: int | None = knob(
+        None, "Cap on meta-steps per evaluation episode; None: play to the horizon."
+    )
+    checkpoint_every: int = knob(
+        10, "Write the checkpoint every this many iterations (and after the last)."
+    )
+    seed: int = knob(0, "Seed of the gate parameters, the training games and the sampled k.")
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "num_envs", "meta_steps", "epochs", "minibatches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "checkpoint_every", "eval_episodes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.num_envs * self.meta_steps % self.minibatches:
+            raise ValueError(
+                f"minibatches={self.minibatches} does not divide a rollout of "
+                f"{self.num_envs} x {self.meta_steps} meta-steps"
+            )
+        if self.reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode {self.reward_mode!r} is not one of {REWARD_MODES}")
+        if self.gate not in GATE_KINDS:
+            raise ValueError(f"gate {self.gate!r} is not one of {GATE_KINDS}")
+
+    @property
+    def entropy_coef(self) -> float:
+        """The entropy coefficient of the run."""
+        if self.ent_coef is not None:
+            return self.ent_coef
+        return 0.05 if self.game_id in _HIGH_ENTROPY else 0.01
+
+    @property
+    def minibatch_size(self) -> int:
+        """Samples per minibatch."""
+        return self.num_envs * self.meta_steps // self.minibatches
+
+    @property
+    def gate_config(self) -> GateConfig:
+        """The gate network's shape."""
+        return GateConfig(
+            kind=self.gate,
+            channels=self.gate_channels,
+            blocks=self.gate_blocks,
+            head_hidden=self.gate_hidden,
+        )

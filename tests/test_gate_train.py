@@ -1,0 +1,82 @@
+"""`rtplan train-gate` at tiny sizes on Snake: checkpoints, resume, export; a frozen planner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from gate import Batch, GateTrainConfig, ppo_loss
+from gate.ppo import GatePPO
+from harness import checkpoint as ckpt
+from planner import Planner
+from planner.store import planner_path, save_planner
+from rtplan.cli import main
+from support import tiny_config
+
+GAME = "snake-rt-v0"
+TINY = [
+    "--num-envs", "1", "--meta-steps", "4", "--epochs", "2", "--minibatches", "2",
+    "--eval-every", "2", "--eval-episodes", "1", "--eval-max-meta-steps", "3",
+    "--gate-channels", "8", "--gate-hidden", "16", "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def planner_file(tmp_path_factory):
+    """A fresh tiny Snake planner with two budgets (fewer options to compile)."""
+    cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
+    path = planner_path(tmp_path_factory.mktemp("ck"), GAME)
+    save_planner(path, cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
+    return str(path)
+
+
+def test_train_gate_checkpoints_resumes_and_exports(tmp_path, planner_file, capsys):
+    out = tmp_path / "run"
+    base = ["train-gate", "--game", GAME, "--out", str(out)]
+    assert main([*base, "--planner", planner_file, "--iterations", "2", *TINY]) == 0
+    meta = ckpt.load_metadata(out / "gate.msgpack")
+    assert meta["kind"] == "gate" and meta["game"] == GAME and meta["iteration"] == 2
+    assert meta["budgets"] == [1, 2] and meta["planner_checkpoint"] == planner_file
+    assert (out / "checkpoint.msgpack").exists() and (out / "best.msgpack").exists()
+    # Flags left out on resume keep the checkpoint's values (the planner file, tiny sizes).
+    assert main([*base, "--resume", "--iterations", "3", "--no-progress"]) == 0
+    meta = ckpt.load_metadata(out / "checkpoint.msgpack")
+    assert meta["iteration"] == 3 and meta["train_config"]["num_envs"] == 1
+    rows = (out / "log.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3"]
+    header = rows[0].split(",")
+    assert {"mean_k", "k1", "k2", "eval_mean", "episode_return"} <= set(header)
+    last = dict(zip(header, rows[-1].split(",")))
+    assert float(last["k1"]) + float(last["k2"]) == pytest.approx(1.0)
+    assert int(last["frames"]) >= 3 * 1 * 4  # every meta-step plays at least one frame
+    assert json.loads((out / "gate.msgpack.json").read_text())["kind"] == "gate"
+    # Resuming a missing run is an error, not a new run.
+    assert main(["train-gate", "--game", GAME, "--out", str(tmp_path / "none"), "--resume"]) == 2
+    assert "cannot resume" in capsys.readouterr().err
+
+
+def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
+    cfg = GateTrainConfig(game_id=GAME, planner=planner_file, num_envs=2, meta_steps=1,
+                          minibatches=1, gate_channels=8, gate_hidden=16)  # fmt: skip
+    algo = GatePPO(cfg)
+    state = algo.init()
+    states = state.envs.states
+
+    def loss(gate_params, planner_params):
+        x = algo.gate_inputs(planner_params, states)
+        batch = Batch(
+            inputs=x,
+            action=jnp.array([0, 1]),
+            log_prob=jnp.log(jnp.array([0.3, 0.6])),
+            advantage=jnp.array([1.0, -0.5]),
+            target=jnp.array([1.0, 2.0]),
+        )
+        return ppo_loss(gate_params, algo.net, batch, clip=0.2, vf_coef=0.5, ent_coef=0.01)[0]
+
+    g_gate, g_planner = jax.grad(loss, argnums=(0, 1))(state.params, algo.planner_params)
+    assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_gate)) > 0
+    assert all(float(jnp.abs(g).max()) == 0 for g in jax.tree.leaves(g_planner))
