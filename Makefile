@@ -8,8 +8,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.stamp-run
 STAMP_DEV := $(VENV)/.stamp-dev
-# Debian packages the tests need (none yet; the viewer issue adds chromium).
-APT_TEST_PACKAGES :=
+# Debian packages the tests need: chromium for the browser tests (tests/test_web.py).
+APT_TEST_PACKAGES := chromium
 
 .PHONY: demo test lint bench clean
 

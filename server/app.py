@@ -8,12 +8,14 @@ import contextlib
 import hmac
 import json
 import logging
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import grpc
 from fastapi import Depends, FastAPI, Header, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.websockets import WebSocketDisconnect
@@ -38,6 +40,18 @@ PLANNER_CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+
+
+#: The browser pages of a checkout or an editable install: web/ beside the packages.
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+
+
+def find_web_dir(configured: Path | None = None) -> Path | None:
+    """The folder of the browser pages: `configured`, else web/ beside the packages (a checkout,
+    an editable install), else ./web (a wheel installed in a checkout's copy, as in the image);
+    None when none of these holds an index.html."""
+    candidates = [Path(configured)] if configured is not None else [WEB_DIR, Path.cwd() / "web"]
+    return next((c for c in candidates if (c / "index.html").is_file()), None)
 
 
 class CreateSession(BaseModel):
@@ -236,6 +250,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         session = manager.delete(session_id, token)
         return {"id": session.id, "status": "deleted", "frame": session.frame}
 
+    _serve_pages(app, find_web_dir(settings.web_dir), settings.web_dir)
+
     @app.websocket("/v1/sessions/{session_id}/ws")
     async def watch(websocket: WebSocket, session_id: str) -> None:
         await websocket.accept()  # then a close code says why, which every client can read
@@ -256,6 +272,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             session.viewers.leave(viewer)
 
     return app
+
+
+def _serve_pages(app: FastAPI, web: Path | None, configured: Path | None) -> None:
+    """The lobby at /, the watch page at /watch?session=ID, their files under /web/."""
+    if web is None:
+        where = configured if configured is not None else f"{WEB_DIR} or ./web"
+        log.warning("no browser pages: no index.html in %s", where)
+
+        @app.get("/", include_in_schema=False)
+        async def no_pages() -> JSONResponse:
+            return _error(404, "not_found", f"no browser pages here: no index.html in {where}")
+
+        return
+    app.mount("/web", StaticFiles(directory=web), name="web")
+
+    @app.get("/", include_in_schema=False)
+    async def lobby() -> FileResponse:
+        return FileResponse(web / "index.html")
+
+    @app.get("/watch", include_in_schema=False)
+    async def watch_page() -> FileResponse:
+        return FileResponse(web / "watch.html")
 
 
 async def _serve_viewer(websocket: WebSocket, viewer: Viewer) -> None:

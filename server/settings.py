@@ -67,3 +67,8 @@ class Settings(BaseSettings):
         (), description="games compiled at start-up (others compile on first use)"
     )
     grace_s: float = Field(1.0, ge=0, description="seconds open gRPC calls get at shutdown")
+    web_dir: Path | None = Field(
+        None,
+        description="folder of the browser pages served at / (default: the web/ folder beside "
+        "the installed packages, else ./web)",
+    )

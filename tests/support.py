@@ -42,6 +42,22 @@ def tiny_config(game_id: str) -> PlannerConfig:
             game_params=(("initial_time", 12),),
             gumbel_scale=0.0,
         )
+    if game_id in ("pacman-rt-v0", "tetris-rt-v0"):  # the real boards: the browser tests
+        return dataclasses.replace(
+            default_config(game_id),
+            network=dataclasses.replace(TINY_NET, value_bins=11, value_max=20.0, time_input=True),
+            budgets=(1, 2),
+            simulations=(2, 4),
+            gumbel_scale=0.0,
+        )
+    if game_id == "speed-go-v0":
+        return dataclasses.replace(
+            default_config(game_id),
+            network=TINY_NET,
+            budgets=(2, 4),
+            simulations=(2, 4),
+            gumbel_scale=0.0,
+        )
     raise ValueError(f"no tiny config for {game_id}")
 
 

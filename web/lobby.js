@@ -1,0 +1,157 @@
+// The lobby: the server's sessions (GET /v1/sessions, polled) and a form that starts one
+// (POST /v1/sessions). Tokens of the sessions started here stay in sessionStorage so that
+// this tab can stop them (DELETE needs the token).
+
+const REFRESH_MS = 1000;
+const form = document.getElementById("start");
+const result = document.getElementById("start-result");
+let games = [];
+let plannerAvailable = false;
+
+function el(tag, text, attrs = {}) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+async function getJSON(path, options) {
+  const r = await fetch(path, options);
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.detail || `${r.status} ${r.statusText}`);
+  return body;
+}
+
+function agentLabel(s) {
+  if (s.agent === "planner") return s.ks.length ? `planner k=${s.ks.join(",")}` : "planner (gate)";
+  return s.agent;
+}
+
+function watchLink(id) {
+  return el("a", id, { href: `/watch?session=${encodeURIComponent(id)}` });
+}
+
+async function stop(id) {
+  const token = sessionStorage.getItem(`rtplan-token-${id}`);
+  try {
+    await getJSON(`/v1/sessions/${encodeURIComponent(id)}`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${token}` },
+    });
+  } catch (e) {
+    result.textContent = `stopping ${id}: ${e.message}`;
+    result.className = "error";
+  }
+  refresh();
+}
+
+function row(s) {
+  const tr = el("tr");
+  tr.dataset.session = s.id;
+  const live = s.status === "running" || s.status === "waiting";
+  const cells = [
+    watchLink(s.id),
+    el("span", s.game),
+    el("span", agentLabel(s)),
+    el("span", s.status + (s.reason ? ` (${s.reason})` : ""), { class: live ? "ok" : "muted" }),
+    el("span", Number(s.fps).toFixed(s.fps % 1 ? 1 : 0)),
+    el("span", s.frame),
+    el("span", Number(s.episode_return).toFixed(1)),
+    el("span", s.viewers),
+  ];
+  cells.forEach((c, i) => {
+    const td = el("td", null, i >= 4 ? { class: "num" } : {});
+    td.append(c);
+    tr.append(td);
+  });
+  const td = el("td");
+  if (live && sessionStorage.getItem(`rtplan-token-${s.id}`)) {
+    const b = el("button", "stop", { type: "button" });
+    b.addEventListener("click", () => stop(s.id));
+    td.append(b);
+  }
+  tr.append(td);
+  return tr;
+}
+
+async function refresh() {
+  const err = document.getElementById("list-error");
+  try {
+    const { sessions } = await getJSON("/v1/sessions");
+    const order = { running: 0, waiting: 1 };
+    sessions.sort((a, b) => (order[a.status] ?? 2) - (order[b.status] ?? 2) || b.created - a.created);
+    document.querySelector("#sessions tbody").replaceChildren(...sessions.map(row));
+    document.getElementById("empty").hidden = sessions.length > 0;
+    err.hidden = true;
+  } catch (e) {
+    err.textContent = `cannot list sessions: ${e.message}`;
+    err.hidden = false;
+  }
+}
+
+function updateForm() {
+  const game = games.find((g) => g.id === form.game.value);
+  const k = form.k;
+  k.replaceChildren(...(game ? game.budgets : []).map((b) => el("option", b, { value: b })));
+  const planner = form.agent.querySelector('option[value="planner"]');
+  planner.disabled = !plannerAvailable || !game || !game.checkpoint;
+  if (planner.disabled && form.agent.value === "planner") form.agent.value = "reflex";
+  k.disabled = form.agent.value !== "planner";
+  const button = form.querySelector("button");
+  button.disabled = !game || !game.checkpoint;
+  button.title = game && !game.checkpoint ? "this game has no planner checkpoint here" : "";
+}
+
+form.addEventListener("change", updateForm);
+
+form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = {
+    game: form.game.value,
+    agent: form.agent.value,
+    fps: Number(form.fps.value),
+    seed: Number(form.seed.value),
+    max_frames: Number(form.max_frames.value),
+  };
+  if (body.agent === "planner") body.k = Number(form.k.value);
+  const button = form.querySelector("button");
+  button.disabled = true;
+  result.className = "muted";
+  result.textContent = `starting ${body.game} (the first session of a game compiles it)…`;
+  try {
+    const created = await getJSON("/v1/sessions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    sessionStorage.setItem(`rtplan-token-${created.id}`, created.token);
+    result.className = "ok";
+    result.replaceChildren(`started ${body.game}: `, watchLink(created.id));
+  } catch (e) {
+    result.className = "error";
+    result.textContent = `could not start: ${e.message}`;
+  }
+  button.disabled = false;
+  refresh();
+});
+
+async function init() {
+  try {
+    const [health, listed] = await Promise.all([getJSON("/healthz"), getJSON("/v1/games")]);
+    plannerAvailable = Boolean(health.planner_address);
+    games = listed.games;
+    document.getElementById("server").textContent =
+      `${health.version} · planner ${health.planner_address || "not connected"}`;
+    form.game.replaceChildren(
+      ...games.map((g) => el("option", g.id + (g.checkpoint ? "" : " (no checkpoint)"), { value: g.id })),
+    );
+    updateForm();
+  } catch (e) {
+    result.className = "error";
+    result.textContent = `cannot reach the server: ${e.message}`;
+  }
+  refresh();
+  setInterval(refresh, REFRESH_MS);
+}
+
+init();
