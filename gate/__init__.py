@@ -9,7 +9,12 @@ import importlib
 _EXPORTS = {
     "Batch": "gate.ppo",
     "GateConfig": "gate.train_config",
-    "GateInputs": "gate.ppo",
+    "GateInputs": "gate.policy",
+    "Gate": "gate.policy",
+    "GateDecision": "gate.policy",
+    "GATE_FILE": "gate.policy",
+    "gate_path": "gate.policy",
+    "load_gate": "gate.policy",
     "GateNet": "gate.network",
     "GatePPO": "gate.ppo",
     "GateState": "gate.ppo",

@@ -14,19 +14,19 @@ import optax
 from flax import struct
 
 import games
+from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
 from gate.network import GateNet
-from gate.train_config import GateConfig, GateTrainConfig
+from gate.policy import Gate, GateInputs, file_sha256
+from gate.train_config import GateTrainConfig
 from harness import checkpoint as ckpt
 from harness.run import Run
 from planner.batching import OptionRunner
-from planner.configs import config_to_dict
 from planner.options import OptionOutput, Planner
 from planner.store import load_planner, planner_path
 
 __all__ = [
     "EXPORT",
-    "TUNING_SEED_BASE",
     "Batch",
     "GateInputs",
     "GatePPO",
@@ -39,22 +39,9 @@ __all__ = [
 
 #: The exported params of a run folder (what the services will load).
 EXPORT = "gate.msgpack"
-#: Evaluation during training plays games seeded `TUNING_SEED_BASE + i` (the tuning range);
-#: training games come from splits of `PRNGKey(cfg.seed)`; evaluation seeds are kept apart.
-TUNING_SEED_BASE = 1_000_000
 
 
 # ---- data ------------------------------------------------------------------------------------
-
-
-@struct.dataclass
-class GateInputs:
-    """What the gate sees at decision states (any leading shape L)."""
-
-    obs: jax.Array  # [L, H, W, C] bfloat16 planner input planes
-    time: jax.Array  # [L, 2] [t/T, 1 - t/T]
-    features: jax.Array  # [L, F] frozen planner trunk features
-    value: jax.Array  # [L] frozen planner value (return units)
 
 
 @struct.dataclass
@@ -195,6 +182,15 @@ def _where(mask: jax.Array, a, b):
     return jax.tree.map(pick, a, b)
 
 
+def _stack(steps: list):
+    """Stacks a list of equal pytrees along a new leading axis, leaf by leaf.
+
+    Not jitted: a jit over hundreds of steps would take thousands of arguments, and compiling
+    that took minutes on XLA:CPU; one concatenation per leaf is cheap.
+    """
+    return jax.tree.map(lambda *x: jnp.stack(x), *steps)
+
+
 @functools.lru_cache(maxsize=4)
 def _runner(pcfg, max_batch: int) -> OptionRunner:
     # Shared by the runs of a process (a resumed run, tests): its compiled options are kept.
@@ -233,6 +229,7 @@ class GatePPO:
             raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
         pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
         self.planner_file = path
+        self.planner_sha256 = file_sha256(path)
         self.planner_commit = pmeta.get("git_commit")
         self.runner = _runner(pcfg, max(cfg.num_envs, cfg.eval_episodes))
         self.planner = self.runner.planner
@@ -241,10 +238,9 @@ class GatePPO:
         self.game = self.planner.game
         self.budgets = tuple(pcfg.budgets)
         self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
-        net_cfg = pcfg.network
-        self.value_scale = float(net_cfg.value_max) if net_cfg.value_bins else 1.0
-        self.gate_config: GateConfig = cfg.gate_config
-        self.net = GateNet(self.gate_config, len(self.budgets), self.value_scale)
+        self.gate = Gate(self.planner, cfg.gate_config)
+        self.value_scale = self.gate.value_scale
+        self.net = self.gate.net
         self.columns = (
             "loss",
             "policy_loss",
@@ -269,32 +265,13 @@ class GatePPO:
         self._decide = jax.jit(self._decide_fn, static_argnames="greedy")
         self._finish = jax.jit(self._finish_fn)
         self._init_envs = jax.jit(self._init_envs_fn, static_argnums=1)
-        self._stack = jax.jit(lambda steps: jax.tree.map(lambda *x: jnp.stack(x), *steps))
         self._learn = jax.jit(self._learn_fn)
 
     # ---- pure pieces (jitted in __init__) ----
 
-    def gate_inputs(self, planner_params, states: games.State) -> GateInputs:
-        """The gate's inputs at `[B]` states: one frozen planner forward."""
-        out = self.planner.evaluate(planner_params, states)
-        obs, time = jax.vmap(self.planner.inputs)(states)
-        return GateInputs(
-            obs=obs.astype(jnp.bfloat16), time=time, features=out.features, value=out.value
-        )
-
-    def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
-        """(`[B, K]` logits, `[B]` scaled value) of the gate."""
-        return self.net.apply(params, x.obs.astype(jnp.float32), x.time, x.features, x.value)
-
     def _decide_fn(self, params, planner_params, states, key, *, greedy: bool = False):
-        x = self.gate_inputs(planner_params, states)
-        logits, value = self.apply(params, x)
-        if greedy:
-            action = jnp.argmax(logits, -1).astype(jnp.int32)
-        else:
-            action = jax.random.categorical(key, logits).astype(jnp.int32)
-        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
-        return x, action, log_prob, value
+        d = self.gate.decide(params, planner_params, states, None if greedy else key)
+        return d.inputs, d.index, d.log_prob, d.baseline
 
     def _init_envs_fn(self, key, n: int) -> Envs:
         keys = jax.random.split(key, (n, 2))
@@ -311,7 +288,7 @@ class GatePPO:
         frames = out.next_state.frame - states.frame
         raw = out.reward
         reward = raw if self.cfg.reward_mode == "raw" else out.discounted_reward
-        _, next_value = self.apply(params, self.gate_inputs(planner_params, out.next_state))
+        _, next_value = self.gate.apply(params, self.gate.inputs(planner_params, out.next_state))
         truncated = out.truncated & ~out.terminated
         if not self.cfg.truncation_bootstrap:
             truncated = jnp.zeros_like(truncated)
@@ -398,27 +375,22 @@ class GatePPO:
             )
             steps.append(dict(record, inputs=x, action=action, log_prob=log_prob, value=value))
             stats.append(stat)
-        return envs, self._stack(steps), jax.device_get(self._stack(stats))
+        return envs, _stack(steps), jax.device_get(_stack(stats))
 
     # ---- harness.Algorithm ----
 
     def metadata(self) -> dict[str, Any]:
         return {
-            "game": self.cfg.game_id,
-            "budgets": list(self.budgets),
-            "gate_config": dataclasses.asdict(self.gate_config),
-            "value_scale": self.value_scale,
+            **self.gate.metadata(),
             "gamma": self.gamma,
             "planner_checkpoint": self.planner_file,
+            "planner_sha256": self.planner_sha256,
             "planner_git_commit": self.planner_commit,
-            "planner_config": config_to_dict(self.planner.config),
             "tuning_seed_base": TUNING_SEED_BASE,
         }
 
     def _fresh(self, key: jax.Array):
-        x = jax.eval_shape(self.gate_inputs, self.planner_params, self._init_envs(key, 1).states)
-        dummy = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), x)
-        params = self.net.init(key, dummy.obs, dummy.time, dummy.features, dummy.value)
+        params = self.gate.init_params(key)
         return params, self.optimizer.init(params)
 
     def init(self) -> GateState:
@@ -453,47 +425,21 @@ class GatePPO:
             metrics["episode_return"] = metrics["episode_frames"] = None
         return GateState(params=params, opt_state=opt_state, envs=envs, key=key), metrics
 
-    def play(self, params, seeds, *, max_meta_steps: int | None = None):
-        """Greedy-gate episodes, one per seed, to their end (or `max_meta_steps`).
-
-        Returns:
-            (`[E]` raw returns, `[E]` mean chosen k per episode).
-        """
-        n = len(seeds)
-        keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.uint32))
-        states = jax.vmap(self.game.init)(keys)
-        keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-        returns, k_sum, decisions = np.zeros(n), np.zeros(n), np.zeros(n)
-        alive = np.ones(n, bool)
-        limit = max_meta_steps or self.game.horizon or 100_000
-        for _ in range(limit):
-            _, action, _, _ = self._decide(
-                params, self.planner_params, states, jax.random.PRNGKey(0), greedy=True
-            )
-            # Finished games run the cheapest option; their results are ignored.
-            ks = np.where(alive, self._budget_arr[np.asarray(action)], min(self.budgets))
-            keys, option_keys, _ = self.option_keys(keys)
-            out = self.runner(self.planner_params, option_keys, states, ks)
-            returns += np.where(alive, np.asarray(out.reward), 0.0)
-            k_sum += np.where(alive, ks, 0)
-            decisions += alive
-            alive &= ~np.asarray(out.done)
-            states = out.next_state
-            if not alive.any():
-                break
-        return returns, k_sum / np.maximum(decisions, 1)
-
     def evaluate(self, state: GateState, iteration: int) -> tuple[float, dict]:
         """Greedy gate on `eval_episodes` tuning seeds (the same every time); returns
         (eval_mean, the eval columns)."""
         del iteration
-        seeds = TUNING_SEED_BASE + np.arange(self.cfg.eval_episodes)
-        returns, mean_k = self.play(
-            state.params, seeds, max_meta_steps=self.cfg.eval_max_meta_steps
+        seeds = seeds_of("tuning", self.cfg.eval_episodes)
+        choose = gate_chooser(self.gate, state.params, self.planner_params)
+        ep = play(
+            self.runner,
+            self.planner_params,
+            seeds,
+            choose,
+            max_decisions=self.cfg.eval_max_meta_steps,
         )
-        se = float(returns.std(ddof=1) / np.sqrt(len(returns))) if len(returns) > 1 else 0.0
-        mean = float(returns.mean())
-        return mean, dict(eval_mean=mean, eval_se=se, eval_mean_k=float(mean_k.mean()))
+        mean_k = float(np.mean([k.mean() for k in ep.ks if len(k)]))
+        return ep.mean, dict(eval_mean=ep.mean, eval_se=ep.se, eval_mean_k=mean_k)
 
     def params(self, state: GateState):
         return jax.device_get(state.params)
@@ -504,12 +450,12 @@ class GatePPO:
 
     def template(self, meta: dict) -> dict:
         saved = meta.get("gate_config")
-        if saved != dataclasses.asdict(self.gate_config) or meta.get("budgets") != list(
+        if saved != dataclasses.asdict(self.gate.config) or meta.get("budgets") != list(
             self.budgets
         ):
             raise ckpt.CheckpointError(
                 f"the checkpoint holds a gate {saved} over budgets {meta.get('budgets')}, but "
-                f"this run asks for {dataclasses.asdict(self.gate_config)} over {self.budgets}"
+                f"this run asks for {dataclasses.asdict(self.gate.config)} over {self.budgets}"
             )
         params, opt_state = jax.eval_shape(self._fresh, jax.random.PRNGKey(0))
         tree = {"params": params, "opt_state": opt_state, "key": jax.random.PRNGKey(0)}

@@ -18,6 +18,9 @@ import numpy as np
 import games
 from planner.options import OptionOutput, Planner
 
+#: A budget of 0 in `OptionRunner`'s `ks` skips the game (no option is computed for it).
+SKIP = 0
+
 
 def bucket_ladder(max_size: int, growth: float = 1.25) -> tuple[int, ...]:
     """Sizes 1, 2, 3, ... growing by at most `growth` per rung, up to >= `max_size`."""
@@ -90,7 +93,8 @@ class OptionRunner:
             params: network parameters.
             keys: `[B]` PRNG keys, one per game.
             states: `[B]` decision states.
-            ks: `[B]` host ints, each in the planner's budgets.
+            ks: `[B]` host ints, each in the planner's budgets, or 0 to skip that game (an
+                evaluation's finished games): its output rows stay zero.
 
         Returns:
             An `OptionOutput` over the batch with `actions`/`planned` padded to the largest
@@ -100,11 +104,11 @@ class OptionRunner:
         batch = keys.shape[0]
         if ks.shape != (batch,):
             raise ValueError(f"ks has shape {ks.shape}; expected one budget per game: ({batch},)")
-        unknown = set(ks.tolist()) - set(self.budgets)
+        unknown = set(ks.tolist()) - {*self.budgets, SKIP}
         if unknown:
             raise ValueError(f"budgets {sorted(unknown)} not in {self.budgets}")
         out = self._empty(params, keys, states)
-        for k in sorted(set(ks.tolist())):
+        for k in sorted(set(ks.tolist()) - {SKIP}):
             idx = np.flatnonzero(ks == k)
             padded = np.concatenate([idx, np.full(self.bucket(len(idx)) - len(idx), idx[0])])
             out = self._group[k](params, keys, states, padded.astype(np.int32), out)

@@ -1,7 +1,15 @@
 """gRPC Planner service: gated MCTS as a service, one precompiled search per budget k."""
 
 from planner_service.background import BackgroundService
-from planner_service.engine import GATE, Decision, Engine, EngineError, Plan, resolve_device
+from planner_service.engine import (
+    GATE,
+    Decision,
+    Engine,
+    EngineError,
+    GateLoadError,
+    Plan,
+    resolve_device,
+)
 from planner_service.server import create_server, serve
 from planner_service.settings import PlannerServiceSettings
 
@@ -11,6 +19,7 @@ __all__ = [
     "Decision",
     "Engine",
     "EngineError",
+    "GateLoadError",
     "Plan",
     "PlannerServiceSettings",
     "create_server",

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from gate.policy import GATE_FILE
 from planner.store import PLANNER_FILE
 from planner_service.engine import DeviceError, EngineError
 from planner_service.settings import PlannerServiceSettings
@@ -20,13 +21,15 @@ def build_parser() -> argparse.ArgumentParser:
     """Flags of the service; each overrides its RTPLAN_PLANNER_* environment variable."""
     p = argparse.ArgumentParser(
         prog="rtplan planner-service",
-        description="gRPC Planner service: MCTS options per budget k over the shipped planners.",
+        description="gRPC Planner service: gated MCTS options per budget k over the planners.",
     )
     p.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="gRPC port, 0 for any free port (default 50051)")
     p.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N (default cpu)")
     p.add_argument(
-        "--checkpoint-dir", help=f"folder of <game>/{PLANNER_FILE} (default checkpoints)"
+        "--checkpoint-dir",
+        help=f"folder of <game>/{PLANNER_FILE}, and <game>/{GATE_FILE} where a game has a gate "
+        "(default checkpoints)",
     )
     p.add_argument(
         "--games", help="comma-separated game ids to serve (default: every game with a checkpoint)"
@@ -67,8 +70,13 @@ async def _run(settings: PlannerServiceSettings) -> int:
         loop.add_signal_handler(sig, stop.set)
     engine = load_engine(settings)
     _, total = engine.progress
+    gated = ", ".join(engine.gate_ids) or "none"
     logging.getLogger("planner_service").info(
-        "compiling %d options of %s on %s", total, ", ".join(engine.game_ids), engine.device
+        "compiling %d options and gates of %s on %s (gates: %s)",
+        total,
+        ", ".join(engine.game_ids),
+        engine.device,
+        gated,
     )
     serving = asyncio.ensure_future(serve(settings, engine=engine))
     stopping = asyncio.ensure_future(stop.wait())

@@ -15,6 +15,8 @@ import jax
 import numpy as np
 
 import games
+from gate.policy import Gate, gate_path, load_gate
+from harness.checkpoint import CheckpointError
 from planner import Planner, PlannerConfig, landing_frame
 from planner.store import PLANNER_FILE, load_planner, planner_path
 from rtplan import wire
@@ -47,6 +49,10 @@ class NotLoadedError(EngineError):
 
 class NoGateError(NotLoadedError):
     """A `gate` budget for a game whose gate checkpoint is not loaded."""
+
+
+class GateLoadError(EngineError):
+    """A gate checkpoint that is present but does not load (corrupt, or for another planner)."""
 
 
 class NotReadyError(EngineError):
@@ -112,8 +118,11 @@ class LoadedGame:
     planner: Planner
     params: object
     checkpoint: str
-    gate: object | None = None  # a gate slots in here (decision first, then the option it picks)
+    gate: Gate | None = None  # the gate picks k for `gate` requests; None: forced k only
+    gate_params: object = None  # its variables, on the device
+    gate_checkpoint: str | None = None
     # Filled by `Engine.compile()`: "value" -> (params, states[1]) -> (value [1], features [1, F]);
+    # GATE -> (gate params, params, states[1]) -> (k [1], probabilities [1, K], value [1]);
     # k -> (params, keys[1], states[1]) -> option fields (see `_option`).
     executables: dict = dataclasses.field(default_factory=dict)
 
@@ -140,13 +149,16 @@ class Engine:
         self,
         checkpoints: Mapping[str, str | Path],
         *,
+        gates: Mapping[str, str | Path] | None = None,
         device: str | jax.Device = "cpu",
         compiler_options: Mapping[str, object] | None = None,
     ) -> None:
-        """Loads one planner per game.
+        """Loads one planner per game, and the gates of those that have one.
 
         Args:
             checkpoints: game id -> planner checkpoint path (`planner.store.save_planner` format).
+            gates: game id -> gate checkpoint path (`gate.policy.load_gate` format) for the games
+                whose `gate` budget lets the gate pick k; the others serve forced k only.
             device: where parameters live and searches run (`resolve_device` spec or a device).
             compiler_options: XLA options for every compile, e.g.
                 `{"xla_backend_optimization_level": 0}` compiles ~40% faster on CPU and runs
@@ -156,6 +168,7 @@ class Engine:
             games.UnknownGameError: a game id that is not registered.
             DeviceError: the device does not exist.
             ValueError / CheckpointError: a checkpoint that does not load or is for another game.
+            GateLoadError: a gate that does not load over its game's planner (names the file).
         """
         self.device = resolve_device(device) if isinstance(device, str) else device
         self._ready = threading.Event()
@@ -164,9 +177,13 @@ class Engine:
         self._compiled = 0
         self._compiler_options = dict(compiler_options or {})
         self._games: dict[str, LoadedGame] = {}
+        gates = dict(gates or {})
+        if extra := sorted(set(gates) - set(checkpoints)):
+            raise NotLoadedError(f"gate checkpoints for {', '.join(extra)} without a planner")
         for game_id, path in checkpoints.items():
             games.game_class(game_id)  # UnknownGameError names the registered games
-            self._games[game_id] = self._load(game_id, str(path))
+            gate = gates.get(game_id)
+            self._games[game_id] = self._load(game_id, str(path), gate and str(gate))
 
     @classmethod
     def from_dir(
@@ -177,7 +194,8 @@ class Engine:
         device: str | jax.Device = "cpu",
         compiler_options: Mapping[str, object] | None = None,
     ) -> Engine:
-        """Loads `planner_path(checkpoint_dir, game)` for each game.
+        """Loads `planner_path(checkpoint_dir, game)` for each game, and `gate_path(checkpoint_dir,
+        game)` where that file exists (a missing gate is no error: that game serves forced k).
 
         Args:
             checkpoint_dir: folder with one sub-folder per game.
@@ -186,6 +204,7 @@ class Engine:
 
         Raises:
             NotLoadedError: a requested game has no checkpoint there, or none has one.
+            GateLoadError: a gate file that is there but does not load.
         """
         device = resolve_device(device) if isinstance(device, str) else device  # fail first
         root = Path(checkpoint_dir)
@@ -202,12 +221,18 @@ class Engine:
             if not path.is_file():
                 raise NotLoadedError(f"no planner checkpoint for {game_id}: {path} does not exist")
             paths[game_id] = path
-        return cls(paths, device=device, compiler_options=compiler_options)
+        gates = {g: gate_path(root, g) for g in paths if gate_path(root, g).is_file()}
+        return cls(paths, gates=gates, device=device, compiler_options=compiler_options)
 
     # Loading and compilation -------------------------------------------------------------------
 
-    def _load(self, game_id: str, path: str) -> LoadedGame:
+    def _load(self, game_id: str, path: str, gate_file: str | None) -> LoadedGame:
         cfg, params, _ = load_planner(game_id, path)
+        gate = gate_params = None
+        if gate_file is not None:
+            # Checked against the planner as shipped: the gate records that exact config.
+            gate, gate_params = _load_gate(gate_file, Planner(cfg), path)
+            gate_params = jax.device_put(gate_params, self.device)
         # Serving plays the argmax of the improved policy: the same state always gets the same
         # plan, whatever the seed (training samples with gumbel_scale 1).
         cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
@@ -218,6 +243,9 @@ class Engine:
             planner=planner,
             params=jax.device_put(params, self.device),
             checkpoint=path,
+            gate=gate,
+            gate_params=gate_params,
+            gate_checkpoint=gate_file,
         )
 
     def _compile_one(self, fn, *args):
@@ -225,7 +253,8 @@ class Engine:
         return jax.jit(fn).lower(*args).compile(self._compiler_options or None)
 
     def compile(self, *, workers: int | None = None) -> None:
-        """Compiles and warms the decision, every budget's option and the wire codec of every game.
+        """Compiles and warms the decision, the gate, every budget's option and the wire codec of
+        every game.
 
         Runs each once on the game's first state, so the first real request pays no trace.
         XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap them.
@@ -238,6 +267,8 @@ class Engine:
             wire.state_to_proto(loaded.planner.game, state)
             states = self._batch(state)
             jobs += [(loaded, states, k, i == 0) for i, k in enumerate(loaded.budgets)]
+            if loaded.gate is not None:
+                jobs.append((loaded, states, GATE, False))
         workers = workers or min(4, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
             list(pool.map(lambda job: self._warm(*job), jobs))
@@ -251,6 +282,13 @@ class Engine:
         if self._stop.is_set():
             raise NotReadyError("compile stopped: the engine was closed")
         planner, params = loaded.planner, loaded.params
+        if k == GATE:  # the gate's decision at batch 1: argmax, as deployed
+            fn = functools.partial(_gate_decide, loaded.gate)
+            loaded.executables[GATE] = self._compile_one(fn, loaded.gate_params, params, states)
+            self._gate(loaded, states)
+            with self._lock:
+                self._compiled += 1
+            return
         if first:  # one job per game compiles its decision
             fn = functools.partial(_evaluate, planner)
             loaded.executables["value"] = self._compile_one(fn, params, states)
@@ -269,8 +307,15 @@ class Engine:
 
     @property
     def progress(self) -> tuple[int, int]:
-        """(options compiled, options in all): the decision is compiled with each game's first."""
-        return self._compiled, sum(len(g.budgets) for g in self._games.values())
+        """(executables compiled, in all): every game's options and gate (the value decision is
+        compiled with each game's first option)."""
+        total = sum(len(g.budgets) + (g.gate is not None) for g in self._games.values())
+        return self._compiled, total
+
+    @property
+    def gate_ids(self) -> tuple[str, ...]:
+        """The served games that have a gate, in load order."""
+        return tuple(g for g, loaded in self._games.items() if loaded.gate is not None)
 
     # Queries -----------------------------------------------------------------------------------
 
@@ -341,21 +386,27 @@ class Engine:
             budget: a forced k (one of the game's budgets) or `GATE`.
 
         Returns:
-            The decision. The landing frame is where the option's planned action applies:
-            `frame + k - 1` in committed games (k - 1 reflex frames come first), `frame` in
-            clock games (one move per option).
+            The decision. With `GATE`, k is the gate's argmax and `gate_probabilities` its
+            distribution over the budgets (`Gate.decide` with no key); a forced k has none. The
+            landing frame is where the option's planned action applies: `frame + k - 1` in
+            committed games (k - 1 reflex frames come first), `frame` in clock games (one move
+            per option).
 
         Raises:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError.
         """
         loaded = self._serving(game_id)
-        if self.check(game_id, budget) == GATE:
-            raise NotImplementedError("the gate issue fills this in")  # pragma: no cover
-        k = int(budget)
+        budget = self.check(game_id, budget)
+        states = self._batch(state)
+        if budget == GATE:
+            k, probabilities, value = self._gate(loaded, states)
+        else:
+            k, probabilities = int(budget), np.zeros((0,), np.float32)
+            value = self._value(loaded, states)
         return Decision(
             k=k,
-            gate_probabilities=np.zeros((0,), np.float32),
-            value=self._value(loaded, self._batch(state)),
+            gate_probabilities=probabilities,
+            value=value,
             landing_frame=landing_frame(int(state.frame), k, two_player=loaded.planner.two_player),
         )
 
@@ -400,6 +451,12 @@ class Engine:
         value, _features = loaded.executables["value"](loaded.params, states)
         return float(np.asarray(value)[0])
 
+    def _gate(self, loaded: LoadedGame, states: games.State) -> tuple[int, np.ndarray, float]:
+        """(k, probabilities [K], planner value) of the gate at one state."""
+        out = loaded.executables[GATE](loaded.gate_params, loaded.params, states)
+        k, probabilities, value = jax.device_get(out)
+        return int(k[0]), probabilities[0].astype(np.float32), float(value[0])
+
     def _run_option(self, loaded: LoadedGame, states: games.State, k: int, seed: int) -> Plan:
         # A uint64 seed is exactly one threefry key (two uint32 words).
         keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
@@ -416,6 +473,22 @@ class Engine:
             cost=int(cost),
             search_ms=search_ms,
         )
+
+
+def _load_gate(path: str, planner: Planner, planner_file: str) -> tuple[Gate, object]:
+    """(gate, params) of a gate file over `planner`; any failure names the file."""
+    try:
+        gate, params, _ = load_gate(path, planner, planner_file=planner_file)
+    except (CheckpointError, ValueError, OSError) as e:
+        game_id = planner.config.game_id
+        raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e
+    return gate, params
+
+
+def _gate_decide(gate: Gate, gate_params, params, states):
+    """The deployed decision (argmax) with only the fields a decision sends."""
+    d = gate.decide(gate_params, params, states)
+    return d.k, d.probabilities, d.value
 
 
 def _evaluate(planner: Planner, params, states):

@@ -187,10 +187,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
     @_statuses
     async def Health(self, request: pb.HealthRequest, context) -> pb.HealthResponse:
         done, total = self.engine.progress
+        gates = len(self.engine.gate_ids)
+        what = f"{total - gates} options" + (f" and {gates} gate(s)" if gates else "")
         if self.engine.ready:
-            status, detail = pb.HealthResponse.SERVING, f"{total} options compiled"
+            status, detail = pb.HealthResponse.SERVING, f"{what} compiled"
         else:
-            status, detail = pb.HealthResponse.NOT_SERVING, f"compiling: {done}/{total} options"
+            status, detail = pb.HealthResponse.NOT_SERVING, f"compiling: {done}/{total} ({what})"
         return pb.HealthResponse(status=status, detail=detail, device=str(self.engine.device))
 
     @_statuses

@@ -20,7 +20,7 @@ class PlannerServiceSettings(BaseSettings):
     port: int = Field(50051, ge=0, le=65535)
     #: Where searches run: cpu, cpu:N, cuda or cuda:N.
     device: str = "cpu"
-    #: Folder with one <game>/planner.msgpack per game.
+    #: Folder with one <game>/planner.msgpack per game (and <game>/gate.msgpack where gated).
     checkpoint_dir: Path = Path("checkpoints")
     #: Games to serve (comma-separated in the environment); empty: every game with a checkpoint.
     games: Annotated[tuple[str, ...], NoDecode] = ()

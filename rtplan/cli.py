@@ -22,18 +22,38 @@ def _build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="the live demo: planner service + env server + a game played by the planner agent",
+        help="the live web demo: planner service + env server + a game played by the planner "
+        "agent, watched in the browser (--headless: printed)",
     )
     demo.add_argument("--game", default="snake-rt-v0", help="game id (default: snake-rt-v0)")
-    demo.add_argument("--k", type=int, default=2, help="the planner agent's forced budget")
+    demo.add_argument(
+        "--k", type=int, default=2, help="the planner agent's forced budget (games with no gate)"
+    )
     demo.add_argument("--fps", type=float, default=9.0, help="frames per second (default: 9)")
-    demo.add_argument("--frames", type=int, default=300, help="frames to watch (0: to the end)")
+    demo.add_argument(
+        "--frames",
+        type=int,
+        default=None,
+        help="frames per game (0: to the end; default: to the end, 300 with --headless)",
+    )
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--every", type=int, default=10, help="print every n-th frame")
+    demo.add_argument(
+        "--headless", action="store_true", help="print the frames instead of serving the lobby"
+    )
+    demo.add_argument(
+        "--port", type=int, default=8000, help="the lobby's HTTP port (default 8000, 0: any free)"
+    )
+    demo.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="planner (and gate) checkpoints (default checkpoints)",
+    )
+    demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
+    demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
     demo.add_argument(
         "--no-example-agent",
         action="store_true",
-        help="do not run examples/random_agent.py against the gRPC Env API beside it",
+        help="--headless: do not run examples/random_agent.py against the gRPC Env API beside it",
     )
     play = sub.add_parser("play", help="play every game headless and print a line per frame")
     play.add_argument("--games", nargs="*", default=None, help="game ids (default: all)")
@@ -128,6 +148,50 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     cross.add_argument("--seed", type=int, default=0)
     cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
+    ev = sub.add_parser(
+        "eval",
+        help="the gate and every baseline on the same seeds (paired), one JSON per condition",
+        description="Plays each condition (gate, its input ablations, always-k, random k, "
+        "policy-only) on the same seeds to each episode's end and writes "
+        "<out>/<game>/<split>/<condition>.json; a condition already there for the same seeds, "
+        "planner and gate is kept (an interrupted evaluation resumes). `rtplan report` "
+        "summarises them.",
+    )
+    ev.add_argument("--game", required=True, help="committed-action game id")
+    ev.add_argument(
+        "--split",
+        choices=["eval", "tuning"],
+        default="eval",
+        help="seed range: eval (reported numbers) or tuning (model selection, best fixed k)",
+    )
+    ev.add_argument("--episodes", type=int, default=100, help="episodes (seeds) per condition")
+    ev.add_argument(
+        "--conditions",
+        nargs="*",
+        default=None,
+        help="conditions to play (default: gate when a gate exists, k1..kK, random, policy-only)",
+    )
+    ev.add_argument("--ablations", action="store_true", help="also the gate's input ablations")
+    ev.add_argument("--planner", default=None, help="default checkpoints/<game>/planner.msgpack")
+    ev.add_argument("--gate", default=None, help="default: gate.msgpack beside the planner")
+    ev.add_argument("--out", default="results", help="results root (default: results)")
+    ev.add_argument("--force", action="store_true", help="replay conditions already written")
+    ev.add_argument(
+        "--via-services",
+        action="store_true",
+        help="play the gate through the real planner service and env server (simulated clock) "
+        "on the split's first --episodes seeds and check that returns, frame actions and "
+        "k-sequences equal the in-process play exactly (exit 1 on a mismatch); writes nothing",
+    )
+    rep = sub.add_parser(
+        "report",
+        help="results table (CSV/JSON + the README's table) and figures from rtplan eval",
+    )
+    rep.add_argument("--results", default="results", help="results root (default: results)")
+    rep.add_argument(
+        "--readme", default="README.md", help="README whose results table to regenerate"
+    )
+    rep.add_argument("--no-figures", action="store_true", help="tables only")
     ship = sub.add_parser(
         "ship-planner", help="copy a run's planner params, provenance and curve to checkpoints/"
     )
@@ -212,6 +276,77 @@ def _cross_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import games
+    from gate.experiment import run_conditions
+    from harness.checkpoint import CheckpointError
+
+    if args.via_services:
+        from rtplan import via_services
+
+        if args.conditions is not None or args.ablations:
+            print(
+                "rtplan eval: error: --via-services plays the gate only: drop --conditions "
+                "and --ablations",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            return via_services.run(
+                args.game,
+                episodes=args.episodes,
+                split=args.split,
+                planner_file=args.planner,
+                gate_file=args.gate,
+            )
+        except (games.UnknownGameError, CheckpointError, FileNotFoundError, ValueError) as e:
+            print(f"rtplan eval: error: {e}", file=sys.stderr)
+            return 2
+        except RuntimeError as e:
+            print(f"rtplan eval --via-services: {e}", file=sys.stderr)
+            return 1
+    if args.episodes < 2:
+        print(
+            "rtplan eval: error: --episodes must be >= 2 (a standard error needs two)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        run_conditions(
+            args.game,
+            split=args.split,
+            episodes=args.episodes,
+            conditions=args.conditions,
+            planner_file=args.planner,
+            gate_file=args.gate,
+            out=args.out,
+            force=args.force,
+            ablations=args.ablations,
+            command=" ".join(["rtplan", *argv]),
+        )
+    except (games.UnknownGameError, CheckpointError, FileNotFoundError, ValueError) as e:
+        print(f"rtplan eval: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gate.report import report
+
+    try:
+        out = report(args.results, readme=args.readme, figures=not args.no_figures)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rtplan report: error: {e}", file=sys.stderr)
+        return 2
+    print(out["table"])
+    for path in out["figures"]:
+        print(f"wrote {path}")
+    print(f"wrote {args.results}/summary.csv, {args.results}/summary.json")
+    if out["readme_updated"]:
+        print(f"updated the results table in {args.readme}")
+    return 0
+
+
 def _set_device_count(devices: int | None) -> None:
     """Asks XLA for `devices` host (CPU) devices; only works before jax is imported."""
     if "jax" in sys.modules:
@@ -278,6 +413,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return importlib.import_module(_SERVICE_MODULES[argv[0]]).main(argv[1:])
     args = _build_parser().parse_args(argv)
+    if args.command == "demo" and not args.headless:
+        from rtplan.live import run_web_demo
+
+        return run_web_demo(
+            args.game,
+            k=args.k,
+            fps=args.fps,
+            frames=args.frames or 0,
+            seed=args.seed,
+            port=args.port,
+            checkpoint_dir=args.checkpoint_dir,
+            record_dir=args.record_dir,
+        )
     if args.command == "demo":
         from rtplan.live import run_demo
 
@@ -285,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.game,
             k=args.k,
             fps=args.fps,
-            frames=args.frames,
+            frames=300 if args.frames is None else args.frames,
             seed=args.seed,
             every=args.every,
             example_agent=not args.no_example_agent,
@@ -314,6 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "calibrate":
         return _calibrate(args)
+    if args.command == "eval":
+        return _eval(args, argv)
+    if args.command == "report":
+        return _report(args)
     if args.command == "cross-eval":
         return _cross_eval(args)
     raise AssertionError(args.command)

@@ -96,12 +96,23 @@ def http_json(method: str, url: str, body: dict | None = None, token: str | None
 
 @contextlib.contextmanager
 def services(
-    game_ids: str | Sequence[str], *, planner: bool = True, echo: bool = True
+    game_ids: str | Sequence[str],
+    *,
+    planner: bool = True,
+    echo: bool = True,
+    http_port: int = 0,
+    checkpoint_dir: Path | None = None,
+    record_dir: Path | None = None,
 ) -> Iterator[dict]:
-    """Starts the planner service (for the games) and the env server; yields their addresses."""
+    """Starts the planner service (for the games) and the env server; yields their addresses.
+
+    `http_port` 0 takes a free port; `checkpoint_dir` and `record_dir` default to the
+    services' own defaults (checkpoints/ and replays/ of the checkout).
+    """
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
     py = [sys.executable, "-m", "rtplan"]
-    ports = {"planner": free_port(), "http": free_port(), "grpc": free_port()}
+    ports = {"planner": free_port(), "http": http_port or free_port(), "grpc": free_port()}
+    ckpt = [] if checkpoint_dir is None else ["--checkpoint-dir", str(checkpoint_dir)]
     children: list[Child] = []
     try:
         if planner:
@@ -114,6 +125,7 @@ def services(
                     str(ports["planner"]),
                     "--games",
                     ",".join(game_ids),
+                    *ckpt,
                 ],
                 echo=echo,
             )
@@ -125,6 +137,8 @@ def services(
             str(ports["http"]),
             "--grpc-port",
             str(ports["grpc"]),
+            *ckpt,
+            *([] if record_dir is None else ["--record-dir", str(record_dir)]),
             "--preload",
             *game_ids,
         ]
@@ -232,4 +246,59 @@ def run_demo(
         print("stats: " + json.dumps(stats, sort_keys=True))
         if details.get("replay"):
             print(f"replay file: {details['replay']}")
+    return 0
+
+
+#: The web demo's lobby port when none is given (the env server's default).
+DEMO_HTTP_PORT = 8000
+
+
+def run_web_demo(
+    game: str = "snake-rt-v0",
+    *,
+    k: int = 2,
+    fps: float = 9.0,
+    frames: int = 0,
+    seed: int = 0,
+    port: int = DEMO_HTTP_PORT,
+    checkpoint_dir: Path | None = None,
+    record_dir: Path | None = None,
+) -> int:
+    """The live web demo: the planner service and the env server, a game played by the planner
+    agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
+    started again when it ends; serves the lobby until Ctrl-C. Returns an exit code."""
+    from gate.policy import gate_path  # JAX: only once the demo runs
+    from planner.store import planner_path
+
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else ROOT / "checkpoints"
+    if not planner_path(ckpt, game).exists():
+        print(f"rtplan demo: no planner checkpoint for {game} in {ckpt}", file=sys.stderr)
+        return 2
+    gated = gate_path(ckpt, game).exists()
+    body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
+    if not gated:
+        body["k"] = k
+    played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
+    print(f"starting the planner service and the env server for {game} (compiling takes a while)")
+    try:
+        with services(game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir) as addr:
+            print(f"\nrtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
+            print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
+            while True:
+                created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
+                sid = created["id"]
+                print(f"game {seed}: {addr['http']}/watch?session={sid}", flush=True)
+                while True:
+                    info = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
+                    if info["status"] not in ("waiting", "running"):
+                        break
+                    time.sleep(0.5)
+                print(
+                    f"game {seed} {info['status']} ({info['reason']}) at frame {info['frame']}, "
+                    f"return {info['episode_return']:.1f}; starting the next",
+                    flush=True,
+                )
+                seed += 1
+    except KeyboardInterrupt:
+        print("\nrtplan demo: stopped", flush=True)
     return 0

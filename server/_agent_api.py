@@ -13,6 +13,17 @@ from server._runtime import HostInfo
 
 
 @dataclasses.dataclass(frozen=True)
+class PlanDecision:
+    """The planner service's budget decision of one option (what the viewer draws)."""
+
+    frame: int  # the decision frame t, where the option started
+    k: int  # the option's budget: the gate's choice, or the forced k
+    gated: bool  # the gate chose k (else it was forced)
+    probabilities: tuple[float, ...]  # [K] the gate's distribution over the budgets; () forced
+    value: float  # the planner network's value at s_t (return units)
+
+
+@dataclasses.dataclass(frozen=True)
 class Answer:
     """What an agent gave for one frame, before the frame rule judges it."""
 
@@ -22,6 +33,7 @@ class Answer:
     cost: int | None = None  # clock ticks the answer declares (planner, simulated clock)
     latency_ms: float | None = None
     error: str | None = None  # why a planned answer is missing (its Plan call failed)
+    decision: PlanDecision | None = None  # planner agent: its option's decision, once known
 
 
 class AgentHost(Protocol):

@@ -13,7 +13,7 @@ import numpy as np
 
 from planner import landing_frame
 from rtplan.v1 import planner_pb2
-from server._agent_api import Agent, AgentHost, Answer
+from server._agent_api import Agent, AgentHost, Answer, PlanDecision
 from server._config import SessionConfig
 from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, budget_at
 
@@ -105,25 +105,32 @@ class _Option:
 
     request_id: int
     decision_frame: int
-    k: int
-    landing: int
+    k: int | None  # None until a gated decision arrives
+    landing: int | None  # likewise
     sent_at: float
+    gated: bool = False  # the service's gate picks k
+    decision: PlanDecision | None = None
     planned: Arrival | None = None
     cost: int | None = None
     latency_ms: float | None = None
     error: str | None = None
     closed: bool = False  # its landing frame was decided: any later answer is discarded
+    decided: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)  # k is known
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class PlannerAgent(_BuiltIn):
     """The built-in planner agent: the paper's budgeted option o_k over the Planner service.
 
-    At a decision frame t it sends `Plan(s_t, k)` without waiting and plays the env-side reflex
-    on frames t..t+k-2; frame t+k-1 applies the planned action if it arrived by that frame's
-    deadline (else the fallback plays and a miss is counted); the next decision is at t+k.
-    Answers are matched to their option by request id, so a late answer is never applied to a
-    later frame. A planner that is down or slow costs planned actions, never a tick.
+    At a decision frame t it sends `Plan(s_t, budget)` without waiting and plays the env-side
+    reflex on frames t..t+k-2; frame t+k-1 applies the planned action if it arrived by that
+    frame's deadline (else the fallback plays and a miss is counted); the next decision is at
+    t+k. The budget is the session's forced k (or k-sequence), or, when the session forces
+    none, the service's gate: k is then known when the decision message arrives. A gated
+    decision not there by frame t's deadline ends its option at t (nothing to apply: a miss),
+    since the frame where its action would land is unknown. Answers are matched to their
+    option by request id, so a late answer is never applied to a later frame. A planner that
+    is down or slow costs planned actions, never a tick.
     """
 
     kind = "planner"
@@ -132,7 +139,8 @@ class PlannerAgent(_BuiltIn):
         """
         Args:
             stub: a `PlannerStub` on the Planner service's channel.
-            plan_timeout_s: simulated clock: how long a Plan call may take.
+            plan_timeout_s: how long a Plan call may take with the simulated clock, and a
+                gated one in real time.
         """
         self._stub = stub
         self._plan_timeout_s = plan_timeout_s
@@ -143,32 +151,38 @@ class PlannerAgent(_BuiltIn):
 
     def begin(self, n: int, host: AgentHost) -> None:
         opt = self._option
-        if opt is None or n > opt.landing:
+        if opt is None or opt.closed:
             self._decide(n, host)
 
     def _decide(self, n: int, host: AgentHost) -> None:
         cfg = host.config
-        k = budget_at(cfg.ks, self._decisions)
+        gated = not cfg.ks
+        k = None if gated else budget_at(cfg.ks, self._decisions)
         self._decisions += 1
         self._request_id += 1
         opt = _Option(
             request_id=self._request_id,
             decision_frame=n,
             k=k,
-            landing=landing_frame(n, k, two_player=host.clock_game),
+            landing=None if gated else landing_frame(n, k, two_player=host.clock_game),
             sent_at=time.monotonic(),
+            gated=gated,
         )
         self._option = opt
-        host.plan_sent(k)
+        if not gated:
+            opt.decided.set()
+            host.plan_sent(k)  # a gated decision is booked when its k arrives
         request = planner_pb2.PlanRequest(
             game_id=cfg.game_id,
             state=host.state_proto(),
-            budget=planner_pb2.Budget(k=k),
+            budget=planner_pb2.Budget(gate=True) if gated else planner_pb2.Budget(k=k),
             stream_id=host.id,
             request_id=opt.request_id,
             seed=(cfg.seed * 1_000_003 + opt.request_id) % 2**64,
         )
-        if cfg.simulated:
+        if cfg.simulated or gated:
+            # A gated option's window is known only from its decision; in real time the next
+            # decision supersedes the call anyway (the service ends it ABORTED).
             timeout = self._plan_timeout_s
         else:
             timeout = (opt.landing - n + 1) * cfg.period + PLAN_GRACE_S
@@ -183,12 +197,8 @@ class PlannerAgent(_BuiltIn):
             async for resp in self._stub.Plan(request, timeout=timeout):
                 kind = resp.WhichOneof("response")
                 if kind == "decision":
-                    d = resp.decision
-                    if d.k != opt.k or d.landing_frame != opt.landing:
-                        opt.error = (
-                            f"planner decided k={d.k} landing on frame {d.landing_frame}; "
-                            f"asked k={opt.k} landing on {opt.landing}"
-                        )
+                    opt.error = self._decided(opt, resp.decision, host)
+                    if opt.error is not None:
                         return
                 elif kind == "action":
                     self._planned(opt, resp.action, time.monotonic(), host)
@@ -203,7 +213,36 @@ class PlannerAgent(_BuiltIn):
         finally:
             if opt.error is not None and not opt.closed:
                 host.plan_failed(opt.error)
+            opt.decided.set()
             opt.done.set()
+
+    def _decided(self, opt: _Option, d: planner_pb2.Decision, host: AgentHost) -> str | None:
+        """Takes the decision message of `opt`; returns what is wrong with it, if anything."""
+        if opt.gated:
+            if d.k < 1:
+                return f"the gate decided k={d.k}, not a budget"
+            want = landing_frame(opt.decision_frame, d.k, two_player=host.clock_game)
+            if d.landing_frame != want:
+                return f"planner decided k={d.k} landing on frame {d.landing_frame}, not {want}"
+            if len(d.gate_probabilities) == 0:
+                return f"the gate decided k={d.k} without its probabilities"
+            if not opt.closed:  # a decision after its option ended decides nothing
+                opt.k, opt.landing = d.k, d.landing_frame
+            host.plan_sent(d.k)
+        elif d.k != opt.k or d.landing_frame != opt.landing:
+            return (
+                f"planner decided k={d.k} landing on frame {d.landing_frame}; "
+                f"asked k={opt.k} landing on {opt.landing}"
+            )
+        opt.decision = PlanDecision(
+            frame=opt.decision_frame,
+            k=d.k,
+            gated=opt.gated,
+            probabilities=tuple(float(p) for p in d.gate_probabilities),
+            value=float(d.value),
+        )
+        opt.decided.set()
+        return None
 
     def _planned(
         self, opt: _Option, action: planner_pb2.PlannedAction, now: float, host: AgentHost
@@ -221,17 +260,32 @@ class PlannerAgent(_BuiltIn):
 
     async def wait(self, n: int) -> None:
         opt = self._option
-        if opt is not None and n >= opt.landing:
+        if opt is None:
+            return
+        await opt.decided.wait()  # a gated option's landing frame is known from here on
+        if opt.landing is None or n >= opt.landing:
             await opt.done.wait()
 
     def answer(self, n: int, host: AgentHost) -> Answer:
         opt = self._option
-        if n < opt.landing:
-            return Answer((Arrival(host.info.reflex, host.published_at),), "reflex", k=opt.k)
+        if opt.landing is not None and n < opt.landing:
+            return Answer(
+                (Arrival(host.info.reflex, host.published_at),),
+                "reflex",
+                k=opt.k,
+                decision=opt.decision,
+            )
+        # The landing frame, or a gated option with no decision yet (it ends here).
         opt.closed = True
         arrivals = (opt.planned,) if opt.planned is not None else ()
         return Answer(
-            arrivals, "planned", k=opt.k, cost=opt.cost, latency_ms=opt.latency_ms, error=opt.error
+            arrivals,
+            "planned",
+            k=opt.k,
+            cost=opt.cost,
+            latency_ms=opt.latency_ms,
+            error=opt.error,
+            decision=opt.decision,
         )
 
     def close(self) -> None:

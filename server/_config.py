@@ -9,7 +9,7 @@ import grpc
 
 from rtplan.v1 import env_pb2
 
-AGENT_KINDS = ("grpc", "reflex", "planner")
+AGENT_KINDS = ("grpc", "reflex", "planner", "human")
 FALLBACKS = ("game", "reflex")
 CLOCKS = ("real_time", "simulated")
 OPPONENTS = ("reflex", "random")
@@ -54,9 +54,11 @@ class SessionConfig:
     seed: int = 0
     #: Frames per second (real-time clock); in simulated mode only the clock games' tick size.
     fps: float = 9.0
-    #: "grpc" (an external agent over the Env API), "reflex" or "planner" (built in).
+    #: "grpc" (an external agent over the Env API), "reflex" or "planner" (built in), or
+    #: "human" (a person on the watch page: `server._human`).
     agent: str = "grpc"
-    #: Planner agent: budgets of successive decisions, cycled (one value: a fixed k).
+    #: Planner agent: budgets of successive decisions, cycled (one value: a fixed k); empty:
+    #: the planner service's gate picks each k (the service must have a gate for the game).
     ks: tuple[int, ...] = ()
     #: "game" (the game's fallback action) or "reflex" (the network's masked argmax).
     fallback: str = "game"
@@ -77,6 +79,11 @@ class SessionConfig:
     @property
     def simulated(self) -> bool:
         return self.clock == "simulated"
+
+    @property
+    def gated(self) -> bool:
+        """The planner agent lets the service's gate pick k (the session forces none)."""
+        return self.agent == "planner" and not self.ks
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -10,8 +10,10 @@ import grpc
 
 import games
 from planner.store import planner_path
+from rtplan.v1 import planner_pb2
 from server._agents import make_agent, make_opponent
 from server._config import AGENT_KINDS, CLOCKS, FALLBACKS, OPPONENTS, SessionConfig, SessionError
+from server._human import HumanAgent
 from server._runtime import Runtimes
 from server.session import Session
 from server.settings import Settings
@@ -43,8 +45,6 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
     if cfg.max_frames < 0:
         raise SessionError(_INVALID, f"max_frames must be >= 0, got {cfg.max_frames}")
     if cfg.agent == "planner":
-        if not cfg.ks:
-            raise SessionError(_INVALID, "the planner agent needs k (a budget or a k-sequence)")
         if settings.planner_address is None:
             raise SessionError(
                 _PRECONDITION,
@@ -76,6 +76,35 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         raise SessionError(
             _INVALID,
             f"k {bad[0]} is not a budget of {cfg.game_id}: choose from {list(budgets)}",
+        )
+
+
+#: Seconds the planner service gets to say whether it has a gate (a gated session's creation).
+GATE_QUERY_TIMEOUT_S = 10.0
+
+
+async def _check_gate(cfg: SessionConfig, planner_stub, address: str | None) -> None:
+    """A gated session needs a gate for its game on the planner service: asks the service."""
+    if not cfg.gated:
+        return
+    try:
+        reply = await planner_stub.ListGames(
+            planner_pb2.ListPlannerGamesRequest(), timeout=GATE_QUERY_TIMEOUT_S
+        )
+    except grpc.aio.AioRpcError as e:
+        raise SessionError(
+            _PRECONDITION,
+            f"the planner agent without k plays the gate, but the planner service at {address} "
+            f"did not say whether it has one ({e.code().name}: {e.details()}); pass k to force "
+            "a budget",
+        ) from None
+    served = {g.game_id: g for g in reply.games}
+    if cfg.game_id not in served or not served[cfg.game_id].gate:
+        why = "no gate" if cfg.game_id in served else "no planner"
+        raise SessionError(
+            _PRECONDITION,
+            f"the planner agent without k plays the gate, but the planner service at {address} "
+            f"has {why} for {cfg.game_id}; pass k (a budget or a k-sequence) to force one",
         )
 
 
@@ -126,11 +155,16 @@ class SessionManager:
                 "try later",
             )
         _check_game(cfg, self.runtimes, s)
+        await _check_gate(cfg, self.planner_stub, s.planner_address)
         runtime = await self.runtimes.get(cfg.game_id)
+        if cfg.agent == "human":
+            agent = HumanAgent()
+        else:
+            agent = make_agent(cfg, planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s)
         session = Session(
             cfg,
             runtime,
-            agent=make_agent(cfg, planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s),
+            agent=agent,
             opponent=make_opponent(cfg) if runtime.clock_game else None,
             record_dir=s.record_dir,
             viewer_queue=s.viewer_queue,

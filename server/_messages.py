@@ -13,6 +13,7 @@ import games
 from games.render import render
 from rtplan import wire
 from rtplan.v1 import env_pb2
+from server._agent_api import PlanDecision
 from server._config import SessionConfig
 from server._queue import AgentLink
 from server._rules import Provenance
@@ -34,6 +35,7 @@ class Report:
     k: int | None
     cost: int
     latency_ms: float | None
+    decision: PlanDecision | None = None  # planner agent: the decision of this frame's option
 
     def proto(self) -> env_pb2.ActionReport:
         return env_pb2.ActionReport(
@@ -56,7 +58,21 @@ class Report:
             "k": self.k,
             "cost": self.cost,
             "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 3),
+            "decision": None if self.decision is None else decision_dict(self.decision),
         }
+
+
+def decision_dict(d: PlanDecision) -> dict[str, Any]:
+    """A planner decision in the viewer JSON: `frame` is the decision frame t of the option
+    (every frame of the option repeats it), `probabilities` are over the game's budgets in
+    the order of `spec.budgets` (empty for a forced k), `value` the planner's value at s_t."""
+    return {
+        "frame": d.frame,
+        "k": d.k,
+        "gated": d.gated,
+        "probabilities": [round(p, 6) for p in d.probabilities],
+        "value": round(d.value, 6),
+    }
 
 
 class WallClock:
@@ -144,6 +160,7 @@ def summary(s: Shown) -> dict[str, Any]:
         "game": s.config.game_id,
         "agent": s.config.agent,
         "ks": list(s.config.ks),
+        "gated": s.config.gated,
         "fps": s.config.fps,
         "clock": s.config.clock,
         "status": s.status,

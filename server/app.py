@@ -8,11 +8,12 @@ import contextlib
 import hmac
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import grpc
-from fastapi import Depends, FastAPI, Header, Request, WebSocket
+from fastapi import Depends, FastAPI, Header, Query, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -24,10 +25,12 @@ import games
 from rtplan import wire
 from rtplan.v1 import planner_pb2_grpc
 from server._config import SessionConfig, SessionError
+from server._human import PlayerLink
 from server._manager import SessionManager
 from server._runtime import Runtimes
 from server._viewers import Viewer
 from server.env_service import SERVER_VERSION, EnvService, start_grpc_server
+from server.replay import ReplayError, ReplayView, list_replays, replay_file
 from server.settings import Settings
 
 log = logging.getLogger("rtplan.server")
@@ -62,7 +65,7 @@ class CreateSession(BaseModel):
     game: str = Field(max_length=100)
     seed: int = Field(0, ge=0, lt=2**63)
     fps: float | None = Field(None, gt=0)
-    agent: Literal["grpc", "reflex", "planner"] = "grpc"
+    agent: Literal["grpc", "reflex", "planner", "human"] = "grpc"
     #: Planner agent: a budget, or a sequence of budgets played in turn.
     k: int | list[int] | None = None
     fallback: Literal["game", "reflex"] = "game"
@@ -261,15 +264,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await websocket.close(code=4404, reason=e.message[:120])
             return
         viewer = session.viewers.join()
+        player = PlayerLink(session, lambda msg: viewer.put(json.dumps(msg)))
         try:
             await websocket.send_text(json.dumps(session.viewer_hello()))
             if session.status == "running":
                 viewer.put(session.viewers.current(session.viewer_frame_text))
-            await _serve_viewer(websocket, viewer)
+            await _serve_viewer(websocket, viewer, player)
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
+            player.leave()
             session.viewers.leave(viewer)
+
+    _replay_routes(app, settings)
+    _results_routes(app, settings)
 
     return app
 
@@ -295,10 +303,15 @@ def _serve_pages(app: FastAPI, web: Path | None, configured: Path | None) -> Non
     async def watch_page() -> FileResponse:
         return FileResponse(web / "watch.html")
 
+    @app.get("/results", include_in_schema=False)
+    async def results_page() -> FileResponse:
+        return FileResponse(web / "results.html")
 
-async def _serve_viewer(websocket: WebSocket, viewer: Viewer) -> None:
-    """Sends the viewer's queue until the session ends or the viewer leaves; what a viewer
-    sends is ignored (viewers are read-only)."""
+
+async def _serve_viewer(websocket: WebSocket, viewer: Viewer, player: PlayerLink) -> None:
+    """Sends the viewer's queue until the session ends or the viewer leaves; what the page
+    sends goes to `player` (a human session's player page sends its actions; other messages
+    get an error reply)."""
 
     async def send() -> None:
         while (text := await viewer.get()) is not None:
@@ -306,8 +319,10 @@ async def _serve_viewer(websocket: WebSocket, viewer: Viewer) -> None:
         await websocket.close()
 
     async def drain() -> None:
-        while (await websocket.receive())["type"] != "websocket.disconnect":
-            pass
+        while (msg := await websocket.receive())["type"] != "websocket.disconnect":
+            at = time.monotonic()  # the arrival time the frame rule judges
+            if msg.get("text") is not None:
+                player.receive(msg["text"], at)
 
     tasks = [asyncio.create_task(send()), asyncio.create_task(drain())]
     try:
@@ -318,3 +333,118 @@ async def _serve_viewer(websocket: WebSocket, viewer: Viewer) -> None:
     finally:
         for task in tasks:
             task.cancel()
+
+
+#: Re-simulated replays kept for the replay page (each holds every state of its game).
+_REPLAY_CACHE = 4
+#: Boards one request may render (Pac-Man renders in ~15 ms each: keep requests short).
+MAX_BOARDS = 64
+
+
+def _replay_routes(app: FastAPI, settings: Settings) -> None:
+    """The recorded replays: `GET /v1/replays` (list), `/v1/replays/NAME` (every frame's report
+    and counters) and `/v1/replays/NAME/boards?start=&count=` (rendered boards)."""
+    cache: dict[tuple, ReplayView] = {}
+
+    async def load(name: str) -> ReplayView:
+        try:
+            path = replay_file(settings.record_dir, name)
+        except ReplayError as e:
+            raise SessionError(grpc.StatusCode.NOT_FOUND, str(e)) from None
+        stat = path.stat()
+        key = (name, stat.st_mtime_ns, stat.st_size)
+        if key not in cache:
+            try:  # re-simulating is the game's compiled step: off the loop that runs ticks
+                view = await asyncio.to_thread(ReplayView, path)
+            except ReplayError as e:
+                raise SessionError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
+            for old in [k for k in cache if k[0] == name]:  # an older version of the file
+                del cache[old]
+            while len(cache) >= _REPLAY_CACHE:
+                del cache[next(iter(cache))]
+            cache[key] = view
+        return cache[key]
+
+    @app.get("/v1/replays")
+    async def replays() -> dict[str, Any]:
+        return {
+            "record_dir": str(settings.record_dir),
+            "replays": await asyncio.to_thread(list_replays, settings.record_dir),
+        }
+
+    @app.get("/v1/replays/{name}")
+    async def replay_index(name: str) -> dict[str, Any]:
+        return (await load(name)).index()
+
+    @app.get("/v1/replays/{name}/boards")
+    async def replay_boards(
+        name: str,
+        start: Annotated[int, Query(ge=0)] = 0,
+        count: Annotated[int, Query(ge=1, le=MAX_BOARDS)] = 16,
+    ) -> dict[str, Any]:
+        view = await load(name)
+        boards = await asyncio.to_thread(view.boards, start, count)
+        return {"start": start, "boards": boards}
+
+
+#: What the results page shows, by file suffix.
+_FIGURES, _TABLES = (".png", ".svg"), (".csv", ".json")
+
+
+def _results_routes(app: FastAPI, settings: Settings) -> None:
+    """The figures and tables of `rtplan calibrate` (checkpoint_dir/<game>/calibration) and
+    `rtplan report` (results_dir): `GET /v1/results` lists them by folder, and
+    `/v1/results/files/{checkpoints|results}/PATH` serves one."""
+    roots = {"checkpoints": settings.checkpoint_dir, "results": settings.results_dir}
+
+    def group(root_name: str, folder: Path, title: str) -> dict[str, Any] | None:
+        base = Path(roots[root_name])
+        files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        shown = [p for p in files if p.suffix in _FIGURES + _TABLES]
+        if not shown:
+            return None
+
+        def entry(p: Path) -> dict[str, str]:
+            rel = p.relative_to(base).as_posix()
+            return {"name": p.name, "url": f"/v1/results/files/{root_name}/{rel}"}
+
+        return {
+            "title": title,
+            "folder": str(folder),
+            "figures": [entry(p) for p in shown if p.suffix in _FIGURES],
+            "tables": [entry(p) for p in shown if p.suffix in _TABLES],
+        }
+
+    def listing() -> list[dict[str, Any]]:
+        groups = []
+        ckpt = Path(settings.checkpoint_dir)
+        games_dirs = sorted(p for p in ckpt.iterdir() if p.is_dir()) if ckpt.is_dir() else []
+        for game_dir in games_dirs:
+            g = group("checkpoints", game_dir / "calibration", f"{game_dir.name} · calibration")
+            groups.append(g)
+        res = Path(settings.results_dir)
+        if res.is_dir():
+            groups.append(group("results", res, "results"))
+            for sub in sorted(p for p in res.iterdir() if p.is_dir()):
+                groups.append(group("results", sub, f"results · {sub.name}"))
+        return [g for g in groups if g is not None]
+
+    @app.get("/v1/results")
+    async def results() -> dict[str, Any]:
+        return {"groups": await asyncio.to_thread(listing)}
+
+    @app.get("/v1/results/files/{root}/{path:path}")
+    async def result_file(root: str, path: str) -> FileResponse:
+        if root not in roots:
+            raise SessionError(grpc.StatusCode.NOT_FOUND, f"no results folder {root!r}")
+        base = Path(roots[root]).resolve()
+        target = (base / path).resolve()
+        listed = root == "results" or target.parent.name == "calibration"
+        if (
+            not target.is_relative_to(base)
+            or not listed
+            or target.suffix not in _FIGURES + _TABLES
+            or not target.is_file()
+        ):
+            raise SessionError(grpc.StatusCode.NOT_FOUND, f"no result file {root}/{path}")
+        return FileResponse(target)

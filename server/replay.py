@@ -22,8 +22,10 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
+import jax
 import numpy as np
 
+from games.render import render
 from server._runtime import AGENT_PLAYER, HostInfo, compiled, init_key, state_digest
 
 FORMAT = "rtplan.replay.v1"
@@ -107,14 +109,23 @@ def _field(obj: dict, name: str, kind, where: str):
     return value
 
 
-def replay(path: str | Path) -> ReplayResult:
-    """Re-simulates a replay file from its seed and checks every recorded state summary.
+@dataclasses.dataclass
+class _Step:
+    """One re-simulated frame line."""
 
-    Raises:
-        ReplayError: unreadable or malformed file (names the line), an unknown game, or a frame
-            whose re-simulated reward, done flag or state digest differs from the recording.
+    line: dict  # the frame line as recorded
+    state: Any  # the state it led to (host arrays)
+    info: HostInfo
+    agent_reward: float  # the agent's reward (player 0's in clock games)
+
+
+def _resimulate(path: Path):
+    """Re-simulates a replay file, checking every recorded summary as it goes.
+
+    Returns:
+        (header, game fns, the initial state, an iterator of `_Step`, then ("late", line) and
+        ("end", line) items) as the tuple (header, fns, state0, steps).
     """
-    path = Path(path)
     lines = _parse(path)
     lineno, header = lines[0]
     where = f"{path}:{lineno}"
@@ -129,26 +140,32 @@ def replay(path: str | Path) -> ReplayResult:
         fns = compiled(game_id, tuple(sorted(params.items())), None)
     except (ValueError, TypeError) as e:  # UnknownGameError is a ValueError
         raise ReplayError(f"{where}: cannot make game {game_id!r} with {params}: {e}") from e
-    clock = fns.game.num_players == 2
-    state = fns.init(init_key(seed))
-    if header.get("initial") != state_digest(state):
+    state0 = fns.init(init_key(seed))
+    if header.get("initial") != state_digest(state0):
         raise ReplayError(f"{where}: seed {seed} gives another initial state than recorded")
+    return header, fns, state0, _steps(path, lines[1:], fns, state0)
 
-    total, actions, complete, end = 0.0, [], False, None
-    for lineno, obj in lines[1:]:
+
+def _steps(path: Path, lines: list[tuple[int, dict]], fns, state):
+    clock = fns.game.num_players == 2
+    game_id = fns.game.id
+    frames, complete = 0, False
+    for lineno, obj in lines:
         where = f"{path}:{lineno}"
         if complete:
             raise ReplayError(f"{where}: a line after the end line")
         if obj["type"] == "end":
-            complete, end = True, obj
+            complete = True
+            yield ("end", obj)
             continue
         if obj["type"] == "late":  # a report, not a step
+            yield ("late", obj)
             continue
         if obj["type"] != "frame":
             raise ReplayError(f"{where}: unknown line type {obj['type']!r}")
         n = _field(obj, "frame", int, where)
-        if n != len(actions):
-            raise ReplayError(f"{where}: frame {n} out of order, expected {len(actions)}")
+        if n != frames:
+            raise ReplayError(f"{where}: frame {n} out of order, expected {frames}")
         action = _field(obj, "action", int, where)
         cost = obj.get("cost", 0)
         if not isinstance(cost, int) or isinstance(cost, bool) or cost < 0:
@@ -168,12 +185,189 @@ def replay(path: str | Path) -> ReplayResult:
                 f"{where}: frame {n}: reward/done {info.reward}/{info.done}, recorded "
                 f"{obj.get('reward')}/{obj.get('done')}"
             )
-        total += info.rewards[AGENT_PLAYER] if clock else info.reward
-        actions.append(action)
+        frames += 1
+        reward = info.rewards[AGENT_PLAYER] if clock else info.reward
+        yield _Step(obj, state, info, reward)
+
+
+def replay(path: str | Path) -> ReplayResult:
+    """Re-simulates a replay file from its seed and checks every recorded state summary.
+
+    Raises:
+        ReplayError: unreadable or malformed file (names the line), an unknown game, or a frame
+            whose re-simulated reward, done flag or state digest differs from the recording.
+    """
+    path = Path(path)
+    header, fns, _, steps = _resimulate(path)
+    total, actions, end = 0.0, [], None
+    for item in steps:
+        if isinstance(item, _Step):
+            total += item.agent_reward
+            actions.append(item.line["action"])
+        elif item[0] == "end":
+            end = item[1]
     if end is not None:
         if end.get("frames") != len(actions):
             found = len(actions)
             raise ReplayError(f"{path}: end line says {end.get('frames')} frames, found {found}")
         if end.get("return") != total:
             raise ReplayError(f"{path}: end line says return {end.get('return')}, replayed {total}")
-    return ReplayResult(game_id, seed, len(actions), total, tuple(actions), complete)
+    return ReplayResult(
+        header["game"], header["seed"], len(actions), total, tuple(actions), end is not None
+    )
+
+
+#: Replay names the server serves: files written by `Recorder` in its record_dir.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def replay_file(record_dir: Path, name: str) -> Path:
+    """The replay file `name` in `record_dir`.
+
+    Raises:
+        ReplayError: a name that is not a plain `*.jsonl` file name (no folders), or no such file.
+    """
+    if not name.endswith(".jsonl") or not set(name) <= _NAME_CHARS or name.startswith("."):
+        raise ReplayError(f"{name!r} is not a replay name (a *.jsonl file of the record folder)")
+    path = Path(record_dir) / name
+    if not path.is_file():
+        raise ReplayError(f"no replay {name!r} in {record_dir}")
+    return path
+
+
+def list_replays(record_dir: Path, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The newest `limit` replay files of `record_dir`: name, game, seed, agent, created, frames
+    and whether the file has its end line (read from the header and the last line)."""
+    folder = Path(record_dir)
+    if not folder.is_dir():
+        return []
+    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+    out = []
+    for path in files[:limit]:
+        try:
+            with path.open("rb") as f:
+                header = json.loads(f.readline())
+                size = path.stat().st_size
+                f.seek(max(0, size - 4096))
+                last = json.loads(f.read().splitlines()[-1])
+        except (OSError, ValueError, IndexError):
+            continue  # a file being created, or not a replay: not listed
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            continue
+        settings = header.get("settings") or {}
+        frames = last.get("frames") if last.get("type") == "end" else last.get("frame", -1) + 1
+        out.append(
+            {
+                "name": path.name,
+                "game": header.get("game"),
+                "seed": header.get("seed"),
+                "agent": settings.get("agent"),
+                "ks": settings.get("ks", []),
+                "fps": settings.get("fps"),
+                "created": header.get("created"),
+                "frames": frames if isinstance(frames, int) else 0,
+                "complete": last.get("type") == "end",
+                "reason": last.get("reason") if last.get("type") == "end" else None,
+            }
+        )
+    return out
+
+
+class ReplayView:
+    """A replay re-simulated for the viewer: every frame's report, return, clocks and counters,
+    and each frame's rendered board on demand (rendering is the slow part: done per request)."""
+
+    def __init__(self, path: str | Path) -> None:
+        """Re-simulates `path` (blocking: call it off the event loop).
+
+        Raises:
+            ReplayError: as `replay` does.
+        """
+        self.path = Path(path)
+        header, fns, state, steps = _resimulate(self.path)
+        self.header = header
+        self.game = fns.game
+        self._states = [jax.device_get(state)]
+        counts = {"on_time": 0, "late": 0, "fallback": 0, "invalid": 0}
+        settings = header.get("settings") or {}
+        fps = settings.get("fps")
+        simulated = settings.get("clock") == "simulated"
+        period_ms = 0.0 if simulated or not fps else 1e3 / fps
+        init_info = HostInfo.from_device(fns.info(None, state))
+        frames = [self._frame(0, None, 0.0, False, init_info.clocks, counts, period_ms)]
+        self.end: dict | None = None
+        total = 0.0
+        for item in steps:
+            if isinstance(item, _Step):
+                line = item.line
+                report = _report(line)
+                counts[report["provenance"]] += 1
+                total += item.agent_reward
+                self._states.append(jax.device_get(item.state))
+                n = line["frame"] + 1
+                info = item.info
+                frames.append(
+                    self._frame(n, report, total, info.done, info.clocks, counts, period_ms)
+                )
+            elif item[0] == "late":
+                m = item[1].get("frame")
+                if isinstance(m, int) and 0 <= m < len(frames) - 1:
+                    prev = frames[m + 1]["previous"]
+                    if prev["provenance"] == "fallback":
+                        counts["fallback"] -= 1
+                        counts["late"] += 1
+                    prev.update(provenance="late", source="fallback")
+            else:
+                self.end = item[1]
+        self.frames = frames
+
+    @staticmethod
+    def _frame(n, report, total, done, clocks, counts, period_ms) -> dict[str, Any]:
+        return {
+            "frame": n,
+            "previous": report,
+            "episode_return": total,
+            "done": done,
+            "clocks": list(clocks),
+            "period_ms": period_ms,
+            "stats": dict(counts),
+        }
+
+    def index(self) -> dict[str, Any]:
+        """The replay without boards: header, end line, and every frame's report and counters."""
+        spec = {
+            "id": self.game.id,
+            "num_actions": self.game.num_actions,
+            "action_names": list(self.game.action_names),
+            "num_players": self.game.num_players,
+            "budgets": [],
+        }
+        return {
+            "name": self.path.name,
+            "header": self.header,
+            "end": self.end,
+            "spec": spec,
+            "frames": self.frames,
+        }
+
+    def boards(self, start: int, count: int) -> list[dict[str, Any]]:
+        """The rendered boards of frames start .. start+count-1 (clipped to the replay)."""
+        stop = min(len(self._states), start + count)
+        return [render(self.game, self._states[n]) for n in range(max(0, start), stop)]
+
+
+def _report(line: dict) -> dict[str, Any]:
+    """A frame line as the viewer's report of that frame (the live `Report.to_dict` fields)."""
+    provenance = line.get("provenance", "on_time")
+    source = line.get("source", "agent")
+    return {
+        "frame": line["frame"],
+        "action": line["action"],
+        "provenance": provenance,
+        "source": source if provenance == "on_time" else "fallback",
+        "answer_source": source,
+        "slack_ms": line.get("slack_ms"),
+        "k": line.get("k"),
+        "cost": line.get("cost", 0),
+        "latency_ms": line.get("latency_ms"),
+    }

@@ -354,6 +354,7 @@ class Session:
             k=answer.k,
             cost=cost,
             latency_ms=answer.latency_ms,
+            decision=answer.decision,
         )
         self._window.decided(report, agents=actor is self.agent)
         if self.recorder is not None:

@@ -41,6 +41,11 @@ class Settings(BaseSettings):
         "gRPC Join.token)",
     )
     record_dir: Path = Field(Path("replays"), description="where replay files are written")
+    results_dir: Path = Field(
+        Path("results"),
+        description="folder of `rtplan report`'s figures and tables, shown on the results page "
+        "with checkpoint_dir/<game>/calibration",
+    )
     viewer_queue: int = Field(
         32,
         ge=2,

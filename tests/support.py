@@ -14,7 +14,7 @@ import jax
 
 from planner import Planner, PlannerConfig, default_config
 from planner.network import NetworkConfig
-from planner.store import planner_path, save_planner
+from planner.store import load_planner, planner_path, save_planner
 from planner_service import BackgroundService, Engine
 from rtplan import wire
 from rtplan.v1 import env_pb2, env_pb2_grpc
@@ -59,6 +59,23 @@ def tiny_config(game_id: str) -> PlannerConfig:
             gumbel_scale=0.0,
         )
     raise ValueError(f"no tiny config for {game_id}")
+
+
+def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_config) -> Path:
+    """Writes `gate_path(root, game)`: a fresh gate over the planner `write_checkpoints` wrote
+    there (tied to that file's sha256, as `train-gate` exports); returns the gate file."""
+    from gate.policy import Gate, file_sha256, gate_path
+    from gate.train_config import GateConfig
+    from harness import checkpoint as ckpt
+
+    planner_file = planner_path(root, game_id)
+    cfg, _, _ = load_planner(game_id, str(planner_file))
+    gate = Gate(Planner(cfg), GateConfig(**gate_config))
+    params = gate.init_params(jax.random.PRNGKey(seed))
+    path = gate_path(root, game_id)
+    meta = {**gate.metadata(), "kind": "gate", "planner_sha256": file_sha256(planner_file)}
+    ckpt.save(path, {"params": params}, meta)
+    return path
 
 
 def write_checkpoints(root: Path, game_ids=("snake-rt-v0",), seed: int = 0) -> Path:

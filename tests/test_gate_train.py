@@ -67,7 +67,7 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
     states = state.envs.states
 
     def loss(gate_params, planner_params):
-        x = algo.gate_inputs(planner_params, states)
+        x = algo.gate.inputs(planner_params, states)
         batch = Batch(
             inputs=x,
             action=jnp.array([0, 1]),

@@ -1,5 +1,6 @@
 """The browser pages in a real headless Chromium against a real env server: lobby, watch page,
-and every game's board checked pixel by pixel where the rendered frame says a piece is."""
+every game's board checked pixel by pixel where the rendered frame says a piece is, replays,
+human play, a throttled page, the page's frame rate, and the results page."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import concurrent.futures
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +39,14 @@ FLAGS = [
 SHOTS = os.environ.get("RTPLAN_SCREENSHOT_DIR")
 #: A channel may differ this much from the palette colour (anti-aliasing, blending).
 TOLERANCE = 24
+#: A tick this late counts as late here: on a 2-core box running training beside the (niced)
+#: tests, ticks lag up to ~0.5 s with no page at all (the stall tests use 1.5 s too).
+LATE_TICK_MS = 1500
+#: CPU slow-down of the throttled page: it then draws Pac-Man in ~130 ms, so a server that
+#: waited for it would lag ~100 ms more each 33 ms frame, ~2.7 s by the end of a session.
+THROTTLE = 100
+#: The calibration output of a shipped planner (the results page's test lists it).
+CALIBRATION = Path("checkpoints/snake-rt-v0/calibration")
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +99,19 @@ def server(chromium_path, tmp_path_factory):
     (one short session per game, all at once: the compiles overlap)."""
     tmp = tmp_path_factory.mktemp("web")
     root = write_checkpoints(tmp / "ckpt", GAMES)
+    # The figures and table `rtplan calibrate` wrote for the shipped Snake planner.
+    shutil.copytree(ROOT / CALIBRATION, root / CALIBRATION.relative_to("checkpoints"))
+    (tmp / "results").mkdir()
+    (tmp / "results" / "summary.json").write_text('{"games": 5}')
     cmd = [sys.executable, "-m", "server", "--http-port", "0", "--grpc-port", "0"]
-    cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp / "replays")]
+    cmd += ["--log-level", "warning"]
+    env = {
+        **os.environ,
+        "RTPLAN_SERVER_RESULTS_DIR": str(tmp / "results"),
+        "RTPLAN_SERVER_LATE_TICK_MS": str(LATE_TICK_MS),
+    }
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline()
         assert "rtplan env server" in line, line
@@ -328,3 +348,214 @@ def test_board_shows_the_pieces(server, page, game, tmp_path):
         page.wait_for_timeout(1500)  # a few more frames in the panel's charts
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SHOTS) / f"watch-{game.split('-')[-2]}.png"))
+
+
+def watch_live(ws_url: str, frames: dict, timeout: float = 60.0) -> None:
+    """Collects a session's viewer frames by number until its end message."""
+    from websockets.sync.client import connect
+
+    with connect(ws_url, max_size=2**22, open_timeout=30) as ws:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            msg = json.loads(ws.recv(timeout=30))
+            if msg["type"] == "frame":
+                frames[msg["frame"]] = msg
+            elif msg["type"] == "end":
+                return
+
+
+def test_replay_scrubs_to_the_recorded_frame(server, page):
+    """A recorded session opens from the lobby's replay list; scrubbing to frame n (slider) and
+    stepping to n+1 shows the board the live session showed at those frames."""
+    created = post(
+        server.base, game="tetris-rt-v0", agent="reflex", fps=8.0, max_frames=24, record=True
+    )
+    ws_url = server.base.replace("http", "ws") + created["viewer_path"]
+    live: dict[int, dict] = {}
+    watch_live(ws_url, live)
+    name = Path(get(server.base, f"/v1/sessions/{created['id']}")["replay"]).name
+    n = max(live) - 6  # a frame the live viewer saw (it joins a few frames late at most)
+    assert n - 1 in live and n + 1 in live, sorted(live)
+
+    page.goto(f"{server.base}/")
+    link = page.locator(f'tr[data-replay="{name}"] a')
+    link.wait_for(timeout=15_000)
+    link.click()
+    page.wait_for_url(f"**/watch?replay={name}")
+    page.wait_for_function("window.rtplanViewer.frame === 0", timeout=20_000)
+    assert page.get_attribute("#scrub", "max") == "24"
+
+    page.evaluate(
+        "n => { const s = document.getElementById('scrub'); s.value = String(n);"
+        " s.dispatchEvent(new Event('input')); }",
+        n,
+    )
+    page.wait_for_function(f"window.rtplanViewer.frame === {n}", timeout=20_000)
+    assert page.evaluate("window.rtplanViewer.state") == live[n]["state"]
+    assert page.inner_text("#frame") == str(n)
+    palette = page.evaluate("window.rtplanViewer.palette")
+    pieces = expected_pieces(live[n]["state"], palette)
+    shares = page.evaluate(PROBE, [[r, c, hex_rgb(col), TOLERANCE] for r, c, col, _ in pieces])
+    assert min(shares) >= 0.2, list(zip(pieces, shares))
+    # The panels show frame n's report: the strip's last entry, and its counters.
+    assert f"{live[n]['stats']['on_time']} / 0 / 0 / 0" in page.inner_text("#stats")
+
+    page.click("#fwd")
+    page.wait_for_function(f"window.rtplanViewer.frame === {n + 1}", timeout=20_000)
+    assert page.evaluate("window.rtplanViewer.state") == live[n + 1]["state"]
+
+    page.select_option("#speed", "32")
+    page.click("#playpause")  # plays on to the last frame
+    page.wait_for_function("window.rtplanViewer.frame === 24", timeout=20_000)
+    assert page.evaluate("window.rtplanViewer.state")["frame"] == 24
+
+
+def frame_with(page, condition: str, timeout: float = 20_000) -> dict:
+    """The first frame message the page received for which the JS `condition(m)` holds."""
+    page.wait_for_function(
+        f"window.rtplanViewer.frames.some(m => m.previous && ({condition}))", timeout=timeout
+    )
+    return page.evaluate(f"window.rtplanViewer.frames.find(m => m.previous && ({condition}))")
+
+
+def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, page):
+    fps = 3.0
+    created = post(server.base, game="tetris-rt-v0", agent="human", fps=fps)
+    sid = created["id"]
+    assert created["session"]["status"] == "waiting"  # until the player's page joins
+    page.goto(f"{server.base}/watch?session={sid}#token={created['token']}")
+    page.wait_for_function("window.rtplanViewer.player !== null", timeout=20_000)
+    assert "left: ←" in page.inner_text("#play-help")
+
+    # Nothing pressed: the frame plays the fallback, and the page says so.
+    frame_with(page, "m.previous.provenance === 'fallback'")
+    page.wait_for_function(
+        "document.getElementById('play-status').textContent.includes('no input by the deadline')",
+        timeout=10_000,
+    )
+    page.keyboard.press("ArrowLeft")
+    after = frame_with(
+        page, "m.previous.answer_source === 'human' && m.previous.provenance === 'on_time'"
+    )
+    assert after["previous"]["action"] == 0  # "left"
+    before = page.evaluate(
+        f"window.rtplanViewer.frames.find(m => m.frame === {after['frame'] - 1})"
+    )
+    cols = lambda m: [c for _, c in m["state"]["piece_cells"]]  # noqa: E731
+    assert before["state"]["piece"] == after["state"]["piece"]
+    assert min(cols(after)) == min(cols(before)) - 1, (before["state"], after["state"])
+    stats = get(server.base, f"/v1/sessions/{sid}")["stats"]
+    assert stats["on_time"] >= 1 and stats["fallback"] >= 1
+
+
+def test_human_speed_hex_click_places_a_stone_on_a_running_clock(server, page):
+    # 0.125 FPS: a clock tick is 250 ms (32 per frame period), the 12-tick clock 3 s.
+    created = post(server.base, game="speed-hex-v0", agent="human", fps=0.125, seed=0)
+    page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
+    page.wait_for_function(
+        "(() => { const v = window.rtplanViewer;"
+        " return v.player && v.state && v.state.to_play === 0; })()",
+        timeout=20_000,
+    )
+    start = page.evaluate("window.rtplanViewer.frame")
+    clock = "Number(document.querySelector('#clock-rows span:nth-child(3)').textContent)"
+    first = page.evaluate(clock)
+    page.wait_for_function(f"{clock} < {first}", timeout=2_000)  # it runs down before the click
+    r, c = 5, 3
+    page.click(
+        "#board", position=dict(zip("xy", page.evaluate(f"window.rtplanViewer.center({r}, {c})")))
+    )
+    moved = frame_with(page, f"m.frame === {start + 1}", timeout=10_000)
+    assert moved["state"]["board"][r][c] == "x", moved["state"]["board"]
+    report = moved["previous"]
+    assert (report["answer_source"], report["provenance"]) == ("human", "on_time")
+    assert report["action"] == r * 11 + c and report["cost"] >= 1
+    assert moved["clocks"][0] == 12 - report["cost"]  # the click's thinking time, in ticks
+
+
+def test_a_throttled_page_never_delays_a_tick(server, page):
+    """A page whose CPU runs `THROTTLE` times slower (Chrome DevTools throttling) draws Pac-Man
+    slower than a 30 FPS session makes frames; no tick of the session is late (`LATE_TICK_MS`)."""
+    fps = 30.0
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Emulation.setCPUThrottlingRate", {"rate": THROTTLE})
+    try:
+        # A human session starts when the page joins, so the page is slow from frame 0.
+        created = post(server.base, game="pacman-rt-v0", agent="human", fps=fps)
+        page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
+        page.wait_for_function("window.rtplanViewer.ended", timeout=60_000)
+        got = page.evaluate(DRAWN)
+    finally:
+        cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
+    stats = get(server.base, f"/v1/sessions/{created['id']}")["stats"]
+    # The page was slow: it showed fewer than half the frames the session made.
+    assert got["drawn"] < 0.5 * got["received"], got
+    assert stats["ticks"] >= 20 and stats["late_ticks"] == 0, stats
+
+
+#: What the page did with the frames it received: how many it drew, and for each frame how
+#: long until the page showed it or a newer one (its lag, ms).
+DRAWN = """() => {
+    const v = window.rtplanViewer;
+    const draws = v.drawLog, lags = [];
+    let i = 0;
+    for (const m of v.frames) {
+        while (i < draws.length && (draws[i][1] < m.receivedAt || draws[i][0] < m.frame)) i++;
+        lags.push(i < draws.length ? draws[i][1] - m.receivedAt : Infinity);
+    }
+    lags.sort((a, b) => a - b);
+    const drawnFrames = new Set(draws.map(d => d[0]));
+    const arrivals = v.frames.map(m => m.receivedAt);
+    const span = (arrivals[arrivals.length - 1] - arrivals[0]) / 1000;
+    return { received: v.frames.length,
+             drawn: v.frames.filter(m => drawnFrames.has(m.frame)).length,
+             last: v.frames[v.frames.length - 1].frame, lastDrawn: v.frame,
+             seconds: span, receivedPerS: (v.frames.length - 1) / span,
+             drawnPerS: (drawnFrames.size - 1) / span,
+             lagP50: lags[Math.floor(lags.length / 2)], lagMax: lags[lags.length - 1],
+             drawMs: v.drawMs };
+}"""
+
+
+def test_the_page_keeps_up_with_a_30_fps_pacman_session(server, page):
+    """The page draws every frame of 30 FPS Pac-Man sessions, each soon after it arrives.
+
+    Pac-Man sessions of the tiny test network end within ~28 frames, so the page plays three
+    (agent "human", no key pressed: each starts when the page joins, and no frame is missed).
+    """
+    fps, runs = 30.0, []
+    for seed in range(3):
+        created = post(server.base, game="pacman-rt-v0", agent="human", fps=fps, seed=seed)
+        page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
+        page.wait_for_function("window.rtplanViewer.ended", timeout=30_000)
+        page.wait_for_timeout(100)  # the end message's draw
+        runs.append(page.evaluate(DRAWN))
+    print(f"page at {fps:.0f} FPS Pac-Man: {runs}")
+    for got in runs:
+        assert got["received"] >= 20 and got["lastDrawn"] == got["last"], got
+        # Every frame is on screen (itself, or a newer one that came with it) within two
+        # display refreshes of arriving: the page never falls behind the socket.
+        assert got["lagMax"] <= 2 * 1000 / 60 + 10, got
+    # Frames that come a period apart are each drawn: the draw rate follows the session's.
+    best = max(runs, key=lambda g: g["drawnPerS"])
+    assert best["drawnPerS"] >= 0.5 * fps, runs
+
+
+def test_results_page_lists_the_calibration_figures(server, page):
+    listed = get(server.base, "/v1/results")["groups"]
+    titles = [g["title"] for g in listed]
+    assert titles == ["snake-rt-v0 · calibration", "results"], titles
+    page.goto(f"{server.base}/")
+    page.click("text=results")
+    section = page.locator('section[data-group="snake-rt-v0 · calibration"]')
+    section.wait_for(timeout=10_000)
+    img = section.locator("img")
+    assert img.get_attribute("alt") == "calibration.png"
+    page.wait_for_function(
+        "document.querySelector('section[data-group] img').naturalWidth > 0", timeout=10_000
+    )
+    rows = (ROOT / CALIBRATION / "calibration.csv").read_text().strip().splitlines()
+    table = section.locator('details[data-file="calibration.csv"] tr')
+    assert table.count() == len(rows)
+    assert table.first.locator("th").all_inner_texts() == rows[0].split(",")
+    assert "summary.json" in page.inner_text('section[data-group="results"]')

@@ -1,6 +1,7 @@
-// The lobby: the server's sessions (GET /v1/sessions, polled) and a form that starts one
-// (POST /v1/sessions). Tokens of the sessions started here stay in sessionStorage so that
-// this tab can stop them (DELETE needs the token).
+// The lobby: the server's sessions (GET /v1/sessions, polled), a form that starts one
+// (POST /v1/sessions) and the recorded replays (GET /v1/replays). Tokens of the sessions
+// started here stay in sessionStorage so that this tab can stop them (DELETE needs the token)
+// and play its human sessions on the watch page.
 
 const REFRESH_MS = 1000;
 const form = document.getElementById("start");
@@ -24,6 +25,7 @@ async function getJSON(path, options) {
 
 function agentLabel(s) {
   if (s.agent === "planner") return s.ks.length ? `planner k=${s.ks.join(",")}` : "planner (gate)";
+  if (s.agent === "human") return "human";
   return s.agent;
 }
 
@@ -74,6 +76,43 @@ function row(s) {
   return tr;
 }
 
+function replayRow(r) {
+  const tr = el("tr");
+  tr.dataset.replay = r.name;
+  const link = el("a", r.name, { href: `/watch?replay=${encodeURIComponent(r.name)}` });
+  const agent = r.agent === "planner" && r.ks.length ? `planner k=${r.ks.join(",")}` : r.agent;
+  const cells = [
+    link,
+    el("span", r.game),
+    el("span", agent),
+    el("span", r.fps),
+    el("span", r.frames),
+    el("span", r.complete ? r.reason : "(no end line)"),
+    el("span", r.created),
+  ];
+  cells.forEach((c, i) => {
+    const td = el("td", null, i === 3 || i === 4 ? { class: "num" } : {});
+    td.append(c);
+    tr.append(td);
+  });
+  return tr;
+}
+
+let replaysShown = "";
+async function refreshReplays() {
+  try {
+    const { replays } = await getJSON("/v1/replays");
+    const key = JSON.stringify(replays);
+    if (key === replaysShown) return; // keep the rows (and a hovered link) as they are
+    replaysShown = key;
+    document.querySelector("#replays tbody").replaceChildren(...replays.map(replayRow));
+    document.getElementById("no-replays").hidden = replays.length > 0;
+  } catch (e) {
+    document.getElementById("no-replays").textContent = `cannot list replays: ${e.message}`;
+    document.getElementById("no-replays").hidden = false;
+  }
+}
+
 async function refresh() {
   const err = document.getElementById("list-error");
   try {
@@ -98,8 +137,9 @@ function updateForm() {
   if (planner.disabled && form.agent.value === "planner") form.agent.value = "reflex";
   k.disabled = form.agent.value !== "planner";
   const button = form.querySelector("button");
-  button.disabled = !game || !game.checkpoint;
-  button.title = game && !game.checkpoint ? "this game has no planner checkpoint here" : "";
+  const needsNetwork = form.agent.value !== "human";
+  button.disabled = !game || (needsNetwork && !game.checkpoint);
+  button.title = button.disabled && game ? "this game has no planner checkpoint here" : "";
 }
 
 form.addEventListener("change", updateForm);
@@ -114,6 +154,7 @@ form.addEventListener("submit", async (event) => {
     max_frames: Number(form.max_frames.value),
   };
   if (body.agent === "planner") body.k = Number(form.k.value);
+  body.record = form.record.checked;
   const button = form.querySelector("button");
   button.disabled = true;
   result.className = "muted";
@@ -151,7 +192,9 @@ async function init() {
     result.textContent = `cannot reach the server: ${e.message}`;
   }
   refresh();
+  refreshReplays();
   setInterval(refresh, REFRESH_MS);
+  setInterval(refreshReplays, 5 * REFRESH_MS);
 }
 
 init();

@@ -1,6 +1,8 @@
-// The watch page: one session's viewer websocket (hello, frames, end; see server/_messages.py).
-// Messages only update the model; a requestAnimationFrame loop draws the newest frame, so a
-// fast session never queues drawing work behind it.
+// The watch page: one session's viewer websocket (hello, frames, end; see server/_messages.py),
+// or a recorded replay (?replay=NAME) scrubbed frame by frame. Messages only update the model;
+// a requestAnimationFrame loop draws the newest frame, so a fast session never queues drawing
+// work behind it. In a human session (agent "human") the session's creator plays: keys or
+// clicks are sent as actions for the frame on screen (server/_human.py).
 
 import { PALETTE, COLOUR_NAMES, annotate, caption, drawBoard, layoutFor } from "./draw.js";
 
@@ -9,13 +11,16 @@ const KINDS = {
   reflex: "#8a96a3",
   planned: "#5bd68a",
   agent: "#4fb3ff",
+  human: "#f2d600",
   opponent: "#3d4b5c",
   fallback: "#ffb347",
   late: "#ff6b6b",
   invalid: "#c77dff",
 };
 const $ = (id) => document.getElementById(id);
-const sessionId = new URLSearchParams(location.search).get("session");
+const params = new URLSearchParams(location.search);
+const sessionId = params.get("session");
+const replayName = params.get("replay");
 
 const model = {
   hello: null,
@@ -39,7 +44,15 @@ const viewer = {
   paused: false, // true: keep the board as drawn (new frames still update the model)
   rate: { received: 0, drawn: 0 }, // per second over the last second
   center: (r, c) => viewer.layout.center(r, c),
+  frames: [], // the last RECENT frame messages received (tests, console)
+  player: null, // the player hello when this page plays the session
+  sent: [], // actions this page sent: {frame, action, at}
+  errors: [], // error messages the server sent this page
+  replay: null, // replay mode: {name, frames, index, seek(n)}
+  drawMs: 0, // a draw's duration, averaged over the last ~20 draws
+  drawLog: [], // the last 1024 draws of a frame message: [frame, performance.now() of the draw]
 };
+const RECENT = 64;
 window.rtplanViewer = viewer;
 
 function kindOf(report) {
@@ -47,6 +60,9 @@ function kindOf(report) {
 }
 
 function onFrame(msg) {
+  msg.receivedAt = performance.now();
+  viewer.frames.push(msg);
+  if (viewer.frames.length > RECENT) viewer.frames.shift();
   model.annot = annotate(model.latest && model.latest.state, msg.state, model.annot);
   model.previous = model.latest;
   model.latest = msg;
@@ -65,8 +81,97 @@ function onMessage(event) {
   else if (msg.type === "end") {
     model.end = msg;
     viewer.ended = true;
+  } else if (msg.type === "player") startPlaying(msg);
+  else if (msg.type === "error") {
+    viewer.errors.push(msg);
+    setText("play-status", `server: ${msg.message}`);
   }
   model.dirty = true;
+}
+
+// Human play ------------------------------------------------------------------------------
+
+let socket = null;
+
+function sessionToken() {
+  const hash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (hash) {
+    sessionStorage.setItem(`rtplan-token-${sessionId}`, hash);
+    history.replaceState(null, "", location.pathname + location.search); // off the address bar
+    return hash;
+  }
+  return sessionStorage.getItem(`rtplan-token-${sessionId}`);
+}
+
+function sendAction(action) {
+  const f = model.latest;
+  if (!viewer.player || !f || f.done || model.end) return;
+  // The frame on screen: an answer the server gets after its deadline plays the fallback.
+  socket.send(JSON.stringify({ type: "action", frame: f.frame, action }));
+  viewer.sent.push({ frame: f.frame, action, at: performance.now() });
+}
+
+const KEY_LABELS = { ArrowUp: "↑", ArrowDown: "↓", ArrowLeft: "←", ArrowRight: "→", " ": "space" };
+
+function startPlaying(msg) {
+  viewer.player = msg;
+  $("play").hidden = false;
+  const names = model.hello.spec.action_names;
+  if (msg.input === "keys") {
+    const byAction = {};
+    for (const [key, a] of Object.entries(msg.keys)) (byAction[a] ||= []).push(KEY_LABELS[key] || key);
+    const help = Object.entries(byAction).map(([a, keys]) => `${names[a]}: ${keys.join(" ")}`);
+    setText("play-help", `You play. Keys — ${help.join(" · ")}. A frame with no key by its deadline plays the fallback (${model.hello.spec.fallback}).`);
+    window.addEventListener("keydown", (event) => {
+      if (event.repeat || !(event.key in msg.keys)) return;
+      event.preventDefault();
+      sendAction(msg.keys[event.key]);
+    });
+  } else {
+    const last = names.length - 1;
+    setText("play-help", `You play ${COLOUR_NAMES[model.hello.spec.id][0]} against the ${model.hello.config.opponent}: click a cell on your turn; your clock runs until you do.`);
+    const special = $("special");
+    special.hidden = false;
+    special.textContent = names[last];
+    special.addEventListener("click", () => sendAction(last));
+    const canvas = $("board");
+    canvas.classList.add("clickable");
+    canvas.addEventListener("click", (event) => {
+      const st = viewer.state;
+      if (!st || st.to_play !== msg.player) return;
+      const box = canvas.getBoundingClientRect();
+      const [r, c] = nearestCell(event.clientX - box.left, event.clientY - box.top, st);
+      if (r >= 0) sendAction(r * st.board[0].length + c);
+    });
+  }
+}
+
+function nearestCell(x, y, st) {
+  let best = [-1, -1];
+  let bestD = (0.6 * viewer.layout.cell) ** 2;
+  st.board.forEach((row, r) => {
+    for (let c = 0; c < row.length; c++) {
+      const [cx, cy] = viewer.layout.center(r, c);
+      const d = (cx - x) ** 2 + (cy - y) ** 2;
+      if (d < bestD) [best, bestD] = [[r, c], d];
+    }
+  });
+  return best;
+}
+
+/** One line saying what the last frame did with this page's input. */
+function playLine(rep) {
+  const names = model.hello.spec.action_names;
+  const name = (a) => names[a] ?? a;
+  if (rep.answer_source === "opponent") return ["on_time", `opponent played ${name(rep.action)}`];
+  const kind = rep.provenance;
+  const said = {
+    on_time: `your ${name(rep.action)} on time (${rep.slack_ms.toFixed(0)} ms to spare)`,
+    fallback: `no input by the deadline: the fallback played (${name(rep.action)})`,
+    late: `your ${name(rep.received_action)} came ${(-rep.slack_ms).toFixed(0)} ms late: the fallback played (${name(rep.action)})`,
+    invalid: `${name(rep.received_action)} is not legal here: the fallback played (${name(rep.action)})`,
+  }[kind];
+  return [kind, `frame ${rep.frame}: ${said}`];
 }
 
 function connect() {
@@ -77,6 +182,11 @@ function connect() {
   }
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/v1/sessions/${encodeURIComponent(sessionId)}/ws`);
+  socket = ws;
+  const token = sessionToken();
+  ws.onopen = () => {
+    if (token) ws.send(JSON.stringify({ type: "play", token }));
+  };
   ws.onmessage = onMessage;
   ws.onclose = (event) => {
     if (!model.end) {
@@ -185,7 +295,11 @@ function drawClocks(f) {
   const rows = [];
   for (const p of [0, 1]) {
     const colour = st.to_play === p ? st.to_play_colour : 1 - st.to_play_colour;
-    const left = f.clocks[p];
+    let left = f.clocks[p];
+    if (viewer.player && p === viewer.player.player && st.to_play === p && !f.done && !model.end) {
+      // The player's clock runs from the frame's arrival until the click.
+      left = Math.max(0, left - Math.floor((performance.now() - f.receivedAt) / viewer.player.tick_ms));
+    }
     const label = document.createElement("span");
     label.textContent = `${p === 0 ? "agent" : "opponent"} (${names[colour]})`;
     if (st.to_play === p && !f.done) label.className = "turn";
@@ -209,6 +323,18 @@ function drawClocks(f) {
 }
 
 function draw() {
+  const t0 = performance.now();
+  drawPage();
+  const t1 = performance.now();
+  viewer.drawMs = viewer.drawMs ? viewer.drawMs + (t1 - t0 - viewer.drawMs) / 20 : t1 - t0;
+  const f = model.latest;
+  if (f && f.receivedAt !== undefined) {
+    viewer.drawLog.push([f.frame, t1]);
+    if (viewer.drawLog.length > 1024) viewer.drawLog.shift();
+  }
+}
+
+function drawPage() {
   const hello = model.hello;
   if (hello) {
     const s = hello.session;
@@ -216,6 +342,7 @@ function draw() {
     const c = hello.config;
     const agent = c.agent === "planner" ? `planner, k ${c.ks.length ? c.ks.join(",") : "gate"}` : c.agent;
     setText("agent", `${agent} · ${c.fps} FPS · ${c.clock.replace("_", " ")}`);
+    if (viewer.replay) setText("replay-pos", `frame ${viewer.replay.n} / ${viewer.replay.frames - 1}`);
   }
   const f = model.latest;
   if (f) {
@@ -242,14 +369,25 @@ function draw() {
     drawLatencyChart(period);
     if (f.clocks.length) drawClocks(f);
     const b = f.stats;
-    statsList([
+    const rows = [
       ["last action", last ? `${last.kind}` : "–"],
       ["on time / late / fallback / invalid", `${b.on_time} / ${b.late} / ${b.fallback} / ${b.invalid}`],
-      ["planner misses / errors", `${b.planner_misses} / ${b.planner_errors}`],
-      ["late ticks (max lag)", `${b.late_ticks} (${b.max_tick_lag_ms} ms)`],
-      ["viewer drops", b.viewer_drops],
-      ["page", `${viewer.rate.received} msgs/s · ${viewer.rate.drawn} draws/s`],
-    ]);
+    ];
+    if (viewer.replay) rows.push(["replay", `${viewer.replay.name}`]);
+    else {
+      rows.push(
+        ["planner misses / errors", `${b.planner_misses} / ${b.planner_errors}`],
+        ["late ticks (max lag)", `${b.late_ticks} (${b.max_tick_lag_ms} ms)`],
+        ["viewer drops", b.viewer_drops],
+        ["page", `${viewer.rate.received} msgs/s · ${viewer.rate.drawn} draws/s`],
+      );
+    }
+    statsList(rows);
+    if (viewer.player && f.previous) {
+      const [kind, text] = playLine(f.previous);
+      setText("play-status", text);
+      $("play-status").className = kind;
+    }
   }
   const legend = $("legend");
   if (!legend.childElementCount) {
@@ -267,8 +405,13 @@ function draw() {
   } else if (model.error) {
     setText("status", model.error);
     $("status").className = "error";
+  } else if (viewer.replay) {
+    const end = viewer.replay.index.end;
+    setText("status", `replay${end ? ` · ${end.reason} · return ${end.episode_return ?? end.return}` : " (no end line)"}`);
   } else if (f) {
     setText("status", f.done ? "game over" : "live");
+  } else if (hello && hello.session.status === "waiting") {
+    setText("status", hello.config.agent === "human" ? "waiting for the player's page" : "waiting for the agent");
   }
   viewer.drawn += 1;
 }
@@ -283,12 +426,136 @@ function loop(now) {
     };
     lastRate = { t: now, received: viewer.received, drawn: viewer.drawn };
   }
+  if (viewer.replay) replayTick(now);
   if (model.dirty && !viewer.paused) {
     model.dirty = false;
     draw();
+  } else if (viewer.player && model.latest && model.latest.clocks.length && !model.end) {
+    drawClocks(model.latest); // the player's clock runs down between frames
   }
   requestAnimationFrame(loop);
 }
 
-connect();
+// Replays ---------------------------------------------------------------------------------
+
+const CHUNK = 32; // boards fetched per request
+const boards = new Map(); // frame -> rendered board
+const pending = new Set(); // chunk starts being fetched
+
+async function getJSON(path) {
+  const r = await fetch(path);
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.detail || `${r.status} ${r.statusText}`);
+  return body;
+}
+
+function fetchChunk(n) {
+  const R = viewer.replay;
+  const start = Math.floor(n / CHUNK) * CHUNK;
+  if (start >= R.frames || boards.has(start) || pending.has(start)) return;
+  pending.add(start);
+  getJSON(`/v1/replays/${encodeURIComponent(R.name)}/boards?start=${start}&count=${CHUNK}`)
+    .then((got) => {
+      got.boards.forEach((b, i) => boards.set(got.start + i, b));
+      pending.delete(start);
+      if (R.want !== null) show(R.want);
+    })
+    .catch((e) => {
+      pending.delete(start);
+      model.error = `cannot load frames of ${R.name}: ${e.message}`;
+      model.dirty = true;
+    });
+}
+
+/** Shows frame n once its board (and the one before, for the annotations) is here. */
+function show(n) {
+  const R = viewer.replay;
+  R.want = n;
+  const need = n > 0 ? [n - 1, n] : [n];
+  const missing = need.filter((m) => !boards.has(m));
+  if (missing.length) {
+    missing.forEach(fetchChunk);
+    return;
+  }
+  R.want = null;
+  R.n = n;
+  $("scrub").value = String(n);
+  const f = R.index.frames[n];
+  model.annot = annotate(n > 0 ? boards.get(n - 1) : null, boards.get(n), null);
+  model.latest = { ...f, state: boards.get(n) };
+  model.history = R.index.frames
+    .slice(Math.max(1, n - HISTORY + 1), n + 1)
+    .map((g) => ({ frame: g.previous.frame, kind: kindOf(g.previous), k: g.previous.k, latency: g.previous.latency_ms }));
+  fetchChunk(n + CHUNK); // the frames that play next
+  model.dirty = true;
+}
+
+function seek(n) {
+  const R = viewer.replay;
+  show(Math.max(0, Math.min(R.frames - 1, Math.round(n))));
+}
+
+let playClock = null; // {t, n}: when playing started, from which frame
+function setPlaying(on) {
+  const R = viewer.replay;
+  R.playing = on && R.n < R.frames - 1;
+  playClock = R.playing ? { t: performance.now(), n: R.n } : null;
+  $("playpause").textContent = R.playing ? "⏸" : "▶";
+}
+
+function replayTick(now) {
+  const R = viewer.replay;
+  if (!R.playing || R.want !== null) return;
+  const rate = R.fps * Number($("speed").value);
+  const target = Math.min(R.frames - 1, playClock.n + Math.floor(((now - playClock.t) / 1000) * rate));
+  if (target > R.n) {
+    if (!boards.has(target)) {
+      // Waiting for boards: resume the clock from where it stands when they come.
+      fetchChunk(target);
+      playClock = { t: now, n: R.n };
+      return;
+    }
+    show(target);
+  }
+  if (R.n >= R.frames - 1) setPlaying(false);
+}
+
+async function openReplay(name) {
+  $("replay-controls").hidden = false;
+  try {
+    const index = await getJSON(`/v1/replays/${encodeURIComponent(name)}`);
+    const h = index.header;
+    const fps = (h.settings && h.settings.fps) || 10;
+    viewer.replay = { name, index, frames: index.frames.length, n: 0, want: null, playing: false, fps, seek };
+    model.hello = {
+      session: { game: h.game, id: name, status: "replay" },
+      config: { agent: "replay", ks: [], fps, clock: "real_time", ...(h.settings || {}) },
+      spec: index.spec,
+    };
+    const scrub = $("scrub");
+    scrub.max = String(index.frames.length - 1);
+    scrub.addEventListener("input", () => {
+      setPlaying(false);
+      seek(Number(scrub.value));
+    });
+    $("rewind").addEventListener("click", () => seek(0));
+    $("back").addEventListener("click", () => {
+      setPlaying(false);
+      seek(viewer.replay.n - 1);
+    });
+    $("fwd").addEventListener("click", () => {
+      setPlaying(false);
+      seek(viewer.replay.n + 1);
+    });
+    $("playpause").addEventListener("click", () => setPlaying(!viewer.replay.playing));
+    $("speed").addEventListener("change", () => setPlaying(viewer.replay.playing));
+    seek(0);
+  } catch (e) {
+    model.error = `cannot open replay ${name}: ${e.message}`;
+  }
+  model.dirty = true;
+}
+
+if (replayName) openReplay(replayName);
+else connect();
 requestAnimationFrame(loop);

@@ -1,0 +1,182 @@
+"""`rtplan eval`: every condition of a game on one seed split, one JSON file per condition."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from gate.evaluate import (
+    ABLATIONS,
+    POLICY_ONLY,
+    Episodes,
+    always,
+    condition_names,
+    gate_chooser,
+    play,
+    play_policy_only,
+    random_k,
+    seeds_of,
+)
+from gate.policy import file_sha256, gate_path, load_gate
+from gate.triggers import FEATURES, trigger_features
+from planner.batching import OptionRunner
+from planner.options import Planner
+from planner.store import load_planner, planner_path
+
+__all__ = ["condition_file", "load_conditions", "run_conditions"]
+
+
+def condition_file(out: str | os.PathLike, game_id: str, split: str, name: str) -> Path:
+    """`<out>/<game>/<split>/<condition>.json`."""
+    return Path(out) / game_id / split / f"{name}.json"
+
+
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _ks_text(ks: np.ndarray) -> str:
+    # Budgets are single digits: one character per decision keeps the files small.
+    return "".join(str(int(k)) for k in ks)
+
+
+def _record(name: str, ep: Episodes, provenance: dict, seconds: float) -> dict:
+    return {
+        **provenance,
+        "condition": name,
+        "seconds": round(seconds, 1),
+        "seeds": ep.seeds.tolist(),
+        "returns": ep.returns.tolist(),
+        "frames": ep.frames.tolist(),
+        "ks": [_ks_text(k) for k in ep.ks],
+        "decision_frames": [f.tolist() for f in ep.decision_frames],
+        "features": {n: [np.round(v, 3).tolist() for v in vals] for n, vals in ep.features.items()},
+    }
+
+
+def load_conditions(out: str | os.PathLike, game_id: str, split: str) -> dict[str, dict]:
+    """Every condition file of a game's split: name -> record (ks as int arrays)."""
+    folder = Path(out) / game_id / split
+    records = {}
+    for path in sorted(folder.glob("*.json")):
+        rec = json.loads(path.read_text())
+        rec["ks"] = [np.array([int(c) for c in s], np.int64) for s in rec["ks"]]
+        records[rec["condition"]] = rec
+    return records
+
+
+def run_conditions(
+    game_id: str,
+    *,
+    split: str = "eval",
+    episodes: int = 100,
+    conditions: Sequence[str] | None = None,
+    planner_file: str | None = None,
+    gate_file: str | None = None,
+    out: str = "results",
+    force: bool = False,
+    ablations: bool = False,
+    command: str | None = None,
+    log=print,
+) -> dict[str, Path]:
+    """Plays each condition on the split's first `episodes` seeds and writes its file.
+
+    A condition whose file already holds the same seeds, planner and gate (by sha256) is kept
+    (so an interrupted evaluation resumes), unless `force`.
+
+    Returns:
+        condition name -> its file.
+    """
+    planner_file = planner_file or str(planner_path("checkpoints", game_id))
+    pcfg, pparams, _ = load_planner(game_id, planner_file)
+    planner = Planner(pcfg)
+    if planner.two_player:
+        raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
+    gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
+    have_gate = Path(gate_file).exists()
+    names = (
+        list(conditions)
+        if conditions
+        else condition_names(pcfg.budgets, gate=have_gate, ablations=ablations)
+    )
+    valid = set(condition_names(pcfg.budgets, gate=True, ablations=True))
+    bad = [n for n in names if n not in valid]
+    if bad:
+        raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")
+    needs_gate = [n for n in names if n.startswith("gate")]
+    gate = gparams = None
+    if needs_gate:
+        if not have_gate:
+            raise FileNotFoundError(
+                f"conditions {needs_gate} need a gate, and {gate_file} is missing"
+            )
+        gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
+    seeds = seeds_of(split, episodes)
+    provenance = {
+        "game": game_id,
+        "split": split,
+        "planner_checkpoint": planner_file,
+        "planner_sha256": file_sha256(planner_file),
+        "budgets": list(pcfg.budgets),
+        "simulations": list(pcfg.simulations),
+        "horizon": planner.game.horizon,
+        "command": command,
+    }
+    gate_sha = file_sha256(gate_file) if needs_gate else None
+    runner = OptionRunner(planner, max_batch=episodes)
+    features = jax.jit(trigger_features(game_id)) if game_id in FEATURES else None
+    written = {}
+    for name in names:
+        path = condition_file(out, game_id, split, name)
+        if path.exists() and not force:
+            old = json.loads(path.read_text())
+            same = (
+                old.get("seeds") == seeds.tolist()
+                and old.get("planner_sha256") == provenance["planner_sha256"]
+            )
+            if same and old.get("gate_sha256") == (gate_sha if name.startswith("gate") else None):
+                log(f"{name}: kept {path}")
+                written[name] = path
+                continue
+        start = time.perf_counter()
+        if name == POLICY_ONLY:
+            ep = play_policy_only(planner, pparams, seeds)
+        else:
+            if name.startswith("gate"):
+                choose = gate_chooser(gate, gparams, pparams, zero=ABLATIONS.get(name))
+            elif name == "random":
+                choose = random_k(pcfg.budgets, seeds)
+            else:
+                choose = always(int(name[1:]))
+            # Trigger features only where the report uses them: the gate's own play.
+            ep = play(runner, pparams, seeds, choose, features=features if name == "gate" else None)
+        seconds = time.perf_counter() - start
+        is_gate = name.startswith("gate")
+        rec = _record(name, ep, provenance, seconds)
+        rec["gate_checkpoint"] = gate_file if is_gate else None
+        rec["gate_sha256"] = gate_sha if is_gate else None
+        rec["git_commit"] = _git_commit()
+        rec["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(rec))
+        tmp.replace(path)
+        log(
+            f"{name}: {ep.mean:.2f} +- {ep.se:.2f} over {len(seeds)} {split} seeds "
+            f"({seconds:.0f} s)"
+        )
+        written[name] = path
+    return written

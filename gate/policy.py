@@ -1,0 +1,186 @@
+"""The deployed gate: its inputs from a frozen planner, the budget decision, and its checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+import games
+from gate.network import GateNet
+from gate.train_config import GateConfig
+from harness import checkpoint as ckpt
+from planner.configs import config_from_dict, config_to_dict
+from planner.options import Planner
+
+__all__ = [
+    "GATE_FILE",
+    "Gate",
+    "GateDecision",
+    "GateInputs",
+    "file_sha256",
+    "gate_path",
+    "load_gate",
+]
+
+#: File name of a game's gate under a checkpoint folder: `<folder>/<game>/gate.msgpack`.
+GATE_FILE = "gate.msgpack"
+
+
+def gate_path(root: str | os.PathLike, game_id: str) -> Path:
+    """`<root>/<game_id>/gate.msgpack`: where a checkpoint folder keeps a game's gate."""
+    return Path(root) / game_id / GATE_FILE
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes (ties a gate to the exact planner it was trained over)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@struct.dataclass
+class GateInputs:
+    """What the gate sees at decision states (any leading shape L)."""
+
+    obs: jax.Array  # [L, H, W, C] bfloat16 planner input planes
+    time: jax.Array  # [L, 2] [t/T, 1 - t/T]
+    features: jax.Array  # [L, F] frozen planner trunk features
+    value: jax.Array  # [L] frozen planner value (return units)
+
+
+@struct.dataclass
+class GateDecision:
+    """The gate's choice at `[B]` decision states."""
+
+    index: jax.Array  # [B] int32 index into the budgets
+    k: jax.Array  # [B] int32 the chosen budget
+    probabilities: jax.Array  # [B, K] float32 the gate's distribution over the budgets
+    log_prob: jax.Array  # [B] log-probability of `index`
+    value: jax.Array  # [B] the frozen planner's value at the state (return units)
+    baseline: jax.Array  # [B] the gate's own value (units of `Gate.value_scale`)
+    inputs: GateInputs  # [B] what the gate saw (PPO stores it)
+
+
+class Gate:
+    """A gate network over a frozen `Planner`: picks the budget k of each budgeted option.
+
+    Pure: every method can be jitted or vmapped by the caller (training, evaluation and the
+    planner service all call `decide`, so they agree on the decision for the same state).
+    """
+
+    def __init__(self, planner: Planner, config: GateConfig) -> None:
+        if planner.two_player:
+            raise ValueError(
+                f"{planner.config.game_id} is a clock game; its gate is recurrent (not this one)"
+            )
+        self.planner = planner
+        self.config = config
+        self.budgets = tuple(planner.config.budgets)
+        net_cfg = planner.config.network
+        #: Values inside the gate are in units of the planner's value support edge.
+        self.value_scale = float(net_cfg.value_max) if net_cfg.value_bins else 1.0
+        self.net = GateNet(config, len(self.budgets), self.value_scale)
+        self._budget_arr = jnp.asarray(self.budgets, jnp.int32)
+
+    def inputs(self, planner_params, states: games.State) -> GateInputs:
+        """The gate's inputs at `[B]` states: one frozen planner forward."""
+        out = self.planner.evaluate(planner_params, states)
+        obs, time = jax.vmap(self.planner.inputs)(states)
+        return GateInputs(
+            obs=obs.astype(jnp.bfloat16), time=time, features=out.features, value=out.value
+        )
+
+    def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
+        """(`[B, K]` logits, `[B]` baseline in units of `value_scale`)."""
+        return self.net.apply(params, x.obs.astype(jnp.float32), x.time, x.features, x.value)
+
+    def decide(
+        self, params, planner_params, states: games.State, key: jax.Array | None = None
+    ) -> GateDecision:
+        """The budget decision at `[B]` states: sampled with `key`, else the argmax (deployed)."""
+        x = self.inputs(planner_params, states)
+        logits, baseline = self.apply(params, x)
+        log_p = jax.nn.log_softmax(logits)
+        if key is None:
+            index = jnp.argmax(logits, -1).astype(jnp.int32)
+        else:
+            index = jax.random.categorical(key, logits).astype(jnp.int32)
+        return GateDecision(
+            index=index,
+            k=self._budget_arr[index],
+            probabilities=jnp.exp(log_p),
+            log_prob=jnp.take_along_axis(log_p, index[:, None], -1)[:, 0],
+            value=x.value,
+            baseline=baseline,
+            inputs=x,
+        )
+
+    def init_params(self, key: jax.Array):
+        """Fresh gate variables."""
+        planner_params = jax.eval_shape(self.planner.init_params, key)
+        states = jax.eval_shape(lambda k: jax.vmap(self.planner.game.init)(k[None]), key)
+        x = jax.eval_shape(self.inputs, planner_params, states)
+        x = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), x)
+        return self.net.init(key, x.obs, x.time, x.features, x.value)
+
+    def metadata(self) -> dict:
+        """What `load_gate` checks: the network shape and the planner it gates."""
+        return {
+            "game": self.planner.config.game_id,
+            "budgets": list(self.budgets),
+            "gate_config": dataclasses.asdict(self.config),
+            "value_scale": self.value_scale,
+            "planner_config": config_to_dict(self.planner.config),
+        }
+
+
+def load_gate(path: str | os.PathLike, planner: Planner, *, planner_file=None):
+    """(`Gate`, params, metadata) from a gate checkpoint over `planner`.
+
+    Args:
+        path: a `gate.msgpack` (what `train-gate` exports and `ship` copies).
+        planner: the frozen planner the gate will run over.
+        planner_file: that planner's checkpoint file; when the gate recorded its planner's
+            sha256, the two must match (a gate is trained for one planner's exact weights).
+
+    Raises:
+        harness.checkpoint.CheckpointError: a corrupt file, or a gate for another game,
+            other budgets, another planner shape, or another planner's weights.
+    """
+    meta = ckpt.load_metadata(path)
+    game_id = planner.config.game_id
+    if meta.get("kind") != "gate":
+        raise ckpt.CheckpointError(f"{path} holds a {meta.get('kind')!r}, not a gate")
+    if meta.get("game") != game_id:
+        raise ckpt.CheckpointError(f"{path} is a gate for {meta.get('game')}, not {game_id}")
+    if meta.get("budgets") != list(planner.config.budgets):
+        raise ckpt.CheckpointError(
+            f"{path} picks among budgets {meta.get('budgets')}, but the planner's are "
+            f"{list(planner.config.budgets)}"
+        )
+    # Compared as configs: the JSON metadata holds lists where the config has tuples.
+    try:
+        trained_over = config_from_dict(meta["planner_config"])
+    except (KeyError, TypeError, ValueError):
+        trained_over = None
+    if trained_over != planner.config:
+        raise ckpt.CheckpointError(f"{path} was trained over a planner of another shape")
+    want = meta.get("planner_sha256")
+    if want and planner_file is not None and file_sha256(planner_file) != want:
+        raise ckpt.CheckpointError(
+            f"{path} was trained over the planner with sha256 {want[:16]}..., not {planner_file}"
+        )
+    try:
+        config = GateConfig(**meta["gate_config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ckpt.CheckpointError(f"{path}: bad gate_config in its metadata: {err}") from err
+    gate = Gate(planner, config)
+    template = jax.eval_shape(gate.init_params, jax.random.PRNGKey(0))
+    template = {"params": jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)}
+    tree, meta = ckpt.load(path, template)
+    return gate, tree["params"], dict(meta, checkpoint=str(path))

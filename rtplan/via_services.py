@@ -1,0 +1,283 @@
+"""`rtplan eval --via-services`: the gate played through the real services against in-process."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from rtplan.live import http_json, services
+
+__all__ = ["Served", "compare", "read_replay", "run"]
+
+#: Sessions the env server plays at once (its default `max_sessions` is 16).
+PARALLEL = 4
+#: A session whose frame count stands still this long has stalled (one search of the largest
+#: budget on a loaded CPU takes well under a second).
+STALL_S = 300.0
+#: Session creations tried while the planner service does not answer the gate query.
+CREATE_TRIES = 5
+
+
+@dataclasses.dataclass
+class Served:
+    """What one services session recorded (its replay file)."""
+
+    seed: int
+    returns: float  # sum of the frames' rewards
+    frames: int
+    actions: np.ndarray  # [frames] the action applied at each frame
+    ks: np.ndarray  # [decisions] the k of each option, in order (-1: no decision)
+    decision_frames: np.ndarray  # [decisions] the first frame of each option
+    reason: str  # why the session ended ("terminated" or "truncated" at the horizon)
+
+
+def read_replay(path: str | Path, seed: int, reason: str) -> Served:
+    """Parses a replay file: its frame lines, cut into options by the k each one records.
+
+    An option of budget k covers k frames (k - 1 reflex frames, then the planned one), every
+    one recording k; the last option may be cut short by the episode's end.
+    """
+    lines = [json.loads(x) for x in Path(path).read_text().splitlines()]
+    frames = [x for x in lines if x.get("type") == "frame"]
+    ks, at, f = [], [], 0
+    while f < len(frames):
+        k = frames[f]["k"]
+        ks.append(-1 if k is None else int(k))
+        at.append(f)
+        f += max(1, k or 1)  # no decision (a miss) ends the option at its first frame
+    return Served(
+        seed=seed,
+        returns=float(sum(x["reward"] for x in frames)),
+        frames=len(frames),
+        actions=np.array([x["action"] for x in frames], np.int64),
+        ks=np.array(ks, np.int64),
+        decision_frames=np.array(at, np.int64),
+        reason=reason,
+    )
+
+
+def _first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
+    """The first index where two sequences differ (a length difference counts), else None."""
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    if len(diff):
+        return int(diff[0])
+    return None if len(a) == len(b) else n
+
+
+def _at(a: np.ndarray, i: int) -> int | str:
+    return int(a[i]) if i < len(a) else "none (the episode is over)"
+
+
+def compare(episodes, served: list[Served]) -> tuple[list[dict], list[str]]:
+    """Compares in-process episodes (`gate.evaluate.Episodes` with actions) with the sessions.
+
+    Returns:
+        one row per seed (returns, frames, identical actions / k-sequence) and the
+        mismatches, one line each naming the first differing frame.
+    """
+    rows, problems = [], []
+    for i, s in enumerate(served):
+        seed = int(episodes.seeds[i])
+        acts, ks = episodes.actions[i], episodes.ks[i]
+        frame = _first_difference(acts, s.actions)
+        decision = _first_difference(ks, s.ks)
+        same_return = abs(float(episodes.returns[i]) - s.returns) <= 1e-6
+        rows.append(
+            {
+                "seed": seed,
+                "return_in_process": float(episodes.returns[i]),
+                "return_services": s.returns,
+                "frames_in_process": int(episodes.frames[i]),
+                "frames_services": s.frames,
+                "actions": frame is None,
+                "ks": decision is None,
+            }
+        )
+        if frame is not None:
+            problems.append(
+                f"seed {seed}: first differing action at frame {frame}: in-process "
+                f"{_at(acts, frame)}, services {_at(s.actions, frame)}"
+            )
+        if decision is not None:
+            where = episodes.decision_frames[i]
+            at = where[decision] if decision < len(where) else s.decision_frames[decision]
+            problems.append(
+                f"seed {seed}: first differing k at decision {decision} (frame {int(at)}): "
+                f"in-process k={_at(ks, decision)}, services k={_at(s.ks, decision)}"
+            )
+        if not same_return or int(episodes.frames[i]) != s.frames:
+            problems.append(
+                f"seed {seed}: in-process return {float(episodes.returns[i]):g} over "
+                f"{int(episodes.frames[i])} frames, services {s.returns:g} over {s.frames}"
+            )
+    return rows, problems
+
+
+def _table(rows: list[dict]) -> str:
+    yes = {True: "yes", False: "NO"}
+    out = [
+        f"{'seed':>9} {'return in-process':>17} {'services':>9} {'frames':>7} "
+        f"{'services':>8} {'actions':>8} {'k-seq':>6}"
+    ]
+    for r in rows:
+        out.append(
+            f"{r['seed']:>9} {r['return_in_process']:>17g} {r['return_services']:>9g} "
+            f"{r['frames_in_process']:>7} {r['frames_services']:>8} {yes[r['actions']]:>8} "
+            f"{yes[r['ks']]:>6}"
+        )
+    return "\n".join(out)
+
+
+def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
+    """`gate.evaluate.play` of the deployed gate (argmax), recording every frame's action."""
+    from gate.evaluate import gate_chooser, play
+    from gate.policy import load_gate
+    from planner.batching import OptionRunner
+    from planner.options import Planner
+    from planner.store import load_planner
+
+    pcfg, pparams, _ = load_planner(game_id, planner_file)
+    planner = Planner(pcfg)
+    gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
+    runner = OptionRunner(planner, max_batch=len(seeds))
+    choose = gate_chooser(gate, gparams, pparams)
+    return play(runner, pparams, seeds, choose, record_actions=True)
+
+
+def _create(http: str, body: dict) -> str:
+    """Creates a session; retries while the env server cannot reach the planner service yet.
+
+    A gated session asks the planner service for its gate first; on a loaded machine a fresh
+    connection can time out (UNAVAILABLE) although the service is up, so try a few times.
+    """
+    for attempt in range(CREATE_TRIES):
+        try:
+            return http_json("POST", f"{http}/v1/sessions", body)["id"]
+        except RuntimeError as e:
+            if "UNAVAILABLE" not in str(e) or attempt == CREATE_TRIES - 1:
+                raise
+            time.sleep(2.0)
+    raise AssertionError("unreachable")
+
+
+def _play_sessions(http: str, game_id: str, seeds: np.ndarray, log: Callable) -> list[Served]:
+    """One simulated-clock, gated planner-agent session per seed, to the episode's end."""
+    served: dict[int, Served] = {}
+    pending = [int(s) for s in seeds]
+    live: dict[str, tuple[int, int, float]] = {}  # id -> (seed, frame, when it last moved)
+    while pending or live:
+        while pending and len(live) < PARALLEL:
+            seed = pending.pop(0)
+            body = {
+                "game": game_id,
+                "agent": "planner",  # no k: the planner service's gate picks each option's k
+                "clock": "simulated",
+                "seed": seed,
+                "record": True,
+            }
+            sid = _create(http, body)
+            if not http_json("GET", f"{http}/v1/sessions/{sid}")["gated"]:
+                raise RuntimeError(f"session {sid} (seed {seed}) does not play the gate")
+            live[sid] = (seed, -1, time.monotonic())
+        time.sleep(0.1)
+        for sid, (seed, frame, moved) in list(live.items()):
+            info = http_json("GET", f"{http}/v1/sessions/{sid}")
+            if info["status"] in ("waiting", "running"):
+                if info["frame"] != frame:
+                    live[sid] = (seed, info["frame"], time.monotonic())
+                elif time.monotonic() - moved > STALL_S:
+                    raise RuntimeError(f"session {sid} (seed {seed}) stalled at frame {frame}")
+                continue
+            del live[sid]
+            if info["status"] != "finished" or info["stats"].get("planner_errors"):
+                raise RuntimeError(
+                    f"session {sid} (seed {seed}) ended {info['status']}: {info['reason']} "
+                    f"(stats {info['stats']})"
+                )
+            served[seed] = read_replay(info["replay"], seed, info["reason"])
+            if abs(served[seed].returns - float(info["episode_return"])) > 1e-6:
+                raise RuntimeError(
+                    f"session {sid}: replay rewards sum to {served[seed].returns}, the session "
+                    f"reports {info['episode_return']}"
+                )
+            log(f"seed {seed}: {served[seed].frames} frames, {info['reason']}")
+    return [served[int(s)] for s in seeds]
+
+
+def run(
+    game_id: str,
+    *,
+    episodes: int,
+    split: str = "eval",
+    planner_file: str | None = None,
+    gate_file: str | None = None,
+    log: Callable = print,
+) -> int:
+    """Plays the gate on a split's first `episodes` seeds in process and through the services
+    (planner service + env server subprocesses, simulated clock) and compares them.
+
+    Returns:
+        0 when every seed's return, actions and k-sequence are identical, 1 otherwise.
+
+    Raises:
+        FileNotFoundError: no planner or gate file. CheckpointError: one does not load (or the
+        gate was trained over another planner). ValueError: a clock game, too few episodes.
+        RuntimeError: a service failed to start or a session failed.
+    """
+    from gate.evaluate import seeds_of
+    from gate.policy import gate_path, load_gate
+    from planner.options import Planner
+    from planner.store import load_planner, planner_path
+
+    if episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    planner_file = planner_file or str(planner_path("checkpoints", game_id))
+    if not Path(planner_file).exists():
+        raise FileNotFoundError(f"planner checkpoint {planner_file} is missing")
+    gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
+    if not Path(gate_file).exists():
+        raise FileNotFoundError(f"--via-services plays the gate, and {gate_file} is missing")
+    pcfg, _, _ = load_planner(game_id, planner_file)
+    planner = Planner(pcfg)
+    if planner.two_player:
+        raise ValueError(f"{game_id} is a clock game: the gate plays committed-action games")
+    load_gate(gate_file, planner, planner_file=planner_file)  # the same checks as the service
+    seeds = seeds_of(split, episodes)
+
+    with tempfile.TemporaryDirectory(prefix="rtplan-via-services-") as tmp:
+        # The services read <dir>/<game>/{planner,gate}.msgpack: serve exactly these two files.
+        root = Path(tmp) / "checkpoints"
+        (root / game_id).mkdir(parents=True)
+        shutil.copyfile(planner_file, planner_path(root, game_id))
+        shutil.copyfile(gate_file, gate_path(root, game_id))
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            # The in-process reference compiles while the services compile theirs.
+            reference = pool.submit(_in_process, game_id, planner_file, gate_file, seeds)
+            log(f"starting the planner service and env server over {planner_file}, {gate_file}")
+            with services(
+                game_id, echo=False, checkpoint_dir=root, record_dir=Path(tmp) / "replays"
+            ) as addr:
+                # Sessions start after the reference: its compile would slow the services.
+                ep = reference.result()
+                served = _play_sessions(addr["http"], game_id, seeds, log)
+    rows, problems = compare(ep, served)
+    log(_table(rows))
+    for line in problems:
+        log(f"MISMATCH {line}")
+    if problems:
+        return 1
+    log(
+        f"{game_id}: {len(seeds)} {split} seeds identical in process and through the services "
+        f"(returns, {sum(r['frames_services'] for r in rows)} frame actions, "
+        f"{sum(len(s.ks) for s in served)} gate decisions)"
+    )
+    return 0

@@ -1,0 +1,155 @@
+"""The human player: a person on the watch page, whose key presses and clicks are actions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from server._agent_api import AgentHost, Answer
+from server._agents import GrpcAgent
+from server._runtime import AGENT_PLAYER
+
+#: Committed-action games: keyboard keys (`KeyboardEvent.key`) by action name.
+KEYS: dict[str, tuple[str, ...]] = {
+    "up": ("ArrowUp", "w"),
+    "right": ("ArrowRight", "d"),
+    "down": ("ArrowDown", "s"),
+    "left": ("ArrowLeft", "a"),
+    "noop": ("n",),
+    "rotate_cw": ("ArrowUp", "x", "w"),
+    "rotate_ccw": ("z", "q"),
+    "hard_drop": (" ", "ArrowDown", "s"),
+}
+
+
+def key_map(action_names: tuple[str, ...]) -> dict[str, int]:
+    """Keyboard key -> action index for a committed-action game (the first action a key names
+    wins: in Tetris ArrowUp rotates and ArrowDown drops)."""
+    keys: dict[str, int] = {}
+    for action, name in enumerate(action_names):
+        for key in KEYS.get(name, ()):
+            keys.setdefault(key, action)
+    return keys
+
+
+class HumanAgent(GrpcAgent):
+    """A person playing from the watch page, under the same frame rules as an agent stream.
+
+    The page sends `{"type": "action", "frame": n, "action": a}` over the session's websocket;
+    the session judges it like an Env API `Action` (`Session.submit`: the frame window, then
+    this mailbox), so a key not pressed by frame n's deadline makes frame n play the fallback
+    (FALLBACK), and a press after it makes the report LATE. Clock games: the person's clock
+    runs from the move's frame to the click. The game starts when the player's page joins.
+    """
+
+    kind = "human"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.player_connected = False
+
+    def join_player(self) -> bool:
+        """The player's page joined; False when another page is already playing."""
+        if self.player_connected:
+            return False
+        self.player_connected = True
+        self.attached()
+        return True
+
+    def leave_player(self) -> None:
+        """The player's page left (the game goes on: its frames play the fallback)."""
+        self.player_connected = False
+
+    def answer(self, n: int, host: AgentHost) -> Answer:
+        return Answer(super().answer(n, host).arrivals, "human")
+
+
+def player_hello(game_spec: dict[str, Any], *, tick_ms: float, player: int) -> dict[str, Any]:
+    """The websocket JSON that tells the page it plays: its keys (committed-action games) or
+    that it clicks (clock games), its player id, and the clock tick in ms."""
+    clock = game_spec["num_players"] == 2
+    return {
+        "type": "player",
+        "player": player,
+        "input": "click" if clock else "keys",
+        "keys": {} if clock else key_map(tuple(game_spec["action_names"])),
+        "tick_ms": tick_ms,
+    }
+
+
+class PlayerLink:
+    """The player side of one watch-page websocket: `{"type": "play", "token": T}` makes the
+    page the session's player (T is the session token); then each
+    `{"type": "action", "frame": n, "action": a}` goes to `Session.submit` with its arrival
+    time. Replies (the player hello, errors) go out through `send`, in order with the frames."""
+
+    #: Longest message a page may send (an action is ~50 bytes).
+    MAX_TEXT = 1000
+
+    def __init__(self, session, send: Callable[[dict[str, Any]], None]) -> None:
+        """
+        Args:
+            session: the `server.session.Session` the websocket watches.
+            send: queues a JSON message to this page.
+        """
+        self.session = session
+        self._send = send
+        self.playing = False
+
+    def _error(self, message: str, **extra: Any) -> None:
+        self._send({"type": "error", "message": message, **extra})
+
+    def receive(self, text: str, at: float) -> None:
+        """One text message from the page, received at monotonic time `at`."""
+        if len(text) > self.MAX_TEXT:
+            self._error(f"message of {len(text)} characters; at most {self.MAX_TEXT}")
+            return
+        try:
+            msg = json.loads(text)
+        except ValueError:
+            self._error('not JSON: send {"type": "play" | "action", ...}')
+            return
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        if kind == "play":
+            self._play(msg.get("token"))
+        elif kind == "action":
+            self._action(msg, at)
+        else:
+            self._error(f"unknown message type {kind!r}: expected 'play' or 'action'")
+
+    def _play(self, token: Any) -> None:
+        s = self.session
+        if s.config.agent != "human":
+            self._error(f"session {s.id} is played by the {s.config.agent} agent, not a person")
+        elif not isinstance(token, str) or not s.check_token(token):
+            self._error(f"wrong token for session {s.id}: only its creator may play it")
+        elif not s.live:
+            self._error(f"session {s.id} is {s.status}")
+        elif self.playing:
+            self._error("this page already plays the session")
+        elif not s.agent.join_player():
+            self._error(f"another page already plays session {s.id}")
+        else:
+            self.playing = True
+            spec = s.runtime.describe()
+            self._send(player_hello(spec, tick_ms=s.tick_s * 1e3, player=AGENT_PLAYER))
+
+    def _action(self, msg: dict, at: float) -> None:
+        if not self.playing:
+            self._error('send {"type": "play", "token": ...} before actions')
+            return
+        frame, action = msg.get("frame"), msg.get("action")
+        for name, value in (("frame", frame), ("action", action)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                self._error(f"{name} must be an integer, got {value!r}")
+                return
+        error = self.session.submit(frame, action, at)
+        if error is not None:
+            self._error(error.message, frame=frame, action=action)
+
+    def leave(self) -> None:
+        """The page's websocket closed."""
+        if self.playing:
+            self.session.agent.leave_player()
+            self.playing = False

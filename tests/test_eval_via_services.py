@@ -1,0 +1,94 @@
+"""`rtplan eval --via-services`: the gate through the real services reproduces in-process play."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import jax
+import numpy as np
+import pytest
+
+from gate.policy import gate_path
+from planner import Planner
+from planner.store import planner_path, save_planner
+from rtplan import via_services
+from rtplan.cli import main
+from support import tiny_config, write_gate
+
+GAME = "snake-rt-v0"
+# Two budgets (only two options compile) and a gate seed whose argmax picks both.
+CFG = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt")
+    save_planner(planner_path(root, GAME), CFG, Planner(CFG).init_params(jax.random.PRNGKey(0)))
+    write_gate(root, GAME, seed=9)
+    return root
+
+
+def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
+    seen, real = [], via_services.compare
+
+    def compare(episodes, served):
+        seen.append((episodes, served))
+        return real(episodes, served)
+
+    monkeypatch.setattr(via_services, "compare", compare)
+    planner = str(planner_path(root, GAME))
+    argv = ["eval", "--game", GAME, "--via-services", "--episodes", "2", "--planner", planner]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "identical in process and through the services" in out and "MISMATCH" not in out
+    (episodes, served) = seen[0]
+    assert [s.seed for s in served] == [2_000_000, 2_000_001] == episodes.seeds.tolist()
+    for i, s in enumerate(served):
+        # Played to the episode's end (the 200-frame horizon here), every frame compared.
+        assert s.frames == episodes.frames[i] == len(s.actions) == len(episodes.actions[i])
+        assert s.reason in ("terminated", "truncated") and s.frames > 50
+        np.testing.assert_array_equal(s.actions, episodes.actions[i])
+        np.testing.assert_array_equal(s.ks, episodes.ks[i])
+        np.testing.assert_array_equal(s.decision_frames, episodes.decision_frames[i])
+        assert f"{s.seed:>9}" in out
+    row_lines = [line.split() for line in out.splitlines() if line.split()[:1] == ["2000000"]]
+    assert row_lines and row_lines[0][-2:] == ["yes", "yes"]
+    # The gate used both budgets, so the k-sequence compared is a real choice.
+    assert set(np.concatenate([s.ks for s in served]).tolist()) == set(CFG.budgets)
+
+    # The comparison catches a changed action or k and names where.
+    s = served[0]
+    acts = s.actions.copy()
+    acts[17] = (acts[17] + 1) % 4
+    rows, problems = via_services.compare(episodes, [dataclasses.replace(s, actions=acts)])
+    assert not rows[0]["actions"] and rows[0]["ks"]
+    assert problems == [
+        f"seed 2000000: first differing action at frame 17: in-process {s.actions[17]}, "
+        f"services {acts[17]}"
+    ]
+    ks = s.ks.copy()
+    ks[3] = 3 - ks[3]
+    _, problems = via_services.compare(episodes, [dataclasses.replace(s, ks=ks)])
+    assert problems == [
+        f"seed 2000000: first differing k at decision 3 (frame {s.decision_frames[3]}): "
+        f"in-process k={s.ks[3]}, services k={ks[3]}"
+    ]
+    _, problems = via_services.compare(episodes, [dataclasses.replace(s, returns=s.returns + 1)])
+    assert problems == [
+        f"seed 2000000: in-process return {episodes.returns[0]:g} over {s.frames} frames, "
+        f"services {s.returns + 1:g} over {s.frames}"
+    ]
+
+
+def test_via_services_without_a_gate_is_a_clear_error(root, tmp_path, capsys):
+    shutil.copytree(root, tmp_path / "nogate")
+    gate_path(tmp_path / "nogate", GAME).unlink()
+    planner = str(planner_path(tmp_path / "nogate", GAME))
+    argv = ["eval", "--game", GAME, "--via-services", "--episodes", "2", "--planner", planner]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    missing = gate_path(tmp_path / "nogate", GAME)
+    assert f"rtplan eval: error: --via-services plays the gate, and {missing} is missing" in err
+    assert main([*argv, "--conditions", "k1"]) == 2
+    assert "--via-services plays the gate only" in capsys.readouterr().err

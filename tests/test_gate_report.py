@@ -1,0 +1,136 @@
+"""`rtplan eval` files and `rtplan report`: paired differences, best fixed k from the tuning
+seeds only, the README table between its markers, figures, and clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from gate.experiment import condition_file, load_conditions, run_conditions
+from gate.report import README_BEGIN, README_END, best_fixed_k, summarize
+from planner import Planner
+from planner.store import planner_path, save_planner
+from rtplan.cli import main
+from support import tiny_config, write_gate
+
+GAME = "snake-rt-v0"
+
+
+def _write(root, split, name, returns, ks=None, seeds=None, budgets=(1, 2)):
+    n = len(returns)
+    ks = ks if ks is not None else [""] * n
+    rec = {
+        "game": GAME,
+        "split": split,
+        "condition": name,
+        "budgets": list(budgets),
+        "seeds": seeds if seeds is not None else list(range(2_000_000, 2_000_000 + n)),
+        "returns": list(map(float, returns)),
+        "frames": [max(len(k), 1) * 2 for k in ks],
+        "ks": ks,
+        "decision_frames": [list(range(0, 2 * len(k), 2)) for k in ks],
+        "features": {},
+    }
+    path = condition_file(root, GAME, split, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+
+
+def test_summary_pairs_seeds_and_best_fixed_comes_from_tuning(tmp_path):
+    _write(tmp_path, "eval", "gate", [5, 7, 9], ks=["12", "2", "11"])
+    _write(tmp_path, "eval", "k1", [4, 7, 6], ks=["111", "11", "1"])
+    _write(tmp_path, "eval", "k2", [6, 6, 6], ks=["22", "2", "2"])
+    # On the tuning seeds k1 is better, although k2 has the better evaluation mean.
+    _write(tmp_path, "tuning", "k1", [9, 9], seeds=[1_000_000, 1_000_001])
+    _write(tmp_path, "tuning", "k2", [1, 1], seeds=[1_000_000, 1_000_001])
+    evals, tuning = (
+        load_conditions(tmp_path, GAME, "eval"),
+        load_conditions(tmp_path, GAME, "tuning"),
+    )
+    assert best_fixed_k(tuning) == "k1" and best_fixed_k({}) is None
+    rows = {r["condition"]: r for r in summarize(GAME, evals, tuning)}
+    assert rows["k1"]["best_fixed"] and not rows["k2"]["best_fixed"]
+    d = np.array([5, 7, 9]) - np.array([4, 7, 6])
+    assert rows["k1"]["gate_minus"] == pytest.approx(d.mean())
+    assert rows["k1"]["gate_minus_se"] == pytest.approx(d.std(ddof=1) / np.sqrt(3))
+    assert rows["gate"]["mean_k"] == pytest.approx(np.mean([1, 2, 2, 1, 1]))
+    assert rows["gate"]["k2"] == pytest.approx(2 / 5)
+    _write(tmp_path, "eval", "random", [1, 2, 3], seeds=[7, 8, 9])
+    with pytest.raises(ValueError, match=r"conditions \['random'\] played other seeds"):
+        summarize(GAME, load_conditions(tmp_path, GAME, "eval"), tuning)
+
+
+def test_report_writes_tables_figures_and_the_readme_table(tmp_path, capsys):
+    res = tmp_path / "results"
+    _write(res, "eval", "gate", [5, 7, 9], ks=["12", "2", "11"])
+    _write(res, "eval", "k1", [4, 7, 6], ks=["111", "11", "1"])
+    _write(res, "eval", "policy-only", [1, 1, 2])
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\nbefore\n{README_BEGIN}\nold table\n{README_END}\nafter\n")
+    assert main(["report", "--results", str(res), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "old table" not in text and text.startswith("# x\nbefore\n") and "after" in text
+    line = next(x for x in text.splitlines() if x.startswith(f"| {GAME}"))
+    assert "7.0 ± 1.2" in line and "— (no tuning run)" in line
+    for name in ("main.png", "profile.png"):
+        png = res / GAME / name
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    rows = list(csv_rows(res / "summary.csv"))
+    assert {r["condition"] for r in rows} == {"gate", "k1", "policy-only"}
+    assert json.loads((res / "summary.json").read_text())[0]["condition"] == "gate"
+    assert main(["report", "--results", str(tmp_path / "none")]) == 2
+    assert "no evaluation results under" in capsys.readouterr().err
+
+
+def csv_rows(path):
+    import csv
+
+    with path.open() as f:
+        yield from csv.DictReader(f)
+
+
+@pytest.fixture(scope="module")
+def ckdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ck")
+    cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
+    save_planner(planner_path(root, GAME), cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
+    write_gate(root, GAME, channels=8, head_hidden=16)
+    return root
+
+
+def test_eval_writes_each_condition_once_and_resumes(ckdir, tmp_path):
+    out = tmp_path / "res"
+    kw = dict(episodes=2, planner_file=str(planner_path(ckdir, GAME)), out=str(out))
+    logs = []
+    files = run_conditions(GAME, conditions=["gate", "k1", "policy-only"], log=logs.append, **kw)
+    assert set(files) == {"gate", "k1", "policy-only"}
+    gate = json.loads(files["gate"].read_text())
+    assert gate["seeds"] == [2_000_000, 2_000_001] and gate["gate_sha256"]
+    assert set("".join(gate["ks"])) <= {"1", "2"}
+    # The gate's decisions carry Snake's trigger features, one value per decision.
+    assert len(gate["features"]["reachable_cells"][0]) == len(gate["ks"][0])
+    k1 = json.loads(files["k1"].read_text())
+    assert set("".join(k1["ks"])) == {"1"} and k1["gate_sha256"] is None
+    logs.clear()
+    run_conditions(GAME, conditions=["k1"], log=logs.append, **kw)
+    assert logs == [f"k1: kept {files['k1']}"]
+    run_conditions(GAME, conditions=["k1"], force=True, log=logs.append, **kw)
+    assert logs[-1].startswith("k1: ") and "kept" not in logs[-1]
+
+
+def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):
+    base = ["eval", "--game", GAME, "--planner", str(planner_path(ckdir, GAME))]
+    assert main([*base, "--conditions", "k9", "--out", str(tmp_path)]) == 2
+    assert "unknown condition 'k9'" in capsys.readouterr().err
+    assert main([*base, "--gate", str(tmp_path / "no.msgpack"), "--conditions", "gate"]) == 2
+    assert "need a gate" in capsys.readouterr().err
+    assert main([*base, "--episodes", "1"]) == 2
+    assert "--episodes must be >= 2" in capsys.readouterr().err
+    bad = tmp_path / "gate.msgpack"
+    bad.write_bytes(b"not a checkpoint")
+    assert main([*base, "--gate", str(bad), "--conditions", "gate", "--out", str(tmp_path)]) == 2
+    assert "rtplan eval: error:" in capsys.readouterr().err

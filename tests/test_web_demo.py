@@ -1,0 +1,71 @@
+"""`rtplan demo` (what `make demo` runs): the planner service and the env server in subprocesses,
+a game that starts again when it ends, the lobby served until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from rtplan.live import free_port
+from support import write_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
+    root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0",))
+    port = free_port()
+    cmd = [sys.executable, "-m", "rtplan", "demo", "--port", str(port), "--fps", "20"]
+    cmd += ["--frames", "6", "--checkpoint-dir", str(root), "--record-dir", str(tmp_path)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 600  # the services compile the tiny planner first
+        while not any("lobby at" in line for line in lines):
+            assert proc.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.2)
+        assert any(f"lobby at {base}/" in line for line in lines)
+        assert (
+            "<title>rtplan · lobby</title>"
+            in urllib.request.urlopen(base, timeout=30).read().decode()
+        )
+        # The demo's game: the planner agent at the forced k (no gate here), 6 frames, then the
+        # next game: the lobby lists both.
+        while True:
+            listed = json.load(urllib.request.urlopen(f"{base}/v1/sessions", timeout=30))[
+                "sessions"
+            ]
+            if len(listed) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(listed) >= 2, listed
+        assert {(s["game"], s["agent"], tuple(s["ks"])) for s in listed} == {
+            ("snake-rt-v0", "planner", (2,))
+        }
+        assert any(s["status"] in ("finished",) for s in listed), listed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert rc == 0, "".join(lines)
+    assert "rtplan demo: stopped" in "".join(lines)
+    # The services are gone with it.
+    try:
+        urllib.request.urlopen(base, timeout=5)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the env server still answers after Ctrl-C")
+    assert list(tmp_path.glob("snake-rt-v0_*.jsonl"))  # its games were recorded
