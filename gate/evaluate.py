@@ -13,6 +13,7 @@ import numpy as np
 import games
 from gate.policy import Gate
 from planner.batching import SKIP, OptionRunner
+from planner.evaluate import standard_error
 from planner.options import Planner
 
 __all__ = [
@@ -86,15 +87,13 @@ class Episodes:
 
     @property
     def se(self) -> float:
-        n = len(self.returns)
-        return float(self.returns.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+        return standard_error(self.returns)
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """(mean, SE) of the per-seed difference a - b (ddof 1)."""
     d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
-    se = float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
-    return float(d.mean()), se
+    return float(d.mean()), standard_error(d)
 
 
 def always(k: int) -> Chooser:

@@ -12,6 +12,7 @@ import numpy as np
 from gate.evaluate import ABLATIONS, POLICY_ONLY, paired
 from gate.experiment import load_conditions
 from gate.triggers import FEATURES, PIECE_NAMES
+from planner.evaluate import standard_error
 
 __all__ = ["README_BEGIN", "README_END", "best_fixed_k", "report", "summarize"]
 
@@ -59,7 +60,7 @@ def summarize(game_id: str, evals: dict[str, dict], tuning: dict[str, dict]) -> 
             "best_fixed": name == best,
             "episodes": n,
             "mean": float(returns.mean()),
-            "se": float(returns.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0,
+            "se": standard_error(returns),
             "mean_k": float(ks.mean()) if ks is not None else None,
             **_k_dist(rec, rec["budgets"]),
             "mean_frames": float(np.mean(rec["frames"])),

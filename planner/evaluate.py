@@ -19,6 +19,12 @@ RANDOM = ("random", 0)
 EVAL_OPENING_PLIES = 6
 
 
+def standard_error(x) -> float:
+    """Standard error of the mean of `x` `[N]` (ddof=1; 0 for fewer than two values)."""
+    x = np.asarray(x, np.float64)
+    return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalResult:
     """Per-episode outcomes of an evaluation."""
@@ -34,8 +40,7 @@ class EvalResult:
     @property
     def se(self) -> float:
         """Standard error of the mean (ddof=1)."""
-        n = len(self.returns)
-        return float(self.returns.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+        return standard_error(self.returns)
 
     def __str__(self) -> str:
         return f"{self.mean:.2f} +- {self.se:.2f} (n={len(self.returns)})"

@@ -17,7 +17,7 @@ from harness import checkpoint as ckpt
 from harness.run import BEST, CHECKPOINT, LOG, Run
 from planner import replay as rb
 from planner.configs import config_from_dict, config_to_dict
-from planner.evaluate import to_result
+from planner.evaluate import standard_error, to_result
 from planner.iteration import AXIS, Actors, Trajectory, build, device_count
 from planner.replay import Replay
 from planner.store import PLANNER_FILE
@@ -217,7 +217,7 @@ class ExpertIteration:
             r, x = to_result(*out[0]), to_result(*out[1])
             scores = np.concatenate([r.returns, x.returns])
             mean = float(scores.mean())
-            se = float(scores.std(ddof=1) / np.sqrt(len(scores))) if len(scores) > 1 else 0.0
+            se = standard_error(scores)
             cols = dict(eval_mean=mean, eval_se=se, eval_vs_random=r.mean, eval_vs_reflex=x.mean)
         else:
             res = to_result(*out)
