@@ -28,12 +28,13 @@ class Answer:
     """What an agent gave for one frame, before the frame rule judges it."""
 
     arrivals: tuple[Arrival, ...]
-    source: str  # "agent" | "reflex" | "planned" | "opponent"
+    source: str  # "agent" | "human" | "reflex" | "planned" | "opponent"
     k: int | None = None
     cost: int | None = None  # clock ticks the answer declares (planner, simulated clock)
     latency_ms: float | None = None
     error: str | None = None  # why a planned answer is missing (its Plan call failed)
     decision: PlanDecision | None = None  # planner agent: its option's decision, once known
+    landing: bool = False  # a planner option's landing frame (its planned action, or a miss)
 
 
 class AgentHost(Protocol):
@@ -59,6 +60,11 @@ class AgentHost(Protocol):
         """Monotonic time the current frame was published."""
         ...
 
+    @property
+    def deadline(self) -> float | None:
+        """Monotonic deadline of the current frame (None with the simulated clock)."""
+        ...
+
     def state_proto(self) -> tensor_pb2.GameState:
         """The current state on the wire."""
         ...
@@ -81,7 +87,8 @@ class Agent(Protocol):
     frame n is published, `wait(n)` (simulated clock: until it has answered) and `answer(n)`
     at the frame's deadline."""
 
-    #: "grpc", "reflex", "planner", or the clock games' opponent ("reflex", "random").
+    #: "grpc", "human", "reflex", "planner", or the clock games' opponent ("reflex",
+    #: "random", "planner").
     kind: str
 
     def attached(self) -> None:

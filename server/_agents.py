@@ -1,5 +1,5 @@
 """The agents a session can have: an external gRPC agent, the env-side reflex, the planner agent,
-and the clock games' built-in opponent (each an `Agent`; the manager builds them)."""
+and the clock games' built-in opponents (each an `Agent`; the manager builds them)."""
 
 from __future__ import annotations
 
@@ -134,16 +134,25 @@ class PlannerAgent(_BuiltIn):
     """
 
     kind = "planner"
+    #: The answer source of its landing frames.
+    source = "planned"
+    #: Appended to the session id to make its Plan calls' stream id (the service supersedes
+    #: requests of one stream by request id: two planners of a session need two streams).
+    stream_suffix = ""
+    #: Added to the search seed (two planners of a session search with different seeds).
+    seed_offset = 0
 
-    def __init__(self, stub, *, plan_timeout_s: float) -> None:
+    def __init__(self, stub, *, plan_timeout_s: float, ks: tuple[int, ...] | None = None) -> None:
         """
         Args:
             stub: a `PlannerStub` on the Planner service's channel.
             plan_timeout_s: how long a Plan call may take with the simulated clock, and a
                 gated one in real time.
+            ks: the budgets it plays, cycled; None: the session's `ks` (empty: the gate's).
         """
         self._stub = stub
         self._plan_timeout_s = plan_timeout_s
+        self._ks = ks
         self._decisions = 0
         self._request_id = 0
         self._option: _Option | None = None
@@ -156,8 +165,9 @@ class PlannerAgent(_BuiltIn):
 
     def _decide(self, n: int, host: AgentHost) -> None:
         cfg = host.config
-        gated = not cfg.ks
-        k = None if gated else budget_at(cfg.ks, self._decisions)
+        ks = cfg.ks if self._ks is None else self._ks
+        gated = not ks
+        k = None if gated else budget_at(ks, self._decisions)
         self._decisions += 1
         self._request_id += 1
         opt = _Option(
@@ -176,14 +186,17 @@ class PlannerAgent(_BuiltIn):
             game_id=cfg.game_id,
             state=host.state_proto(),
             budget=planner_pb2.Budget(gate=True) if gated else planner_pb2.Budget(k=k),
-            stream_id=host.id,
+            stream_id=host.id + self.stream_suffix,
             request_id=opt.request_id,
-            seed=(cfg.seed * 1_000_003 + opt.request_id) % 2**64,
+            seed=(cfg.seed * 1_000_003 + self.seed_offset + opt.request_id) % 2**64,
         )
         if cfg.simulated or gated:
             # A gated option's window is known only from its decision; in real time the next
             # decision supersedes the call anyway (the service ends it ABORTED).
             timeout = self._plan_timeout_s
+        elif host.clock_game and host.deadline is not None:
+            # A chess clock: the move's deadline is what is left on the mover's clock.
+            timeout = max(0.0, host.deadline - opt.sent_at) + PLAN_GRACE_S
         else:
             timeout = (opt.landing - n + 1) * cfg.period + PLAN_GRACE_S
         task = asyncio.get_running_loop().create_task(self._plan(opt, request, timeout, host))
@@ -280,12 +293,13 @@ class PlannerAgent(_BuiltIn):
         arrivals = (opt.planned,) if opt.planned is not None else ()
         return Answer(
             arrivals,
-            "planned",
+            self.source,
             k=opt.k,
             cost=opt.cost,
             latency_ms=opt.latency_ms,
             error=opt.error,
             decision=opt.decision,
+            landing=True,
         )
 
     def close(self) -> None:
@@ -293,9 +307,24 @@ class PlannerAgent(_BuiltIn):
             task.cancel()
 
 
+class PlannerOpponent(PlannerAgent):
+    """The clock games' searching opponent (player 1): the planner agent at one fixed budget k,
+    over the Planner service, on a Plan stream of its own. The session runs its clock as the
+    agent's (`Session._run_chess_clock`): its thinking time is charged to its clock, and a move
+    not there by the clock's deadline plays the fallback."""
+
+    source = "opponent"
+    stream_suffix = "/opponent"
+    seed_offset = 2**32
+
+    def __init__(self, stub, *, k: int, plan_timeout_s: float) -> None:
+        super().__init__(stub, plan_timeout_s=plan_timeout_s, ks=(k,))
+
+
 class Opponent(_BuiltIn):
-    """The clock games' built-in opponent (player 1): the reflex, or a uniformly random legal
-    move from a generator seeded by the session seed. Its moves cost no clock time."""
+    """The clock games' built-in opponent (player 1) that needs no search: the reflex, or a
+    uniformly random legal move from a generator seeded by the session seed. Its moves cost
+    no clock time (in real time each is paced to one frame period, for viewers)."""
 
     def __init__(self, kind: str, seed: int) -> None:
         self.kind = kind
@@ -321,6 +350,8 @@ def make_agent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float =
     raise ValueError(f"unknown agent {cfg.agent!r}")
 
 
-def make_opponent(cfg: SessionConfig) -> Agent:
+def make_opponent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float = 30.0) -> Agent:
     """The built-in opponent of a clock game's session."""
+    if cfg.opponent_plans:
+        return PlannerOpponent(planner_stub, k=cfg.opponent_k, plan_timeout_s=plan_timeout_s)
     return Opponent(cfg.opponent, cfg.seed)

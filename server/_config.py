@@ -12,7 +12,7 @@ from rtplan.v1 import env_pb2
 AGENT_KINDS = ("grpc", "reflex", "planner", "human")
 FALLBACKS = ("game", "reflex")
 CLOCKS = ("real_time", "simulated")
-OPPONENTS = ("reflex", "random")
+OPPONENTS = ("reflex", "random", "planner")
 #: Session statuses; the last three are final.
 STATUSES = ("waiting", "running", "finished", "stopped", "failed")
 LIVE = ("waiting", "running")
@@ -66,8 +66,11 @@ class SessionConfig:
     clock: str = "real_time"
     #: Write a replay file.
     record: bool = False
-    #: Clock games: the built-in opponent (player 1), "reflex" or "random".
+    #: Clock games: the built-in opponent (player 1), "reflex", "random", or "planner" (the
+    #: planner service searching at the fixed budget `opponent_k`, on its own clock).
     opponent: str = "reflex"
+    #: Planner opponent: its budget k, one of the game's budgets (0: no planner opponent).
+    opponent_k: int = 0
     #: Stop after this many frames (0: play until the game ends).
     max_frames: int = 0
 
@@ -84,6 +87,11 @@ class SessionConfig:
     def gated(self) -> bool:
         """The planner agent lets the service's gate pick k (the session forces none)."""
         return self.agent == "planner" and not self.ks
+
+    @property
+    def opponent_plans(self) -> bool:
+        """The clock games' opponent is the planner: it thinks on its own clock, as the agent."""
+        return self.opponent == "planner"
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -44,6 +44,11 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
             raise SessionError(_INVALID, f"{name} must be one of {list(allowed)}, got {value!r}")
     if cfg.max_frames < 0:
         raise SessionError(_INVALID, f"max_frames must be >= 0, got {cfg.max_frames}")
+    if cfg.opponent_k and not cfg.opponent_plans:
+        raise SessionError(
+            _INVALID,
+            f"opponent_k is for the planner opponent only, not opponent {cfg.opponent!r}",
+        )
     if cfg.agent == "planner":
         if settings.planner_address is None:
             raise SessionError(
@@ -58,13 +63,24 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
 def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> None:
     """Checks what needs the game as this server runs it (its checkpoint and budgets)."""
     game, checkpoint, budgets, _ = runtimes.info(cfg.game_id)
+    if cfg.opponent_k and game.num_players != 2:
+        raise SessionError(
+            _INVALID, f"opponent_k is for the clock games' opponent; {cfg.game_id} has none"
+        )
+    planner_opponent = game.num_players == 2 and cfg.opponent_plans
+    if planner_opponent and settings.planner_address is None:
+        raise SessionError(
+            _PRECONDITION,
+            "this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS): the planner "
+            "opponent is unavailable; choose opponent 'reflex' or 'random'",
+        )
     needs = []
     if cfg.agent in ("reflex", "planner"):
         needs.append(f"agent {cfg.agent!r}")
     if cfg.fallback == "reflex":
         needs.append("fallback 'reflex'")
-    if game.num_players == 2 and cfg.opponent == "reflex":
-        needs.append("opponent 'reflex'")
+    if game.num_players == 2 and cfg.opponent in ("reflex", "planner"):
+        needs.append(f"opponent {cfg.opponent!r}")
     if needs and checkpoint is None:
         where = planner_path(settings.checkpoint_dir, cfg.game_id)
         raise SessionError(
@@ -76,6 +92,12 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         raise SessionError(
             _INVALID,
             f"k {bad[0]} is not a budget of {cfg.game_id}: choose from {list(budgets)}",
+        )
+    if planner_opponent and cfg.opponent_k not in budgets:
+        raise SessionError(
+            _INVALID,
+            f"opponent_k {cfg.opponent_k} is not a budget of {cfg.game_id}: choose from "
+            f"{list(budgets)}",
         )
 
 
@@ -108,6 +130,38 @@ async def _check_gate(cfg: SessionConfig, planner_stub, address: str | None) -> 
         )
 
 
+async def _planner_budgets(planner_stub, game_id: str) -> tuple[int, ...] | None:
+    """The budgets the planner service plans `game_id` with (None: it does not serve it).
+
+    Raises:
+        grpc.aio.AioRpcError: the service did not answer.
+    """
+    reply = await planner_stub.ListGames(
+        planner_pb2.ListPlannerGamesRequest(), timeout=GATE_QUERY_TIMEOUT_S
+    )
+    served = {g.game_id: tuple(g.budgets) for g in reply.games}
+    return served.get(game_id)
+
+
+async def _check_planner_opponent(cfg: SessionConfig, planner_stub, address: str | None) -> None:
+    """A planner opponent needs its game and k on the planner service: asks the service."""
+    try:
+        budgets = await _planner_budgets(planner_stub, cfg.game_id)
+    except grpc.aio.AioRpcError as e:
+        raise SessionError(
+            _PRECONDITION,
+            f"the planner opponent plays through the planner service at {address}, which did "
+            f"not answer ({e.code().name}: {e.details()}); choose opponent 'reflex' or 'random'",
+        ) from None
+    if budgets is None or cfg.opponent_k not in budgets:
+        why = f"no planner for {cfg.game_id}" if budgets is None else f"budgets {list(budgets)}"
+        raise SessionError(
+            _PRECONDITION,
+            f"the planner opponent at k={cfg.opponent_k} needs that budget of {cfg.game_id} on "
+            f"the planner service at {address}, which has {why}",
+        )
+
+
 class SessionManager:
     """Creates and tracks sessions; one per server, on `app.state`."""
 
@@ -132,13 +186,36 @@ class SessionManager:
             raise SessionError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}")
         return session
 
-    def resolve(self, cfg: SessionConfig, *, opponent_given: bool) -> SessionConfig:
-        """Fills server defaults: the clock games' opponent is the reflex when a checkpoint
-        exists, else random (unless one was asked for)."""
-        if not opponent_given:
-            has = self.runtimes.checkpoint_for(cfg.game_id) is not None
-            cfg = dataclasses.replace(cfg, opponent="reflex" if has else "random")
-        return cfg
+    async def resolve(self, cfg: SessionConfig, *, opponent_given: bool) -> SessionConfig:
+        """Fills server defaults of a clock game's opponent.
+
+        Unless an opponent was asked for: a human plays the planner opponent when the planner
+        service serves the game at the game's largest budget, else (any agent) the opponent is
+        the reflex when a checkpoint exists, else random. A planner opponent asked for without
+        its k plays the game's largest budget. Nothing is checked here (`create` does).
+        """
+        try:
+            game, checkpoint, budgets, _ = self.runtimes.info(cfg.game_id)
+        except games.UnknownGameError:
+            return cfg  # `create` names the registered games
+        if game.num_players != 2:
+            return cfg
+        if opponent_given:
+            if cfg.opponent_plans and not cfg.opponent_k and budgets:
+                cfg = dataclasses.replace(cfg, opponent_k=max(budgets))
+            return cfg
+        if cfg.agent == "human" and budgets and await self._plans(cfg.game_id, max(budgets)):
+            return dataclasses.replace(cfg, opponent="planner", opponent_k=max(budgets))
+        return dataclasses.replace(cfg, opponent="reflex" if checkpoint else "random")
+
+    async def _plans(self, game_id: str, k: int) -> bool:
+        """The planner service answers and plans `game_id` at budget k."""
+        if self.planner_stub is None:
+            return False
+        try:
+            return k in (await _planner_budgets(self.planner_stub, game_id) or ())
+        except grpc.aio.AioRpcError:
+            return False
 
     async def create(self, cfg: SessionConfig, *, owned_by_stream: bool = False) -> Session:
         """Validates `cfg`, builds the game runtime if needed, and starts a session.
@@ -156,16 +233,16 @@ class SessionManager:
             )
         _check_game(cfg, self.runtimes, s)
         await _check_gate(cfg, self.planner_stub, s.planner_address)
+        if cfg.opponent_plans and self.runtimes.info(cfg.game_id)[0].num_players == 2:
+            await _check_planner_opponent(cfg, self.planner_stub, s.planner_address)
         runtime = await self.runtimes.get(cfg.game_id)
-        if cfg.agent == "human":
-            agent = HumanAgent()
-        else:
-            agent = make_agent(cfg, planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s)
+        plans = dict(planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s)
+        agent = HumanAgent() if cfg.agent == "human" else make_agent(cfg, **plans)
         session = Session(
             cfg,
             runtime,
             agent=agent,
-            opponent=make_opponent(cfg) if runtime.clock_game else None,
+            opponent=make_opponent(cfg, **plans) if runtime.clock_game else None,
             record_dir=s.record_dir,
             viewer_queue=s.viewer_queue,
             late_tick_ms=s.late_tick_ms,

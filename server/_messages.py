@@ -161,6 +161,9 @@ def summary(s: Shown) -> dict[str, Any]:
         "agent": s.config.agent,
         "ks": list(s.config.ks),
         "gated": s.config.gated,
+        # Clock games: player 1 ("reflex", "random", "planner"; k of the planner); else None.
+        "opponent": s.config.opponent if s.clock_game else None,
+        "opponent_k": s.config.opponent_k if s.clock_game and s.config.opponent_plans else None,
         "fps": s.config.fps,
         "clock": s.config.clock,
         "status": s.status,

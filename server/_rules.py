@@ -153,7 +153,8 @@ def wall_ticks(elapsed_s: float, tick_s: float) -> int:
 def clock_charge(
     decision: FrameDecision, *, left: int, declared: int | None, published_at: float, tick_s: float
 ) -> int:
-    """Clock ticks an agent's move charges its clock (clock games; the opponent's are free).
+    """Clock ticks a move charges its mover's clock (clock games: the agent's moves and the
+    planner opponent's; the reflex and random opponents move for free).
 
     A declared cost (simulated clock: the planner agent's sims(k) ticks) is paid as it is; else
     the thinking time from the frame's publication to the judged answer, in started ticks. A

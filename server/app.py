@@ -71,9 +71,17 @@ class CreateSession(BaseModel):
     fallback: Literal["game", "reflex"] = "game"
     clock: Literal["real_time", "real-time", "simulated"] = "real_time"
     record: bool = False
-    #: Clock games: the built-in opponent; default the reflex when a checkpoint exists.
-    opponent: Literal["reflex", "random"] | None = None
+    #: Clock games: the built-in opponent; default (`SessionManager.resolve`): for a human, the
+    #: planner when the planner service serves the game, else the reflex when a checkpoint
+    #: exists, else random.
+    opponent: Literal["reflex", "random", "planner"] | None = None
+    #: Planner opponent: its budget k (default the game's largest); alone it implies "planner".
+    opponent_k: int | None = Field(None, ge=1)
     max_frames: int = Field(0, ge=0)
+
+    @property
+    def opponent_given(self) -> bool:
+        return self.opponent is not None or self.opponent_k is not None
 
     def config(self, default_fps: float) -> SessionConfig:
         if self.k is None:
@@ -95,7 +103,8 @@ class CreateSession(BaseModel):
             fallback=self.fallback,
             clock="simulated" if self.clock == "simulated" else "real_time",
             record=self.record,
-            opponent=self.opponent or "reflex",
+            opponent=self.opponent or ("planner" if self.opponent_k else "reflex"),
+            opponent_k=self.opponent_k or 0,
             max_frames=self.max_frames,
         )
 
@@ -219,8 +228,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 given.encode(), conf.agent_token.get_secret_value().encode()
             ):
                 raise SessionError(grpc.StatusCode.PERMISSION_DENIED, "wrong agent token")
-        cfg = manager.resolve(
-            body.config(conf.default_fps), opponent_given=body.opponent is not None
+        cfg = await manager.resolve(
+            body.config(conf.default_fps), opponent_given=body.opponent_given
         )
         session = await manager.create(cfg)
         return {

@@ -180,7 +180,9 @@ class EnvService(env_pb2_grpc.EnvServicer):
                     grpc.StatusCode.PERMISSION_DENIED,
                     "creating a session over gRPC needs this server's agent token",
                 )
-            cfg = self._manager.resolve(join_config(join, self._default_fps), opponent_given=False)
+            cfg = await self._manager.resolve(
+                join_config(join, self._default_fps), opponent_given=False
+            )
             session = await self._manager.create(cfg, owned_by_stream=True)
         if session.link is not None:
             raise SessionError(_PRECONDITION, f"session {session.id} already has an agent")

@@ -294,21 +294,28 @@ class Session:
             self._publish(None)
             await asyncio.sleep(0)  # let the other sessions and the servers run
 
+    def _on_clock(self, actor: Agent) -> bool:
+        """The actor thinks on its clock: the agent, and the planner opponent (the reflex and
+        random opponents answer at once and move for free)."""
+        return actor is not self.opponent or self.config.opponent_plans
+
     def _chess_deadline(self, now: float) -> float:
-        """Deadline of the current ply: the opponent moves after one frame period (paced for
-        viewers); the agent has what is left on its clock (one period once it is empty)."""
-        if self._actor() is self.opponent:
+        """Deadline of the current ply: a mover on its clock has what is left on it (one frame
+        period once it is empty); the reflex or random opponent moves after one frame period
+        (paced for viewers)."""
+        if not self._on_clock(self._actor()):
             return now + self.config.period
-        left = self.info.clocks[AGENT_PLAYER]
+        left = self.info.clocks[self.info.current_player]
         return now + (left * self.tick_s if left > 0 else self.config.period)
 
     async def _run_chess_clock(self) -> None:
-        """Clock games in real time: a ply per frame; the agent's clock runs in wall time."""
+        """Clock games in real time: a ply per frame; the clock of a mover on its clock runs in
+        wall time, and its move applies as soon as it arrives."""
         now = time.monotonic()
         self._publish(self._chess_deadline(now), now=now)
         while not self._over():
             actor = self._actor()
-            if actor is self.opponent:
+            if not self._on_clock(actor):
                 await sleep_until(self.deadline)
             else:
                 with contextlib.suppress(TimeoutError):
@@ -330,10 +337,10 @@ class Session:
             answer.arrivals, deadline=self.deadline, legal=self.info.legal, fallback=fallback
         )
         cost = 0
-        if self.clock_game and actor is not self.opponent:
+        if self.clock_game and self._on_clock(actor):
             cost = clock_charge(
                 decision,
-                left=self.info.clocks[AGENT_PLAYER],
+                left=self.info.clocks[self.info.current_player],
                 declared=answer.cost if self.config.simulated else None,
                 published_at=self.published_at,
                 tick_s=self.tick_s,
@@ -342,7 +349,7 @@ class Session:
         self.episode_return += info.rewards[AGENT_PLAYER] if self.clock_game else info.reward
         slack = None if decision.arrived_at is None else decision.slack_ms
         self.stats.frame(decision.provenance, slack)
-        if answer.source == "planned":
+        if answer.landing:
             self.stats.landed(decision.provenance, failed=answer.error is not None)
         report = Report(
             frame=n,

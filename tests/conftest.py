@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+# One persistent JAX compilation cache for the run: both xdist workers and every server
+# process they start load what another already compiled (set before any test imports jax;
+# the size limit makes JAX lock the folder, see rtplan/cli.py).
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax")
+)
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 
 
 @pytest.fixture(scope="module")

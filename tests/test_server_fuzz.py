@@ -214,7 +214,10 @@ BAD_FIELDS = {
     "fallback": st.text().filter(lambda a: a not in ("game", "reflex")),
     "clock": st.text().filter(lambda a: a not in ("real_time", "real-time", "simulated")),
     "record": st.one_of(st.text(), st.integers(), st.floats()),
-    "opponent": st.one_of(st.text().filter(lambda a: a not in ("reflex", "random")), st.integers()),
+    "opponent": st.one_of(
+        st.text().filter(lambda a: a not in ("reflex", "random", "planner")), st.integers()
+    ),
+    "opponent_k": st.one_of(st.integers(max_value=0), st.text(), st.floats(), st.booleans()),
     "max_frames": st.one_of(st.integers(max_value=-1), st.text(), st.floats()),
     "junk": json_value,
 }

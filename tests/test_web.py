@@ -5,6 +5,7 @@ human play, a throttled page, the page's frame rate, and the results page."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import io
 import json
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -93,19 +95,13 @@ def get(base: str, path: str) -> dict:
     return json.load(urllib.request.urlopen(f"{base}{path}", timeout=30))
 
 
-@pytest.fixture(scope="module")
-def server(chromium_path, tmp_path_factory):
-    """`python -m server` on free ports with tiny checkpoints of every game, each game compiled
-    (one short session per game, all at once: the compiles overlap)."""
-    tmp = tmp_path_factory.mktemp("web")
-    root = write_checkpoints(tmp / "ckpt", GAMES)
-    # The figures and table `rtplan calibrate` wrote for the shipped Snake planner.
-    shutil.copytree(ROOT / CALIBRATION, root / CALIBRATION.relative_to("checkpoints"))
-    (tmp / "results").mkdir()
-    (tmp / "results" / "summary.json").write_text('{"games": 5}')
+@contextlib.contextmanager
+def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
+    """`python -m server` on free ports over the checkpoints in `root`, with `game_ids` compiled
+    (one short session per game, all at once: the compiles overlap); yields its base URL."""
     cmd = [sys.executable, "-m", "server", "--http-port", "0", "--grpc-port", "0"]
     cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp / "replays")]
-    cmd += ["--log-level", "warning"]
+    cmd += ["--log-level", "warning", *flags]
     env = {
         **os.environ,
         "RTPLAN_SERVER_RESULTS_DIR": str(tmp / "results"),
@@ -116,17 +112,46 @@ def server(chromium_path, tmp_path_factory):
         line = proc.stdout.readline()
         assert "rtplan env server" in line, line
         base = f"http://127.0.0.1:{int(line.split('http on 127.0.0.1:')[1].split()[0])}"
-        with concurrent.futures.ThreadPoolExecutor(len(GAMES)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(len(game_ids)) as pool:
             warm = [
                 pool.submit(post, base, game=g, agent="reflex", fps=50.0, max_frames=1)
-                for g in GAMES
+                for g in game_ids
             ]
             for future in warm:
                 future.result()
-        yield SimpleNamespace(base=base)
+        yield base
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(chromium_path, tmp_path_factory):
+    """The env server with tiny checkpoints of every game, each game compiled; no planner."""
+    tmp = tmp_path_factory.mktemp("web")
+    root = write_checkpoints(tmp / "ckpt", GAMES)
+    # The figures and table `rtplan calibrate` wrote for the shipped Snake planner.
+    shutil.copytree(ROOT / CALIBRATION, root / CALIBRATION.relative_to("checkpoints"))
+    (tmp / "results").mkdir()
+    (tmp / "results" / "summary.json").write_text('{"games": 5}')
+    with env_server(tmp, root, GAMES) as base:
+        yield SimpleNamespace(base=base)
+
+
+@pytest.fixture(scope="module")
+def planner_server(chromium_path, tmp_path_factory):
+    """The env server for Speed Hex with the real Planner service (on a thread of this process)
+    at its `planner_address`."""
+    from support import start_planner
+
+    tmp = tmp_path_factory.mktemp("web-planner")
+    root = write_checkpoints(tmp / "ckpt", ("speed-hex-v0",))
+    planner = start_planner(root)
+    try:
+        with env_server(tmp, root, ("speed-hex-v0",), "--planner-address", planner.address) as b:
+            yield SimpleNamespace(base=b)
+    finally:
+        planner.stop()
 
 
 @pytest.fixture
@@ -471,6 +496,108 @@ def test_human_speed_hex_click_places_a_stone_on_a_running_clock(server, page):
     assert (report["answer_source"], report["provenance"]) == ("human", "on_time")
     assert report["action"] == r * 11 + c and report["cost"] >= 1
     assert moved["clocks"][0] == 12 - report["cost"]  # the click's thinking time, in ticks
+
+
+def my_turn(page) -> None:
+    page.wait_for_function(
+        "(() => { const v = window.rtplanViewer;"
+        " return v.player && v.state && v.state.to_play === 0; })()",
+        timeout=30_000,
+    )
+
+
+def empty_point(state: dict) -> tuple[int, int]:
+    """An empty cell near the middle of a clock game's board."""
+    n = len(state["board"])
+    near = sorted(
+        ((r, c) for r in range(n) for c in range(n)),
+        key=lambda p: abs(p[0] - n // 2) + abs(p[1] - n // 2),
+    )
+    return next((r, c) for r, c in near if state["board"][r][c] == ".")
+
+
+CLOCK0 = "Number(document.querySelector('#clock-rows span:nth-child(3)').textContent)"
+
+
+def test_human_speed_go_click_places_a_stone_on_a_running_clock(server, page):
+    # 0.125 FPS: a clock tick is 250 ms (32 per frame period), the 300-tick clock 75 s.
+    created = post(server.base, game="speed-go-v0", agent="human", fps=0.125, seed=0)
+    assert created["session"]["config"]["opponent"] == "reflex"  # no planner service here
+    page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
+    my_turn(page)
+    start = page.evaluate("window.rtplanViewer.frame")
+    before = page.evaluate(f"window.rtplanViewer.frames.find(m => m.frame === {start})")
+    assert "You play black against the reflex" in page.inner_text("#play-help")
+    first = page.evaluate(CLOCK0)
+    page.wait_for_function(f"{CLOCK0} < {first}", timeout=2_000)  # it runs down before the click
+    r, c = empty_point(before["state"])
+    colour = before["state"]["to_play_colour"]
+    page.click(
+        "#board", position=dict(zip("xy", page.evaluate(f"window.rtplanViewer.center({r}, {c})")))
+    )
+    moved = frame_with(page, f"m.frame === {start + 1}", timeout=10_000)
+    assert moved["state"]["board"][r][c] == "xo"[colour], moved["state"]["board"]
+    report = moved["previous"]
+    assert (report["answer_source"], report["provenance"]) == ("human", "on_time")
+    assert report["action"] == r * 9 + c and report["cost"] >= 1
+    assert moved["clocks"][0] == before["clocks"][0] - report["cost"]  # the click's thinking
+    # The stone is drawn where clicked, in the mover's colour (black or white).
+    page.wait_for_function(f"window.rtplanViewer.frame >= {start + 1}", timeout=10_000)
+    page.evaluate("window.rtplanViewer.paused = true")
+    stone = page.evaluate("window.rtplanViewer.palette.go.stones")[colour]
+    assert page.evaluate(PROBE, [[r, c, hex_rgb(stone), TOLERANCE]])[0] >= 0.2
+
+
+def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server, page):
+    base = planner_server.base
+    page.goto(f"{base}/")
+    page.wait_for_function(
+        "document.querySelector('select[name=\"game\"]').options.length > 0", timeout=10_000
+    )
+    page.select_option('select[name="game"]', "speed-hex-v0")
+    page.select_option('select[name="agent"]', "human")
+    opponent = page.locator('select[name="opponent"]')
+    assert opponent.is_visible()
+    labels = opponent.locator("option").all_inner_texts()
+    assert labels == ["planner (k=2)", "planner (k=4)", "reflex", "random"], labels
+    assert opponent.input_value() == "planner:4"  # a person's default: the largest budget
+    page.select_option('select[name="opponent"]', "planner:2")
+    page.fill('input[name="fps"]', "0.125")  # a clock tick is 250 ms, the 12-tick clock 3 s
+    page.click('form#start button[type="submit"]')
+    link = page.locator("#start-result a")
+    link.wait_for(timeout=30_000)
+    sid = link.inner_text()
+    info = get(base, f"/v1/sessions/{sid}")
+    assert (info["agent"], info["opponent"], info["opponent_k"]) == ("human", "planner", 2)
+    row = page.locator(f'tr[data-session="{sid}"]')
+    row.wait_for(timeout=10_000)
+    assert row.locator("td").nth(2).inner_text() == "human vs planner k=2"
+
+    link.click()  # the lobby kept the token: this tab plays
+    page.wait_for_url(f"**/watch?session={sid}")
+    my_turn(page)
+    assert "against the planner (k=2)" in page.inner_text("#play-help")
+    start = page.evaluate("window.rtplanViewer.frame")
+    before = page.evaluate(f"window.rtplanViewer.frames.find(m => m.frame === {start})")
+    r, c = empty_point(before["state"])
+    page.click(
+        "#board", position=dict(zip("xy", page.evaluate(f"window.rtplanViewer.center({r}, {c})")))
+    )
+    mine = frame_with(page, f"m.frame === {start + 1}", timeout=10_000)
+    assert mine["previous"]["answer_source"] == "human" and mine["state"]["board"][r][c] != "."
+    # The planner answers at once (no pacing), on its own clock, through the planner service.
+    reply = frame_with(page, f"m.frame === {start + 2}", timeout=30_000)
+    rep = reply["previous"]
+    assert (rep["answer_source"], rep["provenance"], rep["k"]) == ("opponent", "on_time", 2)
+    assert rep["latency_ms"] > 0 and rep["cost"] >= 1
+    assert reply["clocks"][1] == mine["clocks"][1] - rep["cost"]
+    assert reply["clocks"][0] == mine["clocks"][0]
+    page.wait_for_function(
+        "document.getElementById('play-status').textContent.includes('(planner k=2')",
+        timeout=10_000,
+    )
+    stats = get(base, f"/v1/sessions/{sid}")["stats"]
+    assert stats["decisions"] >= 1 and set(stats["k_histogram"]) == {"2"}
 
 
 def test_a_throttled_page_never_delays_a_tick(server, page):

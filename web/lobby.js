@@ -23,10 +23,14 @@ async function getJSON(path, options) {
   return body;
 }
 
+function opponentLabel(s) {
+  return s.opponent === "planner" ? `planner k=${s.opponent_k}` : s.opponent;
+}
+
 function agentLabel(s) {
-  if (s.agent === "planner") return s.ks.length ? `planner k=${s.ks.join(",")}` : "planner (gate)";
-  if (s.agent === "human") return "human";
-  return s.agent;
+  let agent = s.agent;
+  if (s.agent === "planner") agent = s.ks.length ? `planner k=${s.ks.join(",")}` : "planner (gate)";
+  return s.opponent ? `${agent} vs ${opponentLabel(s)}` : agent;
 }
 
 function watchLink(id) {
@@ -128,14 +132,46 @@ async function refresh() {
   }
 }
 
-function updateForm() {
+/** The clock games' opponents this server offers for `game`: the planner at each budget (with
+ * a planner service and a checkpoint), the reflex (with a checkpoint), random. */
+function opponents(game) {
+  const list = [];
+  if (plannerAvailable && game.checkpoint) {
+    for (const b of game.budgets) list.push({ value: `planner:${b}`, label: `planner (k=${b})` });
+  }
+  if (game.checkpoint) list.push({ value: "reflex", label: "reflex" });
+  list.push({ value: "random", label: "random" });
+  return list;
+}
+
+/** The opponent the server picks when none is asked for: a person plays the planner at the
+ * game's largest budget when a planner service is there, else the reflex, else random. */
+function defaultOpponent(game, agent) {
+  if (agent === "human" && plannerAvailable && game.checkpoint && game.budgets.length) {
+    return `planner:${Math.max(...game.budgets)}`;
+  }
+  return game.checkpoint ? "reflex" : "random";
+}
+
+function updateForm(event) {
   const game = games.find((g) => g.id === form.game.value);
   const k = form.k;
-  k.replaceChildren(...(game ? game.budgets : []).map((b) => el("option", b, { value: b })));
+  if (!event || event.target === form.game) {
+    k.replaceChildren(...(game ? game.budgets : []).map((b) => el("option", b, { value: b })));
+  }
   const planner = form.agent.querySelector('option[value="planner"]');
   planner.disabled = !plannerAvailable || !game || !game.checkpoint;
   if (planner.disabled && form.agent.value === "planner") form.agent.value = "reflex";
   k.disabled = form.agent.value !== "planner";
+  // Clock games: who plays player 1; a new game or agent picks the server's default again.
+  const clock = Boolean(game && game.num_players === 2);
+  const opponent = form.opponent;
+  opponent.closest("label").hidden = !clock;
+  opponent.disabled = !clock;
+  if (clock && (!event || event.target === form.game || event.target === form.agent)) {
+    opponent.replaceChildren(...opponents(game).map((o) => el("option", o.label, { value: o.value })));
+    opponent.value = defaultOpponent(game, form.agent.value);
+  }
   const button = form.querySelector("button");
   const needsNetwork = form.agent.value !== "human";
   button.disabled = !game || (needsNetwork && !game.checkpoint);
@@ -154,6 +190,11 @@ form.addEventListener("submit", async (event) => {
     max_frames: Number(form.max_frames.value),
   };
   if (body.agent === "planner") body.k = Number(form.k.value);
+  if (!form.opponent.disabled) {
+    const [opponent, k] = form.opponent.value.split(":");
+    body.opponent = opponent;
+    if (k) body.opponent_k = Number(k);
+  }
   body.record = form.record.checked;
   const button = form.querySelector("button");
   button.disabled = true;

@@ -129,7 +129,11 @@ function startPlaying(msg) {
     });
   } else {
     const last = names.length - 1;
-    setText("play-help", `You play ${COLOUR_NAMES[model.hello.spec.id][0]} against the ${model.hello.config.opponent}: click a cell on your turn; your clock runs until you do.`);
+    const c = model.hello.config;
+    const against = c.opponent === "planner"
+      ? `the planner (k=${c.opponent_k}), whose search runs its own clock`
+      : `the ${c.opponent}`;
+    setText("play-help", `You play ${COLOUR_NAMES[model.hello.spec.id][0]} against ${against}: click a cell on your turn; your clock runs until you do.`);
     const special = $("special");
     special.hidden = false;
     special.textContent = names[last];
@@ -163,7 +167,14 @@ function nearestCell(x, y, st) {
 function playLine(rep) {
   const names = model.hello.spec.action_names;
   const name = (a) => names[a] ?? a;
-  if (rep.answer_source === "opponent") return ["on_time", `opponent played ${name(rep.action)}`];
+  if (rep.answer_source === "opponent") {
+    if (rep.provenance !== "on_time") {
+      return ["fallback", `frame ${rep.frame}: the opponent missed its clock: the fallback played (${name(rep.action)})`];
+    }
+    const ms = rep.latency_ms != null ? `, ${rep.latency_ms.toFixed(0)} ms` : "";
+    const how = rep.k != null ? ` (planner k=${rep.k}${ms})` : "";
+    return ["on_time", `opponent played ${name(rep.action)}${how}`];
+  }
   const kind = rep.provenance;
   const said = {
     on_time: `your ${name(rep.action)} on time (${rep.slack_ms.toFixed(0)} ms to spare)`,
@@ -296,8 +307,10 @@ function drawClocks(f) {
   for (const p of [0, 1]) {
     const colour = st.to_play === p ? st.to_play_colour : 1 - st.to_play_colour;
     let left = f.clocks[p];
-    if (viewer.player && p === viewer.player.player && st.to_play === p && !f.done && !model.end) {
-      // The player's clock runs from the frame's arrival until the click.
+    const onClock = viewer.player && (p === viewer.player.player || model.hello.config.opponent === "planner");
+    if (onClock && st.to_play === p && !f.done && !model.end) {
+      // The mover's clock runs from the frame's arrival until its move (the player's click, or
+      // the planner opponent's answer).
       left = Math.max(0, left - Math.floor((performance.now() - f.receivedAt) / viewer.player.tick_ms));
     }
     const label = document.createElement("span");
@@ -341,7 +354,8 @@ function drawPage() {
     setText("title", `${s.game} · ${s.id}`);
     const c = hello.config;
     const agent = c.agent === "planner" ? `planner, k ${c.ks.length ? c.ks.join(",") : "gate"}` : c.agent;
-    setText("agent", `${agent} · ${c.fps} FPS · ${c.clock.replace("_", " ")}`);
+    const opponent = !s.opponent ? "" : ` vs ${s.opponent === "planner" ? `planner, k ${s.opponent_k}` : s.opponent}`;
+    setText("agent", `${agent}${opponent} · ${c.fps} FPS · ${c.clock.replace("_", " ")}`);
     if (viewer.replay) setText("replay-pos", `frame ${viewer.replay.n} / ${viewer.replay.frames - 1}`);
   }
   const f = model.latest;
