@@ -1,14 +1,15 @@
 """Viewer benchmark: how fast the watch page draws a 30 FPS Pac-Man session in headless Chromium.
 
 Usage: python bench/bench_viewer.py [--fps 30] [--sessions 5] [--game pacman-rt-v0]
-       [--chromium /usr/bin/chromium] [--throttle 1]
+       [--agent reflex] [--frames 600] [--chromium /usr/bin/chromium] [--throttle 1]
 
 Starts the env server (`rtplan.live.services`, the shipped checkpoints, no planner), opens the
-watch page of `--sessions` sessions one after another (agent "human" with no key pressed: each
-starts when the page joins, so the page sees every frame; Pac-Man ends when a ghost catches
-Pac-Man), and reports per session and overall: frames received and distinct frames drawn per
-second while the session ran, each frame's lag (arrival to the first draw showing it or a newer
-frame), the page's draw time, and the session's late ticks.
+watch page of `--sessions` sessions one after another, each played by `--agent` for at most
+`--frames` frames (the reflex: ~64 frames of Pac-Man from the page's join; "human" with no key
+pressed starts when the page joins, so the page sees every frame, and a ghost catches Pac-Man
+within ~30 frames), and reports per session and overall: frames received and distinct frames drawn
+per second while the session ran, each frame's lag (arrival to the first draw showing it or a
+newer frame), the page's draw time, and the session's late ticks.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="pacman-rt-v0")
     parser.add_argument("--fps", type=float, default=30.0)
-    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--agent", default="reflex", choices=("reflex", "human"))
+    parser.add_argument("--frames", type=int, default=600, help="frames per session at most")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--throttle", type=float, default=1.0, help="CDP CPU throttling rate")
     args = parser.parse_args()
@@ -50,7 +53,13 @@ def main() -> int:
             cdp = page.context.new_cdp_session(page)
             cdp.send("Emulation.setCPUThrottlingRate", {"rate": args.throttle})
         for seed in range(args.sessions):
-            body = {"game": args.game, "agent": "human", "fps": args.fps, "seed": seed}
+            body = {
+                "game": args.game,
+                "agent": args.agent,
+                "fps": args.fps,
+                "seed": seed,
+                "max_frames": args.frames,
+            }
             created = http_json("POST", f"{addr['http']}/v1/sessions", body)
             page.goto(f"{addr['http']}/watch?session={created['id']}#token={created['token']}")
             page.wait_for_function("window.rtplanViewer.ended", timeout=120_000)
@@ -72,7 +81,8 @@ def main() -> int:
     drawn = sum(g["drawnPerS"] * g["seconds"] for g, _ in rows) / seconds
     lag = np.asarray(lags, float)
     print(
-        f"\n{args.game} at {args.fps:g} FPS, {len(rows)} sessions, throttle {args.throttle:g}x: "
+        f"\n{args.game} at {args.fps:g} FPS, {len(rows)} {args.agent} sessions, "
+        f"throttle {args.throttle:g}x: "
         f"page received {received:.1f} frames/s, drew {drawn:.1f} distinct frames/s; "
         f"frame lag p50 {np.percentile(lag, 50):.1f} ms, p95 {np.percentile(lag, 95):.1f} ms, "
         f"max {lag.max():.1f} ms; draw {np.mean([g['drawMs'] for g, _ in rows]):.2f} ms"

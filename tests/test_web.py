@@ -638,7 +638,7 @@ DRAWN = """() => {
              drawn: v.frames.filter(m => drawnFrames.has(m.frame)).length,
              last: v.frames[v.frames.length - 1].frame, lastDrawn: v.frame,
              seconds: span, receivedPerS: (v.frames.length - 1) / span,
-             drawnPerS: (drawnFrames.size - 1) / span,
+             drawnPerS: (v.frames.filter(m => drawnFrames.has(m.frame)).length - 1) / span,
              lagP50: lags[Math.floor(lags.length / 2)], lagMax: lags[lags.length - 1],
              drawMs: v.drawMs };
 }"""
