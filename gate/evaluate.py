@@ -138,10 +138,25 @@ def _select_fn():
     return jax.jit(select)
 
 
+# Jitted once per game and kept: an evaluation runs every few training iterations, and each
+# fresh trace of an un-jitted `vmap(game.init)` (its loops and conds) or of a new lambda
+# compiled new executables, ~1,200 memory mappings per evaluation, until the process hit the
+# kernel's `vm.max_map_count` (65,530) and LLVM failed with "Cannot allocate memory".
+@functools.lru_cache(maxsize=8)
+def _start_fn(game: games.Game):
+    def start(seeds):
+        keys = jax.vmap(jax.random.PRNGKey)(seeds)
+        states = jax.vmap(game.init)(keys)
+        return states, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+
+    return jax.jit(start)
+
+
 def _start(game: games.Game, seeds: np.ndarray):
-    keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds, jnp.uint32))
-    states = jax.vmap(game.init)(keys)
-    return states, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    return _start_fn(game)(jnp.asarray(seeds, jnp.uint32))
+
+
+_split_keys = jax.jit(jax.vmap(lambda k: jax.random.split(k, 2)))
 
 
 def play(
@@ -177,7 +192,6 @@ def play(
     ks, at, feats, acts = [], [], {}, []
     alive = np.ones(n, bool)
     select = _select_fn()
-    split = jax.jit(jax.vmap(lambda k: jax.random.split(k, 2)))
     t = 0
     while alive.any() and (max_decisions is None or t < max_decisions):
         k = np.where(alive, np.asarray(choose(states, alive, t)), SKIP)
@@ -186,7 +200,7 @@ def play(
         if features is not None:
             for name, v in jax.device_get(features(states)).items():
                 feats.setdefault(name, []).append(np.asarray(v))
-        pair = split(keys)
+        pair = _split_keys(keys)
         keys, option_keys = pair[:, 0], pair[:, 1]
         out = runner(planner_params, option_keys, states, k)
         if record_actions:
@@ -216,15 +230,12 @@ def play(
     )
 
 
-def play_policy_only(planner: Planner, params, seeds: np.ndarray) -> Episodes:
-    """The reflex (argmax of the raw policy) every frame, no search, one episode per seed."""
+@functools.lru_cache(maxsize=8)
+def _policy_only_fn(planner: Planner):
+    """Jitted once per planner (the params are an argument, not baked-in constants)."""
     game = planner.game
-    seeds = np.asarray(seeds)
-    if not game.horizon:
-        raise ValueError(f"{game.id} has no horizon: policy-only play needs one to end")
 
-    @jax.jit
-    def run(states):
+    def run(params, states):
         def body(carry):
             states, ret = carry
             actions = planner.reflex_action(params, states)
@@ -235,8 +246,17 @@ def play_policy_only(planner: Planner, params, seeds: np.ndarray) -> Episodes:
             lambda c: ~jnp.all(c[0].done), body, (states, jnp.zeros(states.frame.shape))
         )
 
+    return jax.jit(run)
+
+
+def play_policy_only(planner: Planner, params, seeds: np.ndarray) -> Episodes:
+    """The reflex (argmax of the raw policy) every frame, no search, one episode per seed."""
+    game = planner.game
+    seeds = np.asarray(seeds)
+    if not game.horizon:
+        raise ValueError(f"{game.id} has no horizon: policy-only play needs one to end")
     states, _ = _start(game, seeds)
-    final, ret = run(states)
+    final, ret = _policy_only_fn(planner)(params, states)
     frames = np.asarray(final.frame)
     return Episodes(
         seeds=seeds,

@@ -202,6 +202,22 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="ship to <dest>/<game>/<variant>/ (e.g. train-k2) instead of replacing the base",
     )
+    gtp = sub.add_parser(
+        "gtp",
+        help="Speed Go's planner as a GTP v2 engine on stdin/stdout (Sabaki, GoGui, GNU Go)",
+        description="Answers GTP v2 commands on stdin/stdout; logs go to stderr. See docs/gtp.md.",
+    )
+    gtp.add_argument("--game", default="speed-go-v0", help="must be speed-go-v0 (the default)")
+    gtp.add_argument(
+        "--planner", default=None, help="default checkpoints/speed-go-v0/planner.msgpack"
+    )
+    gtp.add_argument("--seed", type=int, default=0, help="PRNG seed of the search (default: 0)")
+    gtp.add_argument(
+        "--resign-below",
+        type=float,
+        default=None,
+        help="genmove resigns when the search value is below this (default: never resigns)",
+    )
     for name, help_text in _SERVICES.items():
         # Their own parsers handle the flags (`rtplan NAME --help`).
         svc = sub.add_parser(name, help=help_text, add_help=False)
@@ -330,6 +346,33 @@ def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
+def _gtp(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.game != "speed-go-v0":
+        print(
+            f"rtplan gtp: error: GTP plays Go: --game must be speed-go-v0, not {args.game!r}",
+            file=sys.stderr,
+        )
+        return 2
+    planner = args.planner
+    if planner is None:
+        # The shipped planner, from the working directory or else beside the package.
+        here = Path("checkpoints") / args.game / "planner.msgpack"
+        planner = here if here.exists() else Path(__file__).resolve().parents[1] / here
+    if not Path(planner).exists():
+        print(f"rtplan gtp: error: no planner checkpoint at {planner}", file=sys.stderr)
+        return 2
+    from harness.checkpoint import CheckpointError
+    from rtplan.gtp import run
+
+    try:
+        return run(planner, seed=args.seed, resign_below=args.resign_below)
+    except (CheckpointError, ValueError) as e:
+        print(f"rtplan gtp: error: {e}", file=sys.stderr)
+        return 2
+
+
 def _report(args: argparse.Namespace) -> int:
     from gate.report import report
 
@@ -366,6 +409,28 @@ def _use_compile_cache() -> None:
         where = os.path.join(base, "rtplan", "jax")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = where
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(COMPILE_CACHE_BYTES))
+
+
+#: XLA:CPU maps ~3 memory regions per compiled kernel; a gate run's ~60 option searches (4
+#: budgets x its group sizes) and their evaluation come close to Linux's default 65,530.
+MAP_COUNT_NEEDED = 262_144
+
+
+def _check_map_count(path: str = "/proc/sys/vm/max_map_count") -> None:
+    """Warns when the kernel's per-process memory-map limit is too low for long JAX runs."""
+    try:
+        with open(path) as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return
+    if limit < MAP_COUNT_NEEDED:
+        print(
+            f"rtplan: warning: vm.max_map_count is {limit}; XLA:CPU maps ~3 regions per "
+            "compiled kernel, and the searches of a gate run or evaluation can exceed it "
+            "(LLVM then fails with 'Cannot allocate memory'). Raise it: "
+            "sudo sysctl -w vm.max_map_count=1048576",
+            file=sys.stderr,
+        )
 
 
 def _set_device_count(devices: int | None) -> None:
@@ -468,6 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rtplan.demo import list_games
 
         return list_games()
+    if args.command in ("train-planner", "train-gate", "eval", "calibrate", "cross-eval"):
+        _check_map_count()
     if args.command == "train-planner":
         return _train_planner(args, argv)
     if args.command == "train-gate":
@@ -488,6 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _eval(args, argv)
     if args.command == "report":
         return _report(args)
+    if args.command == "gtp":
+        return _gtp(args)
     if args.command == "cross-eval":
         return _cross_eval(args)
     raise AssertionError(args.command)

@@ -124,3 +124,31 @@ def test_gate_chooser_is_the_deployed_decision(setup):
     np.testing.assert_array_equal(got, zeroed)
     with pytest.raises(ValueError, match="cannot zero 'clock'"):
         gate_chooser(gate, gparams, params, zero="clock")
+
+
+def test_a_repeated_evaluation_compiles_nothing(setup):
+    """Training evaluates every few iterations: a second `play` (and policy-only run) on the
+    same shapes must reuse every compiled function. Fresh traces compiled new executables at
+    each evaluation (~1,200 memory mappings each on XLA:CPU) until the kernel's
+    `vm.max_map_count` stopped a long training run."""
+    from jax import monitoring
+
+    runner, params = setup
+    seeds = np.array([31, 32, 33])
+    compiles: list[str] = []
+
+    def count(event: str, duration: float, **kwargs) -> None:
+        if event == "/jax/compilation_cache/compile_requests_use_cache" or "backend_compile" in (
+            event
+        ):
+            compiles.append(event)
+
+    play(runner, params, seeds, always(1), max_decisions=5)
+    play_policy_only(runner.planner, params, seeds)
+    monitoring.register_event_duration_secs_listener(count)
+    try:
+        play(runner, params, seeds, always(1), max_decisions=5)
+        play_policy_only(runner.planner, params, seeds)
+    finally:
+        monitoring.clear_event_listeners()
+    assert compiles == []

@@ -1,0 +1,317 @@
+"""`rtplan gtp` driven as a GTP controller drives it: a real subprocess over pipes."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtplan.gtp import (
+    COMMANDS,
+    Clock,
+    GtpEngine,
+    TimeSettings,
+    area_score,
+    choose_budget,
+    move_allowance,
+    parse_vertex,
+    vertex_name,
+)
+from support import write_checkpoints
+
+GAME = "speed-go-v0"
+
+
+@pytest.fixture(scope="module")
+def planner_file(tmp_path_factory) -> Path:
+    root = write_checkpoints(tmp_path_factory.mktemp("ck"), (GAME,))
+    return root / GAME / "planner.msgpack"
+
+
+class Controller:
+    """Writes GTP commands to the engine's stdin and reads one answer per command."""
+
+    def __init__(self, planner_file: Path, log: Path) -> None:
+        self.log = log
+        self._err = open(log, "w")  # noqa: SIM115 (closed in `close`)
+        cmd = [sys.executable, "-m", "rtplan", "gtp", "--game", GAME, "--planner", planner_file]
+        self.proc = subprocess.Popen(
+            [str(c) for c in cmd],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            bufsize=1,
+        )
+
+    def raw(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> str:
+        """The next answer, its trailing blank line stripped."""
+        lines = []
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"engine closed its stdout; stderr:\n{self.log.read_text()}"
+            if line == "\n":
+                return "".join(lines).rstrip("\n")
+            lines.append(line)
+
+    def __call__(self, line: str) -> str:
+        self.raw(line)
+        return self.answer()
+
+    def ok(self, line: str) -> str:
+        """The result of a command that must succeed."""
+        text = self(line)
+        assert text.startswith("="), f"{line!r} -> {text!r}"
+        return text[1:].strip()
+
+    def board(self) -> dict[str, str]:
+        """Vertex -> "X" / "O" for every stone `showboard` shows."""
+        stones = {}
+        for row in self.ok("showboard").splitlines()[1:10]:
+            number, *cells = row.split()[:10]
+            for letter, cell in zip("ABCDEFGHJ", cells):
+                if cell in "XO":
+                    stones[f"{letter}{number}"] = cell
+        return stones
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._err.close()
+
+
+@pytest.fixture(scope="module")
+def engines(planner_file, tmp_path_factory):
+    """The module's engine process, started again only if a test made it quit."""
+    started: list[Controller] = []
+
+    def live() -> Controller:
+        if not started or started[-1].proc.poll() is not None:
+            log = tmp_path_factory.mktemp("gtp") / "stderr.txt"
+            started.append(Controller(planner_file, log))
+        return started[-1]
+
+    yield live
+    for controller in started:
+        controller.close()
+
+
+@pytest.fixture
+def gtp(engines) -> Controller:
+    return engines()
+
+
+@pytest.fixture
+def fresh(gtp):
+    assert gtp("clear_board") == "="
+    gtp.ok("komi 7.5")
+    gtp.ok("time_settings 0 1 0")  # byo-yomi time without stones: no time limit
+    return gtp
+
+
+def test_handshake_ids_comments_and_unknown_commands(fresh):
+    gtp = fresh
+    assert gtp("protocol_version") == "= 2"
+    assert gtp("name") == "= rtplan"
+    assert gtp("version").startswith("= 0.")
+    assert set(gtp.ok("list_commands").split()) == set(COMMANDS)
+    assert gtp("known_command genmove") == "= true"
+    assert gtp("known_command fly") == "= false"
+    # Ids are echoed on success and on failure; comments and blank lines get no answer.
+    gtp.raw("# a comment line")
+    gtp.raw("")
+    assert gtp("12 name  # trailing comment") == "=12 rtplan"
+    assert gtp("13 fly_away") == "?13 unknown command"
+    assert gtp("known_command").startswith("? syntax error")
+
+
+def test_boardsize_only_9(fresh):
+    assert fresh("boardsize 9") == "="
+    assert fresh("boardsize 19").startswith("? unacceptable size")
+    assert fresh("boardsize nine").startswith("? syntax error")
+    assert fresh("name") == "= rtplan"  # still alive
+
+
+def test_play_showboard_and_bad_moves(fresh):
+    gtp = fresh
+    assert gtp("play B e5") == "="  # colours and vertices in any case
+    assert gtp("play white D4") == "="
+    assert gtp.board() == {"E5": "X", "D4": "O"}
+    assert gtp("play b e5") == "? illegal move"  # occupied
+    assert gtp("play b d4") == "? illegal move"
+    for vertex in ("z9", "e10", "i5", "e0", "5e", "e"):
+        assert gtp(f"play b {vertex}").startswith("? invalid coordinate"), vertex
+    assert gtp("play red a1").startswith("? invalid color")
+    assert gtp("play b").startswith("? syntax error")
+    assert gtp("play w a1") == "? cannot play out of turn"
+    # Suicide: white A1 inside black A2 + B1.
+    for move in ("b a2", "w j9", "b b1"):
+        assert gtp(f"play {move}") == "="
+    assert gtp("play w a1") == "? illegal move"
+    assert gtp.board() == {"E5": "X", "D4": "O", "A2": "X", "J9": "O", "B1": "X"}
+
+
+def test_undo(fresh):
+    gtp = fresh
+    assert gtp("undo") == "? cannot undo"
+    gtp.ok("play b c3")
+    gtp.ok("play w g7")
+    assert gtp("undo") == "="
+    assert gtp.board() == {"C3": "X"}
+    gtp.ok("play w g3")  # white to move again after the undo
+    assert gtp.board() == {"C3": "X", "G3": "O"}
+    gtp.ok("undo")
+    gtp.ok("undo")
+    assert gtp.board() == {}
+    assert gtp("undo") == "? cannot undo"
+
+
+def test_genmove_plays_a_legal_move_that_shows_on_the_board(fresh):
+    gtp = fresh
+    gtp.ok("play b e5")
+    vertex = gtp.ok("genmove W")
+    assert vertex.lower() == "pass" or (vertex != "E5" and parse_vertex(vertex) < 81)
+    expected = {"E5": "X"} if vertex.lower() == "pass" else {"E5": "X", vertex: "O"}
+    assert gtp.board() == expected
+    assert gtp("genmove w") == "? cannot play out of turn"
+    black = gtp.ok("genmove black")
+    assert black.lower() == "pass" or gtp.board()[black] == "X"
+
+
+def test_self_play_to_the_end(fresh):
+    """genmove for both sides until two passes end the game (or pgx's ply cap does)."""
+    gtp = fresh
+    moves = []
+    while moves[-2:] != ["pass", "pass"]:
+        moves.append(gtp.ok(f"genmove {'bw'[len(moves) % 2]}").lower())
+        assert len(moves) <= 170
+    assert gtp("play b e5").startswith("? game is over")
+    assert re.fullmatch(r"= (0|[BW]\+\d+(\.5)?)", gtp("final_score"))
+
+
+def test_time_controls_choose_the_budget(fresh):
+    gtp = fresh
+
+    def budget() -> int:
+        return int(gtp.ok("rtplan-budget").split()[0])
+
+    assert budget() == 4  # no time limit: the largest budget (tiny planner: k in (2, 4))
+    gtp.ok("time_settings 600 0 0")
+    assert budget() == 4  # 600 s over ~81 moves: plenty for a few-ms search
+    gtp.ok("time_left b 0 0")
+    assert budget() == 0  # out of time: the policy-only move
+    assert gtp("time_left b -1 0").startswith("? syntax error")
+    assert gtp("time_left x 1 0").startswith("? invalid color")
+    vertex = gtp.ok("genmove b")
+    log = gtp.log.read_text().splitlines()
+    assert f"genmove B: {vertex} k=0 (0 simulations)" in log[-1]
+    gtp.ok("time_left w 1 1")  # byo-yomi: one second for one stone
+    assert budget() == 4
+    gtp.ok("kgs-time_settings byoyomi 0 0 1")  # a period of 0 s: nothing fits
+    assert budget() == 0
+    gtp.ok("kgs-time_settings none")
+    assert budget() == 4
+    assert gtp("kgs-time_settings fischer 1 2").startswith("? syntax error")
+
+
+def test_final_score_komi_and_game_over(fresh):
+    gtp = fresh
+    assert gtp("final_score") == "= W+7.5"  # empty board: 81 points each, komi to white
+    gtp.ok("komi 0")
+    assert gtp("final_score") == "= 0"
+    assert gtp("komi lots").startswith("? syntax error")
+    gtp.ok("play b e5")  # every empty point now reaches black only
+    assert gtp("final_score") == "= B+81"
+    gtp.ok("komi 7.5")  # the game is rebuilt with the new komi, the stone kept
+    assert gtp.board() == {"E5": "X"}
+    assert gtp("final_score") == "= B+73.5"
+    gtp.ok("play w pass")
+    gtp.ok("play b PASS")  # two passes end the game
+    assert gtp("play w d4").startswith("? game is over")
+    assert gtp("genmove w") == "= pass"
+    gtp.ok("undo")
+    assert gtp("play b d4") == "="
+
+
+def test_quit_ends_the_engine(gtp):
+    """The last test of the shared engine (a later one would start another)."""
+    assert gtp("5 quit") == "=5"
+    assert gtp.proc.wait(timeout=60) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--game", "speed-hex-v0"], "must be speed-go-v0"),
+        (["--planner", "no/such/planner.msgpack"], "no planner checkpoint"),
+    ],
+)
+def test_cli_refuses_other_games_and_missing_planners(args, message):
+    cmd = [sys.executable, "-m", "rtplan", "gtp", *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+# ---- In process: scoring agrees with pgx, and the time manager's arithmetic -------------
+
+
+def test_final_score_agrees_with_pgx_at_the_end_of_random_games(planner_file):
+    """Random games to two passes: final_score's winner is the one pgx pays."""
+    engine = GtpEngine(planner_file)
+    rng = random.Random(0)
+    for game in range(3):
+        engine.handle("clear_board")
+        for _ in range(30 + 10 * game):
+            colour = "bw"[engine.to_play]
+            legal = np.flatnonzero(np.asarray(engine.states[-1].legal_action_mask)[:81])
+            for action in rng.sample(list(legal), len(legal)):
+                answer, _ = engine.handle(f"play {colour} {vertex_name(int(action))}")
+                if answer.startswith("="):
+                    break
+        engine.handle("play b pass" if engine.to_play == 0 else "play w pass")
+        engine.handle("play b pass" if engine.to_play == 0 else "play w pass")
+        state = engine.states[-1]
+        assert bool(state.terminated)
+        black_reward = float(state.inner.rewards[engine.black_id])
+        score, _ = engine.handle("final_score")
+        assert score.startswith("= B+" if black_reward > 0 else "= W+"), (score, black_reward)
+
+
+def test_area_score_counts_stones_and_territory():
+    board = ["." * 9] * 9
+    assert area_score(board) == (81, 81)  # empty board: pgx gives both sides every point
+    board = ["..x.o....", "..x.o....", "xxx.o....", "....o....", *(["ooooo...."] * 5)]
+    board = [row.ljust(9, ".") for row in board]
+    black, white = area_score(board)
+    assert black == 5 + 4  # stones + the corner they enclose
+    assert white == 4 + 25 + 36  # wall + block + the right side; column D touches both
+
+
+def test_time_manager():
+    settings = TimeSettings(main=81.0)
+    allowance = move_allowance(settings, settings.fresh(), ply=0)
+    assert allowance == pytest.approx(0.8 * 81.0 / 81 - 0.05)
+    assert move_allowance(TimeSettings(), Clock(), ply=0) == float("inf")
+    byo = TimeSettings(main=10.0, byo_time=30.0, byo_stones=5)
+    assert move_allowance(byo, Clock(10.0, 0), ply=0) == pytest.approx(0.8 * 6.0 - 0.05)
+    assert move_allowance(byo, Clock(3.0, 2), ply=0) == pytest.approx(0.8 * 1.5 - 0.05)
+    # Spending: main time runs into byo-yomi, a period's last stone starts a new period.
+    assert byo.spend(Clock(10.0, 0), 4.0) == Clock(6.0, 0)
+    assert byo.spend(Clock(1.0, 0), 3.0) == Clock(28.0, 5)
+    assert byo.spend(Clock(3.0, 2), 1.0) == Clock(2.0, 1)
+    assert byo.spend(Clock(3.0, 1), 1.0) == Clock(30.0, 5)
+    times = {16: 0.01, 32: 0.02, 64: 0.04, 96: 0.06}
+    assert choose_budget(times, times.get, 1.0) == 96
+    assert choose_budget(times, times.get, 0.03) == 32
+    assert choose_budget(times, times.get, 0.001) == 0
