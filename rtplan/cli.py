@@ -218,6 +218,13 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="genmove resigns when the search value is below this (default: never resigns)",
     )
+    gtp.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="play this option (one of the planner's budgets k) on every move, whatever the "
+        "time settings (default: the time manager picks per move)",
+    )
     for name, help_text in _SERVICES.items():
         # Their own parsers handle the flags (`rtplan NAME --help`).
         svc = sub.add_parser(name, help=help_text, add_help=False)
@@ -367,7 +374,7 @@ def _gtp(args: argparse.Namespace) -> int:
     from rtplan.gtp import run
 
     try:
-        return run(planner, seed=args.seed, resign_below=args.resign_below)
+        return run(planner, seed=args.seed, resign_below=args.resign_below, budget=args.budget)
     except (CheckpointError, ValueError) as e:
         print(f"rtplan gtp: error: {e}", file=sys.stderr)
         return 2

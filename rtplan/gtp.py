@@ -248,7 +248,8 @@ class GtpEngine:
     Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
     and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted
     to ticks at the measured seconds per simulation and written into the state, and the budget
-    is the largest k whose measured search time fits `move_allowance`.
+    is the largest k whose measured search time fits `move_allowance`. A fixed `budget` (for
+    matches at one option) plays option k on every move, whatever the clocks say.
     """
 
     def __init__(
@@ -257,6 +258,7 @@ class GtpEngine:
         *,
         seed: int = 0,
         resign_below: float | None = None,
+        budget: int | None = None,
         log: TextIO | None = None,
     ) -> None:
         import jax
@@ -266,6 +268,10 @@ class GtpEngine:
         self._log_to = log
         self.planner_file = str(planner_file)
         self.config, self.params, _ = load_planner(GAME_ID, self.planner_file)
+        if budget is not None and budget not in self.config.budgets:
+            raise ValueError(f"budget {budget} is not one of the planner's {self.config.budgets}")
+        #: The option every genmove plays (None: the time manager chooses).
+        self.fixed_budget = budget
         self.seed = seed
         self.resign_below = resign_below
         self.komi = 7.5
@@ -309,7 +315,7 @@ class GtpEngine:
         state = self.states[0]
         self._step(state, 0, 0)
         self._search(state, 0)
-        for k in self.config.budgets:
+        for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
             self._search(state, k)  # compiles
             times = []
             for _ in range(3):
@@ -392,7 +398,8 @@ class GtpEngine:
         ticks = []
         for colour in (0, 1):
             remaining = self.clocks[colour].remaining
-            if remaining is None or per_tick <= 0:
+            # A fixed budget keeps the game's clocks full: an empty one would force the reflex.
+            if remaining is None or per_tick <= 0 or self.fixed_budget is not None:
                 ticks.append(games.UNLIMITED_CLOCK)
             else:
                 ticks.append(min(int(remaining / per_tick), games.UNLIMITED_CLOCK))
@@ -431,6 +438,8 @@ class GtpEngine:
         """(budget k for the side to move, its allowance in seconds); k = 0 is the reflex move."""
         colour = self.to_play
         allowance = move_allowance(self.settings, self.clocks[colour], len(self.moves))
+        if self.fixed_budget is not None:
+            return self.fixed_budget, allowance
         if math.isinf(allowance) or not self.search_s:
             return max(self.config.budgets), allowance
         return choose_budget(self.config.budgets, self.search_s.__getitem__, allowance), allowance
@@ -639,10 +648,21 @@ class GtpEngine:
         return f"{k} {'inf' if math.isinf(allowance) else f'{allowance:.3f}'}"
 
 
-def run(planner_file: str | Path, *, seed: int = 0, resign_below: float | None = None) -> int:
-    """Runs the engine on stdin/stdout; logs go to stderr (so does anything else printed)."""
+def run(
+    planner_file: str | Path,
+    *,
+    seed: int = 0,
+    resign_below: float | None = None,
+    budget: int | None = None,
+) -> int:
+    """Runs the engine on stdin/stdout; logs go to stderr (so does anything else printed).
+
+    `budget`: play this option on every move (None: the time manager picks per move).
+    """
     out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
-        engine = GtpEngine(planner_file, seed=seed, resign_below=resign_below, log=sys.stderr)
+        engine = GtpEngine(
+            planner_file, seed=seed, resign_below=resign_below, budget=budget, log=sys.stderr
+        )
         engine.warm_up()
         return engine.serve(sys.stdin, out)

@@ -36,10 +36,11 @@ def planner_file(tmp_path_factory) -> Path:
 class Controller:
     """Writes GTP commands to the engine's stdin and reads one answer per command."""
 
-    def __init__(self, planner_file: Path, log: Path) -> None:
+    def __init__(self, planner_file: Path, log: Path, *flags: str) -> None:
         self.log = log
         self._err = open(log, "w")  # noqa: SIM115 (closed in `close`)
         cmd = [sys.executable, "-m", "rtplan", "gtp", "--game", GAME, "--planner", planner_file]
+        cmd += flags
         self.proc = subprocess.Popen(
             [str(c) for c in cmd],
             stdin=subprocess.PIPE,
@@ -249,14 +250,34 @@ def test_quit_ends_the_engine(gtp):
     assert gtp.proc.wait(timeout=60) == 0
 
 
+def test_fixed_budget_plays_its_option_whatever_the_clock(planner_file, tmp_path):
+    """`--budget 2` (bench/match.py's matches): option 2 on every move, even out of time."""
+    gtp = Controller(planner_file, tmp_path / "stderr.txt", "--budget", "2")
+    try:
+        assert gtp("rtplan-budget") == "= 2 inf"  # the time manager would pick 4
+        gtp.ok("time_settings 600 0 0")
+        gtp.ok("time_left b 0 0")
+        assert gtp.ok("rtplan-budget").split()[0] == "2"
+        vertex = gtp.ok("genmove b")
+        assert f"genmove B: {vertex} k=2 (2 simulations)" in gtp.log.read_text()
+        assert gtp("quit") == "="
+    finally:
+        gtp.close()
+    times = next(line for line in gtp.log.read_text().splitlines() if "search times:" in line)
+    assert "k=2 " in times and "k=4" not in times  # only the fixed option is compiled
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--game", "speed-hex-v0"], "must be speed-go-v0"),
         (["--planner", "no/such/planner.msgpack"], "no planner checkpoint"),
+        (["--budget", "3"], "budget 3 is not one of the planner's (2, 4)"),
     ],
 )
-def test_cli_refuses_other_games_and_missing_planners(args, message):
+def test_cli_refuses_other_games_missing_planners_and_unknown_budgets(args, message, planner_file):
+    if args[0] == "--budget":
+        args = [*args, "--planner", str(planner_file)]
     cmd = [sys.executable, "-m", "rtplan", "gtp", *args]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2

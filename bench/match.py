@@ -1,0 +1,684 @@
+"""Our clock-game planners against outside engines: Speed Go vs GNU Go, Speed Hex vs MCTS.
+
+Usage:
+    python bench/match.py go --opponent gnugo --level 1 --games N --option K
+    python bench/match.py hex --opponent mcts --rollouts R --games N --option K
+
+Go: the shipped Speed Go planner through `rtplan gtp --budget K` (a subprocess; no time
+settings, so an unlimited clock) against GNU Go (`gnugo --mode gtp --level L --chinese-rules
+--komi 7.5 --capture-all-dead`), refereed over GTP by this script: genmove to the side to move,
+play to the other, until two passes or pgx's cap of 162 plies. Both engines then give their
+`final_score`; GNU Go's (it judges dead stones, and captures ours before passing) decides the
+game, ours (pgx's area score, no dead-stone removal) is reported beside it and a game where the
+two winners differ is counted as a disagreement.
+
+Hex: the shipped Speed Hex planner in process at option K (unlimited clock, deterministic
+search, as `rtplan cross-eval` plays it) against open_spiel's `mcts.MCTSBot` (UCT c=2,
+`RandomRolloutEvaluator(n_rollouts=1)`, `max_simulations=R`) on open_spiel's `hex` with
+board_size=11, which has no swap rule. Our game's swap (action 121, legal on the second ply
+only) is never played: every game starts after a random opening of at least two plies, and our
+search's root never considers swap anyway (its legal mask is cleared).
+
+Both sides are deterministic (ours at a fixed seed, GNU Go always, MCTS at its seed), so each
+pair of games starts from a random opening of 2-4 plies seeded by the pair's index and `--seed`,
+played once with each colour. Prints a table (wins, losses, win rate +- binomial SE, unique
+games, the mean final margin for Go) and appends a row to bench/results/match.csv. Installs GNU
+Go (`apt-get install -y gnugo`) or open_spiel (`pip install open-spiel==2.0.2`, the `bench`
+extra of pyproject.toml) when missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import datetime
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_CSV = ROOT / "bench" / "results" / "match.csv"
+#: The `bench` extra of pyproject.toml.
+OPEN_SPIEL = "open-spiel==2.0.2"
+#: Debian installs GNU Go outside root's PATH.
+DEBIAN_GNUGO = "/usr/games/gnugo"
+
+GO_GAME = "speed-go-v0"
+GO_SIZE = 9
+KOMI = 7.5
+#: pgx ends a 9x9 game after 2 * 81 plies (`games.clock.SpeedGo`).
+GO_MAX_PLIES = 2 * GO_SIZE * GO_SIZE
+HEX_GAME = "speed-hex-v0"
+HEX_SIZE = 11
+HEX_CELLS = HEX_SIZE * HEX_SIZE
+#: Our game's swap action; open_spiel's hex (swap=False) has none.
+HEX_SWAP = HEX_CELLS
+#: Random plies before the engines take over (inclusive range).
+OPENING_PLIES = (2, 4)
+#: Go openings use the 7x7 interior only: with at most four stones on the board no move there
+#: can capture or be suicide, so the opening is legal under any rules.
+GO_OPENING_POINTS = tuple(
+    r * GO_SIZE + c for r in range(1, GO_SIZE - 1) for c in range(1, GO_SIZE - 1)
+)
+PASS = "pass"
+RESIGN = "resign"
+
+CSV_FIELDS = (
+    "date",
+    "commit",
+    "command",
+    "game",
+    "option",
+    "opponent",
+    "settings",
+    "seed",
+    "n",
+    "wins",
+    "win_rate",
+    "se",
+    "unique",
+    "margin",
+    "margin_rtplan",
+    "disagreements",
+)
+
+
+# ---- Pure logic --------------------------------------------------------------------------
+
+
+def binomial_se(wins: float, n: int) -> float:
+    """Standard error of a win rate: sqrt(p (1 - p) / n), p = wins / n (0 for no games)."""
+    if n <= 0:
+        return 0.0
+    p = wins / n
+    return math.sqrt(p * (1.0 - p) / n)
+
+
+def random_opening(
+    index: int, points: Sequence[int], *, seed: int = 0, plies: tuple[int, int] = OPENING_PLIES
+) -> list[int]:
+    """The opening of pair `index`: 2-4 distinct points of `points`, black's first.
+
+    Deterministic in (seed, index) across runs and machines (a string seed is hashed with
+    SHA-512, not Python's randomised hash).
+    """
+    rng = random.Random(f"rtplan match opening {seed} {index}")
+    return rng.sample(list(points), rng.randint(*plies))
+
+
+def go_vertex(point: int) -> str:
+    """The GTP vertex of a pgx Go point (row * 9 + col, row 0 at the top): 0 -> "a9"."""
+    from rtplan.gtp import vertex_name
+
+    return vertex_name(point).lower()
+
+
+def go_point(vertex: str) -> int:
+    """The pgx point of a GTP vertex (81 for pass); inverse of `go_vertex`."""
+    from rtplan.gtp import parse_vertex
+
+    return parse_vertex(vertex)
+
+
+def hex_to_spiel(action: int) -> int:
+    """open_spiel's hex action of our Speed Hex cell.
+
+    Both number cells row * 11 + col, name them "a1" (row 0, col 0) to "k11", give (r, c) the
+    same six neighbours ((r, c+-1), (r+-1, c), (r-1, c+1), (r+1, c-1)), and have the first
+    player (black, "x") join row 0 to row 10: the translation is the identity on cells
+    (tests/test_match.py plays random games in both and compares boards and winners). Swap
+    (121) has no counterpart.
+    """
+    if not 0 <= action < HEX_CELLS:
+        raise ValueError(f"Speed Hex action {action} is not a cell (swap is never played here)")
+    return action
+
+
+def spiel_to_hex(action: int) -> int:
+    """Our Speed Hex cell of an open_spiel hex action; inverse of `hex_to_spiel`."""
+    if not 0 <= action < HEX_CELLS:
+        raise ValueError(f"open_spiel hex action {action} is not a cell of the 11x11 board")
+    return action
+
+
+def parse_score(text: str) -> float:
+    """Black's margin of a GTP `final_score` answer: "B+7.5" -> 7.5, "W+3" -> -3, "0" -> 0."""
+    text = text.strip().upper()
+    if text == "0":
+        return 0.0
+    if len(text) < 3 or text[:2] not in ("B+", "W+"):
+        raise ValueError(f"not a GTP score: {text!r}")
+    margin = float(text[2:])
+    return margin if text[0] == "B" else -margin
+
+
+# ---- Referee -----------------------------------------------------------------------------
+
+
+class Refused(Exception):
+    """An engine refused a command (a GTP `? message` answer, or an illegal move)."""
+
+
+class Player(Protocol):
+    """One side of `referee`: an engine that keeps its own copy of the game."""
+
+    def new_game(self) -> None: ...
+
+    def play(self, colour: int, move) -> None:
+        """Plays `colour`'s (0 black, 1 white) move on this engine's board; raises Refused."""
+
+    def genmove(self, colour: int):
+        """Chooses and plays a move for `colour` on this engine's board (or RESIGN)."""
+
+    def over(self) -> bool:
+        """The game ended by this engine's rules (a GTP engine leaves that to the referee)."""
+
+
+@dataclasses.dataclass
+class GameRecord:
+    """One refereed game."""
+
+    #: Every move, the opening's included, black's first.
+    moves: list
+    #: Plies of the random opening.
+    opening: int
+    #: "two passes", "ply cap", "game over" (an engine's rules ended it), "resign" or
+    #: "refused: ..." (an engine refused the other's move).
+    end: str
+    #: The colour that resigned, if one did.
+    resigned: int | None = None
+
+
+def referee(
+    black: Player, white: Player, opening: Sequence, *, max_plies: int, pass_move=PASS
+) -> GameRecord:
+    """Plays one game between two engines that each keep their own board.
+
+    Both play the opening; then the side to move gets genmove and the other side play, until
+    two passes in a row, `max_plies` plies, a resignation, an engine's own end of game, or a
+    move the other engine refuses (recorded, and the game stops there).
+    """
+    players = (black, white)
+    for p in players:
+        p.new_game()
+    moves: list = []
+    for move in opening:
+        for p in players:
+            p.play(len(moves) % 2, move)
+        moves.append(move)
+    while len(moves) < max_plies:
+        if len(moves) >= 2 and moves[-1] == moves[-2] == pass_move:
+            return GameRecord(moves, len(opening), "two passes")
+        if any(p.over() for p in players):
+            return GameRecord(moves, len(opening), "game over")
+        colour = len(moves) % 2
+        move = players[colour].genmove(colour)
+        if move == RESIGN:
+            return GameRecord(moves, len(opening), "resign", resigned=colour)
+        moves.append(move)
+        try:
+            players[1 - colour].play(colour, move)
+        except Refused as e:
+            return GameRecord(moves, len(opening), f"refused: {e}")
+    if any(p.over() for p in players) or moves[-2:] == [pass_move, pass_move]:
+        return GameRecord(moves, len(opening), "game over")
+    return GameRecord(moves, len(opening), "ply cap")
+
+
+class GtpProcess:
+    """A GTP engine in a subprocess, one command and one answer at a time."""
+
+    def __init__(self, argv: Sequence[str], *, name: str, stderr=subprocess.DEVNULL) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(
+            [str(a) for a in argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            bufsize=1,
+        )
+
+    def send(self, command: str) -> str:
+        """The answer's text (without "= "); raises Refused on a `? message` answer."""
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        lines = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.name} exited (code {self.proc.poll()}) on {command!r}")
+            if not line.strip():
+                if lines:
+                    break
+                continue  # blank lines before an answer
+            lines.append(line.rstrip("\n"))
+        text = "\n".join(lines)
+        if text.startswith("?"):
+            raise Refused(f"{self.name}: {command!r} -> {text[1:].strip()!r}")
+        if not text.startswith("="):
+            raise RuntimeError(f"{self.name}: {command!r} -> not a GTP answer: {text!r}")
+        return text[1:].strip()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send("quit")
+                self.proc.wait(timeout=30)
+            except (OSError, RuntimeError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> GtpProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class GtpPlayer:
+    """A `Player` over a GTP engine; moves are lower-case GTP vertices or "pass"."""
+
+    def __init__(self, engine: GtpProcess) -> None:
+        self.engine = engine
+
+    def new_game(self) -> None:
+        self.engine.send("clear_board")
+
+    def play(self, colour: int, move: str) -> None:
+        self.engine.send(f"play {'bw'[colour]} {move}")
+
+    def genmove(self, colour: int) -> str:
+        return self.engine.send(f"genmove {'bw'[colour]}").lower()
+
+    def over(self) -> bool:
+        return False
+
+
+# ---- Results -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Result:
+    """One game from our side."""
+
+    #: Our colour: 0 black, 1 white.
+    colour: int
+    #: 1 win, 0 loss (0.5 a tie).
+    score: float
+    record: GameRecord
+    #: Go: the final margin from our side by the opponent's and by our own final_score.
+    margin: float | None = None
+    margin_rtplan: float | None = None
+    #: The two engines disagree on the winner.
+    disagree: bool = False
+
+
+def summarise(results: Sequence[Result]) -> dict:
+    """n, wins, win rate, its SE, unique games (distinct move lists), mean margins."""
+    n = len(results)
+    wins = sum(r.score for r in results)
+    margins = [r.margin for r in results if r.margin is not None]
+    ours = [r.margin_rtplan for r in results if r.margin_rtplan is not None]
+    return {
+        "n": n,
+        "wins": wins,
+        "win_rate": wins / n if n else 0.0,
+        "se": binomial_se(wins, n),
+        "unique": len({tuple(r.record.moves) for r in results}),
+        "margin": sum(margins) / len(margins) if margins else None,
+        "margin_rtplan": sum(ours) / len(ours) if ours else None,
+        "disagreements": sum(r.disagree for r in results),
+    }
+
+
+def print_table(title: str, results: Sequence[Result]) -> dict:
+    """Prints the match table (per colour and overall); returns `summarise(results)`."""
+    go = any(r.margin is not None for r in results)
+    print(f"\n{title}")
+    head = "| we play | games | wins | losses | win rate +- SE | unique games |"
+    if go:
+        head += " mean margin (GNU Go's score / ours) | score disagreements |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for name, part in (
+        ("black", [r for r in results if r.colour == 0]),
+        ("white", [r for r in results if r.colour == 1]),
+        ("both", list(results)),
+    ):
+        s = summarise(part)
+        line = (
+            f"| {name} | {s['n']} | {s['wins']:g} | {s['n'] - s['wins']:g} | "
+            f"{s['win_rate']:.2f} +- {s['se']:.2f} | {s['unique']} |"
+        )
+        if go:
+            line += f" {_num(s['margin'])} / {_num(s['margin_rtplan'])} | {s['disagreements']} |"
+        print(line)
+    return summarise(results)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}"
+
+
+def append_csv(path: Path, row: dict) -> None:
+    """Appends `row` (CSV_FIELDS) to `path`, writing the header first if the file is new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in CSV_FIELDS})
+
+
+def git_commit() -> str:
+    """HEAD's commit (read-only), or "unknown" outside a git checkout."""
+    out = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip() or "unknown"
+
+
+# ---- Set-up ------------------------------------------------------------------------------
+
+
+def ensure_gnugo() -> str:
+    """GNU Go's path, installed from Debian (`apt-get install -y gnugo`) when missing."""
+
+    def find() -> str | None:
+        return shutil.which("gnugo") or (DEBIAN_GNUGO if os.access(DEBIAN_GNUGO, os.X_OK) else None)
+
+    if (path := find()) is None:
+        print("GNU Go missing: apt-get install -y gnugo", file=sys.stderr, flush=True)
+        install = ["apt-get", "install", "-y", "gnugo"]
+        if subprocess.run(install, stdout=sys.stderr, check=False).returncode != 0:
+            subprocess.run(["apt-get", "update"], stdout=sys.stderr, check=True)
+            subprocess.run(install, stdout=sys.stderr, check=True)
+        if (path := find()) is None:
+            raise SystemExit("match.py: gnugo installed but not found")
+    return path
+
+
+def ensure_open_spiel() -> None:
+    """Installs open_spiel (`pip install open-spiel==2.0.2`) into this Python when missing."""
+    try:
+        import pyspiel  # noqa: F401
+    except ImportError:
+        print(f"open_spiel missing: pip install {OPEN_SPIEL}", file=sys.stderr, flush=True)
+        pip = [sys.executable, "-m", "pip", "install", OPEN_SPIEL]
+        subprocess.run(pip, stdout=sys.stderr, check=True)
+
+
+def _checkpoint(game: str, planner: str | None) -> Path:
+    path = Path(planner) if planner else ROOT / "checkpoints" / game / "planner.msgpack"
+    if not path.exists():
+        raise SystemExit(f"match.py: no planner checkpoint at {path}")
+    return path
+
+
+# ---- Go: rtplan gtp vs GNU Go ------------------------------------------------------------
+
+
+def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
+    """`--games` games of `rtplan gtp --budget K` against GNU Go; (results, settings)."""
+    gnugo = ensure_gnugo()
+    planner = _checkpoint(GO_GAME, args.planner)
+    ours_cmd = [sys.executable, "-m", "rtplan", "gtp", "--game", GO_GAME, "--planner", planner]
+    ours_cmd += ["--budget", args.option, "--seed", args.seed]
+    theirs_cmd = [gnugo, "--mode", "gtp", "--level", args.level, "--chinese-rules"]
+    theirs_cmd += ["--komi", KOMI, "--capture-all-dead"]
+    settings = f"level={args.level} chinese-rules komi={KOMI} capture-all-dead"
+    log = tempfile.NamedTemporaryFile("w", prefix="match-rtplan-gtp-", suffix=".log", delete=False)  # noqa: SIM115
+    print(f"rtplan gtp: {' '.join(map(str, ours_cmd))} (log {log.name})")
+    print(f"GNU Go: {' '.join(map(str, theirs_cmd))}")
+    results = []
+    with (
+        log,
+        GtpProcess(ours_cmd, name="rtplan", stderr=log) as ours,
+        GtpProcess(theirs_cmd, name="gnugo") as theirs,
+    ):
+        print(f"GNU Go {theirs.send('version')}; rtplan {ours.send('version')}")
+        for engine in (ours, theirs):
+            engine.send(f"boardsize {GO_SIZE}")
+            engine.send(f"komi {KOMI}")
+        for i in range(args.games):
+            colour = i % 2
+            opening = [
+                go_vertex(p) for p in random_opening(i // 2, GO_OPENING_POINTS, seed=args.seed)
+            ]
+            players = [GtpPlayer(ours), GtpPlayer(theirs)]
+            black, white = players if colour == 0 else players[::-1]
+            record = referee(black, white, opening, max_plies=GO_MAX_PLIES)
+            sign = 1.0 if colour == 0 else -1.0
+            theirs_score, ours_score = theirs.send("final_score"), ours.send("final_score")
+            margin = sign * parse_score(theirs_score)
+            margin_ours = sign * parse_score(ours_score)
+            if record.resigned is not None:
+                score = 0.0 if record.resigned == colour else 1.0
+                margin = margin_ours = None
+                disagree = False
+            else:
+                score = 1.0 if margin > 0 else 0.5 if margin == 0 else 0.0
+                disagree = (margin > 0) != (margin_ours > 0) or (margin == 0) != (margin_ours == 0)
+            results.append(Result(colour, score, record, margin, margin_ours, disagree))
+            print(
+                f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
+                f"opening {' '.join(opening)}, {len(record.moves)} plies, {record.end}; "
+                f"GNU Go's score {theirs_score}, ours {ours_score}: "
+                f"{'win' if score == 1 else 'loss' if score == 0 else 'tie'}"
+                f"{' (scores disagree)' if disagree else ''}",
+                flush=True,
+            )
+    return results, settings
+
+
+# ---- Hex: our planner in process vs open_spiel MCTS ---------------------------------------
+
+
+def our_hex_board(state) -> str:
+    """121 characters, cell by cell: "x" black (moved first), "o" white, "." empty."""
+    import numpy as np
+
+    x = state.inner.board._x  # pgx's hex: board > 0 for the player to move, < 0 the other
+    board = np.asarray(x.board)
+    to_move = int(x.step_count) % 2
+    mine, theirs = "xo"[to_move], "xo"[1 - to_move]
+    return "".join(mine if v > 0 else theirs if v < 0 else "." for v in board)
+
+
+def spiel_hex_board(state) -> str:
+    """121 characters of an open_spiel hex state, as `our_hex_board`."""
+    return "".join(c for c in str(state) if c in "xo.")
+
+
+class OurHex:
+    """Our Speed Hex planner at option k: unlimited clock, deterministic search."""
+
+    def __init__(self, planner_file: Path, k: int, *, seed: int = 0) -> None:
+        import functools
+
+        import jax
+
+        from planner.calibrate import with_sims
+        from planner.options import Planner
+        from planner.store import load_planner
+
+        base, self.params, _ = load_planner(HEX_GAME, str(planner_file))
+        self.planner = Planner(with_sims(base, k, base.sims(k)))
+        game = self.planner.game
+        self._init, self._step = jax.jit(game.init), jax.jit(game.step)
+        self._option = jax.jit(functools.partial(self.planner.option, k=k))
+        self._key = jax.random.PRNGKey(seed)
+        self.plies = 0
+
+    def new_game(self) -> None:
+        import jax
+
+        self.state = self._init(jax.random.PRNGKey(0))
+        self.plies = 0
+
+    def play(self, colour: int, move: int) -> None:
+        if colour != self.plies % 2 or not bool(self.state.legal_action_mask[move]):
+            raise Refused(f"rtplan: illegal move {move} for {'bw'[colour]}")
+        self.state = self._step(self.state, move, 0)
+        self.plies += 1
+
+    def genmove(self, colour: int) -> int:
+        import jax
+
+        # Swap has no counterpart in open_spiel's hex: the root never considers it.
+        state = self.state.replace(
+            legal_action_mask=self.state.legal_action_mask.at[HEX_SWAP].set(False)
+        )
+        key = jax.random.fold_in(self._key, self.plies)
+        out = self._option(self.params, key[None], jax.tree.map(lambda x: x[None], state))
+        move = int(out.actions[0, 0])
+        self.play(colour, move)
+        return move
+
+    def over(self) -> bool:
+        return bool(self.state.terminated)
+
+    def board(self) -> str:
+        return our_hex_board(self.state)
+
+
+class SpielHex:
+    """open_spiel's MCTSBot on open_spiel's 11x11 hex (no swap)."""
+
+    def __init__(self, rollouts: int, *, seed: int = 0, uct_c: float = 2.0) -> None:
+        import numpy as np
+        import pyspiel
+        from open_spiel.python.algorithms import mcts
+
+        self.game = pyspiel.load_game("hex", {"board_size": HEX_SIZE})
+        rng = np.random.RandomState(seed)
+        evaluator = mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=rng)
+        self.bot = mcts.MCTSBot(self.game, uct_c, rollouts, evaluator, random_state=rng)
+
+    def new_game(self) -> None:
+        self.state = self.game.new_initial_state()
+
+    def play(self, colour: int, move: int) -> None:
+        action = hex_to_spiel(move)
+        if colour != self.state.current_player() or action not in self.state.legal_actions():
+            raise Refused(f"open_spiel: illegal move {move} for {'bw'[colour]}")
+        self.state.apply_action(action)
+
+    def genmove(self, colour: int) -> int:
+        action = self.bot.step(self.state)
+        self.state.apply_action(action)
+        return spiel_to_hex(action)
+
+    def over(self) -> bool:
+        return self.state.is_terminal()
+
+    def board(self) -> str:
+        return spiel_hex_board(self.state)
+
+
+def hex_match(args: argparse.Namespace) -> tuple[list[Result], str]:
+    """`--games` games of our Speed Hex option against open_spiel's MCTS; (results, settings)."""
+    ensure_open_spiel()
+    from rtplan.cli import _use_compile_cache
+
+    _use_compile_cache()  # before JAX starts: the options compile once across runs
+    planner = _checkpoint(HEX_GAME, args.planner)
+    ours = OurHex(planner, args.option, seed=args.seed)
+    theirs = SpielHex(args.rollouts, seed=args.seed, uct_c=args.uct_c)
+    settings = (
+        f"max_simulations={args.rollouts} RandomRolloutEvaluator(n_rollouts=1) "
+        f"uct_c={args.uct_c:g} solve=True board_size=11 no swap"
+    )
+    print(f"our planner {planner} at option {args.option}; open_spiel MCTSBot {settings}")
+    results = []
+    for i in range(args.games):
+        colour = i % 2
+        opening = random_opening(i // 2, range(HEX_CELLS), seed=args.seed)
+        black, white = (ours, theirs) if colour == 0 else (theirs, ours)
+        record = referee(black, white, opening, max_plies=HEX_CELLS)
+        winner = (len(record.moves) - 1) % 2  # Hex ends on the winner's move
+        disagree = not (ours.over() and theirs.over()) or ours.board() != theirs.board()
+        if record.end == "resign" or record.end.startswith("refused") or disagree:
+            raise RuntimeError(f"game {i + 1}: the engines disagree ({record.end}): {record}")
+        if theirs.state.returns()[winner] != 1.0:
+            raise RuntimeError(f"game {i + 1}: open_spiel's winner is not the last mover")
+        score = 1.0 if winner == colour else 0.0
+        results.append(Result(colour, score, record))
+        names = " ".join(theirs.state.action_to_string(0, m) for m in opening)
+        print(
+            f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
+            f"opening {names}, {len(record.moves)} plies: {'win' if score else 'loss'}",
+            flush=True,
+        )
+    return results, settings
+
+
+# ---- Command line ------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="game", required=True)
+    go = sub.add_parser("go", help="Speed Go (rtplan gtp) vs GNU Go")
+    go.add_argument("--opponent", choices=["gnugo"], default="gnugo")
+    go.add_argument("--level", type=int, default=1, help="GNU Go's --level (default 1)")
+    hx = sub.add_parser("hex", help="Speed Hex (in process) vs open_spiel's MCTS")
+    hx.add_argument("--opponent", choices=["mcts"], default="mcts")
+    hx.add_argument(
+        "--rollouts", type=int, default=100, help="MCTSBot max_simulations (default 100)"
+    )
+    hx.add_argument("--uct-c", type=float, default=2.0, help="MCTSBot's UCT c (default 2)")
+    for p in (go, hx):
+        p.add_argument("--games", type=int, required=True, help="games (even: both colours)")
+        p.add_argument("--option", type=int, required=True, help="our option: a budget k")
+        p.add_argument("--seed", type=int, default=0, help="openings, our search, MCTS's")
+        p.add_argument("--planner", default=None, help="default checkpoints/<game>/planner.msgpack")
+        p.add_argument("--csv", default=str(RESULTS_CSV), help="results CSV to append to")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.games < 2 or args.games % 2:
+        raise SystemExit("match.py: --games must be even (each opening is played by both colours)")
+    if args.game == "go":
+        results, settings = go_match(args)
+        game, opponent = GO_GAME, f"gnugo level {args.level}"
+    else:
+        results, settings = hex_match(args)
+        game, opponent = HEX_GAME, f"open_spiel mcts {args.rollouts} rollouts"
+    title = f"{game} option {args.option} vs {opponent} ({settings}), seed {args.seed}:"
+    summary = print_table(title, results)
+    command = " ".join(["python", "bench/match.py", *(argv if argv is not None else sys.argv[1:])])
+    row = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": git_commit(),
+        "command": command,
+        "game": game,
+        "option": args.option,
+        "opponent": opponent,
+        "settings": settings,
+        "seed": args.seed,
+        **summary,
+    }
+    row["wins"] = f"{row['wins']:g}"
+    for key in ("win_rate", "se", "margin", "margin_rtplan"):
+        if row[key] is not None:
+            row[key] = round(row[key], 4)
+    append_csv(Path(args.csv), row)
+    print(f"appended to {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

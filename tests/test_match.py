@@ -1,0 +1,256 @@
+"""bench/match.py's logic: the GTP referee, coordinates, openings, the binomial SE."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+import random
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_match():
+    spec = importlib.util.spec_from_file_location("bench_match", ROOT / "bench" / "match.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+match = _load_match()
+
+#: A tiny GTP engine for the referee: it plays the first empty point (A9, B9, ... J1) and
+#: passes when there is none; no captures. `--resign-after N`: resigns at its N+1-th genmove.
+FAKE_ENGINE = textwrap.dedent(
+    """
+    import sys
+    resign_after = int(sys.argv[sys.argv.index("--resign-after") + 1]) \\
+        if "--resign-after" in sys.argv else None
+    cols = "abcdefghj"
+    order = [f"{c}{r}" for r in range(9, 0, -1) for c in cols]
+    stones, komi, genmoves = {}, 7.5, 0
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        cmd, args = words[0], [w.lower() for w in words[1:]]
+        answer = ""
+        if cmd == "quit":
+            print("=\\n", flush=True)
+            break
+        elif cmd in ("boardsize", "name"):
+            answer = "fake"
+        elif cmd == "clear_board":
+            stones, genmoves = {}, 0
+        elif cmd == "komi":
+            komi = float(args[0])
+        elif cmd == "play":
+            if args[1] != "pass":
+                if args[1] in stones or args[1] not in order:
+                    print("? illegal move\\n", flush=True)
+                    continue
+                stones[args[1]] = args[0][0]
+        elif cmd == "genmove":
+            genmoves += 1
+            if resign_after is not None and genmoves > resign_after:
+                answer = "resign"
+            else:
+                answer = next((v for v in order if v not in stones), "pass")
+                if answer != "pass":
+                    stones[answer] = args[0][0]
+            answer = answer.upper()
+        elif cmd == "final_score":
+            margin = sum(s == "b" for s in stones.values()) - sum(
+                s == "w" for s in stones.values()) - komi
+            answer = "0" if margin == 0 else f"{'B' if margin > 0 else 'W'}+{abs(margin):g}"
+        else:
+            print("? unknown command\\n", flush=True)
+            continue
+        print(f"= {answer}\\n", flush=True)
+    """
+)
+
+
+@pytest.fixture
+def fake(tmp_path):
+    script = tmp_path / "fake_gtp.py"
+    script.write_text(FAKE_ENGINE)
+    started = []
+
+    def start(*flags: str):
+        engine = match.GtpProcess([sys.executable, script, *flags], name=f"fake{len(started)}")
+        started.append(engine)
+        return engine
+
+    yield start
+    for engine in started:
+        engine.close()
+
+
+# ---- Referee ------------------------------------------------------------------------------
+
+
+def test_referee_plays_the_opening_then_alternates_until_two_passes(fake):
+    a, b = fake(), fake()
+    record = match.referee(
+        match.GtpPlayer(a), match.GtpPlayer(b), ["e5", "c3"], max_plies=match.GO_MAX_PLIES
+    )
+    assert record.moves[:2] == ["e5", "c3"] and record.opening == 2
+    # Both fakes fill the other 79 points in order, then pass twice.
+    assert record.end == "two passes"
+    assert record.moves[-2:] == ["pass", "pass"] and len(record.moves) == 81 + 2
+    board = record.moves[:-2]
+    assert len(set(board)) == 81 and record.moves[2] == "a9"
+    # Both engines saw every move: the same score (black 41 stones, white 40, komi 7.5).
+    assert a.send("final_score") == b.send("final_score") == "W+6.5"
+    assert match.parse_score(a.send("final_score")) == -6.5
+
+
+def test_referee_stops_at_the_cap_on_resignation_and_on_a_refused_move(fake):
+    a, b = fake(), fake()
+    capped = match.referee(match.GtpPlayer(a), match.GtpPlayer(b), [], max_plies=10)
+    assert (capped.end, len(capped.moves)) == ("ply cap", 10)
+
+    resigner = fake("--resign-after", "3")
+    record = match.referee(match.GtpPlayer(a), match.GtpPlayer(resigner), ["e5"], max_plies=162)
+    assert (record.end, record.resigned) == ("resign", 1)
+    assert len(record.moves) == 1 + 3 + 3  # the opening, then 3 moves each: white resigns
+
+    class Stubborn(match.GtpPlayer):
+        def genmove(self, colour):
+            return "e5"  # always the same point: the other engine refuses it the second time
+
+    record = match.referee(Stubborn(a), match.GtpPlayer(b), [], max_plies=162)
+    assert record.end.startswith("refused: fake1: 'play b e5'") and "illegal move" in record.end
+    assert record.moves == ["e5", "a9", "e5"]
+
+
+def test_gtp_process_raises_on_error_answers(fake):
+    engine = fake()
+    assert engine.send("name") == "fake"
+    with pytest.raises(match.Refused, match="unknown command"):
+        engine.send("fly_away")
+    engine.send("play b e5")
+    with pytest.raises(match.Refused, match="illegal move"):
+        engine.send("play w e5")
+
+
+# ---- Numbers, openings, coordinates ------------------------------------------------------------
+
+
+def test_binomial_se():
+    assert match.binomial_se(5, 10) == pytest.approx(math.sqrt(0.25 / 10))
+    assert match.binomial_se(3, 4) == pytest.approx(math.sqrt(0.75 * 0.25 / 4))
+    assert match.binomial_se(0, 8) == match.binomial_se(8, 8) == match.binomial_se(0, 0) == 0.0
+
+
+def test_summarise_counts_unique_games_and_margins():
+    record = match.GameRecord(["e5", "c3", "pass", "pass"], 2, "two passes")
+    other = match.GameRecord(["e5", "c3", "d4", "pass", "pass"], 2, "two passes")
+    results = [
+        match.Result(0, 1.0, record, margin=4.5, margin_rtplan=4.5),
+        match.Result(1, 0.0, record, margin=-10.5, margin_rtplan=2.5, disagree=True),
+        match.Result(0, 1.0, other, margin=0.5, margin_rtplan=0.5),
+    ]
+    s = match.summarise(results)
+    assert (s["n"], s["wins"], s["unique"], s["disagreements"]) == (3, 2.0, 2, 1)
+    assert s["win_rate"] == pytest.approx(2 / 3)
+    assert s["margin"] == pytest.approx(-5.5 / 3)
+    assert s["margin_rtplan"] == pytest.approx(7.5 / 3)
+
+
+def test_append_csv_writes_the_header_once(tmp_path):
+    path = tmp_path / "results" / "match.csv"
+    match.append_csv(path, {"game": "speed-go-v0", "n": 2, "margin": None})
+    match.append_csv(path, {"game": "speed-hex-v0", "n": 4, "wins": "3"})
+    lines = path.read_text().splitlines()
+    assert lines[0] == ",".join(match.CSV_FIELDS) and len(lines) == 3
+    rows = list(csv.DictReader(lines))
+    assert (rows[0]["game"], rows[0]["n"], rows[0]["margin"]) == ("speed-go-v0", "2", "")
+    assert (rows[1]["game"], rows[1]["wins"]) == ("speed-hex-v0", "3")
+
+
+def test_random_openings_are_seeded_short_distinct_and_varied():
+    points = match.GO_OPENING_POINTS
+    first = [match.random_opening(i, points, seed=0) for i in range(200)]
+    assert first == [match.random_opening(i, points, seed=0) for i in range(200)]
+    assert first != [match.random_opening(i, points, seed=1) for i in range(200)]
+    assert all(2 <= len(o) <= 4 and len(set(o)) == len(o) for o in first)
+    assert {len(o) for o in first} == {2, 3, 4}
+    assert len({tuple(o) for o in first}) >= 195  # two-ply ones can repeat (49 x 48)
+    # Go openings stay off the edge: no capture or suicide is possible there with four stones.
+    for opening in first:
+        for vertex in map(match.go_vertex, opening):
+            assert vertex[0] not in "aj" and vertex[1] not in "19", vertex
+
+
+def test_go_vertices_match_pgx_and_round_trip():
+    from games.clock import SpeedGo
+
+    for point in range(81):
+        vertex = match.go_vertex(point)
+        assert vertex == SpeedGo.action_names[point].lower()  # pgx: row 0 at the top
+        assert match.go_point(vertex) == point
+    assert (match.go_vertex(0), match.go_vertex(8), match.go_vertex(80)) == ("a9", "j9", "j1")
+    assert match.parse_score("B+3.5") == 3.5 and match.parse_score("0") == 0.0
+    with pytest.raises(ValueError):
+        match.parse_score("W+Resign")
+
+
+@pytest.mark.skipif(
+    not (shutil.which("gnugo") or Path(match.DEBIAN_GNUGO).exists()), reason="no GNU Go"
+)
+def test_gnu_go_puts_our_vertices_where_pgx_does():
+    """A random opening sent to GNU Go: its stones are on pgx's points for those vertices."""
+    engine = match.GtpProcess([match.ensure_gnugo(), "--mode", "gtp"], name="gnugo")
+    with engine:
+        engine.send("boardsize 9")
+        opening = match.random_opening(7, range(81), plies=(4, 4))
+        for ply, point in enumerate(opening):
+            engine.send(f"play {'bw'[ply % 2]} {match.go_vertex(point)}")
+        for colour, name in enumerate(("black", "white")):
+            listed = engine.send(f"list_stones {name}").split()
+            assert sorted(match.go_point(v) for v in listed) == sorted(opening[colour::2])
+
+
+def test_hex_translation_rejects_swap():
+    assert [match.hex_to_spiel(a) for a in (0, 12, 120)] == [0, 12, 120]
+    assert match.spiel_to_hex(60) == 60
+    with pytest.raises(ValueError, match="swap"):
+        match.hex_to_spiel(match.HEX_SWAP)
+
+
+def test_hex_games_agree_in_both_engines():
+    """Random games played move by move in our Speed Hex and open_spiel's hex: the same board
+    after every move, the same end, the same winner (the last mover)."""
+    pyspiel = pytest.importorskip("pyspiel")
+    import jax
+
+    import games
+
+    game = games.make(match.HEX_GAME, initial_time=games.UNLIMITED_CLOCK)
+    step = jax.jit(game.step)
+    spiel_game = pyspiel.load_game("hex", {"board_size": 11})
+    rng = random.Random(0)
+    for g in range(6):
+        ours, theirs = game.init(jax.random.PRNGKey(g)), spiel_game.new_initial_state()
+        cells = list(range(match.HEX_CELLS))
+        rng.shuffle(cells)
+        for ply, cell in enumerate(cells):
+            ours = step(ours, cell, 0)
+            theirs.apply_action(match.hex_to_spiel(cell))
+            assert match.our_hex_board(ours) == match.spiel_hex_board(theirs), (g, ply)
+            assert bool(ours.terminated) == theirs.is_terminal(), (g, ply)
+            if theirs.is_terminal():
+                break
+        winner = ply % 2  # black (x) moved first
+        assert theirs.returns()[winner] == 1.0
+        mover_id = int(ours.inner.board._player_order[winner])
+        assert float(ours.inner.rewards[mover_id]) == 1.0
