@@ -101,38 +101,6 @@ def _clean(line: str) -> str:
 # ---- Scoring ------------------------------------------------------------------------------
 
 
-def area_score(board: list[str]) -> tuple[int, int]:
-    """(black, white) area score as pgx counts it: stones plus the empty points that reach no
-    stone of the other colour through empty points (an empty board counts for both).
-
-    Args:
-        board: 9 rows of "x" (black), "o" (white) or "." (empty), top row first.
-    """
-    size = len(board)
-    cells = {(r, c): board[r][c] for r in range(size) for c in range(size)}
-    score = {"x": sum(v == "x" for v in cells.values()), "o": sum(v == "o" for v in cells.values())}
-    seen: set[tuple[int, int]] = set()
-    for start, value in cells.items():
-        if value != "." or start in seen:
-            continue
-        region, borders, todo = 0, set(), [start]
-        seen.add(start)
-        while todo:
-            r, c = todo.pop()
-            region += 1
-            for nb in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
-                if nb not in cells:
-                    continue
-                if cells[nb] == "." and nb not in seen:
-                    seen.add(nb)
-                    todo.append(nb)
-                elif cells[nb] != ".":
-                    borders.add(cells[nb])
-        score["x"] += region if "o" not in borders else 0
-        score["o"] += region if "x" not in borders else 0
-    return score["x"], score["o"]
-
-
 def score_text(black: float, white: float, komi: float) -> str:
     """GTP's final_score: "B+x", "W+x" or "0" (x = the margin after komi)."""
     margin = black - white - komi
@@ -589,7 +557,12 @@ class GtpEngine:
         return ""
 
     def _cmd_final_score(self, args):
-        return score_text(*area_score(self.board()), self.komi)
+        import jax
+        from pgx._src.games.go import _count_scores  # pgx's own area count (pgx is pinned)
+
+        scores = jax.device_get(_count_scores(self.states[-1].inner._x, SIZE))
+        black, white = (float(x) for x in scores)  # pgx's colour 1 (black) first
+        return score_text(black, white, self.komi)
 
     def _cmd_showboard(self, args):
         letters = "   " + " ".join(COLUMNS)

@@ -16,7 +16,6 @@ from rtplan.gtp import (
     Clock,
     GtpEngine,
     TimeSettings,
-    area_score,
     choose_budget,
     move_allowance,
     parse_vertex,
@@ -307,16 +306,6 @@ def test_final_score_agrees_with_pgx_at_the_end_of_random_games(planner_file):
         black_reward = float(state.inner.rewards[engine.black_id])
         score, _ = engine.handle("final_score")
         assert score.startswith("= B+" if black_reward > 0 else "= W+"), (score, black_reward)
-
-
-def test_area_score_counts_stones_and_territory():
-    board = ["." * 9] * 9
-    assert area_score(board) == (81, 81)  # empty board: pgx gives both sides every point
-    board = ["..x.o....", "..x.o....", "xxx.o....", "....o....", *(["ooooo...."] * 5)]
-    board = [row.ljust(9, ".") for row in board]
-    black, white = area_score(board)
-    assert black == 5 + 4  # stones + the corner they enclose
-    assert white == 4 + 25 + 36  # wall + block + the right side; column D touches both
 
 
 def test_time_manager():
