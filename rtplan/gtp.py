@@ -560,7 +560,7 @@ class GtpEngine:
         import jax
         from pgx._src.games.go import _count_scores  # pgx's own area count (pgx is pinned)
 
-        scores = jax.device_get(_count_scores(self.states[-1].inner._x, SIZE))
+        scores = jax.device_get(_count_scores(self.states[-1].inner.board._x, SIZE))
         black, white = (float(x) for x in scores)  # pgx's colour 1 (black) first
         return score_text(black, white, self.komi)
 
