@@ -37,6 +37,31 @@ def finished(client, sid: str, timeout: float = 120.0) -> dict:
     return info
 
 
+def play_in_process(root, *, seed: int, planner_player: int, k: int):
+    """A clock game played in process as a simulated-clock session plays it: option k (search
+    key PRNGKey(0)) for `planner_player`, the reflex for the other, with the jitted step and
+    reflex the server compiled (to spare a compile). Returns (final state, actions, costs,
+    movers), one entry per frame."""
+    cfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))
+    _, option = planner_fns(cfg)
+    fns = compiled(GAME, tuple(sorted(cfg.game_params)), cfg)
+    s = fns.init(jax.random.PRNGKey(seed))
+    info0 = fns.info(params, s)
+    actions, costs, movers = [], [], []
+    while not bool(s.done):
+        movers.append(int(s.current_player))
+        if movers[-1] == planner_player:
+            batch = jax.tree.map(lambda x: x[None], s)
+            out = option(params, jax.random.split(jax.random.PRNGKey(0), 1), batch, k)
+            a, c = int(out.actions[0, 0]), int(out.cost[0])
+        else:
+            a, c = int(info0.reflex), 0
+        s, info0 = fns.frame(params, s, np.int32(a), np.int32(c))
+        actions.append(a)
+        costs.append(c)
+    return s, actions, costs, movers
+
+
 def test_simulated_planner_agent_pays_sims_per_move_and_equals_in_process_play(srv):
     client, _, root = srv
     r = client.post(
@@ -50,25 +75,8 @@ def test_simulated_planner_agent_pays_sims_per_move_and_equals_in_process_play(s
     lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()]
     frames = [x for x in lines if x["type"] == "frame"]
 
-    # The same game in process: the option for player 0, the reflex for player 1 (with the
-    # jitted step and reflex the server compiled, to spare a compile).
-    cfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))
-    _, option = planner_fns(cfg)
-    fns = compiled(GAME, tuple(sorted(cfg.game_params)), cfg)
-    s = fns.init(jax.random.PRNGKey(0))
-    info0 = fns.info(params, s)
-    actions, costs, movers = [], [], []
-    while not bool(s.done):
-        movers.append(int(s.current_player))
-        if movers[-1] == 0:
-            batch = jax.tree.map(lambda x: x[None], s)
-            out = option(params, jax.random.split(jax.random.PRNGKey(0), 1), batch, 2)
-            a, c = int(out.actions[0, 0]), int(out.cost[0])
-        else:
-            a, c = int(info0.reflex), 0
-        s, info0 = fns.frame(params, s, np.int32(a), np.int32(c))
-        actions.append(a)
-        costs.append(c)
+    # The same game in process: the option for player 0, the reflex for player 1.
+    s, actions, costs, movers = play_in_process(root, seed=0, planner_player=0, k=2)
     assert [x["action"] for x in frames] == actions
     assert [x["cost"] for x in frames] == costs
     assert info["episode_return"] == float(s.inner.rewards[0])
@@ -165,23 +173,7 @@ def test_planner_opponent_plays_the_planner_services_moves_and_pays_its_clock(sr
     frames = [x for x in lines if x["type"] == "frame"]
 
     # The same game in process: the reflex for player 0, the option at k=4 for player 1.
-    cfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))
-    _, option = planner_fns(cfg)
-    fns = compiled(GAME, tuple(sorted(cfg.game_params)), cfg)
-    s = fns.init(jax.random.PRNGKey(3))
-    info0 = fns.info(params, s)
-    actions, costs, movers = [], [], []
-    while not bool(s.done):
-        movers.append(int(s.current_player))
-        if movers[-1] == 1:
-            batch = jax.tree.map(lambda x: x[None], s)
-            out = option(params, jax.random.split(jax.random.PRNGKey(0), 1), batch, 4)
-            a, c = int(out.actions[0, 0]), int(out.cost[0])
-        else:
-            a, c = int(info0.reflex), 0
-        s, info0 = fns.frame(params, s, np.int32(a), np.int32(c))
-        actions.append(a)
-        costs.append(c)
+    s, actions, costs, movers = play_in_process(root, seed=3, planner_player=1, k=4)
     assert [x["action"] for x in frames] == actions
     assert [x["cost"] for x in frames] == costs
     # The opponent's moves came from Plan calls at k=4, reported as the opponent's.
