@@ -11,7 +11,7 @@ STAMP_DEV := $(VENV)/.stamp-dev
 # Debian packages the tests need: chromium for the browser tests (tests/test_web.py).
 APT_TEST_PACKAGES := chromium
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-slow lint bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ test: $(STAMP_DEV)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n 2
+
+test-slow: $(STAMP_DEV)
+	$(PY) -m pytest -m slow
 
 bench: $(STAMP_RUN)
 	$(PY) bench/bench_games.py

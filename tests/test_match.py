@@ -254,3 +254,17 @@ def test_hex_games_agree_in_both_engines():
         assert theirs.returns()[winner] == 1.0
         mover_id = int(ours.inner.board._player_order[winner])
         assert float(ours.inner.rewards[mover_id]) == 1.0
+
+
+@pytest.mark.slow
+def test_rtplan_gtp_plays_full_games_against_gnu_go(tmp_path, capsys):
+    """`make test-slow`: the shipped Speed Go planner, through `rtplan gtp`, plays a full game
+    with each colour against GNU Go level 1 (installed from Debian when missing), to two passes
+    or the ply cap, and the match's row reaches the CSV."""
+    out = tmp_path / "match.csv"
+    assert match.main(["go", "--games", "2", "--option", "16", "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("game ") >= 2 and "we play black" in printed and "we play white" in printed
+    (row,) = csv.DictReader(out.open())
+    assert row["game"] == "speed-go-v0" and row["opponent"] == "gnugo level 1"
+    assert int(row["n"]) == 2 and 0 <= float(row["wins"]) <= 2
