@@ -7,6 +7,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -391,6 +392,8 @@ class GatePPO:
 
     def _fresh(self, key: jax.Array):
         params = self.gate.init_params(key)
+        if self.cfg.init_k is not None:
+            params = prior_init(params, self.budgets, self.cfg.init_k, self.cfg.init_prob)
         return params, self.optimizer.init(params)
 
     def init(self) -> GateState:
@@ -464,6 +467,31 @@ class GatePPO:
     def restore(self, tree: dict, meta: dict) -> GateState:
         del meta
         return self._state(tree["params"], tree["opt_state"], jnp.asarray(tree["key"]))
+
+
+def prior_init(params, budgets: tuple[int, ...], k: int, prob: float, kernel_scale: float = 0.01):
+    """Gate variables whose policy starts at budget `k` with probability `prob` in every state.
+
+    The policy head's output layer (the one Dense with a bias over the budgets) gets the log of
+    the prior as its bias and its kernel scaled by `kernel_scale`, so the logits start near the
+    prior everywhere and the state dependence is learned from there. Why: switching k between
+    decisions is costly (the tree models "always k"; bench/k_switching.py), so a near-uniform
+    start samples the costly mixed-k regime and PPO measures options against it; a start at
+    the best fixed k explores around the policy to beat.
+    """
+    if k not in budgets:
+        raise ValueError(f"init_k={k} is not one of the budgets {budgets}")
+    n = len(budgets)
+    prior = np.full(n, (1.0 - prob) / (n - 1))
+    prior[budgets.index(k)] = prob
+    flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(params))
+    heads = [p[:-1] for p, v in flat.items() if p[-1] == "bias" and v.shape == (n,)]
+    if len(heads) != 1:
+        raise ValueError(f"expected one layer with a bias over {n} budgets, found {heads}")
+    (head,) = heads
+    flat[(*head, "bias")] = jnp.asarray(np.log(prior), flat[(*head, "bias")].dtype)
+    flat[(*head, "kernel")] = flat[(*head, "kernel")] * kernel_scale
+    return flax.traverse_util.unflatten_dict(flat)
 
 
 def gate_trainer(cfg: GateTrainConfig, out_dir: str | Path, **kwargs: Any) -> Run[GateState]:

@@ -70,6 +70,12 @@ class GateTrainConfig:
     truncation_bootstrap: bool = knob(
         True, "At the horizon, bootstrap from the truncated state's value (else treat as an end)."
     )
+    init_k: int | None = knob(
+        None,
+        "Start the policy at this budget (e.g. the best fixed k on tuning seeds) with probability "
+        "init_prob, the rest spread evenly; None: the network's own init (near-uniform).",
+    )
+    init_prob: float = knob(0.7, "Initial probability of init_k (with --init-k).")
     gate: str = knob("mlp", "Gate network: 'mlp' (cheap) or 'paper' (conv branch).")
     gate_channels: int = knob(64, "Gate board branch width.")
     gate_blocks: int = knob(3, "Residual blocks of the 'paper' gate.")
@@ -100,6 +106,8 @@ class GateTrainConfig:
             )
         if self.reward_mode not in REWARD_MODES:
             raise ValueError(f"reward_mode {self.reward_mode!r} is not one of {REWARD_MODES}")
+        if not 0.0 < self.init_prob < 1.0:
+            raise ValueError(f"init_prob must be in (0, 1), got {self.init_prob}")
         if self.gate not in GATE_KINDS:
             raise ValueError(f"gate {self.gate!r} is not one of {GATE_KINDS}")
 

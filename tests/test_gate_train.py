@@ -80,3 +80,25 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
     g_gate, g_planner = jax.grad(loss, argnums=(0, 1))(state.params, algo.planner_params)
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_gate)) > 0
     assert all(float(jnp.abs(g).max()) == 0 for g in jax.tree.leaves(g_planner))
+
+
+def test_init_k_starts_the_policy_at_that_budget(planner_file):
+    """`--init-k 2 --init-prob 0.8`: in every state the fresh policy picks k=2 with
+    probability ~0.8 (the greedy gate plays always-k2); the value head is the plain init's."""
+    kw = dict(game_id=GAME, planner=planner_file, num_envs=4, meta_steps=1, minibatches=1,
+              gate_channels=8, gate_hidden=16)  # fmt: skip
+    plain = GatePPO(GateTrainConfig(**kw))
+    algo = GatePPO(GateTrainConfig(**kw, init_k=2, init_prob=0.8))
+    state, plain_state = algo.init(), plain.init()
+    states = state.envs.states
+    decision = algo.gate.decide(state.params, algo.planner_params, states)
+    assert decision.probabilities[:, 1].tolist() == pytest.approx([0.8] * 4, abs=0.02)
+    assert decision.k.tolist() == [2, 2, 2, 2]
+    x = plain.gate.inputs(plain.planner_params, states)
+    assert jnp.allclose(
+        algo.gate.apply(state.params, x)[1], plain.gate.apply(plain_state.params, x)[1]
+    )
+    with pytest.raises(ValueError, match="init_k=3 is not one of the budgets"):
+        GatePPO(GateTrainConfig(**kw, init_k=3)).init()
+    with pytest.raises(ValueError, match="init_prob"):
+        GateTrainConfig(**kw, init_k=2, init_prob=1.0)

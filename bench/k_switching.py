@@ -1,0 +1,143 @@
+"""What switching the budget between decisions costs: fixed k against mixed-k schedules.
+
+Usage: python bench/k_switching.py [--game tetris-rt-v0] [--split tuning] [--episodes 32]
+           [--schedules rand1,2,3,4 rand2,4 seq2,4 rand1,2 seq4,4,4,1]
+
+The planner's tree models "always k" for the whole future: every edge at every depth is a
+k-frame macro (k-1 reflex frames, then the edge action), as in the paper and its reference
+code. An option whose successor runs at another k therefore plans against a future that does
+not happen. This bench measures the cost on paired seeds: the always-k conditions (read from, or
+written to, `results/<game>/<split>/k*.json` exactly as `rtplan eval` writes them) beside
+schedules played on the same seeds in the same process:
+- `randA,B,...`: k uniform over {A, B, ...} at each decision, one generator per seed (`rand1,2,3,4`
+  is the `random` baseline);
+- `seqA,B,...`: the cycle A, B, ... repeated (decision t plays the (t mod n)-th budget).
+
+Prints each schedule's mean +- SE and its paired difference to every fixed k, and appends the rows
+to bench/results/k_switching.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_CSV = ROOT / "bench" / "results" / "k_switching.csv"
+
+
+def schedule(name: str, seeds: np.ndarray):
+    """The chooser of a schedule name (`randA,B,..` or `seqA,B,..`)."""
+    from gate.evaluate import random_k
+
+    bad = SystemExit(f"k_switching.py: bad schedule {name!r}: randA,B,... or seqA,B,...")
+    prefix = next((p for p in ("rand", "seq") if name.startswith(p)), None)
+    if prefix is None:
+        raise bad
+    try:
+        ks = [int(x) for x in name[len(prefix) :].split(",")]
+    except ValueError:
+        raise bad from None
+    if prefix == "rand":
+        return random_k(ks, seeds)
+    cycle = np.asarray(ks)
+    return lambda states, alive, t: np.full(alive.shape, cycle[t % len(cycle)])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", default="tetris-rt-v0")
+    parser.add_argument("--split", default="tuning", choices=["tuning", "eval"])
+    parser.add_argument("--episodes", type=int, default=32)
+    default = ["rand1,2,3,4", "rand2,4", "seq2,4", "rand1,2", "seq4,4,4,1"]
+    parser.add_argument("--schedules", nargs="+", default=default)
+    parser.add_argument("--out", default=str(ROOT / "results"), help="rtplan eval's results folder")
+    parser.add_argument("--csv", default=str(RESULTS_CSV))
+    args = parser.parse_args()
+
+    from rtplan.cli import _use_compile_cache
+
+    _use_compile_cache()
+    from gate.evaluate import paired, play, seeds_of
+    from gate.experiment import run_conditions
+    from planner.batching import OptionRunner
+    from planner.options import Planner
+    from planner.store import load_planner, planner_path
+
+    for name in args.schedules:  # refuse a bad name before any play
+        schedule(name, np.zeros(1))
+    pfile = str(planner_path(ROOT / "checkpoints", args.game))
+    pcfg, pparams, _ = load_planner(args.game, pfile)
+    fixed = [f"k{k}" for k in pcfg.budgets]
+    files = run_conditions(
+        args.game,
+        split=args.split,
+        episodes=args.episodes,
+        conditions=fixed,
+        planner_file=pfile,
+        out=args.out,
+        command=" ".join(["python", "bench/k_switching.py", *sys.argv[1:]]),
+    )
+    base = {n: np.asarray(json.loads(Path(f).read_text())["returns"]) for n, f in files.items()}
+    planner = Planner(pcfg)
+    seeds = seeds_of(args.split, args.episodes)
+    runner = OptionRunner(planner, max_batch=args.episodes)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+    rows = []
+    print(f"\n{args.game}, {args.episodes} {args.split} seeds (paired):\n")
+    print("| schedule | mean +- SE | " + " | ".join(f"minus {n}" for n in fixed) + " |")
+    print("|---|---|" + "---|" * len(fixed))
+    for name in fixed:
+        r = base[name]
+        se = r.std(ddof=1) / np.sqrt(len(r))
+        print(f"| {name} | {r.mean():.1f} +- {se:.1f} |" + " |" * len(fixed))
+    for name in args.schedules:
+        start = time.perf_counter()
+        ep = play(runner, pparams, seeds, schedule(name, seeds))
+        diffs = {n: paired(ep.returns, base[n]) for n in fixed}
+        print(
+            f"| {name} | {ep.mean:.1f} +- {ep.se:.1f} | "
+            + " | ".join(f"{d:+.1f} +- {s:.1f}" for d, s in diffs.values())
+            + " |",
+            flush=True,
+        )
+        rows.append(
+            {
+                "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "commit": commit,
+                "game": args.game,
+                "split": args.split,
+                "episodes": args.episodes,
+                "schedule": name,
+                "mean": round(ep.mean, 3),
+                "se": round(ep.se, 3),
+                "frames": round(float(ep.frames.mean()), 1),
+                **{f"minus_{n}": round(diffs[n][0], 3) for n in fixed},
+                **{f"minus_{n}_se": round(diffs[n][1], 3) for n in fixed},
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    path = Path(args.csv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nappended to {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
