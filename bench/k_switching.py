@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime
 import json
 import subprocess
@@ -59,6 +60,13 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=32)
     default = ["rand1,2,3,4", "rand2,4", "seq2,4", "rand1,2", "seq4,4,4,1"]
     parser.add_argument("--schedules", nargs="+", default=default)
+    parser.add_argument(
+        "--tree-k",
+        type=int,
+        default=0,
+        help="the planner's tree_k (0: the shipped tree, 'always k'; m: every option models the "
+        "future at m frames per decision); with m the fixed k are played here too",
+    )
     parser.add_argument("--out", default=str(ROOT / "results"), help="rtplan eval's results folder")
     parser.add_argument("--csv", default=str(RESULTS_CSV))
     args = parser.parse_args()
@@ -66,7 +74,7 @@ def main() -> int:
     from rtplan.cli import _use_compile_cache
 
     _use_compile_cache()
-    from gate.evaluate import paired, play, seeds_of
+    from gate.evaluate import always, paired, play, seeds_of
     from gate.experiment import run_conditions
     from planner.batching import OptionRunner
     from planner.options import Planner
@@ -77,56 +85,67 @@ def main() -> int:
     pfile = str(planner_path(ROOT / "checkpoints", args.game))
     pcfg, pparams, _ = load_planner(args.game, pfile)
     fixed = [f"k{k}" for k in pcfg.budgets]
-    files = run_conditions(
-        args.game,
-        split=args.split,
-        episodes=args.episodes,
-        conditions=fixed,
-        planner_file=pfile,
-        out=args.out,
-        command=" ".join(["python", "bench/k_switching.py", *sys.argv[1:]]),
-    )
-    base = {n: np.asarray(json.loads(Path(f).read_text())["returns"]) for n, f in files.items()}
-    planner = Planner(pcfg)
     seeds = seeds_of(args.split, args.episodes)
-    runner = OptionRunner(planner, max_batch=args.episodes)
+    if args.tree_k:
+        pcfg = dataclasses.replace(pcfg, tree_k=args.tree_k)
+    runner = OptionRunner(Planner(pcfg), max_batch=args.episodes)
+    base, frames, seconds = {}, {}, {}
+    if args.tree_k:
+        for n in fixed:
+            start = time.perf_counter()
+            ep = play(runner, pparams, seeds, always(int(n[1:])))
+            base[n], frames[n] = ep.returns, float(ep.frames.mean())
+            seconds[n] = time.perf_counter() - start
+    else:  # the shipped tree: the always-k files of `rtplan eval` (played when missing)
+        files = run_conditions(
+            args.game,
+            split=args.split,
+            episodes=args.episodes,
+            conditions=fixed,
+            planner_file=pfile,
+            out=args.out,
+            command=" ".join(["python", "bench/k_switching.py", *sys.argv[1:]]),
+        )
+        for n, f in files.items():
+            rec = json.loads(Path(f).read_text())
+            base[n], frames[n] = np.asarray(rec["returns"]), float(np.mean(rec["frames"]))
+            seconds[n] = rec["seconds"]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
     ).stdout.strip()
-    rows = []
-    print(f"\n{args.game}, {args.episodes} {args.split} seeds (paired):\n")
+    tree = f"tree_k {args.tree_k}" if args.tree_k else "the shipped tree (always k)"
+    print(f"\n{args.game}, {tree}, {args.episodes} {args.split} seeds (paired):\n")
     print("| schedule | mean +- SE | " + " | ".join(f"minus {n}" for n in fixed) + " |")
     print("|---|---|" + "---|" * len(fixed))
-    for name in fixed:
-        r = base[name]
-        se = r.std(ddof=1) / np.sqrt(len(r))
-        print(f"| {name} | {r.mean():.1f} +- {se:.1f} |" + " |" * len(fixed))
+
+    def row(name: str, returns: np.ndarray, frames: float, seconds: float) -> dict:
+        diffs = {n: paired(returns, base[n]) for n in fixed}
+        se = float(returns.std(ddof=1) / np.sqrt(len(returns)))
+        cells = " | ".join(
+            "" if n == name else f"{d:+.1f} +- {s:.1f}" for n, (d, s) in diffs.items()
+        )
+        print(f"| {name} | {returns.mean():.1f} +- {se:.1f} | {cells} |", flush=True)
+        return {
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "commit": commit,
+            "game": args.game,
+            "split": args.split,
+            "episodes": args.episodes,
+            "tree_k": args.tree_k,
+            "schedule": name,
+            "mean": round(float(returns.mean()), 3),
+            "se": round(se, 3),
+            "frames": round(frames, 1),
+            **{f"minus_{n}": round(diffs[n][0], 3) for n in fixed},
+            **{f"minus_{n}_se": round(diffs[n][1], 3) for n in fixed},
+            "seconds": round(seconds, 1),
+        }
+
+    rows = [row(n, base[n], frames[n], seconds[n]) for n in fixed]
     for name in args.schedules:
         start = time.perf_counter()
         ep = play(runner, pparams, seeds, schedule(name, seeds))
-        diffs = {n: paired(ep.returns, base[n]) for n in fixed}
-        print(
-            f"| {name} | {ep.mean:.1f} +- {ep.se:.1f} | "
-            + " | ".join(f"{d:+.1f} +- {s:.1f}" for d, s in diffs.values())
-            + " |",
-            flush=True,
-        )
-        rows.append(
-            {
-                "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "commit": commit,
-                "game": args.game,
-                "split": args.split,
-                "episodes": args.episodes,
-                "schedule": name,
-                "mean": round(ep.mean, 3),
-                "se": round(ep.se, 3),
-                "frames": round(float(ep.frames.mean()), 1),
-                **{f"minus_{n}": round(diffs[n][0], 3) for n in fixed},
-                **{f"minus_{n}_se": round(diffs[n][1], 3) for n in fixed},
-                "seconds": round(time.perf_counter() - start, 1),
-            }
-        )
+        rows.append(row(name, ep.returns, float(ep.frames.mean()), time.perf_counter() - start))
     path = Path(args.csv)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists()

@@ -68,6 +68,16 @@ class PlannerConfig:
     #: With sparse rewards (Snake) min-max stretches value noise into sharp, arbitrary policy
     #: targets; a fixed scale keeps tiny Q differences tiny.
     q_scale: float = 0.0
+    #: Committed games: the frames of every edge below the root's (its k-1 reflex frames, then
+    #: the edge action). 0: the option's own k, so the tree models "always k" for the whole
+    #: future (the paper and its reference code). m > 0: every option models the future at the
+    #: same m, so consecutive options of different k plan against the same future (switching k
+    #: is costly under 0; docs/gate.md). The root's own delay is always the option's k-1.
+    tree_k: int = 0
+
+    def __post_init__(self) -> None:
+        if self.tree_k < 0:
+            raise ValueError(f"tree_k must be >= 0, got {self.tree_k}")
 
     def sims(self, k: int) -> int:
         """Simulations of the option with budget `k`."""
@@ -107,6 +117,7 @@ class _Node:
 
     landing: games.State  # state after the node's k-1 reflex frames
     pre_reward: jax.Array  # [] sum_{j<k-1} gamma^j r_j of those reflex frames
+    root: jax.Array  # [] bool: the root (its delay is the option's k-1; deeper: tree_k - 1)
 
 
 class Planner:
@@ -193,16 +204,20 @@ class Planner:
     def _recurrent_fn(self, k: int):
         gamma = self.config.gamma
 
+        m = self.config.tree_k or k  # the frames of every edge below the root's
+
         def committed(params, rng, action, node: _Node):
             del rng
             child = jax.vmap(self.game.step)(node.landing, action)
-            reward = node.pre_reward + gamma ** (k - 1) * child.reward
-            discount = jnp.where(child.done, 0.0, gamma**k)
+            # An edge leaving the root waits the option's k-1 reflex frames, a deeper one m-1.
+            lead = jnp.where(node.root, gamma ** (k - 1), gamma ** (m - 1))
+            reward = node.pre_reward + lead * child.reward
+            discount = jnp.where(child.done, 0.0, jnp.where(node.root, gamma**k, gamma**m))
             out = self.evaluate(params, child)
             value = jnp.where(child.done, 0.0, out.value)
-            landing, out_l, _, _, pre = self._advance(params, child, out, k - 1)
+            landing, out_l, _, _, pre = self._advance(params, child, out, m - 1)
             prior = self._prior(out_l, landing.legal_action_mask)
-            emb = _Node(landing=landing, pre_reward=pre)
+            emb = _Node(landing=landing, pre_reward=pre, root=jnp.zeros_like(node.root))
             out = mctx.RecurrentFnOutput(
                 reward=reward, discount=discount, prior_logits=prior, value=value
             )
@@ -215,7 +230,11 @@ class Planner:
             discount = jnp.where(child.terminated, 0.0, -1.0)
             value = jnp.where(child.terminated, 0.0, out.value)
             prior = self._prior(out, child.legal_action_mask)
-            emb = _Node(landing=child, pre_reward=jnp.zeros_like(child.reward))
+            emb = _Node(
+                landing=child,
+                pre_reward=jnp.zeros_like(child.reward),
+                root=jnp.zeros_like(node.root),
+            )
             out = mctx.RecurrentFnOutput(
                 reward=child.reward, discount=discount, prior_logits=prior, value=value
             )
@@ -282,7 +301,7 @@ class Planner:
         cfg = self.config
         out0 = self.evaluate(params, states)
         landing, out_l, reflex, raw, disc = self._advance(params, states, out0, k - 1)
-        root = _Node(landing=landing, pre_reward=disc)
+        root = _Node(landing=landing, pre_reward=disc, root=jnp.ones(disc.shape, bool))
         policy = self._search(params, keys, root, out0, out_l, k)
         planned_action = policy.action.astype(jnp.int32)
         final = jax.vmap(self.game.step)(landing, planned_action)
@@ -323,7 +342,11 @@ class Planner:
     def _clock_option(self, params, keys, states, k: int) -> OptionOutput:
         cfg = self.config
         out0 = self.evaluate(params, states)
-        root = _Node(landing=states, pre_reward=jnp.zeros_like(states.reward))
+        root = _Node(
+            landing=states,
+            pre_reward=jnp.zeros_like(states.reward),
+            root=jnp.ones(states.reward.shape, bool),
+        )
         policy = self._search(params, keys, root, out0, out0, k)
         reflex = jax.vmap(self.game.needs_reflex)(states)
         action = jnp.where(
