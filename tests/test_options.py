@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -14,7 +15,7 @@ from flax import struct
 import games
 from games._core import Game, State
 from planner.network import NetworkConfig
-from planner.options import Planner, PlannerConfig
+from planner.options import Planner, PlannerConfig, _Node
 
 TINY_NET = NetworkConfig(
     channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True
@@ -385,3 +386,45 @@ def test_planner_builds_every_registered_game(torso):
         out = jax.jit(planner.evaluate)(params, states)
         assert out.logits.shape == (2, planner.game.num_actions)
         assert out.features.shape == (2, 8)
+
+
+def _edge_discounts(planner, params, state, k, tree_k):
+    """Option k's search tree at `state` under `tree_k`: the distinct discounts of the expanded,
+    non-terminal edges leaving the root, and of those leaving deeper nodes."""
+    p = Planner(dataclasses.replace(planner.config, tree_k=tree_k), game=planner.game)
+    states = _batch([state])
+    out0 = p.evaluate(params, states)
+    landing, out_l, _, _, disc = p._advance(params, states, out0, k - 1)
+    root = _Node(landing=landing, pre_reward=disc, root=jnp.ones((1,), bool))
+    tree = p._search(params, jax.random.PRNGKey(1)[None], root, out0, out_l, k).search_tree
+    expanded = np.asarray(tree.children_index[0]) >= 0
+    d = np.asarray(tree.children_discounts[0])
+    live = expanded & (d > 0)
+    assert live[0].any() and live[1:].any()  # the search went deeper than the root
+    distinct = lambda xs: {round(float(x), 5) for x in xs}  # noqa: E731
+    return distinct(d[0][live[0]]), distinct(d[1:][live[1:]])
+
+
+def test_tree_k_sets_the_frames_of_every_edge_below_the_root():
+    """tree_k 0: every edge of an option-k tree spans k frames (discount gamma^k). tree_k m:
+    the root's edges still span k frames (the option's k-1 reflex frames, then the action),
+    every deeper edge m frames. tree_k = k is the default tree exactly."""
+    planner, params, _, state = _line()
+    gamma, k = planner.config.gamma, 3
+    s = planner.game.step(state, 2)  # frame 1, cell 0: the goal is 4 cells away
+
+    def run(tree_k):
+        p = Planner(dataclasses.replace(planner.config, tree_k=tree_k), game=planner.game)
+        return jax.jit(p.option, static_argnums=3)(
+            params, jax.random.PRNGKey(1)[None], _batch([s]), k
+        )
+
+    default, same = run(0), run(k)
+    for field in ("actions", "visit_counts", "action_weights", "search_value", "reward"):
+        np.testing.assert_array_equal(getattr(default, field), getattr(same, field))
+    g = lambda n: round(gamma**n, 5)  # noqa: E731
+    assert _edge_discounts(planner, params, s, k, 0) == ({g(k)}, {g(k)})
+    assert _edge_discounts(planner, params, s, k, 1) == ({g(k)}, {g(1)})
+    assert _edge_discounts(planner, params, s, k, 2) == ({g(k)}, {g(2)})
+    with pytest.raises(ValueError, match="tree_k must be >= 0"):
+        dataclasses.replace(planner.config, tree_k=-1)
