@@ -615,8 +615,9 @@ def test_a_throttled_page_never_delays_a_tick(server, page):
     finally:
         cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
     stats = get(server.base, f"/v1/sessions/{created['id']}")["stats"]
-    # The page was slow: it showed fewer than half the frames the session made.
-    assert got["drawn"] < 0.5 * got["received"], got
+    # The page was slow: a board draw took tens of milliseconds (about 1-5 ms unthrottled), and
+    # it skipped frames the session made.
+    assert got["drawMs"] >= 20 and got["drawn"] < got["received"], got
     assert stats["ticks"] >= 20 and stats["late_ticks"] == 0, stats
 
 
