@@ -37,7 +37,7 @@ RESULTS_CSV = ROOT / "bench" / "results" / "k_switching.csv"
 
 def schedule(name: str, seeds: np.ndarray):
     """The chooser of a schedule name (`randA,B,..` or `seqA,B,..`)."""
-    from gate.evaluate import random_k
+    from gate.evaluate import cycle, random_k
 
     bad = SystemExit(f"k_switching.py: bad schedule {name!r}: randA,B,... or seqA,B,...")
     prefix = next((p for p in ("rand", "seq") if name.startswith(p)), None)
@@ -47,10 +47,7 @@ def schedule(name: str, seeds: np.ndarray):
         ks = [int(x) for x in name[len(prefix) :].split(",")]
     except ValueError:
         raise bad from None
-    if prefix == "rand":
-        return random_k(ks, seeds)
-    cycle = np.asarray(ks)
-    return lambda states, alive, t: np.full(alive.shape, cycle[t % len(cycle)])
+    return random_k(ks, seeds) if prefix == "rand" else cycle(ks)
 
 
 def main() -> int:

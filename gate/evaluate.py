@@ -25,6 +25,7 @@ __all__ = [
     "Episodes",
     "always",
     "condition_names",
+    "cycle",
     "gate_chooser",
     "paired",
     "play",
@@ -99,6 +100,12 @@ def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 def always(k: int) -> Chooser:
     """Always-k: every decision plans with budget k."""
     return lambda states, alive, t: np.full(alive.shape, k)
+
+
+def cycle(ks: Sequence[int]) -> Chooser:
+    """A fixed cycle of budgets: decision t plays `ks[t % len(ks)]` (always-k is `cycle([k])`)."""
+    ks = np.asarray(ks)
+    return lambda states, alive, t: np.full(alive.shape, ks[t % len(ks)])
 
 
 def random_k(budgets: Sequence[int], seeds: np.ndarray) -> Chooser:
