@@ -13,6 +13,12 @@ schedules played on the same seeds in the same process:
   is the `random` baseline);
 - `seqA,B,...`: the cycle A, B, ... repeated (decision t plays the (t mod n)-th budget).
 
+With `--future`, each `seq` schedule is also played with a tree that expects the cycle itself
+(`seq2,4+future`): a `planner.options.Future` that reads the budget of a decision state off its
+frame (games start at frame 0 and follow the cycle, so frame mod sum(cycle) names the step).
+The difference between the two rows is the part of switching's cost that comes from planning
+against "always k".
+
 Prints each schedule's mean +- SE and its paired difference to every fixed k, and appends the rows
 to bench/results/k_switching.csv.
 """
@@ -50,6 +56,24 @@ def schedule(name: str, seeds: np.ndarray):
     return random_k(ks, seeds) if prefix == "rand" else cycle(ks)
 
 
+class CycleFuture:
+    """A `Future` of the cycle `ks` for games that start at frame 0: the decision state at frame
+    f starts the option whose offset in the cycle is f mod sum(ks)."""
+
+    def __init__(self, ks: list[int]) -> None:
+        import jax.numpy as jnp
+
+        period = sum(ks)
+        table = [0] * period  # frames that are no decision state never ask
+        for i, k in enumerate(ks):
+            table[sum(ks[:i])] = k
+        self.period, self.table = period, jnp.asarray(table, jnp.int32)
+
+    def choose(self, future_params, states, out):
+        del future_params, out
+        return self.table[states.frame % self.period]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", default="tetris-rt-v0")
@@ -63,6 +87,11 @@ def main() -> int:
         default=0,
         help="the planner's tree_k (0: the shipped tree, 'always k'; m: every option models the "
         "future at m frames per decision); with m the fixed k are played here too",
+    )
+    parser.add_argument(
+        "--future",
+        action="store_true",
+        help="also play each seq schedule with a tree that expects the cycle itself",
     )
     parser.add_argument("--out", default=str(ROOT / "results"), help="rtplan eval's results folder")
     parser.add_argument("--csv", default=str(RESULTS_CSV))
@@ -143,6 +172,13 @@ def main() -> int:
         start = time.perf_counter()
         ep = play(runner, pparams, seeds, schedule(name, seeds))
         rows.append(row(name, ep.returns, float(ep.frames.mean()), time.perf_counter() - start))
+        if args.future and name.startswith("seq"):
+            ks = [int(x) for x in name[3:].split(",")]
+            future = OptionRunner(runner.planner, max_batch=args.episodes, future=CycleFuture(ks))
+            start = time.perf_counter()
+            ep = play(future, pparams, seeds, schedule(name, seeds), future_params=0)
+            seconds = time.perf_counter() - start
+            rows.append(row(f"{name}+future", ep.returns, float(ep.frames.mean()), seconds))
     path = Path(args.csv)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists()

@@ -175,6 +175,7 @@ def play(
     max_decisions: int | None = None,
     features: Callable | None = None,
     record_actions: bool = False,
+    future_params=None,
 ) -> Episodes:
     """Plays one episode per seed with budgets from `choose`, to each episode's end.
 
@@ -190,6 +191,7 @@ def play(
         max_decisions: stop after this many decisions (None: the game's end or horizon).
         features: optional jitted `states -> {name: [E] array}` recorded at each decision.
         record_actions: also keep the action applied at every frame (reflex and planned).
+        future_params: the parameters of the runner's `future` (a runner built with one).
     """
     game = runner.planner.game
     seeds = np.asarray(seeds)
@@ -209,7 +211,7 @@ def play(
                 feats.setdefault(name, []).append(np.asarray(v))
         pair = _split_keys(keys)
         keys, option_keys = pair[:, 0], pair[:, 1]
-        out = runner(planner_params, option_keys, states, k)
+        out = runner(planner_params, option_keys, states, k, future_params=future_params)
         if record_actions:
             acts.append(np.where(alive[:, None], np.asarray(out.actions), -1))
         returns += np.where(alive, np.asarray(out.reward), 0.0)

@@ -137,6 +137,8 @@ def run_conditions(
     }
     gate_sha = file_sha256(gate_file) if needs_gate else None
     runner = OptionRunner(planner, max_batch=episodes)
+    # The gate's conditions play its options as it was trained to (its tree); the others, always k.
+    gate_runner = gate.runner(episodes) if needs_gate and gate.future is not None else runner
     features = jax.jit(trigger_features(game_id)) if game_id in FEATURES else None
     written = {}
     for name in names:
@@ -161,8 +163,16 @@ def run_conditions(
                 choose = random_k(pcfg.budgets, seeds)
             else:
                 choose = always(int(name[1:]))
+            is_gate = name.startswith("gate")
             # Trigger features only where the report uses them: the gate's own play.
-            ep = play(runner, pparams, seeds, choose, features=features if name == "gate" else None)
+            ep = play(
+                gate_runner if is_gate else runner,
+                pparams,
+                seeds,
+                choose,
+                features=features if name == "gate" else None,
+                future_params=gate.future_params(gparams) if is_gate else None,
+            )
         seconds = time.perf_counter() - start
         is_gate = name.startswith("gate")
         rec = _record(name, ep, provenance, seconds)

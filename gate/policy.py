@@ -16,7 +16,9 @@ import games
 from gate.network import GateNet
 from gate.train_config import GateConfig
 from harness import checkpoint as ckpt
+from planner.batching import OptionRunner
 from planner.configs import config_from_dict, config_to_dict
+from planner.network import NetOutput
 from planner.options import Planner
 
 __all__ = [
@@ -87,13 +89,39 @@ class Gate:
         self.net = GateNet(config, len(self.budgets), self.value_scale)
         self._budget_arr = jnp.asarray(self.budgets, jnp.int32)
 
-    def inputs(self, planner_params, states: games.State) -> GateInputs:
-        """The gate's inputs at `[B]` states: one frozen planner forward."""
-        out = self.planner.evaluate(planner_params, states)
+    def inputs(self, planner_params, states: games.State, out: NetOutput | None = None):
+        """The gate's `GateInputs` at `[B]` states: one frozen planner forward (none when the
+        planner's output `out` at them is given)."""
+        if out is None:
+            out = self.planner.evaluate(planner_params, states)
         obs, time = jax.vmap(self.planner.inputs)(states)
         return GateInputs(
             obs=obs.astype(jnp.bfloat16), time=time, features=out.features, value=out.value
         )
+
+    @property
+    def future(self) -> Gate | None:
+        """The `planner.options.Future` its options plan against: itself when its config's
+        tree is "gate", None for the paper's always-k tree. Build its `OptionRunner` with
+        `future=gate.future` and pass `future_params=gate.future_params(params)`."""
+        return self if self.config.tree == "gate" else None
+
+    def future_params(self, params):
+        """What its options' `future_params` are: its own params with a gate tree, else None."""
+        return params if self.config.tree == "gate" else None
+
+    def runner(self, max_batch: int) -> OptionRunner:
+        """An `OptionRunner` that plays this gate's options as it was trained to (its tree)."""
+        return OptionRunner(self.planner, max_batch=max_batch, future=self.future)
+
+    def choose(self, params, states: games.State, out: NetOutput) -> jax.Array:
+        """The deployed (argmax) budget at `[B]` states whose planner output is `out`.
+
+        This makes a gate a `planner.options.Future`: with `OptionRunner(planner, future=gate)`
+        the tree expects the gate's own budgets at its deeper decision states.
+        """
+        logits, _ = self.apply(params, self.inputs(None, states, out))
+        return self._budget_arr[jnp.argmax(logits, -1)]
 
     def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
         """(`[B, K]` logits, `[B]` baseline in units of `value_scale`)."""

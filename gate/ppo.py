@@ -240,6 +240,8 @@ class GatePPO:
         self.budgets = tuple(pcfg.budgets)
         self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
         self.gate = Gate(self.planner, cfg.gate_config)
+        if self.gate.future is not None:  # the options' trees expect the gate's own budgets
+            self.runner = self.gate.runner(max(cfg.num_envs, cfg.eval_episodes))
         self.value_scale = self.gate.value_scale
         self.net = self.gate.net
         self.columns = (
@@ -370,7 +372,13 @@ class GatePPO:
             )
             carried, option_keys, reset_keys = self.option_keys(envs.keys)
             ks = self._budget_arr[np.asarray(action)]
-            out = self.runner(self.planner_params, option_keys, envs.states, ks)
+            out = self.runner(
+                self.planner_params,
+                option_keys,
+                envs.states,
+                ks,
+                future_params=self.gate.future_params(params),
+            )
             envs, record, stat = self._finish(
                 params, self.planner_params, envs.replace(keys=carried), out, reset_keys
             )
@@ -440,6 +448,7 @@ class GatePPO:
             seeds,
             choose,
             max_decisions=self.cfg.eval_max_meta_steps,
+            future_params=self.gate.future_params(state.params),
         )
         mean_k = float(np.mean([k.mean() for k in ep.ks if len(k)]))
         return ep.mean, dict(eval_mean=ep.mean, eval_se=ep.se, eval_mean_k=mean_k)

@@ -10,6 +10,8 @@ from harness.config import knob
 REWARD_MODES = ("discounted", "raw")
 #: Gate network kinds (`gate.network.GateConfig.kind`).
 GATE_KINDS = ("mlp", "paper")
+#: The options' model of later budgets (`GateConfig.tree`).
+GATE_TREES = ("always-k", "gate")
 #: Games whose paper entropy coefficient is 0.05 (the others: 0.01).
 _HIGH_ENTROPY = ("snake-rt-v0",)
 
@@ -30,10 +32,18 @@ class GateConfig:
     time_hidden: int = 32
     #: Hidden units of each head (policy and value).
     head_hidden: int = 256
+    #: What the options this gate picks expect of later budgets inside their search trees.
+    #: "always-k": the paper's tree (every deeper edge spans the option's own k). "gate": at
+    #: each of its decision states the tree asks this gate (argmax) for the budget the option
+    #: starting there will get, so it plans against the gate's own future (docs/gate.md,
+    #: "Switching k is costly"). Everything that plays the gate plays its options this way.
+    tree: str = "always-k"
 
     def __post_init__(self) -> None:
         if self.kind not in GATE_KINDS:
             raise ValueError(f"gate kind {self.kind!r} is not one of {GATE_KINDS}")
+        if self.tree not in GATE_TREES:
+            raise ValueError(f"gate tree {self.tree!r} is not one of {GATE_TREES}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +90,11 @@ class GateTrainConfig:
     gate_channels: int = knob(64, "Gate board branch width.")
     gate_blocks: int = knob(3, "Residual blocks of the 'paper' gate.")
     gate_hidden: int = knob(256, "Hidden units of each gate head.")
+    gate_tree: str = knob(
+        "always-k",
+        "The options' model of later budgets: 'always-k' (the paper's tree) or 'gate' (the tree "
+        "expects the gate's own argmax budget at each of its decision states).",
+    )
     eval_every: int = knob(
         10, "Evaluate every this many iterations (and after the last); 0: never."
     )
@@ -110,6 +125,8 @@ class GateTrainConfig:
             raise ValueError(f"init_prob must be in (0, 1), got {self.init_prob}")
         if self.gate not in GATE_KINDS:
             raise ValueError(f"gate {self.gate!r} is not one of {GATE_KINDS}")
+        if self.gate_tree not in GATE_TREES:
+            raise ValueError(f"gate_tree {self.gate_tree!r} is not one of {GATE_TREES}")
 
     @property
     def entropy_coef(self) -> float:
@@ -131,4 +148,5 @@ class GateTrainConfig:
             channels=self.gate_channels,
             blocks=self.gate_blocks,
             head_hidden=self.gate_hidden,
+            tree=self.gate_tree,
         )

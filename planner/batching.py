@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import games
-from planner.options import OptionOutput, Planner
+from planner.options import Future, OptionOutput, Planner
 
 #: A budget of 0 in `OptionRunner`'s `ks` skips the game (no option is computed for it).
 SKIP = 0
@@ -38,10 +38,21 @@ class OptionRunner:
     the results into the batch's output, all on device. A copy computes exactly what its
     original does (same key, same state), so writing it twice is harmless. Compiled once per
     (k, group size, batch size).
+
+    With a `future` (the gate's model of later budgets, see `planner.options.Future`) every call
+    takes that future's parameters as `future_params`.
     """
 
-    def __init__(self, planner: Planner, *, max_batch: int = 1024, growth: float = 1.25) -> None:
+    def __init__(
+        self,
+        planner: Planner,
+        *,
+        max_batch: int = 1024,
+        growth: float = 1.25,
+        future: Future | None = None,
+    ) -> None:
         self.planner = planner
+        self.future = future
         self.ladder = bucket_ladder(max_batch, growth)
         self.max_k = max(planner.config.budgets)
         self._group = {k: jax.jit(functools.partial(self._run_group, k=k)) for k in self.budgets}
@@ -58,35 +69,51 @@ class OptionRunner:
                 return size
         raise ValueError(f"group of {n} games exceeds the largest bucket {self.ladder[-1]}")
 
-    def _padded_option(self, params, keys, states, k: int) -> OptionOutput:
-        out = self.planner.option(params, keys, states, k)
+    def _padded_option(self, params, keys, states, future_params, k: int) -> OptionOutput:
+        out = self.planner.option(
+            params, keys, states, k, future=self.future, future_params=future_params
+        )
         pad = self.max_k - k
         return out.replace(
             actions=jnp.pad(out.actions, ((0, 0), (0, pad)), constant_values=-1),
             planned=jnp.pad(out.planned, ((0, 0), (0, pad)), constant_values=False),
         )
 
-    def _run_group(self, params, keys, states, idx, acc: OptionOutput, *, k: int):
+    def _run_group(self, params, keys, states, idx, acc: OptionOutput, future_params, *, k: int):
         sub_keys, sub_states = jax.tree.map(lambda x: x[idx], (keys, states))
-        out = self._padded_option(params, sub_keys, sub_states, k)
+        out = self._padded_option(params, sub_keys, sub_states, future_params, k)
         return jax.tree.map(lambda a, o: a.at[idx].set(o), acc, out)
 
-    def _empty_output(self, params, keys, states) -> OptionOutput:
+    def _empty_output(self, params, keys, states, future_params) -> OptionOutput:
         shapes = jax.eval_shape(
-            functools.partial(self._padded_option, k=self.budgets[0]), params, keys, states
+            functools.partial(self._padded_option, k=self.budgets[0]),
+            params,
+            keys,
+            states,
+            future_params,
         )
         return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-    def compile(self, params, keys: jax.Array, states: games.State, sizes=None) -> None:
+    def _check_future(self, future_params) -> None:
+        if (self.future is None) != (future_params is None):
+            need = "needs its future's parameters" if future_params is None else "has no future"
+            raise ValueError(f"this OptionRunner {need} (future_params)")
+
+    def compile(
+        self, params, keys: jax.Array, states: games.State, sizes=None, future_params=None
+    ) -> None:
         """Compiles every (k, group size) for this batch size ahead of time (e.g. at start-up)."""
+        self._check_future(future_params)
         batch = keys.shape[0]
-        acc = self._empty(params, keys, states)
+        acc = self._empty(params, keys, states, future_params)
         for size in sizes or [s for s in self.ladder if s <= self.bucket(batch)]:
             idx = jnp.zeros((size,), jnp.int32)
             for fn in self._group.values():
-                jax.block_until_ready(fn(params, keys, states, idx, acc))
+                jax.block_until_ready(fn(params, keys, states, idx, acc, future_params))
 
-    def __call__(self, params, keys: jax.Array, states: games.State, ks) -> OptionOutput:
+    def __call__(
+        self, params, keys: jax.Array, states: games.State, ks, future_params=None
+    ) -> OptionOutput:
         """Runs option `ks[i]` on game i.
 
         Args:
@@ -100,6 +127,7 @@ class OptionRunner:
             An `OptionOutput` over the batch with `actions`/`planned` padded to the largest
             budget (`-1` / False past a game's own k).
         """
+        self._check_future(future_params)
         ks = np.asarray(ks)
         batch = keys.shape[0]
         if ks.shape != (batch,):
@@ -107,9 +135,9 @@ class OptionRunner:
         unknown = set(ks.tolist()) - {*self.budgets, SKIP}
         if unknown:
             raise ValueError(f"budgets {sorted(unknown)} not in {self.budgets}")
-        out = self._empty(params, keys, states)
+        out = self._empty(params, keys, states, future_params)
         for k in sorted(set(ks.tolist()) - {SKIP}):
             idx = np.flatnonzero(ks == k)
             padded = np.concatenate([idx, np.full(self.bucket(len(idx)) - len(idx), idx[0])])
-            out = self._group[k](params, keys, states, padded.astype(np.int32), out)
+            out = self._group[k](params, keys, states, padded.astype(np.int32), out, future_params)
         return out

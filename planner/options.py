@@ -9,6 +9,11 @@ a k-frame macro: k-1 reflex frames, then the edge action. An edge's prior and le
 those of the *landing* state, where its action is applied (the reference masked with the state
 the edge leaves, so a Snake plan could land on an illegal move).
 
+A `Future` replaces that model of the future: deeper in the tree, each decision state's edge
+waits the budget the future picks there (the deployed gate's argmax), so an option whose
+successors run at other budgets plans against the future that will happen (docs/gate.md,
+"Switching k is costly").
+
 Clock games (Speed Hex, Speed Go): the reflex is a no-op on the board; option k runs `sims(k)`
 simulations of ordinary two-player MCTS (board-only dynamics, value sign flips per ply) and
 charges `sims(k)` clock ticks on the move. With an empty clock in `reflex` mode the move is the
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -111,6 +117,17 @@ class OptionOutput:
         return self.terminated | self.truncated
 
 
+class Future(Protocol):
+    """The budgets the tree expects at its decision states (a committed game's gate).
+
+    `choose(future_params, states, out)` returns the `[B]` int32 budget of the option that
+    `[B]` decision states will start, given the planner's output `out` at them (so a gate
+    needs no second planner forward). It is traced inside the search: pure, jittable.
+    """
+
+    def choose(self, future_params, states: games.State, out: NetOutput) -> jax.Array: ...
+
+
 @struct.dataclass
 class _Node:
     """A search node's embedding: the state where its children's actions land."""
@@ -118,6 +135,7 @@ class _Node:
     landing: games.State  # state after the node's k-1 reflex frames
     pre_reward: jax.Array  # [] sum_{j<k-1} gamma^j r_j of those reflex frames
     root: jax.Array  # [] bool: the root (its delay is the option's k-1; deeper: tree_k - 1)
+    delay: jax.Array  # [] int32 the node's reflex frames (read with a `Future` only)
 
 
 class Planner:
@@ -195,13 +213,44 @@ class Planner:
         )
         return s, o, jnp.moveaxis(acts, 0, 1), raw, disc
 
+    def _advance_by(self, params, states: games.State, out: NetOutput, frames: jax.Array):
+        """`_advance` by a traced `[B]` number of frames (each game stops at its own count).
+
+        Returns:
+            (landing states, network output at them, discounted reward sum `[B]`).
+        """
+        gamma = self.config.gamma
+
+        def live_rows(live, new, old):
+            return jax.tree.map(
+                lambda x, y: jnp.where(live.reshape(live.shape + (1,) * (x.ndim - 1)), x, y),
+                new,
+                old,
+            )
+
+        def body(carry):
+            j, s, o, disc = carry
+            live = j < frames
+            a = self.masked_argmax(o.logits, s.legal_action_mask)
+            nxt = jax.vmap(self.game.step)(s, a)
+            s = live_rows(live, nxt, s)
+            o = live_rows(live, self.evaluate(params, s), o)
+            disc = disc + jnp.where(live, gamma ** j.astype(jnp.float32) * nxt.reward, 0.0)
+            return j + 1, s, o, disc
+
+        zeros = jnp.zeros(states.reward.shape, jnp.float32)
+        _, s, o, disc = jax.lax.while_loop(
+            lambda c: jnp.any(c[0] < frames), body, (jnp.int32(0), states, out, zeros)
+        )
+        return s, o, disc
+
     # Search ------------------------------------------------------------------------------------
 
     def _prior(self, out: NetOutput, mask: jax.Array) -> jax.Array:
         logits = out.logits - out.logits.max(-1, keepdims=True)
         return jnp.where(mask, logits, _NEG)
 
-    def _recurrent_fn(self, k: int):
+    def _recurrent_fn(self, k: int, future: Future | None = None):
         gamma = self.config.gamma
 
         m = self.config.tree_k or k  # the frames of every edge below the root's
@@ -217,7 +266,31 @@ class Planner:
             value = jnp.where(child.done, 0.0, out.value)
             landing, out_l, _, _, pre = self._advance(params, child, out, m - 1)
             prior = self._prior(out_l, landing.legal_action_mask)
-            emb = _Node(landing=landing, pre_reward=pre, root=jnp.zeros_like(node.root))
+            emb = _Node(
+                landing=landing, pre_reward=pre, root=jnp.zeros_like(node.root), delay=node.delay
+            )
+            out = mctx.RecurrentFnOutput(
+                reward=reward, discount=discount, prior_logits=prior, value=value
+            )
+            return out, emb
+
+        def committed_future(params, rng, action, node: _Node):
+            del rng
+            params, future_params = params
+            child = jax.vmap(self.game.step)(node.landing, action)
+            # gamma^j as the fixed-k tree computes it (f32 of a Python power), so a future that
+            # always answers k plans exactly as the option's own "always k" tree.
+            powers = jnp.asarray([gamma**j for j in range(max(self.config.budgets) + 1)])
+            reward = node.pre_reward + powers[node.delay] * child.reward
+            discount = jnp.where(child.done, 0.0, powers[node.delay + 1])
+            out = self.evaluate(params, child)
+            value = jnp.where(child.done, 0.0, out.value)
+            # The option the child's decision state will start: its k-1 reflex frames.
+            wait = jnp.where(child.done, 0, future.choose(future_params, child, out) - 1)
+            wait = wait.astype(jnp.int32)
+            landing, out_l, pre = self._advance_by(params, child, out, wait)
+            prior = self._prior(out_l, landing.legal_action_mask)
+            emb = _Node(landing=landing, pre_reward=pre, root=jnp.zeros_like(node.root), delay=wait)
             out = mctx.RecurrentFnOutput(
                 reward=reward, discount=discount, prior_logits=prior, value=value
             )
@@ -234,13 +307,16 @@ class Planner:
                 landing=child,
                 pre_reward=jnp.zeros_like(child.reward),
                 root=jnp.zeros_like(node.root),
+                delay=node.delay,
             )
             out = mctx.RecurrentFnOutput(
                 reward=child.reward, discount=discount, prior_logits=prior, value=value
             )
             return out, emb
 
-        return clock if self.two_player else committed
+        if self.two_player:
+            return clock
+        return committed if future is None else committed_future
 
     def _qtransform(self):
         if self.config.q_scale <= 0:
@@ -253,11 +329,15 @@ class Planner:
             rescale_values=False,
         )
 
-    def _search(self, params, keys: jax.Array, root: _Node, out_root, out_l, k: int):
+    def _search(
+        self, params, keys, root: _Node, out_root, out_l, k: int, future=None, future_params=None
+    ):
         """Runs MCTS for one game per key; `root.landing` and `out_l` are batched `[B]`."""
         cfg = self.config
         mask = root.landing.legal_action_mask
-        recurrent_fn = self._recurrent_fn(k)
+        recurrent_fn = self._recurrent_fn(k, future)
+        if future is not None:
+            params = (params, future_params)
 
         def one(key, node, value, prior, mask):
             # A batch of one per game, so each game's search depends on its own key only.
@@ -284,7 +364,16 @@ class Planner:
 
     # Options -----------------------------------------------------------------------------------
 
-    def option(self, params, keys: jax.Array, states: games.State, k: int) -> OptionOutput:
+    def option(
+        self,
+        params,
+        keys: jax.Array,
+        states: games.State,
+        k: int,
+        *,
+        future: Future | None = None,
+        future_params=None,
+    ) -> OptionOutput:
         """Runs option k on every game of a batch.
 
         Args:
@@ -292,17 +381,27 @@ class Planner:
             keys: `[B]` PRNG keys, one per game.
             states: `[B]` decision states s_t.
             k: the budget (static).
+            future: committed games: the budgets the tree expects at its deeper decision
+                states (None: `tree_k`, or always k). Overrides `tree_k`.
+            future_params: `future`'s parameters (traced).
 
         Returns:
             The option's outcome per game; see `OptionOutput`.
         """
         if self.two_player:
+            if future is not None:
+                raise ValueError("a Future models committed-action games only")
             return self._clock_option(params, keys, states, k)
         cfg = self.config
         out0 = self.evaluate(params, states)
         landing, out_l, reflex, raw, disc = self._advance(params, states, out0, k - 1)
-        root = _Node(landing=landing, pre_reward=disc, root=jnp.ones(disc.shape, bool))
-        policy = self._search(params, keys, root, out0, out_l, k)
+        root = _Node(
+            landing=landing,
+            pre_reward=disc,
+            root=jnp.ones(disc.shape, bool),
+            delay=jnp.full(disc.shape, k - 1, jnp.int32),
+        )
+        policy = self._search(params, keys, root, out0, out_l, k, future, future_params)
         planned_action = policy.action.astype(jnp.int32)
         final = jax.vmap(self.game.step)(landing, planned_action)
         # Absorbing states pay 0 after the end, so plain sums are already cut at termination.
@@ -346,6 +445,7 @@ class Planner:
             landing=states,
             pre_reward=jnp.zeros_like(states.reward),
             root=jnp.ones(states.reward.shape, bool),
+            delay=jnp.zeros(states.reward.shape, jnp.int32),
         )
         policy = self._search(params, keys, root, out0, out0, k)
         reflex = jax.vmap(self.game.needs_reflex)(states)

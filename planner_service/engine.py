@@ -482,6 +482,13 @@ def _load_gate(path: str, planner: Planner, planner_file: str) -> tuple[Gate, ob
     except (CheckpointError, ValueError, OSError) as e:
         game_id = planner.config.game_id
         raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e
+    if gate.future is not None:
+        # Its options must plan against the gate's own future; this engine compiles always-k
+        # options only, so serving it would play options it was not trained with.
+        raise GateLoadError(
+            f"gate checkpoint {path} plans with the '{gate.config.tree}' tree, which this "
+            "planner service does not serve yet (it serves gates of the always-k tree)"
+        )
     return gate, params
 
 

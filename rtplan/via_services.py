@@ -141,16 +141,21 @@ def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarr
     """`gate.evaluate.play` of the deployed gate (argmax), recording every frame's action."""
     from gate.evaluate import gate_chooser, play
     from gate.policy import load_gate
-    from planner.batching import OptionRunner
     from planner.options import Planner
     from planner.store import load_planner
 
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
     gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
-    runner = OptionRunner(planner, max_batch=len(seeds))
     choose = gate_chooser(gate, gparams, pparams)
-    return play(runner, pparams, seeds, choose, record_actions=True)
+    return play(
+        gate.runner(len(seeds)),
+        pparams,
+        seeds,
+        choose,
+        record_actions=True,
+        future_params=gate.future_params(gparams),
+    )
 
 
 def _create(http: str, body: dict) -> str:

@@ -221,6 +221,11 @@ def test_a_broken_or_mismatched_gate_file_is_a_startup_error(gated, tmp_path, ca
     other_budgets = root_with("budgets", dataclasses.replace(CFG, budgets=(1,), simulations=(2,)))
     with pytest.raises(GateLoadError, match=r"picks among budgets \[1, 2\]"):
         Engine.from_dir(other_budgets)
+    # A gate trained with the gate tree: its options would be played with another tree.
+    gate_tree = root_with("gate-tree")
+    write_gate(gate_tree, GAME, seed=GATE_SEED, tree="gate")
+    with pytest.raises(GateLoadError, match="plans with the 'gate' tree"):
+        Engine.from_dir(gate_tree)
     # The service's entry point fails at start-up, naming the file.
     assert main(["--checkpoint-dir", str(corrupt), "--port", "0"]) == 1
     err = capsys.readouterr().err

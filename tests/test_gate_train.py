@@ -59,6 +59,30 @@ def test_train_gate_checkpoints_resumes_and_exports(tmp_path, planner_file, caps
     assert "cannot resume" in capsys.readouterr().err
 
 
+def test_a_gate_tree_run_plans_against_its_own_budgets(tmp_path, planner_file):
+    """--gate-tree gate: rollouts and evaluations play options whose trees ask the gate being
+    trained (a runner without its params refuses), and the exported gate records its tree."""
+    from gate.policy import load_gate
+    from planner.store import load_planner
+
+    kw = dict(game_id=GAME, planner=planner_file, gate_channels=8, gate_hidden=16)
+    algo = GatePPO(GateTrainConfig(**kw, gate_tree="gate"))
+    assert algo.runner.future is algo.gate and algo.gate.future is algo.gate
+    assert GatePPO(GateTrainConfig(**kw)).runner.future is None
+    with pytest.raises(ValueError, match="gate_tree 'deep' is not one of"):
+        GateTrainConfig(**kw, gate_tree="deep")
+    out = tmp_path / "run"
+    argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
+    assert main([*argv, "--iterations", "2", "--gate-tree", "gate", *TINY]) == 0
+    assert ckpt.load_metadata(out / "gate.msgpack")["gate_config"]["tree"] == "gate"
+    rows = (out / "log.csv").read_text().splitlines()
+    assert rows[-1].split(",")[rows[0].split(",").index("eval_mean")] != ""
+    pcfg, _, _ = load_planner(GAME, planner_file)
+    gate, params, _ = load_gate(out / "gate.msgpack", Planner(pcfg))
+    assert gate.future is gate and gate.future_params(params) is params
+    assert gate.runner(4).future is gate
+
+
 def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
     cfg = GateTrainConfig(game_id=GAME, planner=planner_file, num_envs=2, meta_steps=1,
                           minibatches=1, gate_channels=8, gate_hidden=16)  # fmt: skip

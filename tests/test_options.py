@@ -395,7 +395,12 @@ def _edge_discounts(planner, params, state, k, tree_k):
     states = _batch([state])
     out0 = p.evaluate(params, states)
     landing, out_l, _, _, disc = p._advance(params, states, out0, k - 1)
-    root = _Node(landing=landing, pre_reward=disc, root=jnp.ones((1,), bool))
+    root = _Node(
+        landing=landing,
+        pre_reward=disc,
+        root=jnp.ones((1,), bool),
+        delay=jnp.full((1,), k - 1, jnp.int32),
+    )
     tree = p._search(params, jax.random.PRNGKey(1)[None], root, out0, out_l, k).search_tree
     expanded = np.asarray(tree.children_index[0]) >= 0
     d = np.asarray(tree.children_discounts[0])
@@ -428,3 +433,80 @@ def test_tree_k_sets_the_frames_of_every_edge_below_the_root():
     assert _edge_discounts(planner, params, s, k, 2) == ({g(k)}, {g(2)})
     with pytest.raises(ValueError, match="tree_k must be >= 0"):
         dataclasses.replace(planner.config, tree_k=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrameFuture:
+    """A `Future` that answers `even` on even frames and `odd` on odd ones (its params: none)."""
+
+    even: int
+    odd: int
+
+    def choose(self, future_params, states, out):
+        del future_params, out
+        return jnp.where(states.frame % 2 == 0, self.even, self.odd).astype(jnp.int32)
+
+
+def test_a_future_sets_each_deeper_edge_to_the_budget_it_picks():
+    """With a `Future`, every edge below the root spans the budget the future picks at the
+    decision state it leaves: a future that always answers k is the "always k" tree exactly,
+    and a state-dependent one gives each node the delay of its own decision state."""
+    from planner.batching import OptionRunner
+
+    planner, params, _, state = _line()
+    gamma, k = planner.config.gamma, 3
+    s = planner.game.step(state, 2)
+    key = jax.random.PRNGKey(1)[None]
+
+    def run(p, future=None):
+        fn = functools.partial(p.option, k=k, future=future)
+        return jax.jit(fn)(params, key, _batch([s]), future_params=0 if future else None)
+
+    fields = ("actions", "visit_counts", "action_weights", "search_value", "reward")
+    want, got = run(planner), run(planner, _FrameFuture(k, k))
+    for field in fields:
+        np.testing.assert_array_equal(getattr(want, field), getattr(got, field), err_msg=field)
+
+    # Frame parity: a decision state on an even frame waits 0 reflex frames, an odd one 2.
+    future = _FrameFuture(1, 3)
+    states = _batch([s])
+    out0 = planner.evaluate(params, states)
+    landing, out_l, _, _, disc = planner._advance(params, states, out0, k - 1)
+    root = _Node(
+        landing=landing, pre_reward=disc, root=jnp.ones((1,), bool), delay=jnp.full((1,), k - 1)
+    )
+    tree = planner._search(params, key, root, out0, out_l, k, future, 0).search_tree
+    delay = np.asarray(tree.embeddings.delay[0])
+    frame = np.asarray(tree.embeddings.landing.frame[0])
+    expanded = np.asarray(tree.children_index[0]) >= 0
+    discounts = np.asarray(tree.children_discounts[0])
+    nodes = np.flatnonzero(np.asarray(tree.node_visits[0]) > 0)[1:]  # below the root
+    assert len(nodes) > 3
+    for n in nodes:
+        decided_at = frame[n] - delay[n]
+        assert delay[n] == (0 if decided_at % 2 == 0 else 2)
+        live = expanded[n] & (discounts[n] > 0)
+        np.testing.assert_allclose(discounts[n][live], gamma ** (delay[n] + 1), rtol=1e-6)
+    assert set(delay[nodes]) == {0, 2}
+
+    # Grouped by k through an OptionRunner, a future's options are the one-by-one options.
+    runner = OptionRunner(planner, max_batch=2, future=future)
+    batch = _batch([s, planner.game.step(s, 1)])
+    keys = jax.random.split(jax.random.PRNGKey(2), 2)
+    grouped = runner(params, keys, batch, np.array([3, 2]), future_params=0)
+    for i, kk in enumerate((3, 2)):
+        one = jax.jit(functools.partial(planner.option, k=kk, future=future))(
+            params, keys[i : i + 1], _index_batch(batch, i), future_params=0
+        )
+        np.testing.assert_array_equal(grouped.actions[i, :kk], one.actions[0])
+        np.testing.assert_allclose(grouped.search_value[i], one.search_value[0], atol=1e-6)
+    with pytest.raises(ValueError, match="needs its future's parameters"):
+        runner(params, keys, batch, np.array([3, 2]))
+    with pytest.raises(ValueError, match="has no future"):
+        OptionRunner(planner, max_batch=4)(
+            params, keys, batch, np.array([1, 1, 1]), future_params=0
+        )
+
+
+def _index_batch(tree, i):
+    return jax.tree.map(lambda x: x[i : i + 1], tree)
