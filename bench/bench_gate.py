@@ -6,13 +6,15 @@ Latency: the jitted gate decision (frozen planner forward + gate) at batch 1 for
 variant, beside the jitted k=1 option at batch 1, on the shipped planner; median / p95 in ms.
 Rollout cost per meta-step at `--batch` games with a uniform random k per game: the gate's
 rollout (decision, options grouped by k with `OptionRunner`, bootstrap and resets), the chosen
-options alone (each k group at its exact size), and every option for every game (the
-reference's way), side by side in one run.
+options alone (each k group at its exact size), every option for every game (the
+reference's way), and the grouped options of a gate-tree gate (`--gate-tree gate`: each tree
+asks a fresh gate for the budget at its decision states), side by side in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import time
 
@@ -70,6 +72,9 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
 
     everything = jax.jit(lambda pp, keys, states: [options[k](pp, keys, states) for k in budgets])
     grouped = _time(algo.runner, pp, keys, states, ks, calls=calls)
+    tree_algo = GatePPO(dataclasses.replace(cfg, gate_tree="gate"))
+    gate_tree = functools.partial(tree_algo.runner, future_params=tree_algo.init().params)
+    gate_tree = _time(gate_tree, pp, keys, states, ks, calls=calls)
     alone = _time(chosen_alone, calls=calls)
     every = _time(everything, pp, keys, states, calls=calls)
     # The whole gate rollout per meta-step (decide, grouped options, bootstrap, reset).
@@ -87,6 +92,7 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
         ("chosen options alone", alone),
         ("grouped (OptionRunner)", grouped),
         ("every option for every game", every),
+        ("grouped, gate tree (--gate-tree gate)", gate_tree),
     ):
         print(f"| {name} | {_fmt(t)} | {np.median(t) / base:.2f} |")
     print(f"| gate rollout, per meta-step (sampled k) | {per_step:.2f} | {per_step / base:.2f} |")

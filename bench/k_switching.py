@@ -176,9 +176,12 @@ def main() -> int:
             ks = [int(x) for x in name[3:].split(",")]
             future = OptionRunner(runner.planner, max_batch=args.episodes, future=CycleFuture(ks))
             start = time.perf_counter()
+            plain = ep.returns
             ep = play(future, pparams, seeds, schedule(name, seeds), future_params=0)
             seconds = time.perf_counter() - start
             rows.append(row(f"{name}+future", ep.returns, float(ep.frames.mean()), seconds))
+            d, se = paired(ep.returns, plain)
+            print(f"|   {name}+future minus {name}: {d:+.1f} +- {se:.1f} (paired) |", flush=True)
     path = Path(args.csv)
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists()
