@@ -16,14 +16,13 @@ bench/results/gate_future.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from k_switching import append_rows, short_commit  # bench/ is on the path of a script run from it
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_CSV = ROOT / "bench" / "results" / "gate_future.csv"
@@ -57,9 +56,7 @@ def main() -> int:
         "always-k": (OptionRunner(planner, max_batch=args.episodes), None),
         "gate": (OptionRunner(planner, max_batch=args.episodes, future=gate), gparams),
     }
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    commit = short_commit()
     played = {}
     rows = []
     for tree, (runner, future_params) in runners.items():
@@ -94,14 +91,7 @@ def main() -> int:
     print(f"gate future minus always-k: {d:+.2f} +- {se:.2f} (paired, {args.episodes} seeds)")
     for row in rows:
         row.update(future_minus_always=round(d, 3), future_minus_always_se=round(se, 3))
-    path = Path(args.csv)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    append_rows(args.csv, rows)
     print(f"appended to {args.csv}")
     return 0
 

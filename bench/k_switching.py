@@ -56,6 +56,25 @@ def schedule(name: str, seeds: np.ndarray):
     return random_k(ks, seeds) if prefix == "rand" else cycle(ks)
 
 
+def short_commit() -> str:
+    """The repository's short HEAD hash (the `commit` column of the bench CSVs)."""
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+
+
+def append_rows(path: str | Path, rows: list[dict]) -> None:
+    """Appends `rows` to the CSV at `path`, writing the header first when the file is new."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
 class CycleFuture:
     """A `Future` of the cycle `ks` for games that start at frame 0: the decision state at frame
     f starts the option whose offset in the cycle is f mod sum(ks)."""
@@ -136,9 +155,7 @@ def main() -> int:
             rec = json.loads(Path(f).read_text())
             base[n], frames[n] = np.asarray(rec["returns"]), float(np.mean(rec["frames"]))
             seconds[n] = rec["seconds"]
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    commit = short_commit()
     tree = f"tree_k {args.tree_k}" if args.tree_k else "the shipped tree (always k)"
     print(f"\n{args.game}, {tree}, {args.episodes} {args.split} seeds (paired):\n")
     print("| schedule | mean +- SE | " + " | ".join(f"minus {n}" for n in fixed) + " |")
@@ -182,14 +199,7 @@ def main() -> int:
             rows.append(row(f"{name}+future", ep.returns, float(ep.frames.mean()), seconds))
             d, se = paired(ep.returns, plain)
             print(f"|   {name}+future minus {name}: {d:+.1f} +- {se:.1f} (paired) |", flush=True)
-    path = Path(args.csv)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    append_rows(args.csv, rows)
     print(f"\nappended to {args.csv}")
     return 0
 
