@@ -123,8 +123,16 @@ class LoadedGame:
     gate_checkpoint: str | None = None
     # Filled by `Engine.compile()`: "value" -> (params, states[1]) -> (value [1], features [1, F]);
     # GATE -> (gate params, params, states[1]) -> (k [1], probabilities [1, K], value [1]);
-    # k -> (params, keys[1], states[1]) -> option fields (see `_option`).
+    # k -> (params, keys[1], states[1]) -> option fields (see `_option`); with a gate-tree gate
+    # also (GATE, k) -> (gate params, params, keys[1], states[1]) -> the same fields, option k
+    # planned against the gate's own future (what a `gate` budget plays).
     executables: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def gated_options(self) -> bool:
+        """True when a `gate` budget plays options of their own (the gate's tree), not the
+        forced-k ones."""
+        return self.gate is not None and self.gate.future is not None
 
     @property
     def budgets(self) -> tuple[int, ...]:
@@ -269,6 +277,8 @@ class Engine:
             jobs += [(loaded, states, k, i == 0) for i, k in enumerate(loaded.budgets)]
             if loaded.gate is not None:
                 jobs.append((loaded, states, GATE, False))
+            if loaded.gated_options:
+                jobs += [(loaded, states, (GATE, k), False) for k in loaded.budgets]
         workers = workers or min(4, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
             list(pool.map(lambda job: self._warm(*job), jobs))
@@ -294,9 +304,14 @@ class Engine:
             loaded.executables["value"] = self._compile_one(fn, params, states)
             self._value(loaded, states)
         keys = jax.device_put(np.zeros((1, 2), np.uint32), self.device)
-        fn = functools.partial(_option, planner, k=k)
-        loaded.executables[k] = self._compile_one(fn, params, keys, states)
-        self._run_option(loaded, states, k, 0)  # warm: first-call allocations happen here
+        if isinstance(k, tuple):  # (GATE, k): option k against the gate's future
+            fn = functools.partial(_gated_option, planner, loaded.gate, k=k[1])
+            loaded.executables[k] = self._compile_one(fn, loaded.gate_params, params, keys, states)
+            self._run_option(loaded, states, k[1], 0, gated=True)
+        else:
+            fn = functools.partial(_option, planner, k=k)
+            loaded.executables[k] = self._compile_one(fn, params, keys, states)
+            self._run_option(loaded, states, k, 0)  # warm: first-call allocations happen here
         with self._lock:
             self._compiled += 1
 
@@ -307,9 +322,12 @@ class Engine:
 
     @property
     def progress(self) -> tuple[int, int]:
-        """(executables compiled, in all): every game's options and gate (the value decision is
-        compiled with each game's first option)."""
-        total = sum(len(g.budgets) + (g.gate is not None) for g in self._games.values())
+        """(executables compiled, in all): every game's options and gate, and a gate-tree gate's
+        own options (the value decision is compiled with each game's first option)."""
+        total = sum(
+            len(g.budgets) * (1 + g.gated_options) + (g.gate is not None)
+            for g in self._games.values()
+        )
         return self._compiled, total
 
     @property
@@ -410,7 +428,9 @@ class Engine:
             landing_frame=landing_frame(int(state.frame), k, two_player=loaded.planner.two_player),
         )
 
-    def plan(self, game_id: str, state: games.State, k: int, seed: int = 0) -> Plan:
+    def plan(
+        self, game_id: str, state: games.State, k: int, seed: int = 0, *, gated: bool = False
+    ) -> Plan:
         """Runs option k from s_t and returns its planned action and search statistics.
 
         Args:
@@ -418,12 +438,17 @@ class Engine:
             state: one unbatched state s_t.
             k: one of the game's budgets (from the decision).
             seed: search PRNG seed, any uint64 (the deterministic search does not use it).
+            gated: the option answers a `gate` budget. With a gate-tree gate it then plans
+                against the gate's own future, as the gate was trained; otherwise (and always
+                for a forced k) the tree expects always k.
 
         Raises:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError.
         """
         loaded = self._serving(game_id)
-        return self._run_option(loaded, self._batch(state), self._budget(loaded, k), seed)
+        if gated and loaded.gate is None:
+            raise NoGateError(f"no gate checkpoint loaded for {game_id}")
+        return self._run_option(loaded, self._batch(state), self._budget(loaded, k), seed, gated)
 
     # Internals ---------------------------------------------------------------------------------
 
@@ -457,11 +482,17 @@ class Engine:
         k, probabilities, value = jax.device_get(out)
         return int(k[0]), probabilities[0].astype(np.float32), float(value[0])
 
-    def _run_option(self, loaded: LoadedGame, states: games.State, k: int, seed: int) -> Plan:
+    def _run_option(
+        self, loaded: LoadedGame, states: games.State, k: int, seed: int, gated: bool = False
+    ) -> Plan:
         # A uint64 seed is exactly one threefry key (two uint32 words).
         keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
         start = time.perf_counter()
-        out = jax.device_get(loaded.executables[k](loaded.params, keys, states))
+        if gated and loaded.gated_options:
+            fn = functools.partial(loaded.executables[GATE, k], loaded.gate_params)
+        else:
+            fn = loaded.executables[k]
+        out = jax.device_get(fn(loaded.params, keys, states))
         search_ms = (time.perf_counter() - start) * 1e3
         actions, planned, visits, search_value, cost = (x[0] for x in out)
         return Plan(
@@ -482,13 +513,6 @@ def _load_gate(path: str, planner: Planner, planner_file: str) -> tuple[Gate, ob
     except (CheckpointError, ValueError, OSError) as e:
         game_id = planner.config.game_id
         raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e
-    if gate.future is not None:
-        # Its options must plan against the gate's own future; this engine compiles always-k
-        # options only, so serving it would play options it was not trained with.
-        raise GateLoadError(
-            f"gate checkpoint {path} plans with the '{gate.config.tree}' tree, which this "
-            "planner service does not serve yet (it serves gates of the always-k tree)"
-        )
     return gate, params
 
 
@@ -505,5 +529,14 @@ def _evaluate(planner: Planner, params, states):
 
 def _option(planner: Planner, params, keys, states, *, k: int):
     """Option k with only the fields a plan sends (the rest never leaves the device)."""
-    out = planner.option(params, keys, states, k)
+    return _plan_fields(planner.option(params, keys, states, k))
+
+
+def _gated_option(planner: Planner, gate: Gate, gate_params, params, keys, states, *, k: int):
+    """Option k planned against `gate`'s own future (its tree), fields as `_option`'s."""
+    out = planner.option(params, keys, states, k, future=gate, future_params=gate_params)
+    return _plan_fields(out)
+
+
+def _plan_fields(out):
     return out.actions, out.planned, out.visit_counts, out.search_value, out.cost

@@ -165,7 +165,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
             # One worker hop for both: the decision goes out while the search runs.
             decision = self.engine.decision(game_id, state, budget)
             loop.call_soon_threadsafe(_settle, decided, decision)
-            return decision, self.engine.plan(game_id, state, decision.k, request.seed)
+            gated = budget == eng.GATE
+            return decision, self.engine.plan(game_id, state, decision.k, request.seed, gated=gated)
 
         with self.admission.admit(request.stream_id, rid, context.time_remaining()) as ticket:
             running = asyncio.ensure_future(ticket.run(work))

@@ -53,9 +53,9 @@ class _HeldEngine:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def plan(self, *args):
+    def plan(self, *args, **kwargs):
         assert self.free.wait(60), "test never released the search"
-        return self._engine.plan(*args)
+        return self._engine.plan(*args, **kwargs)
 
 
 def _reference(root: Path):
@@ -221,15 +221,49 @@ def test_a_broken_or_mismatched_gate_file_is_a_startup_error(gated, tmp_path, ca
     other_budgets = root_with("budgets", dataclasses.replace(CFG, budgets=(1,), simulations=(2,)))
     with pytest.raises(GateLoadError, match=r"picks among budgets \[1, 2\]"):
         Engine.from_dir(other_budgets)
-    # A gate trained with the gate tree: its options would be played with another tree.
-    gate_tree = root_with("gate-tree")
-    write_gate(gate_tree, GAME, seed=GATE_SEED, tree="gate")
-    with pytest.raises(GateLoadError, match="plans with the 'gate' tree"):
-        Engine.from_dir(gate_tree)
     # The service's entry point fails at start-up, naming the file.
     assert main(["--checkpoint-dir", str(corrupt), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert f"gate checkpoint {corrupt}/{GAME}/gate.msgpack does not load for {GAME}" in err
+
+
+def test_a_gate_tree_gate_plays_options_that_plan_against_its_own_future(tmp_path):
+    """A gate trained with `--gate-tree gate`: a `gate` budget plays option k planned against
+    the gate's future exactly as in process; a forced k still plays the always-k option."""
+    save_planner(planner_path(tmp_path, GAME), CFG, Planner(CFG).init_params(jax.random.PRNGKey(0)))
+    write_gate(tmp_path, GAME, seed=GATE_SEED, tree="gate")
+    engine = Engine.from_dir(tmp_path, compiler_options=FAST_COMPILE)
+    service = BackgroundService(engine).start()
+    planner = Planner(dataclasses.replace(CFG, gumbel_scale=0.0))  # the service's search
+    gate, gparams, _ = load_gate(
+        gate_path(tmp_path, GAME), planner, planner_file=planner_path(tmp_path, GAME)
+    )
+    params = planner.init_params(jax.random.PRNGKey(0))
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def option(states, k):
+        keys = jnp.zeros((1, 2), jnp.uint32)
+        return planner.option(params, keys, states, k, future=gate, future_params=gparams)
+
+    try:
+        stub = planner_pb2_grpc.PlannerStub(grpc.insecure_channel(service.address))
+        health = stub.Health(pb.HealthRequest(), timeout=5)
+        assert health.detail == "4 options and 1 gate(s) compiled", health.detail
+        differs = 0
+        for state in _states():
+            decision, action = _plan(stub, _request(state, gate=True))
+            k = decision.k
+            want = jax.device_get(option(_batch(state), k))
+            assert list(action.frame_actions) == list(want.actions[0])
+            assert list(action.visit_counts) == list(want.visit_counts[0])
+            np.testing.assert_allclose(action.search_value, want.search_value[0], rtol=1e-5)
+            # A forced k plays the always-k option (its equality to in-process play is
+            # tested with the always-k gate above), which the gate's future changes.
+            _, forced = _plan(stub, _request(state, k=k))
+            differs += forced.search_value != action.search_value
+        assert differs, "the gate's future changed no tree: the test shows nothing"
+    finally:
+        service.stop()
 
 
 # The env server's planner agent -----------------------------------------------------------------
