@@ -110,9 +110,10 @@ class Gate:
         """What its options' `future_params` are: its own params with a gate tree, else None."""
         return params if self.config.tree == "gate" else None
 
-    def runner(self, max_batch: int) -> OptionRunner:
-        """An `OptionRunner` that plays this gate's options as it was trained to (its tree)."""
-        return OptionRunner(self.planner, max_batch=max_batch, future=self.future)
+    def runner(self, max_batch: int, devices: int = 1) -> OptionRunner:
+        """An `OptionRunner` that plays this gate's options as it was trained to (its tree),
+        each group split across `devices`."""
+        return OptionRunner(self.planner, max_batch=max_batch, future=self.future, devices=devices)
 
     def choose(self, params, states: games.State, out: NetOutput) -> jax.Array:
         """The deployed (argmax) budget at `[B]` states whose planner output is `out`.

@@ -193,9 +193,9 @@ def _stack(steps: list):
 
 
 @functools.lru_cache(maxsize=4)
-def _runner(pcfg, max_batch: int) -> OptionRunner:
+def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
     # Shared by the runs of a process (a resumed run, tests): its compiled options are kept.
-    return OptionRunner(Planner(pcfg), max_batch=max_batch)
+    return OptionRunner(Planner(pcfg), max_batch=max_batch, devices=devices)
 
 
 class GatePPO:
@@ -207,7 +207,8 @@ class GatePPO:
        call runs the frozen planner's forward and the gate at s_t and samples k; the
        `OptionRunner` runs option k for each game, grouped by k, so only the chosen options
        are computed (never all four); one jitted call takes the gate's value at the state the
-       option ended in (the truncation bootstrap), and resets finished games.
+       option ended in (the truncation bootstrap), and resets finished games. Each group's
+       option is split across `devices` (one per core on CPU).
     2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
        `minibatches` Adam steps of the clipped PPO loss.
 
@@ -232,7 +233,8 @@ class GatePPO:
         self.planner_file = path
         self.planner_sha256 = file_sha256(path)
         self.planner_commit = pmeta.get("git_commit")
-        self.runner = _runner(pcfg, max(cfg.num_envs, cfg.eval_episodes))
+        self.devices = cfg.devices or len(jax.devices())
+        self.runner = _runner(pcfg, max(cfg.num_envs, cfg.eval_episodes), self.devices)
         self.planner = self.runner.planner
         if self.planner.two_player:
             raise ValueError(f"{cfg.game_id} is a clock game; its gate is recurrent (not here)")
@@ -241,7 +243,7 @@ class GatePPO:
         self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
         self.gate = Gate(self.planner, cfg.gate_config)
         if self.gate.future is not None:  # the options' trees expect the gate's own budgets
-            self.runner = self.gate.runner(max(cfg.num_envs, cfg.eval_episodes))
+            self.runner = self.gate.runner(max(cfg.num_envs, cfg.eval_episodes), self.devices)
         self.value_scale = self.gate.value_scale
         self.net = self.gate.net
         self.columns = (
@@ -396,6 +398,7 @@ class GatePPO:
             "planner_sha256": self.planner_sha256,
             "planner_git_commit": self.planner_commit,
             "tuning_seed_base": TUNING_SEED_BASE,
+            "devices": self.devices,
         }
 
     def _fresh(self, key: jax.Array):

@@ -5,6 +5,10 @@ every game and kept one (4x the cost). Here the host groups the games by k and r
 option per group, padded up to a size from a fixed ladder so each (k, size) compiles once. The
 ladder grows by at most 25% per rung, which bounds the padding waste. Because every game carries
 its own PRNG key, a game's result does not depend on its group: grouped == one by one.
+
+XLA:CPU runs a search on about one core; with `devices` > 1 each group's option is split
+across that many (host) devices with `jax.shard_map`, as planner training does
+(`XLA_FLAGS=--xla_force_host_platform_device_count=N`, set by the CLI's `--devices`).
 """
 
 from __future__ import annotations
@@ -14,20 +18,25 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 import games
 from planner.options import Future, OptionOutput, Planner
 
 #: A budget of 0 in `OptionRunner`'s `ks` skips the game (no option is computed for it).
 SKIP = 0
+#: The mesh axis a group's games are split along (`OptionRunner(devices=N)`).
+AXIS = "games"
 
 
-def bucket_ladder(max_size: int, growth: float = 1.25) -> tuple[int, ...]:
-    """Sizes 1, 2, 3, ... growing by at most `growth` per rung, up to >= `max_size`."""
+def bucket_ladder(max_size: int, growth: float = 1.25, multiple: int = 1) -> tuple[int, ...]:
+    """Sizes 1, 2, 3, ... growing by at most `growth` per rung, up to >= `max_size`, each
+    rounded up to a multiple of `multiple` (a group split across that many devices)."""
     sizes = [1]
     while sizes[-1] < max_size:
         sizes.append(max(sizes[-1] + 1, int(sizes[-1] * growth)))
-    return tuple(sizes)
+    return tuple(sorted({-(-s // multiple) * multiple for s in sizes}))
 
 
 class OptionRunner:
@@ -40,7 +49,9 @@ class OptionRunner:
     (k, group size, batch size).
 
     With a `future` (the gate's model of later budgets, see `planner.options.Future`) every call
-    takes that future's parameters as `future_params`.
+    takes that future's parameters as `future_params`. With `devices` > 1 each group (padded to
+    a multiple of `devices`) is split across the first `devices` JAX devices; a game's result is
+    the same either way.
     """
 
     def __init__(
@@ -50,10 +61,20 @@ class OptionRunner:
         max_batch: int = 1024,
         growth: float = 1.25,
         future: Future | None = None,
+        devices: int = 1,
     ) -> None:
+        available = len(jax.devices())
+        if not 1 <= devices <= available:
+            raise ValueError(
+                f"devices={devices} but JAX sees {available} device(s); on CPU set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={devices} before jax is "
+                "imported (the CLI's --devices does this)"
+            )
         self.planner = planner
         self.future = future
-        self.ladder = bucket_ladder(max_batch, growth)
+        self.devices = devices
+        self._mesh = Mesh(np.array(jax.devices()[:devices]), (AXIS,)) if devices > 1 else None
+        self.ladder = bucket_ladder(max_batch, growth, devices)
         self.max_k = max(planner.config.budgets)
         self._group = {k: jax.jit(functools.partial(self._run_group, k=k)) for k in self.budgets}
         self._empty = jax.jit(self._empty_output)
@@ -81,7 +102,17 @@ class OptionRunner:
 
     def _run_group(self, params, keys, states, idx, acc: OptionOutput, future_params, *, k: int):
         sub_keys, sub_states = jax.tree.map(lambda x: x[idx], (keys, states))
-        out = self._padded_option(params, sub_keys, sub_states, future_params, k)
+        option = functools.partial(self._padded_option, k=k)
+        if self._mesh is not None:
+            # check_vma=False: mctx's while_loop carries mix per-device and replicated values.
+            option = jax.shard_map(
+                option,
+                mesh=self._mesh,
+                in_specs=(P(), P(AXIS), P(AXIS), P()),
+                out_specs=P(AXIS),
+                check_vma=False,
+            )
+        out = option(params, sub_keys, sub_states, future_params)
         return jax.tree.map(lambda a, o: a.at[idx].set(o), acc, out)
 
     def _empty_output(self, params, keys, states, future_params) -> OptionOutput:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +36,55 @@ def planner_file(tmp_path_factory):
     path = planner_path(tmp_path_factory.mktemp("ck"), GAME)
     save_planner(path, cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
     return str(path)
+
+
+#: Run in a subprocess with two host devices: grouped options split across both equal the
+#: single-device ones, and a 2-device `train-gate` run trains and records its devices.
+_TWO_DEVICES = """
+import json, os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, numpy as np
+from planner import Planner
+from planner.batching import OptionRunner
+from planner.store import load_planner
+from rtplan.cli import main
+planner_file, out = sys.argv[1], sys.argv[2]
+cfg, params, _ = load_planner("snake-rt-v0", planner_file)
+planner = Planner(cfg)
+states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 5))
+keys = jax.random.split(jax.random.PRNGKey(2), 5)
+ks = np.array([2, 1, 2, 1, 1])
+one, two = (OptionRunner(planner, max_batch=8, devices=d) for d in (1, 2))
+a, b = (r(params, keys, states, ks) for r in (one, two))
+report = dict(
+    ladder=two.ladder,
+    actions=bool((np.asarray(a.actions) == np.asarray(b.actions)).all()),
+    frames=bool((np.asarray(a.next_state.frame) == np.asarray(b.next_state.frame)).all()),
+    weights=float(np.abs(np.asarray(a.action_weights) - np.asarray(b.action_weights)).max()),
+    devices=len(b.actions.sharding.device_set),
+    cli=main(sys.argv[3:]),
+)
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_devices(planner_file, tmp_path_factory):
+    """Starts the 2-device subprocess at once (it mostly compiles, on the other core); its test
+    collects it."""
+    out = tmp_path_factory.mktemp("two") / "run"
+    argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
+    argv += ["--iterations", "1", "--devices", "2", *TINY]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-c", _TWO_DEVICES, planner_file, str(out), *argv]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env
+    )
+    yield proc, out
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
 
 
 def test_train_gate_checkpoints_resumes_and_exports(tmp_path, planner_file, capsys):
@@ -126,3 +179,17 @@ def test_init_k_starts_the_policy_at_that_budget(planner_file):
         GatePPO(GateTrainConfig(**kw, init_k=3)).init()
     with pytest.raises(ValueError, match="init_prob"):
         GateTrainConfig(**kw, init_k=2, init_prob=1.0)
+
+
+def test_options_split_across_two_devices_equal_one_device(two_devices):
+    proc, out = two_devices
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert all(size % 2 == 0 for size in report["ladder"]), report["ladder"]
+    assert report["devices"] == 2  # the groups really ran on both
+    assert report["actions"] and report["frames"], report
+    assert report["weights"] < 1e-4, report  # another batch shape: float reassociation only
+    assert report["cli"] == 0
+    meta = ckpt.load_metadata(out / "checkpoint.msgpack")
+    assert meta["devices"] == 2 and meta["iteration"] == 1
