@@ -1,6 +1,7 @@
 """Gate benchmark: batch-1 gate decision latency beside a k=1 option, and grouped-option cost.
 
 Usage: python bench/bench_gate.py [--game snake-rt-v0] [--calls 30] [--batch 32] [--steps 8]
+       [--train-steps 6]
 
 Latency: the jitted gate decision (frozen planner forward + gate) at batch 1 for each gate
 variant, beside the jitted k=1 option at batch 1, on the shipped planner; median / p95 in ms.
@@ -9,6 +10,11 @@ rollout (decision, options grouped by k with `OptionRunner`, bootstrap and reset
 options alone (each k group at its exact size), every option for every game (the
 reference's way), and the grouped options of a gate-tree gate (`--gate-tree gate`: each tree
 asks a fresh gate for the budget at its decision states), side by side in one run.
+Training throughput: whole PPO iterations (rollout of `--steps` meta-steps at `--batch` games,
+then the update) with each k-group's option on one device and split across two
+(`OptionRunner(devices=2)`, one host device per core); meta-steps/s and frames/s, the median
+over the iterations after the first, with the time JAX spent tracing and compiling (new group
+sizes appear as the sampled mix changes) taken out, as `jax.monitoring` reports it.
 """
 
 from __future__ import annotations
@@ -16,14 +22,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import os
 import time
 
-import jax
-import numpy as np
-from bench_planner import _time  # bench/ is on the path of a script run from it
+# Two host devices (one per core) for the 1 vs 2 cores rows; set before jax loads.
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+).strip()
 
-from gate import GateTrainConfig
-from gate.ppo import GatePPO
+import jax  # noqa: E402
+import numpy as np
+from bench_planner import _time  # noqa: E402 (bench/ is on the path of a script run from it)
+
+from gate import GateTrainConfig  # noqa: E402
+from gate.ppo import GatePPO  # noqa: E402
 
 
 def _take(x, idx):
@@ -39,7 +51,9 @@ def latency(game_id: str, calls: int) -> None:
     print("| what | ms |")
     print("|---|---|")
     for kind in ("mlp", "paper"):
-        algo = GatePPO(GateTrainConfig(game_id=game_id, gate=kind, num_envs=1, minibatches=1))
+        algo = GatePPO(
+            GateTrainConfig(game_id=game_id, gate=kind, num_envs=1, minibatches=1, devices=1)
+        )
         state = algo.init()
         states = state.envs.states
         fn = functools.partial(algo._decide, greedy=True)
@@ -52,7 +66,9 @@ def latency(game_id: str, calls: int) -> None:
 
 
 def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
-    cfg = GateTrainConfig(game_id=game_id, num_envs=batch, meta_steps=steps, minibatches=1)
+    cfg = GateTrainConfig(
+        game_id=game_id, num_envs=batch, meta_steps=steps, minibatches=1, devices=1
+    )
     algo = GatePPO(cfg)
     state = algo.init()
     budgets = algo.budgets
@@ -98,16 +114,63 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     print(f"| gate rollout, per meta-step (sampled k) | {per_step:.2f} | {per_step / base:.2f} |")
 
 
+_COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+_compile_seconds = [0.0]
+
+
+def _count_compiles(name: str, duration: float, **_) -> None:
+    if name in _COMPILE_EVENTS:
+        _compile_seconds[0] += duration
+
+
+def training_throughput(game_id: str, batch: int, steps: int, iterations: int) -> None:
+    jax.monitoring.register_event_duration_secs_listener(_count_compiles)
+    print(f"\n## {game_id}: training throughput, {batch} games x {steps} meta-steps per rollout\n")
+    print("| devices (cores) | s per iteration | meta-steps/s | frames/s |")
+    print("|---|---|---|---|")
+    minibatches = max(1, batch * steps // 64)
+    for devices in (1, 2):
+        cfg = GateTrainConfig(
+            game_id=game_id,
+            num_envs=batch,
+            meta_steps=steps,
+            minibatches=minibatches,
+            eval_every=0,
+            devices=devices,
+        )
+        algo = GatePPO(cfg)
+        state = algo.init()
+        seconds, frames = [], []
+        for _ in range(iterations):
+            compiled = _compile_seconds[0]
+            start = time.perf_counter()
+            state, metrics = algo.step(state)
+            jax.block_until_ready(state.params)
+            seconds.append(time.perf_counter() - start - (_compile_seconds[0] - compiled))
+            frames.append(metrics["frames"])
+        t = float(np.median(seconds[1:] or seconds))
+        f = float(np.median(frames[1:] or frames))
+        print(f"| {devices} | {t:.2f} | {batch * steps / t:.1f} | {f / t:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--game", default="snake-rt-v0")
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--train-steps", type=int, default=6, help="PPO iterations per row")
+    parser.add_argument("--only-training", action="store_true", help="just the 1 vs 2 cores rows")
     args = parser.parse_args()
     print(f"devices: {jax.devices()}")
-    latency(args.game, args.calls)
-    rollout_cost(args.game, args.batch, args.steps, max(3, args.calls // 5))
+    if not args.only_training:
+        latency(args.game, args.calls)
+        rollout_cost(args.game, args.batch, args.steps, max(3, args.calls // 5))
+    training_throughput(args.game, args.batch, args.steps, args.train_steps)
 
 
 if __name__ == "__main__":
