@@ -20,6 +20,8 @@ def ship(
     describe: Callable[[dict, dict], str],
     variant: str | None = None,
     notes: Sequence[str] = (),
+    readme: str = "README.md",
+    log_name: str = LOG,
 ) -> Path:
     """Copies `<run>/<file_name>` (+ its metadata and `log.csv`) to `<dest_root>/<game>/`.
 
@@ -36,6 +38,8 @@ def ship(
             (called with {} when the run recorded no evaluation).
         variant: an optional plain folder name.
         notes: extra README lines (e.g. files the caller adds to the folder).
+        readme, log_name: the names the provenance and the run's `log.csv` get there (a gate
+            ships beside its game's planner, whose README.md and log.csv those are).
 
     Returns:
         The shipped params file.
@@ -48,8 +52,8 @@ def ship(
     game = meta["game"]
     dest = Path(dest_root) / game / (variant or "")
     dest.mkdir(parents=True, exist_ok=True)
-    for name in (file_name, file_name + ".json", LOG):
-        shutil.copyfile(run / name, dest / name)
+    for name, as_name in ((file_name, file_name), (file_name + ".json",) * 2, (LOG, log_name)):
+        shutil.copyfile(run / name, dest / as_name)
     ev = meta.get("last_eval") or {}
     if meta.get("source") == "best" and (run / BEST).exists():
         best = ckpt.load_metadata(run / BEST)
@@ -75,5 +79,5 @@ def ship(
         *notes,
         "",
     ]
-    (dest / "README.md").write_text("\n".join(lines))
+    (dest / readme).write_text("\n".join(lines))
     return dest / file_name

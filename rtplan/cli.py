@@ -202,6 +202,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="ship to <dest>/<game>/<variant>/ (e.g. train-k2) instead of replacing the base",
     )
+    ship_gate = sub.add_parser(
+        "ship-gate",
+        help="copy a gate run's best params, provenance and curve to checkpoints/<game>/",
+    )
+    ship_gate.add_argument("--run", required=True, help="gate training run (has gate.msgpack)")
+    ship_gate.add_argument("--dest", default="checkpoints", help="destination root")
     gtp = sub.add_parser(
         "gtp",
         help="Speed Go's planner as a GTP v2 engine on stdin/stdout (Sabaki, GoGui, GNU Go)",
@@ -555,6 +561,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"shipped {ship(args.run, args.dest, args.variant)}")
         except (CheckpointError, OSError, ValueError) as e:
             print(f"rtplan ship-planner: error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "ship-gate":
+        from gate.ship import ship_gate
+        from harness.checkpoint import CheckpointError
+
+        try:
+            print(f"shipped {ship_gate(args.run, args.dest)}")
+        except (CheckpointError, OSError, ValueError) as e:
+            print(f"rtplan ship-gate: error: {e}", file=sys.stderr)
             return 2
         return 0
     if args.command == "calibrate":

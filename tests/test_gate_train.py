@@ -110,6 +110,21 @@ def test_train_gate_checkpoints_resumes_and_exports(tmp_path, planner_file, caps
     # Resuming a missing run is an error, not a new run.
     assert main(["train-gate", "--game", GAME, "--out", str(tmp_path / "none"), "--resume"]) == 2
     assert "cannot resume" in capsys.readouterr().err
+    # Shipping: beside the planner it was trained over, whose own README and log stay.
+    dest = tmp_path / "dest" / GAME
+    dest.mkdir(parents=True)
+    (dest / "planner.msgpack").write_bytes(Path(planner_file).read_bytes())
+    (dest / "README.md").write_text("the planner's")
+    assert main(["ship-gate", "--run", str(out), "--dest", str(dest.parent)]) == 0
+    assert (dest / "gate.msgpack").read_bytes() == (out / "gate.msgpack").read_bytes()
+    assert (dest / "README.md").read_text() == "the planner's"
+    provenance = (dest / "gate.md").read_text()
+    assert f"--out {out}" in provenance and "tree: `always-k`" in provenance
+    assert (dest / "gate-log.csv").read_text() == (out / "log.csv").read_text()
+    assert (dest / "gate_learning_curve.png").stat().st_size > 0
+    (dest / "planner.msgpack").write_bytes(b"another planner")
+    assert main(["ship-gate", "--run", str(out), "--dest", str(dest.parent)]) == 2
+    assert "was trained over the planner with sha256" in capsys.readouterr().err
 
 
 def test_a_gate_tree_run_plans_against_its_own_budgets(tmp_path, planner_file):

@@ -1,0 +1,67 @@
+"""Ships a gate run's export beside its game's planner: `checkpoints/<game>/gate.msgpack`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import harness
+from gate.policy import file_sha256
+from gate.ppo import EXPORT
+from harness import checkpoint as ckpt
+from harness.run import LOG
+from planner.ship import plot_learning_curve
+from planner.store import planner_path
+
+#: Names of the gate's provenance, log and curve beside the planner's own files.
+GATE_README = "gate.md"
+GATE_LOG = "gate-log.csv"
+GATE_CURVE = "gate_learning_curve.png"
+
+
+def ship_gate(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Path:
+    """Ships `<run>/gate.msgpack` (the run's best params) to `<dest_root>/<game>/gate.msgpack`,
+    where the planner service, the env server and `rtplan eval` load it, with its provenance
+    (`gate.md`), log (`gate-log.csv`) and learning curve (`gate_learning_curve.png`).
+
+    Raises:
+        CheckpointError: the export does not load, or was trained over another planner than
+            the one shipped there (the planner service would refuse it).
+    """
+    run = Path(run_dir)
+    meta = ckpt.load_metadata(run / EXPORT)
+    game = meta["game"]
+    planner_file = planner_path(dest_root, game)
+    if not planner_file.is_file():
+        raise ckpt.CheckpointError(f"no planner shipped for {game}: {planner_file} is missing")
+    if meta.get("planner_sha256") != file_sha256(planner_file):
+        raise ckpt.CheckpointError(
+            f"{run / EXPORT} was trained over the planner with sha256 "
+            f"{str(meta.get('planner_sha256'))[:16]}..., not the one shipped at {planner_file}"
+        )
+    tree = (meta.get("gate_config") or {}).get("tree", "always-k")
+    path = harness.ship(
+        run,
+        dest_root,
+        file_name=EXPORT,
+        what="gate",
+        describe=_describe,
+        readme=GATE_README,
+        log_name=GATE_LOG,
+        notes=[
+            f"- options' tree: `{tree}` (docs/gate.md); the gate picks among budgets "
+            f"{meta.get('budgets')}",
+            f"- learning curve: `{GATE_CURVE}` (from `{GATE_LOG}`)",
+        ],
+    )
+    plot_learning_curve(run / LOG, path.parent / GATE_CURVE, f"{game} gate training")
+    return path
+
+
+def _describe(ev: dict, train_cfg: dict) -> str:
+    """The README's evaluation text: the greedy gate on tuning seeds during training."""
+    return (
+        f"greedy gate {ev['eval_mean']:.2f} +- {ev.get('eval_se') or 0:.2f} at iteration "
+        f"{ev.get('iteration')}, mean k {ev.get('eval_mean_k', float('nan')):.2f}, on the first "
+        f"{train_cfg.get('eval_episodes')} tuning seeds (the seeds it was selected on); "
+        "`rtplan eval` reports it on the evaluation seeds"
+    )
