@@ -473,6 +473,26 @@ def _train_gate(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     return _train(args, argv, "gate", GateTrainConfig, gate_trainer)
 
 
+def _ship(args: argparse.Namespace) -> int:
+    """`ship-planner` / `ship-gate`: copies a run's export into checkpoints/ (exit 2 on error)."""
+    from harness.checkpoint import CheckpointError
+
+    try:
+        if args.command == "ship-gate":
+            from gate.ship import ship_gate
+
+            shipped = ship_gate(args.run, args.dest)
+        else:
+            from planner.ship import ship
+
+            shipped = ship(args.run, args.dest, args.variant)
+    except (CheckpointError, OSError, ValueError) as e:
+        print(f"rtplan {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    print(f"shipped {shipped}")
+    return 0
+
+
 def _train(args: argparse.Namespace, argv, what: str, config_cls: type, trainer) -> int:
     """Builds the run of `train-<what>` from the flags (and a resumed checkpoint) and trains."""
     from pathlib import Path
@@ -553,26 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _train_planner(args, argv)
     if args.command == "train-gate":
         return _train_gate(args, argv)
-    if args.command == "ship-planner":
-        from harness.checkpoint import CheckpointError
-        from planner.ship import ship
-
-        try:
-            print(f"shipped {ship(args.run, args.dest, args.variant)}")
-        except (CheckpointError, OSError, ValueError) as e:
-            print(f"rtplan ship-planner: error: {e}", file=sys.stderr)
-            return 2
-        return 0
-    if args.command == "ship-gate":
-        from gate.ship import ship_gate
-        from harness.checkpoint import CheckpointError
-
-        try:
-            print(f"shipped {ship_gate(args.run, args.dest)}")
-        except (CheckpointError, OSError, ValueError) as e:
-            print(f"rtplan ship-gate: error: {e}", file=sys.stderr)
-            return 2
-        return 0
+    if args.command in ("ship-planner", "ship-gate"):
+        return _ship(args)
     if args.command == "calibrate":
         return _calibrate(args)
     if args.command == "eval":
