@@ -25,7 +25,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the live web demo: planner service + env server + a game played by the planner "
         "agent, watched in the browser (--headless: printed)",
     )
-    demo.add_argument("--game", default="snake-rt-v0", help="game id (default: snake-rt-v0)")
+    demo.add_argument(
+        "--game",
+        default=None,
+        help="game id (default: the first of Snake, Tetris, Pac-Man that ships a gate, else "
+        "Snake; --headless: Snake)",
+    )
     demo.add_argument(
         "--k", type=int, default=2, help="the planner agent's forced budget (games with no gate)"
     )
@@ -551,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rtplan.live import run_demo
 
         return run_demo(
-            args.game,
+            args.game or "snake-rt-v0",
             k=args.k,
             fps=args.fps,
             frames=300 if args.frames is None else args.frames,

@@ -253,8 +253,21 @@ def run_demo(
 DEMO_HTTP_PORT = 8000
 
 
+#: The web demo's game when none is named: the first of these with a shipped gate, else the first.
+DEMO_GAMES = ("snake-rt-v0", "tetris-rt-v0", "pacman-rt-v0")
+
+
+def demo_game(checkpoint_dir: Path) -> str:
+    """The game the web demo plays by default: the first of `DEMO_GAMES` that ships a gate in
+    `checkpoint_dir` (so `make demo` shows gated MCTS), else Snake."""
+    from gate.policy import gate_path  # JAX: only once the demo runs
+
+    gated = [g for g in DEMO_GAMES if gate_path(checkpoint_dir, g).is_file()]
+    return (gated or DEMO_GAMES)[0]
+
+
 def run_web_demo(
-    game: str = "snake-rt-v0",
+    game: str | None = None,
     *,
     k: int = 2,
     fps: float = 9.0,
@@ -266,11 +279,13 @@ def run_web_demo(
 ) -> int:
     """The live web demo: the planner service and the env server, a game played by the planner
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
-    started again when it ends; serves the lobby until Ctrl-C. Returns an exit code."""
+    started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
+    Returns an exit code."""
     from gate.policy import gate_path  # JAX: only once the demo runs
     from planner.store import planner_path
 
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else ROOT / "checkpoints"
+    game = game or demo_game(ckpt)
     if not planner_path(ckpt, game).exists():
         print(f"rtplan demo: no planner checkpoint for {game} in {ckpt}", file=sys.stderr)
         return 2

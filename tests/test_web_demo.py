@@ -69,3 +69,16 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     else:
         raise AssertionError("the env server still answers after Ctrl-C")
     assert list(tmp_path.glob("snake-rt-v0_*.jsonl"))  # its games were recorded
+
+
+def test_the_demo_plays_the_first_game_that_ships_a_gate(tmp_path):
+    from gate.policy import gate_path
+    from rtplan.live import demo_game
+
+    assert demo_game(tmp_path) == "snake-rt-v0"  # no gate anywhere: Snake, forced k
+    gate_path(tmp_path, "pacman-rt-v0").parent.mkdir()
+    gate_path(tmp_path, "pacman-rt-v0").write_bytes(b"")
+    assert demo_game(tmp_path) == "pacman-rt-v0"
+    gate_path(tmp_path, "tetris-rt-v0").parent.mkdir()
+    gate_path(tmp_path, "tetris-rt-v0").write_bytes(b"")
+    assert demo_game(tmp_path) == "tetris-rt-v0"
