@@ -233,7 +233,7 @@ class GatePPO:
         self.planner_file = path
         self.planner_sha256 = file_sha256(path)
         self.planner_commit = pmeta.get("git_commit")
-        self.devices = cfg.devices or len(jax.devices())
+        self.devices = cfg.devices
         self.runner = _runner(pcfg, max(cfg.num_envs, cfg.eval_episodes), self.devices)
         self.planner = self.runner.planner
         if self.planner.two_player:

@@ -106,17 +106,17 @@ class GateTrainConfig:
         10, "Write the checkpoint every this many iterations (and after the last)."
     )
     seed: int = knob(0, "Seed of the gate parameters, the training games and the sampled k.")
-    devices: int | None = knob(
-        None,
-        "Devices each option group is split across (jax.shard_map; on CPU one per core); "
-        "None: every visible device (the CLI makes one per CPU).",
+    devices: int = knob(
+        1,
+        "Devices each option group is split across (jax.shard_map; on CPU one per core). At 32 "
+        "games two were slower than one (bench/bench_gate.py): train two runs, one per core.",
     )
 
     def __post_init__(self) -> None:
         for name in ("iterations", "num_envs", "meta_steps", "epochs", "minibatches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.devices is not None and self.devices < 1:
+        if self.devices < 1:
             raise ValueError(f"devices must be >= 1, got {self.devices}")
         for name in ("eval_every", "checkpoint_every", "eval_episodes"):
             if getattr(self, name) < 0:
