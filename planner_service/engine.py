@@ -443,7 +443,8 @@ class Engine:
                 for a forced k) the tree expects always k.
 
         Raises:
-            NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError.
+            NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError
+            (`gated` for a game with no gate).
         """
         loaded = self._serving(game_id)
         if gated and loaded.gate is None:
