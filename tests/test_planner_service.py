@@ -74,10 +74,10 @@ class _HeldEngine:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def plan(self, *args):
+    def plan(self, *args, **kwargs):
         self.entered.release()
         assert self.free.wait(30), "test never released the search"
-        return self._engine.plan(*args)
+        return self._engine.plan(*args, **kwargs)
 
 
 @dataclasses.dataclass
