@@ -65,6 +65,8 @@ class Game(abc.ABC):
     horizon: int | None = None
     #: What `fallback_action` plays, in words (the protocol's `GameSpec.fallback`).
     fallback_description: str = "the game's fallback action"
+    #: Board symmetries the rules are invariant under, identity included (`symmetry`).
+    num_symmetries: int = 1
 
     @abc.abstractmethod
     def init(self, key: jax.Array) -> State:
@@ -123,6 +125,25 @@ class Game(abc.ABC):
             The same position with a different future of chance events. Games without chance
             events after `init` return `state` unchanged.
         """
+
+    def symmetry(self, index: jax.Array, planes: jax.Array, *per_action: jax.Array):
+        """Observation planes and per-action arrays under the board symmetry `index`.
+
+        Training data augmentation: if the rules are invariant under a symmetry g, a position
+        g(s) with the actions mapped by g is as real as s, so (g(planes), g(policy), g(legal))
+        is another valid sample.
+
+        Args:
+            index: `[]` int32 in [0, num_symmetries), traced; 0 is the identity.
+            planes: `[*observation_shape]` planes of one state.
+            per_action: `[A]` arrays indexed by action (policy targets, legal masks).
+
+        Returns:
+            `(planes, *per_action)` transformed alike. The default (no symmetry) returns them
+            unchanged.
+        """
+        del index
+        return (planes, *per_action)
 
     def _absorb(self, state: State, nxt: State) -> State:
         """Applies the horizon, and keeps finished states absorbing with zero reward."""

@@ -212,6 +212,26 @@ class ClockGame(Game):
         return jnp.concatenate([planes, clock_planes], axis=-1)
 
 
+def _board_symmetry(ops, index, planes, per_action):
+    """`ops[index]` = (quarter turns, mirror) applied to the `[n, n, C]` planes and to the
+    first n*n entries (the cells, index = row * n + col) of each `[A]` array."""
+    n = planes.shape[0]
+
+    def move(x, turns, mirror):  # x: [n, n, ...]
+        x = jnp.rot90(x, turns, axes=(0, 1))
+        return jnp.flip(x, axis=1) if mirror else x
+
+    def branch(turns, mirror):
+        def apply(planes, *arrays):
+            cells = [move(a[: n * n].reshape(n, n), turns, mirror).reshape(-1) for a in arrays]
+            rest = [jnp.concatenate([c, a[n * n :]]) for c, a in zip(cells, arrays, strict=True)]
+            return (move(planes, turns, mirror), *rest)
+
+        return apply
+
+    return jax.lax.switch(index, [branch(t, m) for t, m in ops], planes, *per_action)
+
+
 def _clock_features(clocks: jax.Array, t0: jax.Array, player: jax.Array) -> jax.Array:
     # T0 = 0 (everything by reflex) would divide by zero; both planes are then 0.
     scale = jnp.maximum(t0, 1).astype(jnp.float32)
@@ -232,9 +252,17 @@ class SpeedHex(ClockGame):
     num_actions = 122
     action_names = tuple(f"{chr(ord('a') + i % 11)}{i // 11 + 1}" for i in range(121)) + ("swap",)
     observation_shape = (11, 11, 6)
+    #: The identity and the half turn: each player's two edges map to themselves, and pgx's
+    #: neighbour offsets (dr, dc) are closed under negation. (The mirror that swaps the
+    #: players' edges also swaps colours, so it is not a symmetry of a position.)
+    num_symmetries = 2
 
     def _make_env(self) -> pgx.Env:
         return pgx.make("hex")
+
+    def symmetry(self, index: jax.Array, planes: jax.Array, *per_action: jax.Array):
+        """Identity (0) or the half turn (1); swap (action 121) maps to itself."""
+        return _board_symmetry(((0, False), (2, False)), index, planes, per_action)
 
     def fallback_action(self, state: State) -> jax.Array:
         """`[]` int32: the legal cell nearest the centre; deterministic (no chance events)."""
@@ -279,6 +307,9 @@ class SpeedGo(ClockGame):
     num_actions = 82
     action_names = tuple(f"{'ABCDEFGHJ'[i % 9]}{9 - i // 9}" for i in range(81)) + ("pass",)
     observation_shape = (9, 9, 19)
+    #: The square's 8 rotations and reflections; area scoring, captures and superko are all
+    #: invariant under them (komi is not positional).
+    num_symmetries = 8
 
     def __init__(self, *, initial_time: int = 300, timeout: str = "reflex", komi: float = 7.5):
         self.komi = float(komi)
@@ -286,6 +317,12 @@ class SpeedGo(ClockGame):
 
     def _make_env(self) -> pgx.Env:
         return pgx.go.Go(size=9, komi=self.komi)
+
+    def symmetry(self, index: jax.Array, planes: jax.Array, *per_action: jax.Array):
+        """`index` = quarter turns (index % 4), then a mirror if index >= 4; pass maps to
+        itself."""
+        ops = tuple((t, m) for m in (False, True) for t in range(4))
+        return _board_symmetry(ops, index, planes, per_action)
 
     def fallback_action(self, state: State) -> jax.Array:
         """`[]` int32: pass, which is always legal."""

@@ -26,6 +26,7 @@ __all__ = [
     "Gate",
     "GateDecision",
     "GateInputs",
+    "check_trained_over",
     "file_sha256",
     "gate_path",
     "load_gate",
@@ -43,6 +44,17 @@ def gate_path(root: str | os.PathLike, game_id: str) -> Path:
 def file_sha256(path: str | os.PathLike) -> str:
     """Hex sha256 of a file's bytes (ties a gate to the exact planner it was trained over)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_trained_over(meta: dict, planner_file: str | os.PathLike, source) -> None:
+    """Raises `CheckpointError` unless the gate `source` (with metadata `meta`) was trained over
+    the exact planner at `planner_file` (its recorded `planner_sha256` is that file's)."""
+    want = meta.get("planner_sha256")
+    if want != file_sha256(planner_file):
+        raise ckpt.CheckpointError(
+            f"{source} was trained over the planner with sha256 {str(want)[:16]}..., "
+            f"not the one at {planner_file}"
+        )
 
 
 @struct.dataclass
@@ -199,11 +211,8 @@ def load_gate(path: str | os.PathLike, planner: Planner, *, planner_file=None):
         trained_over = None
     if trained_over != planner.config:
         raise ckpt.CheckpointError(f"{path} was trained over a planner of another shape")
-    want = meta.get("planner_sha256")
-    if want and planner_file is not None and file_sha256(planner_file) != want:
-        raise ckpt.CheckpointError(
-            f"{path} was trained over the planner with sha256 {want[:16]}..., not {planner_file}"
-        )
+    if meta.get("planner_sha256") and planner_file is not None:
+        check_trained_over(meta, planner_file, path)
     try:
         config = GateConfig(**meta["gate_config"])
     except (KeyError, TypeError, ValueError) as err:

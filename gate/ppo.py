@@ -193,9 +193,14 @@ def _stack(steps: list):
 
 
 @functools.lru_cache(maxsize=4)
+def _planner(pcfg) -> Planner:
+    return Planner(pcfg)
+
+
+@functools.lru_cache(maxsize=4)
 def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
     # Shared by the runs of a process (a resumed run, tests): its compiled options are kept.
-    return OptionRunner(Planner(pcfg), max_batch=max_batch, devices=devices)
+    return OptionRunner(_planner(pcfg), max_batch=max_batch, devices=devices)
 
 
 class GatePPO:
@@ -234,16 +239,18 @@ class GatePPO:
         self.planner_sha256 = file_sha256(path)
         self.planner_commit = pmeta.get("git_commit")
         self.devices = cfg.devices
-        self.runner = _runner(pcfg, max(cfg.num_envs, cfg.eval_episodes), self.devices)
-        self.planner = self.runner.planner
+        self.planner = _planner(pcfg)
         if self.planner.two_player:
             raise ValueError(f"{cfg.game_id} is a clock game; its gate is recurrent (not here)")
         self.game = self.planner.game
         self.budgets = tuple(pcfg.budgets)
         self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
         self.gate = Gate(self.planner, cfg.gate_config)
-        if self.gate.future is not None:  # the options' trees expect the gate's own budgets
-            self.runner = self.gate.runner(max(cfg.num_envs, cfg.eval_episodes), self.devices)
+        max_batch = max(cfg.num_envs, cfg.eval_episodes)
+        if self.gate.future is None:
+            self.runner = _runner(pcfg, max_batch, self.devices)
+        else:  # the options' trees expect the gate's own budgets
+            self.runner = self.gate.runner(max_batch, self.devices)
         self.value_scale = self.gate.value_scale
         self.net = self.gate.net
         self.columns = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import harness
-from gate.policy import file_sha256
+from gate.policy import check_trained_over
 from gate.ppo import EXPORT
 from harness import checkpoint as ckpt
 from harness.run import LOG
@@ -33,11 +33,7 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Pat
     planner_file = planner_path(dest_root, game)
     if not planner_file.is_file():
         raise ckpt.CheckpointError(f"no planner shipped for {game}: {planner_file} is missing")
-    if meta.get("planner_sha256") != file_sha256(planner_file):
-        raise ckpt.CheckpointError(
-            f"{run / EXPORT} was trained over the planner with sha256 "
-            f"{str(meta.get('planner_sha256'))[:16]}..., not the one shipped at {planner_file}"
-        )
+    check_trained_over(meta, planner_file, run / EXPORT)
     tree = (meta.get("gate_config") or {}).get("tree", "always-k")
     path = harness.ship(
         run,

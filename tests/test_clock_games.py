@@ -277,3 +277,35 @@ def test_go_stones_and_observation(go_reflex):
     assert float(obs[4, 4, 1]) == 1.0  # opponent's stone, latest position
     assert not bool(s.legal_action_mask[40])
     np.testing.assert_allclose(obs[0, 0, -2:], [1.0, (T0 - 2) / T0])
+
+
+@pytest.mark.parametrize("game_fixture", ["hex_reflex", "go_reflex"])
+def test_board_symmetries_commute_with_the_rules(game_fixture, request):
+    # Playing the mapped moves reaches the mapped position: planes and legal mask alike, for
+    # every symmetry (this also pins that the planes' (row, col) is the action's cell).
+    g = request.getfixturevalue(game_fixture)
+    n = g.game.num_symmetries
+    assert n == {"hex_reflex": 2, "go_reflex": 8}[game_fixture]
+    sym = jax.jit(g.game.symmetry)
+    eye = np.eye(g.game.num_actions, dtype=np.float32)
+    rng = np.random.default_rng(0)
+    start = g.init(jax.random.key(1))
+    s, moves = start, []
+    for _ in range(24):
+        legal = np.flatnonzero(np.asarray(s.legal_action_mask))
+        moves.append(int(rng.choice(legal)))
+        s = g.step(s, moves[-1])
+    assert not bool(s.done)
+    planes = g.observe(s)
+    for i in range(n):
+        mapped = [int(np.argmax(sym(i, planes, eye[a])[1])) for a in moves]
+        if i:
+            assert mapped != moves  # not the identity
+        t = g.play(start, mapped)
+        want_planes, want_legal = sym(i, planes, s.legal_action_mask)
+        np.testing.assert_array_equal(g.observe(t), want_planes)
+        np.testing.assert_array_equal(t.legal_action_mask, want_legal)
+    # Special actions map to themselves.
+    special = eye[g.game.num_actions - 1]
+    for i in range(n):
+        np.testing.assert_array_equal(sym(i, planes, special)[1], special)

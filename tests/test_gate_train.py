@@ -68,10 +68,9 @@ print(json.dumps(report))
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture
 def two_devices(planner_file, tmp_path_factory):
-    """Starts the 2-device subprocess at once (it mostly compiles, on the other core); its test
-    collects it."""
+    """The 2-device subprocess, started (it mostly compiles); its test collects it."""
     out = tmp_path_factory.mktemp("two") / "run"
     argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
     argv += ["--iterations", "1", "--devices", "2", *TINY]
@@ -129,16 +128,20 @@ def test_train_gate_checkpoints_resumes_and_exports(tmp_path, planner_file, caps
 
 def test_a_gate_tree_run_plans_against_its_own_budgets(tmp_path, planner_file):
     """--gate-tree gate: rollouts and evaluations play options whose trees ask the gate being
-    trained (a runner without its params refuses), and the exported gate records its tree."""
-    from gate.policy import load_gate
-    from planner.store import load_planner
-
+    trained; the slow twin trains and exports."""
     kw = dict(game_id=GAME, planner=planner_file, gate_channels=8, gate_hidden=16)
     algo = GatePPO(GateTrainConfig(**kw, gate_tree="gate"))
     assert algo.runner.future is algo.gate and algo.gate.future is algo.gate
     assert GatePPO(GateTrainConfig(**kw)).runner.future is None
     with pytest.raises(ValueError, match="gate_tree 'deep' is not one of"):
         GateTrainConfig(**kw, gate_tree="deep")
+
+
+@pytest.mark.slow  # ~70 s of compiles; the service's gate-tree test covers the options it plays
+def test_a_gate_tree_run_trains_and_exports_its_tree(tmp_path, planner_file):
+    from gate.policy import load_gate
+    from planner.store import load_planner
+
     out = tmp_path / "run"
     argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
     assert main([*argv, "--iterations", "2", "--gate-tree", "gate", *TINY]) == 0
@@ -196,6 +199,7 @@ def test_init_k_starts_the_policy_at_that_budget(planner_file):
         GateTrainConfig(**kw, init_k=2, init_prob=1.0)
 
 
+@pytest.mark.slow  # a subprocess compiling on 2 host devices (~70 s); --devices defaults to 1
 def test_options_split_across_two_devices_equal_one_device(two_devices):
     proc, out = two_devices
     stdout, stderr = proc.communicate(timeout=600)
