@@ -177,6 +177,8 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
             params, opt_state = carry
             idx = jax.random.randint(key, (mb_local,), 0, jnp.maximum(replay.size, 1))
             batch = jax.tree.map(lambda x: x[idx], replay.data)
+            if cfg.symmetries:
+                batch = rb.augment(planner.game, batch, jax.random.fold_in(key, 1))
             (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
             grads = jax.lax.pmean(grads, AXIS)
             updates, opt_state = optimizer.update(grads, opt_state, params)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+import games
 from planner.options import Planner
 
 
@@ -99,3 +100,26 @@ def add(replay: Replay, samples: Sample, valid: jax.Array) -> Replay:
         ptr=(replay.ptr + n) % cap,
         size=jnp.minimum(replay.size + n, cap),
     )
+
+
+def augment(game: games.Game, batch: Sample, key: jax.Array) -> Sample:
+    """`[N]` samples, each under a uniformly random board symmetry of `game` (`Game.symmetry`).
+
+    The decision planes, the landing planes, the policy target and the legal mask of a sample
+    move together; values and time inputs are invariant. A game without symmetries returns
+    `batch` unchanged.
+    """
+    if game.num_symmetries == 1:
+        return batch
+    index = jax.random.randint(key, batch.obs.shape[:1], 0, game.num_symmetries)
+
+    def one(i, obs, landing, policy, legal):
+        obs, policy, legal = game.symmetry(i, obs, policy, legal)
+        if landing is not None:
+            landing = game.symmetry(i, landing)[0]
+        return obs, landing, policy, legal
+
+    obs, landing, policy, legal = jax.vmap(one)(
+        index, batch.obs, batch.landing_obs, batch.policy_target, batch.legal
+    )
+    return batch.replace(obs=obs, landing_obs=landing, policy_target=policy, legal=legal)

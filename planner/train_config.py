@@ -92,6 +92,12 @@ class TrainConfig:
         "self-play-only net can misjudge a random opponent's moves).",
     )
 
+    symmetries: bool = knob(
+        False,
+        "Learner batches see each sample under a uniformly random board symmetry of the game "
+        "(Speed Go's 8, Speed Hex's half turn; a no-op for games without).",
+    )
+
     def __post_init__(self) -> None:
         positive = ("iterations", "batch", "unroll", "n_step", "replay_capacity", "minibatch")
         for name in positive:

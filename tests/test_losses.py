@@ -170,3 +170,41 @@ def test_planner_loss_combines_the_terms_on_the_right_states(landing, value_bins
     assert float(terms["value_loss"]) == pytest.approx(want_v, rel=1e-4)
     assert float(terms["l2_loss"]) == pytest.approx(want_l2, rel=1e-5)
     assert float(loss) == pytest.approx(want_p + 0.7 * want_v + 0.01 * want_l2, rel=1e-4)
+
+
+def test_augment_moves_planes_policy_and_mask_together():
+    from games import make
+    from planner.replay import augment
+
+    go = make("speed-go-v0")
+    rng = np.random.default_rng(0)
+    obs = jnp.asarray(rng.random((1, 9, 9, 19)), jnp.bfloat16)
+    policy = jnp.asarray(rng.dirichlet(np.ones(82))[None], jnp.float32)
+    one = Sample(
+        obs=obs,
+        time=jnp.array([[0.3, 0.7]]),
+        value_target=jnp.array([0.5]),
+        policy_target=policy,
+        legal=policy > 0.01,
+        policy_valid=jnp.array([True]),
+        landing_obs=obs[..., ::-1],
+        landing_time=jnp.array([[0.4, 0.6]]),
+    )
+    batch = jax.tree.map(lambda x: jnp.repeat(x, 64, axis=0), one)
+    out = augment(go, batch, jax.random.key(0))
+    sym = jax.jit(go.symmetry)
+    images = [sym(i, obs[0], policy[0], one.legal[0]) for i in range(8)]
+    landings = [sym(i, one.landing_obs[0])[0] for i in range(8)]
+    seen = set()
+    for j in range(64):
+        (i,) = [i for i, im in enumerate(images) if bool((im[0] == out.obs[j]).all())]
+        seen.add(i)
+        # The policy, mask and landing planes of sample j went through the same symmetry.
+        np.testing.assert_array_equal(out.policy_target[j], images[i][1])
+        np.testing.assert_array_equal(out.legal[j], images[i][2])
+        np.testing.assert_array_equal(out.landing_obs[j], landings[i])
+    assert seen == set(range(8))  # 64 uniform draws of 8 symmetries
+    for name in ("time", "value_target", "policy_valid", "landing_time"):
+        np.testing.assert_array_equal(getattr(out, name), getattr(batch, name))
+    # A game without symmetries leaves the batch alone.
+    assert augment(make("snake-rt-v0"), batch, jax.random.key(0)) is batch

@@ -200,6 +200,7 @@ def test_clock_self_play_runs_end_to_end(tmp_path):
         eval_max_decisions=6,
         checkpoint_every=1,
         opening_plies=3,
+        symmetries=True,  # Hex's half turn in the learner's batches
         **TINY,
     )
     run = trainer(cfg, tmp_path, tensorboard=False)
