@@ -126,6 +126,8 @@ class Run(Generic[State]):
         self.cfg = cfg
         self.out = Path(out_dir)
         self.argv = list(sys.argv if argv is None else argv)
+        # Every command that ran this run, first to last (a resumed run adds its own).
+        self.commands = [self.argv]
         self.progress = progress
         self.ckpt_path = self.out / CHECKPOINT
         if resume and not self.ckpt_path.exists():
@@ -168,6 +170,7 @@ class Run(Generic[State]):
         self.frames = int(meta["frames"])
         self.wall_time = float(meta.get("wall_time", 0.0))
         self.last_eval = meta.get("last_eval")
+        self.commands = [*meta.get("commands", [meta.get("argv", ["?"])]), self.argv]
         if (self.out / BEST).exists():
             best, best_meta = ckpt.load(self.out / BEST, {"params": self.algo.params(state)})
             self.best_params = best["params"]
@@ -185,6 +188,7 @@ class Run(Generic[State]):
             "wall_time": self.wall_time,
             "last_eval": self.last_eval,
             "argv": self.argv,
+            "commands": self.commands,
             "git_commit": _git_commit(),
             "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }

@@ -60,10 +60,14 @@ def ship(
         if best.get("sha256") == meta.get("sha256"):  # the shipped params are the best's
             ev = best.get("eval") or ev
             meta = dict(meta, iteration=best["iteration"], frames=best["frames"])
-    argv = meta.get("argv", ["?"])
+    commands = []  # each distinct command once, in order (a run resumed 5 times lists 2)
+    for argv in meta.get("commands") or [meta.get("argv", ["?"])]:
+        if " ".join(argv) not in commands:
+            commands.append(" ".join(argv))
+    produced = ", then ".join(f"`{c}`" for c in commands)
     resumed = (
         "; a resumed run: the settings it resumed are `train_config` in the metadata"
-        if "--resume" in argv
+        if any("--resume" in c.split() for c in commands[:1])
         else ""
     )
     lines = [
@@ -71,7 +75,7 @@ def ship(
         "",
         f"- file: `{file_name}` ({meta.get('bytes', '?')} bytes of params; sha256 "
         f"`{meta.get('sha256', '?')[:16]}...`), metadata in `{file_name}.json`",
-        f"- produced by: `{' '.join(argv)}` ({meta.get('source', '?')} params of the run{resumed})",
+        f"- produced by: {produced} ({meta.get('source', '?')} params of the run{resumed})",
         f"- seed {meta.get('seed', '?')}, iteration {meta.get('iteration', '?')}, "
         f"{meta.get('frames', '?')} training frames, git commit `{meta.get('git_commit', '?')}`",
         "- evaluation of these params: "

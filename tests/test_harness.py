@@ -150,7 +150,7 @@ class Toy:
 
 def _toy(out, cfg=None, **kw) -> Run:
     cfg = cfg or ToyConfig()
-    return Run(Toy(cfg), cfg, out, tensorboard=False, argv=["toy", "train"], **kw)
+    return Run(Toy(cfg), cfg, out, tensorboard=False, **{"argv": ["toy", "train"], **kw})
 
 
 def _rows(out: Path) -> list[dict]:
@@ -213,11 +213,14 @@ def test_resume_continues_the_numbering_and_truncates_the_log(tmp_path):
     np.testing.assert_array_equal(resumed.state["w"], _w_after(6))
     assert int(resumed.state["steps"]) == 6
     # A longer resumed run goes on from there; a tie with the best moves the best forward.
-    more = _toy(tmp_path, ToyConfig(iterations=8), resume=True)
+    more = _toy(tmp_path, ToyConfig(iterations=8), resume=True, argv=["toy", "--resume"])
     assert more.iteration == 6 and more.best_score == 5.0
     more.run()
     assert ckpt.load_metadata(tmp_path / BEST)["eval"]["iteration"] == 8
-    assert ckpt.load_metadata(tmp_path / CHECKPOINT)["iteration"] == 8
+    meta = ckpt.load_metadata(tmp_path / CHECKPOINT)
+    assert meta["iteration"] == 8 and meta["argv"] == ["toy", "--resume"]
+    # Provenance keeps every command that ran the run, the first one's settings included.
+    assert meta["commands"] == [["toy", "train"], ["toy", "train"], ["toy", "--resume"]]
 
 
 def test_run_config_takes_the_checkpoint_and_the_given_flags(tmp_path):
@@ -288,6 +291,11 @@ def test_ship_copies_the_export_with_its_provenance(tmp_path):
     assert "iteration 4, 40 training frames" in readme[4]
     assert readme[5] == "- evaluation of these params: score 5.0 at 4 (lr 0.25)"
     assert readme[6] == "- x"
+    # A resumed run's README names the command that set it up, then the resuming one.
+    _toy(run, ToyConfig(iterations=8), resume=True, argv=["toy", "--resume"]).run()
+    shipped = ship(run, tmp_path / "ck", file_name="toy.msgpack", what="toy", describe=describe)
+    readme = (shipped.parent / "README.md").read_text().splitlines()
+    assert "produced by: `toy train`, then `toy --resume` (best params of the run)" in readme[3]
     with pytest.raises(ValueError, match="plain folder name"):
         ship(
             run,
