@@ -298,7 +298,11 @@ def test_every_train_flag_is_a_config_field_with_its_help(capsys, monkeypatch):
         if field.name in ("game_id", "game_params"):
             continue
         flag = "--" + field.name.replace("_", "-")
-        assert f"{flag} {field.name.upper()} {field.metadata['help']}" in out, flag
+        if field.type in (bool, "bool"):  # an on/off pair
+            usage = f"{flag}, --no-{flag[2:]}"
+        else:
+            usage = f"{flag} {field.name.upper()}"
+        assert f"{usage} {field.metadata['help']}" in out, flag
     assert "Adam steps per iteration. (default: 4)" in out
 
 
