@@ -62,12 +62,12 @@ def ship(
             meta = dict(meta, iteration=best["iteration"], frames=best["frames"])
     commands = []  # each distinct command once, in order (a run resumed 5 times lists 2)
     for argv in meta.get("commands") or [meta.get("argv", ["?"])]:
-        if " ".join(argv) not in commands:
-            commands.append(" ".join(argv))
-    produced = ", then ".join(f"`{c}`" for c in commands)
-    resumed = (
+        if argv not in commands:
+            commands.append(argv)
+    produced = ", then ".join(f"`{' '.join(argv)}`" for argv in commands)
+    resumed = (  # a run from before `commands` was recorded: its first command is unknown
         "; a resumed run: the settings it resumed are `train_config` in the metadata"
-        if any("--resume" in c.split() for c in commands[:1])
+        if "--resume" in commands[0]
         else ""
     )
     lines = [

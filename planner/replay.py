@@ -113,13 +113,13 @@ def augment(game: games.Game, batch: Sample, key: jax.Array) -> Sample:
         return batch
     index = jax.random.randint(key, batch.obs.shape[:1], 0, game.num_symmetries)
 
-    def one(i, obs, landing, policy, legal):
-        obs, policy, legal = game.symmetry(i, obs, policy, legal)
-        if landing is not None:
-            landing = game.symmetry(i, landing)[0]
-        return obs, landing, policy, legal
-
-    obs, landing, policy, legal = jax.vmap(one)(
-        index, batch.obs, batch.landing_obs, batch.policy_target, batch.legal
+    # One transform per sample: the landing planes ride along as extra channels.
+    c = batch.obs.shape[-1]
+    planes = batch.obs
+    if batch.landing_obs is not None:
+        planes = jnp.concatenate([batch.obs, batch.landing_obs], axis=-1)
+    planes, policy, legal = jax.vmap(game.symmetry)(index, planes, batch.policy_target, batch.legal)
+    landing = planes[..., c:] if batch.landing_obs is not None else None
+    return batch.replace(
+        obs=planes[..., :c], landing_obs=landing, policy_target=policy, legal=legal
     )
-    return batch.replace(obs=obs, landing_obs=landing, policy_target=policy, legal=legal)
