@@ -160,9 +160,9 @@ class Planner:
     # Network -----------------------------------------------------------------------------------
 
     def init_params(self, key: jax.Array):
-        """Fresh network parameters."""
+        """Fresh network parameters (jitted: one compile instead of one per initialiser op)."""
         obs = jnp.zeros((1, *self.input_shape), jnp.float32)
-        return self.net.init(key, obs, jnp.zeros((1, 2), jnp.float32))
+        return jax.jit(self.net.init)(key, obs, jnp.zeros((1, 2), jnp.float32))
 
     def inputs(self, state: games.State) -> tuple[jax.Array, jax.Array]:
         """Network inputs of one state: planes `[H, W, C]` and time `[2]`."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +41,7 @@ def planner_file(tmp_path_factory):
 #: single-device ones, and a 2-device `train-gate` run trains and records its devices.
 _TWO_DEVICES = """
 import json, os, sys
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=2"  # conftest sets it
 import jax, numpy as np
 from planner import Planner
 from planner.batching import OptionRunner
@@ -74,11 +73,10 @@ def two_devices(planner_file, tmp_path_factory):
     out = tmp_path_factory.mktemp("two") / "run"
     argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
     argv += ["--iterations", "1", "--devices", "2", *TINY]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-c", _TWO_DEVICES, planner_file, str(out), *argv]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root
     )
     yield proc, out
     if proc.poll() is None:

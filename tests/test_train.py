@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -317,14 +316,12 @@ def two_device_cli(tmp_path_factory):
     args += " --channels 4 --blocks 1 --minibatch 8 --replay-capacity 16 --eval-every 0"
     args += " --checkpoint-every 1 --devices 2 --no-progress"
     cmd = [sys.executable, "-m", "rtplan", "train-planner", "--game", "tetris-rt-v0"]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     proc = subprocess.Popen(
         [*cmd, "--out", str(out), *args.split()],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env=env,
     )
     yield proc, out
     if proc.poll() is None:
