@@ -28,7 +28,7 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--game",
         default=None,
-        help="game id (default: the first of Snake, Tetris, Pac-Man that ships a gate, else "
+        help="game id (default: the first of Tetris, Snake, Pac-Man that ships a gate, else "
         "Snake; --headless: Snake)",
     )
     demo.add_argument(

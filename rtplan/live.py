@@ -253,8 +253,9 @@ def run_demo(
 DEMO_HTTP_PORT = 8000
 
 
-#: The web demo's game when none is named: the first of these with a shipped gate, else the first.
-DEMO_GAMES = ("snake-rt-v0", "tetris-rt-v0", "pacman-rt-v0")
+#: The web demo's game when none is named: the first of these with a shipped gate, else Snake.
+#: Tetris first: its shipped gate switches budgets; Snake's and Pac-Man's keep their best fixed k.
+DEMO_GAMES = ("tetris-rt-v0", "snake-rt-v0", "pacman-rt-v0")
 
 
 def demo_game(checkpoint_dir: Path) -> str:
@@ -263,7 +264,7 @@ def demo_game(checkpoint_dir: Path) -> str:
     from gate.policy import gate_path  # JAX: only once the demo runs
 
     gated = [g for g in DEMO_GAMES if gate_path(checkpoint_dir, g).is_file()]
-    return (gated or DEMO_GAMES)[0]
+    return gated[0] if gated else "snake-rt-v0"
 
 
 def run_web_demo(

@@ -79,6 +79,9 @@ def test_the_demo_plays_the_first_game_that_ships_a_gate(tmp_path):
     gate_path(tmp_path, "pacman-rt-v0").parent.mkdir()
     gate_path(tmp_path, "pacman-rt-v0").write_bytes(b"")
     assert demo_game(tmp_path) == "pacman-rt-v0"
+    gate_path(tmp_path, "snake-rt-v0").parent.mkdir()
+    gate_path(tmp_path, "snake-rt-v0").write_bytes(b"")
+    assert demo_game(tmp_path) == "snake-rt-v0"
     gate_path(tmp_path, "tetris-rt-v0").parent.mkdir()
     gate_path(tmp_path, "tetris-rt-v0").write_bytes(b"")
     assert demo_game(tmp_path) == "tetris-rt-v0"
