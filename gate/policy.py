@@ -9,7 +9,6 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 import games
@@ -218,7 +217,6 @@ def load_gate(path: str | os.PathLike, planner: Planner, *, planner_file=None):
     except (KeyError, TypeError, ValueError) as err:
         raise ckpt.CheckpointError(f"{path}: bad gate_config in its metadata: {err}") from err
     gate = Gate(planner, config)
-    template = jax.eval_shape(gate.init_params, jax.random.PRNGKey(0))
-    template = {"params": jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template)}
+    template = {"params": jax.eval_shape(gate.init_params, jax.random.PRNGKey(0))}
     tree, meta = ckpt.load(path, template)
     return gate, tree["params"], dict(meta, checkpoint=str(path))

@@ -111,7 +111,8 @@ def load(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]]:
 
     Args:
         path: the file written by `save`.
-        template: a pytree with the expected structure (e.g. freshly initialised params).
+        template: a pytree with the expected structure and shapes: arrays, or the
+            `jax.ShapeDtypeStruct`s of `jax.eval_shape` (nothing needs initialising to load).
 
     Returns:
         (the restored tree, its metadata).

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from harness import checkpoint as ckpt
 from planner.configs import config_from_dict, config_to_dict, default_config
@@ -33,8 +32,7 @@ def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, o
         raise ValueError(f"checkpoint {checkpoint} is for {cfg.game_id}, not {game_id}")
     # Planner checkpoints (train.py's export) hold {"params": flax variables}. The template
     # needs shapes only: no initialiser runs (nor compiles) to load a checkpoint.
-    shapes = jax.eval_shape(Planner(cfg).init_params, jax.random.PRNGKey(0))
-    template = {"params": jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes)}
+    template = {"params": jax.eval_shape(Planner(cfg).init_params, jax.random.PRNGKey(0))}
     tree, meta = ckpt.load(checkpoint, template)
     return cfg, tree["params"], dict(meta, checkpoint=str(checkpoint))
 
