@@ -157,6 +157,28 @@ def training_throughput(game_id: str, batch: int, steps: int, iterations: int) -
         print(f"| {devices} | {t:.2f} | {batch * steps / t:.1f} | {f / t:.1f} |", flush=True)
 
 
+def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
+    """One PPO update (4 epochs over one rollout of `batch` x `steps` meta-steps, one minibatch
+    per epoch) for each gate network on the same rollout, side by side: what a training
+    iteration pays beyond its rollout. The paper's iteration is 16 such minibatches of 768."""
+    print(f"\n## {game_id}: PPO update, {batch * steps} samples x 4 epochs (s, median / p95)\n")
+    print("| gate | s per update | x mlp |")
+    print("|---|---|---|")
+    cfg = GateTrainConfig(
+        game_id=game_id, num_envs=batch, meta_steps=steps, minibatches=1, devices=1
+    )
+    base = None
+    for kind in ("mlp", "paper"):
+        algo = GatePPO(dataclasses.replace(cfg, gate=kind))
+        state = algo.init()
+        _, rollout, _ = algo.rollout(state.params, state.envs, state.key)
+        args = (state.params, state.opt_state, rollout, state.key)
+        t = _time(algo._learn, *args, calls=calls, warmup=1) / 1e3  # _time reports ms
+        base = np.median(t) if base is None else base
+        row = f"| {kind} | {np.median(t):.2f} / {np.percentile(t, 95):.2f} |"
+        print(f"{row} {np.median(t) / base:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--game", default="snake-rt-v0")
@@ -165,11 +187,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--train-steps", type=int, default=6, help="PPO iterations per row")
     parser.add_argument("--only-training", action="store_true", help="just the 1 vs 2 cores rows")
+    parser.add_argument(
+        "--update-steps", type=int, default=24, help="meta-steps per game of the update rows"
+    )
+    parser.add_argument("--only-update", action="store_true", help="just the PPO update rows")
     args = parser.parse_args()
     print(f"devices: {jax.devices()}")
+    if args.only_update:
+        update_cost(args.game, args.batch, args.update_steps, max(3, args.calls // 10))
+        return
     if not args.only_training:
         latency(args.game, args.calls)
         rollout_cost(args.game, args.batch, args.steps, max(3, args.calls // 5))
+        update_cost(args.game, args.batch, args.update_steps, max(3, args.calls // 10))
     training_throughput(args.game, args.batch, args.steps, args.train_steps)
 
 
