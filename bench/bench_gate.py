@@ -1,7 +1,7 @@
 """Gate benchmark: batch-1 gate decision latency beside a k=1 option, and grouped-option cost.
 
 Usage: python bench/bench_gate.py [--game snake-rt-v0] [--calls 30] [--batch 32] [--steps 8]
-       [--train-steps 6]
+       [--train-steps 6] [--update-steps 24] [--only-update] [--only-training]
 
 Latency: the jitted gate decision (frozen planner forward + gate) at batch 1 for each gate
 variant, beside the jitted k=1 option at batch 1, on the shipped planner; median / p95 in ms.
@@ -10,6 +10,9 @@ rollout (decision, options grouped by k with `OptionRunner`, bootstrap and reset
 options alone (each k group at its exact size), every option for every game (the
 reference's way), and the grouped options of a gate-tree gate (`--gate-tree gate`: each tree
 asks a fresh gate for the budget at its decision states), side by side in one run.
+PPO update: one update (4 epochs, one minibatch of `--batch` x `--update-steps` samples; a
+paper iteration is 192 times 64 samples) for the mlp gate and the paper's conv gate on the same
+rollout.
 Training throughput: whole PPO iterations (rollout of `--steps` meta-steps at `--batch` games,
 then the update) with each k-group's option on one device and split across two
 (`OptionRunner(devices=2)`, one host device per core); meta-steps/s and frames/s, the median
@@ -160,9 +163,9 @@ def training_throughput(game_id: str, batch: int, steps: int, iterations: int) -
 def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     """One PPO update (4 epochs over one rollout of `batch` x `steps` meta-steps, one minibatch
     per epoch) for each gate network on the same rollout, side by side: what a training
-    iteration pays beyond its rollout. The paper's iteration is 16 such minibatches of 768."""
-    print(f"\n## {game_id}: PPO update, {batch * steps} samples x 4 epochs (s, median / p95)\n")
-    print("| gate | s per update | x mlp |")
+    iteration pays beyond its rollout (the paper's: 16 minibatches of 768 samples)."""
+    print(f"\n## {game_id}: PPO update, {batch * steps} samples x 4 epochs (ms, median / p95)\n")
+    print("| gate | ms per update | x mlp |")
     print("|---|---|---|")
     cfg = GateTrainConfig(
         game_id=game_id, num_envs=batch, meta_steps=steps, minibatches=1, devices=1
@@ -173,10 +176,9 @@ def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
         state = algo.init()
         _, rollout, _ = algo.rollout(state.params, state.envs, state.key)
         args = (state.params, state.opt_state, rollout, state.key)
-        t = _time(algo._learn, *args, calls=calls, warmup=1) / 1e3  # _time reports ms
+        t = _time(algo._learn, *args, calls=calls, warmup=1)
         base = np.median(t) if base is None else base
-        row = f"| {kind} | {np.median(t):.2f} / {np.percentile(t, 95):.2f} |"
-        print(f"{row} {np.median(t) / base:.1f} |", flush=True)
+        print(f"| {kind} | {_fmt(t)} | {np.median(t) / base:.0f} |", flush=True)
 
 
 def main() -> None:
@@ -188,7 +190,7 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=6, help="PPO iterations per row")
     parser.add_argument("--only-training", action="store_true", help="just the 1 vs 2 cores rows")
     parser.add_argument(
-        "--update-steps", type=int, default=24, help="meta-steps per game of the update rows"
+        "--update-steps", type=int, default=2, help="meta-steps per game of the update rows"
     )
     parser.add_argument("--only-update", action="store_true", help="just the PPO update rows")
     args = parser.parse_args()
