@@ -1,7 +1,7 @@
 """Gate benchmark: batch-1 gate decision latency beside a k=1 option, and grouped-option cost.
 
 Usage: python bench/bench_gate.py [--game snake-rt-v0] [--calls 30] [--batch 32] [--steps 8]
-       [--train-steps 6] [--update-steps 24] [--only-update] [--only-training]
+       [--train-steps 6] [--update-steps 2] [--only-update] [--only-training]
 
 Latency: the jitted gate decision (frozen planner forward + gate) at batch 1 for each gate
 variant, beside the jitted k=1 option at batch 1, on the shipped planner; median / p95 in ms.
@@ -161,15 +161,16 @@ def training_throughput(game_id: str, batch: int, steps: int, iterations: int) -
 
 
 def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
-    """One PPO update (4 epochs over one rollout of `batch` x `steps` meta-steps, one minibatch
-    per epoch) for each gate network on the same rollout, side by side: what a training
+    """One PPO update (`epochs` passes over one rollout of `batch` x `steps` meta-steps, one
+    minibatch per pass) for each gate network on the same rollout, side by side: what a training
     iteration pays beyond its rollout (the paper's: 16 minibatches of 768 samples)."""
-    print(f"\n## {game_id}: PPO update, {batch * steps} samples x 4 epochs (ms, median / p95)\n")
-    print("| gate | ms per update | x mlp |")
-    print("|---|---|---|")
     cfg = GateTrainConfig(
         game_id=game_id, num_envs=batch, meta_steps=steps, minibatches=1, devices=1
     )
+    samples = f"{batch * steps} samples x {cfg.epochs} epochs"
+    print(f"\n## {game_id}: PPO update, {samples} (ms, median / p95)\n")
+    print("| gate | ms per update | x mlp |")
+    print("|---|---|---|")
     base = None
     for kind in ("mlp", "paper"):
         algo = GatePPO(dataclasses.replace(cfg, gate=kind))
