@@ -2,7 +2,9 @@
 
 Usage:
     python bench/match.py go --opponent gnugo --level 1 --games N --option K
+    python bench/match.py go --opponent mcts --rollouts R --games N --option K
     python bench/match.py hex --opponent mcts --rollouts R --games N --option K
+    python bench/match.py {go,hex} --opponent planner --opponent-planner F --games N --option K
 
 Go: the shipped Speed Go planner through `rtplan gtp --budget K` (a subprocess; no time
 settings, so an unlimited clock) against GNU Go (`gnugo --mode gtp --level L --chinese-rules
@@ -12,12 +14,23 @@ play to the other, until two passes or pgx's cap of 162 plies. Both engines then
 game, ours (pgx's area score, no dead-stone removal) is reported beside it and a game where the
 two winners differ is counted as a disagreement.
 
+Go against open_spiel's `mcts.MCTSBot` on its 9x9 `go` (komi 7.5, area scoring with no
+dead-stone removal and a cap of 162 plies, as pgx's): the same MCTS as for Hex, refereed over
+our GTP engine; open_spiel's returns decide the game and pgx's area score is the margin. GNU Go
+level 1 takes the whole board from today's planners (every game lost by 81 points), so it
+cannot rank them; MCTS at 10 to 1,000 rollouts is a graded ladder below it.
+
 Hex: the shipped Speed Hex planner in process at option K (unlimited clock, deterministic
 search, as `rtplan cross-eval` plays it) against open_spiel's `mcts.MCTSBot` (UCT c=2,
 `RandomRolloutEvaluator(n_rollouts=1)`, `max_simulations=R`) on open_spiel's `hex` with
 board_size=11, which has no swap rule. Our game's swap (action 121, legal on the second ply
 only) is never played: every game starts after a random opening of at least two plies, and our
 search's root never considers swap anyway (its legal mask is cleared).
+
+`--opponent planner`: head to head against another checkpoint of ours (`--opponent-planner`, a
+shipped planner or a training run's `checkpoint.msgpack`) at `--opponent-option` (default
+`--option`): Go through a second `rtplan gtp`, Hex in process; the win rate is the first
+planner's.
 
 Both sides are deterministic (ours at a fixed seed, GNU Go always, MCTS at its seed), so each
 pair of games starts from a random opening of 2-4 plies seeded by the pair's index and `--seed`,
@@ -30,6 +43,7 @@ extra of pyproject.toml) when missing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import datetime
@@ -147,6 +161,11 @@ def spiel_to_hex(action: int) -> int:
     if not 0 <= action < HEX_CELLS:
         raise ValueError(f"open_spiel hex action {action} is not a cell of the 11x11 board")
     return action
+
+
+def hex_cell_name(action: int) -> str:
+    """A Speed Hex cell's name as open_spiel writes it: column letter, then row from 1 ("a1")."""
+    return f"{chr(ord('a') + action % HEX_SIZE)}{action // HEX_SIZE + 1}"
 
 
 def parse_score(text: str) -> float:
@@ -315,7 +334,8 @@ class Result:
     #: 1 win, 0 loss (0.5 a tie).
     score: float
     record: GameRecord
-    #: Go: the final margin from our side by the opponent's and by our own final_score.
+    #: Go: the final margin from our side by the opponent's score (None: it gives only the
+    #: winner) and by our own final_score.
     margin: float | None = None
     margin_rtplan: float | None = None
     #: The two engines disagree on the winner.
@@ -342,11 +362,11 @@ def summarise(results: Sequence[Result]) -> dict:
 
 def print_table(title: str, results: Sequence[Result]) -> dict:
     """Prints the match table (per colour and overall); returns `summarise(results)`."""
-    go = any(r.margin is not None for r in results)
+    go = any(r.margin_rtplan is not None for r in results)
     print(f"\n{title}")
     head = "| we play | games | wins | losses | win rate +- SE | unique games |"
     if go:
-        head += " mean margin (GNU Go's score / ours) | score disagreements |"
+        head += " mean margin (the opponent's score / ours) | score disagreements |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for name, part in (
@@ -363,6 +383,11 @@ def print_table(title: str, results: Sequence[Result]) -> dict:
             line += f" {_num(s['margin'])} / {_num(s['margin_rtplan'])} | {s['disagreements']} |"
         print(line)
     return summarise(results)
+
+
+def _sign(x: float) -> float:
+    """+1, -1 or 0."""
+    return float((x > 0) - (x < 0))
 
 
 def _num(x: float | None) -> str:
@@ -428,52 +453,146 @@ def _checkpoint(game: str, planner: str | None) -> Path:
 # ---- Go: rtplan gtp vs GNU Go ------------------------------------------------------------
 
 
+def spiel_go_actions(game) -> dict[str, int]:
+    """open_spiel go's action of each lower-case GTP vertex ("a1" is action 0) and of "pass"."""
+    state = game.new_initial_state()
+    return {
+        state.action_to_string(0, a).split()[1].lower(): a
+        for a in range(game.num_distinct_actions())
+    }
+
+
+def _spiel_mcts(game, rollouts: int, *, seed: int, uct_c: float):
+    """open_spiel's MCTSBot with one random rollout per leaf (the Hex and Go opponent)."""
+    import numpy as np
+    from open_spiel.python.algorithms import mcts
+
+    rng = np.random.RandomState(seed)
+    evaluator = mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=rng)
+    return mcts.MCTSBot(game, uct_c, rollouts, evaluator, random_state=rng)
+
+
+def _mcts_settings(args: argparse.Namespace, board: str) -> str:
+    return (
+        f"max_simulations={args.rollouts} RandomRolloutEvaluator(n_rollouts=1) "
+        f"uct_c={args.uct_c:g} solve=True {board}"
+    )
+
+
+class SpielGo:
+    """open_spiel's MCTSBot on open_spiel's 9x9 go; moves are lower-case GTP vertices."""
+
+    def __init__(self, rollouts: int, *, seed: int = 0, uct_c: float = 2.0) -> None:
+        import pyspiel
+
+        self.game = pyspiel.load_game("go", {"board_size": GO_SIZE, "komi": KOMI})
+        self.actions = spiel_go_actions(self.game)
+        self.vertices = {a: v for v, a in self.actions.items()}
+        self.bot = _spiel_mcts(self.game, rollouts, seed=seed, uct_c=uct_c)
+
+    def new_game(self) -> None:
+        self.state = self.game.new_initial_state()
+
+    def play(self, colour: int, move: str) -> None:
+        action = self.actions.get(move)
+        if colour != self.state.current_player() or action not in self.state.legal_actions():
+            raise Refused(f"open_spiel: illegal move {move} for {'bw'[colour]}")
+        self.state.apply_action(action)
+
+    def genmove(self, colour: int) -> str:
+        action = self.bot.step(self.state)
+        self.state.apply_action(action)
+        return self.vertices[action]
+
+    def over(self) -> bool:
+        return self.state.is_terminal()
+
+    def black_result(self) -> float:
+        """+1 black won, -1 white won, 0 a tie, by open_spiel's area score (a finished game)."""
+        if not self.state.is_terminal():
+            raise RuntimeError("open_spiel's go game is not over")
+        return float(self.state.returns()[0])
+
+
+def _gtp_planner(planner: Path, option: int, seed: int) -> list:
+    return [sys.executable, "-m", "rtplan", "gtp", "--game", GO_GAME, "--planner", planner,
+            "--budget", option, "--seed", seed]  # fmt: skip
+
+
 def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
-    """`--games` games of `rtplan gtp --budget K` against GNU Go; (results, settings)."""
-    gnugo = ensure_gnugo()
+    """`--games` games of `rtplan gtp --budget K` against `--opponent`; (results, settings).
+
+    The opponent judges the game: GNU Go's `final_score` (it removes dead stones), open_spiel's
+    returns, or the other planner's `final_score`. Ours (pgx's area score) is the second margin,
+    and a game whose two winners differ counts as a disagreement.
+    """
     planner = _checkpoint(GO_GAME, args.planner)
-    ours_cmd = [sys.executable, "-m", "rtplan", "gtp", "--game", GO_GAME, "--planner", planner]
-    ours_cmd += ["--budget", args.option, "--seed", args.seed]
-    theirs_cmd = [gnugo, "--mode", "gtp", "--level", args.level, "--chinese-rules"]
-    theirs_cmd += ["--komi", KOMI, "--capture-all-dead"]
-    settings = f"level={args.level} chinese-rules komi={KOMI} capture-all-dead"
+    ours_cmd = _gtp_planner(planner, args.option, args.seed)
     log = tempfile.NamedTemporaryFile("w", prefix="match-rtplan-gtp-", suffix=".log", delete=False)  # noqa: SIM115
     print(f"rtplan gtp: {' '.join(map(str, ours_cmd))} (log {log.name})")
-    print(f"GNU Go: {' '.join(map(str, theirs_cmd))}")
-    results = []
-    with (
-        log,
-        GtpProcess(ours_cmd, name="rtplan", stderr=log) as ours,
-        GtpProcess(theirs_cmd, name="gnugo") as theirs,
-    ):
-        print(f"GNU Go {theirs.send('version')}; rtplan {ours.send('version')}")
-        for engine in (ours, theirs):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(log)
+        ours = stack.enter_context(GtpProcess(ours_cmd, name="rtplan", stderr=log))
+        engines = [ours]
+        if args.opponent == "mcts":
+            ensure_open_spiel()
+            theirs = SpielGo(args.rollouts, seed=args.seed, uct_c=args.uct_c)
+            settings = _mcts_settings(args, "board_size=9 komi=7.5")
+
+            def judge() -> tuple[float, float | None]:
+                return theirs.black_result(), None
+        else:
+            if args.opponent == "gnugo":
+                cmd = [ensure_gnugo(), "--mode", "gtp", "--level", args.level, "--chinese-rules"]
+                cmd += ["--komi", KOMI, "--capture-all-dead"]
+                settings = f"level={args.level} chinese-rules komi={KOMI} capture-all-dead"
+            else:
+                other = _checkpoint(GO_GAME, args.opponent_planner)
+                cmd = _gtp_planner(other, args.opponent_option, args.seed)
+                settings = f"{other} option {args.opponent_option}"
+            engine = stack.enter_context(GtpProcess(cmd, name=args.opponent, stderr=log))
+            engines.append(engine)
+            theirs = GtpPlayer(engine)
+            print(f"{args.opponent}: {' '.join(map(str, cmd))}")
+
+            def judge() -> tuple[float, float | None]:
+                margin = parse_score(engine.send("final_score"))
+                return _sign(margin), margin
+
+        for engine in engines:
+            print(f"{engine.name}: version {engine.send('version')}")
             engine.send(f"boardsize {GO_SIZE}")
             engine.send(f"komi {KOMI}")
+        results = []
         for i in range(args.games):
             colour = i % 2
             opening = [
                 go_vertex(p) for p in random_opening(i // 2, GO_OPENING_POINTS, seed=args.seed)
             ]
-            players = [GtpPlayer(ours), GtpPlayer(theirs)]
-            black, white = players if colour == 0 else players[::-1]
+            black, white = (GtpPlayer(ours), theirs)[:: 1 if colour == 0 else -1]
             record = referee(black, white, opening, max_plies=GO_MAX_PLIES)
             sign = 1.0 if colour == 0 else -1.0
-            theirs_score, ours_score = theirs.send("final_score"), ours.send("final_score")
-            margin = sign * parse_score(theirs_score)
+            ours_score = ours.send("final_score")
             margin_ours = sign * parse_score(ours_score)
             if record.resigned is not None:
                 score = 0.0 if record.resigned == colour else 1.0
                 margin = margin_ours = None
                 disagree = False
+                verdict = f"{'bw'[record.resigned]} resigned"
             else:
-                score = 1.0 if margin > 0 else 0.5 if margin == 0 else 0.0
-                disagree = (margin > 0) != (margin_ours > 0) or (margin == 0) != (margin_ours == 0)
+                if record.end.startswith("refused"):
+                    raise RuntimeError(f"game {i + 1}: the engines disagree ({record.end})")
+                result, margin = judge()
+                result *= sign
+                margin = None if margin is None else sign * margin
+                score = (result + 1.0) / 2.0
+                disagree = _sign(margin_ours) != result
+                verdict = f"{args.opponent}'s verdict {result:+g}, margin {_num(margin)}"
             results.append(Result(colour, score, record, margin, margin_ours, disagree))
             print(
                 f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
                 f"opening {' '.join(opening)}, {len(record.moves)} plies, {record.end}; "
-                f"GNU Go's score {theirs_score}, ours {ours_score}: "
+                f"{verdict}, ours {ours_score}: "
                 f"{'win' if score == 1 else 'loss' if score == 0 else 'tie'}"
                 f"{' (scores disagree)' if disagree else ''}",
                 flush=True,
@@ -556,14 +675,10 @@ class SpielHex:
     """open_spiel's MCTSBot on open_spiel's 11x11 hex (no swap)."""
 
     def __init__(self, rollouts: int, *, seed: int = 0, uct_c: float = 2.0) -> None:
-        import numpy as np
         import pyspiel
-        from open_spiel.python.algorithms import mcts
 
         self.game = pyspiel.load_game("hex", {"board_size": HEX_SIZE})
-        rng = np.random.RandomState(seed)
-        evaluator = mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=rng)
-        self.bot = mcts.MCTSBot(self.game, uct_c, rollouts, evaluator, random_state=rng)
+        self.bot = _spiel_mcts(self.game, rollouts, seed=seed, uct_c=uct_c)
 
     def new_game(self) -> None:
         self.state = self.game.new_initial_state()
@@ -587,19 +702,22 @@ class SpielHex:
 
 
 def hex_match(args: argparse.Namespace) -> tuple[list[Result], str]:
-    """`--games` games of our Speed Hex option against open_spiel's MCTS; (results, settings)."""
-    ensure_open_spiel()
+    """`--games` games of our Speed Hex option against `--opponent`; (results, settings)."""
     from rtplan.cli import _use_compile_cache
 
     _use_compile_cache()  # before JAX starts: the options compile once across runs
     planner = _checkpoint(HEX_GAME, args.planner)
     ours = OurHex(planner, args.option, seed=args.seed)
-    theirs = SpielHex(args.rollouts, seed=args.seed, uct_c=args.uct_c)
-    settings = (
-        f"max_simulations={args.rollouts} RandomRolloutEvaluator(n_rollouts=1) "
-        f"uct_c={args.uct_c:g} solve=True board_size=11 no swap"
-    )
-    print(f"our planner {planner} at option {args.option}; open_spiel MCTSBot {settings}")
+    if args.opponent == "mcts":
+        ensure_open_spiel()
+        theirs = SpielHex(args.rollouts, seed=args.seed, uct_c=args.uct_c)
+        settings = _mcts_settings(args, "board_size=11 no swap")
+        print(f"our planner {planner} at option {args.option}; open_spiel MCTSBot {settings}")
+    else:
+        other = _checkpoint(HEX_GAME, args.opponent_planner)
+        theirs = OurHex(other, args.opponent_option, seed=args.seed)
+        settings = f"{other} option {args.opponent_option}"
+        print(f"our planner {planner} at option {args.option} vs {settings}")
     results = []
     for i in range(args.games):
         colour = i % 2
@@ -610,14 +728,14 @@ def hex_match(args: argparse.Namespace) -> tuple[list[Result], str]:
         disagree = not (ours.over() and theirs.over()) or ours.board() != theirs.board()
         if record.end == "resign" or record.end.startswith("refused") or disagree:
             raise RuntimeError(f"game {i + 1}: the engines disagree ({record.end}): {record}")
-        if theirs.state.returns()[winner] != 1.0:
+        if isinstance(theirs, SpielHex) and theirs.state.returns()[winner] != 1.0:
             raise RuntimeError(f"game {i + 1}: open_spiel's winner is not the last mover")
         score = 1.0 if winner == colour else 0.0
         results.append(Result(colour, score, record))
-        names = " ".join(theirs.state.action_to_string(0, m) for m in opening)
         print(
             f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
-            f"opening {names}, {len(record.moves)} plies: {'win' if score else 'loss'}",
+            f"opening {' '.join(map(hex_cell_name, opening))}, {len(record.moves)} plies: "
+            f"{'win' if score else 'loss'}",
             flush=True,
         )
     return results, settings
@@ -629,16 +747,22 @@ def hex_match(args: argparse.Namespace) -> tuple[list[Result], str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="game", required=True)
-    go = sub.add_parser("go", help="Speed Go (rtplan gtp) vs GNU Go")
-    go.add_argument("--opponent", choices=["gnugo"], default="gnugo")
+    go = sub.add_parser("go", help="Speed Go (rtplan gtp) vs GNU Go, MCTS or a planner")
+    go.add_argument("--opponent", choices=["gnugo", "mcts", "planner"], default="gnugo")
     go.add_argument("--level", type=int, default=1, help="GNU Go's --level (default 1)")
-    hx = sub.add_parser("hex", help="Speed Hex (in process) vs open_spiel's MCTS")
-    hx.add_argument("--opponent", choices=["mcts"], default="mcts")
-    hx.add_argument(
-        "--rollouts", type=int, default=100, help="MCTSBot max_simulations (default 100)"
-    )
-    hx.add_argument("--uct-c", type=float, default=2.0, help="MCTSBot's UCT c (default 2)")
+    hx = sub.add_parser("hex", help="Speed Hex (in process) vs open_spiel's MCTS or a planner")
+    hx.add_argument("--opponent", choices=["mcts", "planner"], default="mcts")
     for p in (go, hx):
+        p.add_argument(
+            "--rollouts", type=int, default=100, help="MCTSBot max_simulations (default 100)"
+        )
+        p.add_argument("--uct-c", type=float, default=2.0, help="MCTSBot's UCT c (default 2)")
+        p.add_argument(
+            "--opponent-planner", default=None, help="--opponent planner: its checkpoint"
+        )
+        p.add_argument(
+            "--opponent-option", type=int, default=None, help="its option (default --option)"
+        )
         p.add_argument("--games", type=int, required=True, help="games (even: both colours)")
         p.add_argument("--option", type=int, required=True, help="our option: a budget k")
         p.add_argument("--seed", type=int, default=0, help="openings, our search, MCTS's")
@@ -651,12 +775,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.games < 2 or args.games % 2:
         raise SystemExit("match.py: --games must be even (each opening is played by both colours)")
-    if args.game == "go":
-        results, settings = go_match(args)
-        game, opponent = GO_GAME, f"gnugo level {args.level}"
+    if args.opponent == "planner" and args.opponent_planner is None:
+        raise SystemExit("match.py: --opponent planner needs --opponent-planner")
+    if args.opponent_option is None:
+        args.opponent_option = args.option
+    results, settings = (go_match if args.game == "go" else hex_match)(args)
+    game = GO_GAME if args.game == "go" else HEX_GAME
+    if args.opponent == "gnugo":
+        opponent = f"gnugo level {args.level}"
+    elif args.opponent == "mcts":
+        opponent = f"open_spiel mcts {args.rollouts} rollouts"
     else:
-        results, settings = hex_match(args)
-        game, opponent = HEX_GAME, f"open_spiel mcts {args.rollouts} rollouts"
+        opponent = f"planner {args.opponent_planner}"
     title = f"{game} option {args.option} vs {opponent} ({settings}), seed {args.seed}:"
     summary = print_table(title, results)
     command = " ".join(["python", "bench/match.py", *(argv if argv is not None else sys.argv[1:])])

@@ -268,3 +268,66 @@ def test_rtplan_gtp_plays_full_games_against_gnu_go(tmp_path, capsys):
     (row,) = csv.DictReader(out.open())
     assert row["game"] == "speed-go-v0" and row["opponent"] == "gnugo level 1"
     assert int(row["n"]) == 2 and 0 <= float(row["wins"]) <= 2
+
+
+def test_open_spiel_go_vertices_and_rules_match_pgx():
+    """open_spiel's 9x9 go names its actions as GTP does (a1 bottom left) and plays by pgx's
+    rules: random games with captures, replayed move by move in both, keep the same legal moves
+    and end together; at the end pgx's area winner is open_spiel's."""
+    pyspiel = pytest.importorskip("pyspiel")
+    import jax
+    import numpy as np
+
+    import games
+
+    spiel_game = pyspiel.load_game("go", {"board_size": 9, "komi": match.KOMI})
+    actions = match.spiel_go_actions(spiel_game)
+    assert actions["a1"] == 0 and actions["j9"] == 80 and actions["pass"] == 81
+    vertices = {a: v for v, a in actions.items()}
+    game = games.make(match.GO_GAME, initial_time=games.UNLIMITED_CLOCK)
+    step = jax.jit(game.step)
+    rng = random.Random(0)
+    for g in range(3):
+        ours, theirs = game.init(jax.random.PRNGKey(g)), spiel_game.new_initial_state()
+        for ply in range(match.GO_MAX_PLIES):
+            legal_ours = {
+                match.go_vertex(p) if p < 81 else "pass"
+                for p in np.flatnonzero(np.asarray(ours.legal_action_mask))
+            }
+            legal_theirs = {vertices[a] for a in theirs.legal_actions()}
+            assert legal_ours == legal_theirs, (g, ply)
+            # Mostly board moves (so stones get captured), a pass now and then.
+            vertex = rng.choice(sorted(legal_ours - {"pass"}) or ["pass"])
+            if rng.random() < 0.03:
+                vertex = "pass"
+            ours = step(ours, 81 if vertex == "pass" else match.go_point(vertex), 0)
+            theirs.apply_action(actions[vertex])
+            assert bool(ours.terminated) == theirs.is_terminal(), (g, ply)
+            if theirs.is_terminal():
+                break
+        assert theirs.is_terminal(), g
+        order = np.asarray(ours.inner.board._player_order)  # player id of black, of white
+        rewards = np.asarray(ours.inner.board.rewards)[order]  # black's, white's
+        assert rewards.tolist() == theirs.returns(), g
+
+
+def test_planner_opponent_needs_its_checkpoint():
+    with pytest.raises(SystemExit, match="--opponent-planner"):
+        match.main(["go", "--opponent", "planner", "--games", "2", "--option", "16"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("game", "option"), [("go", "16"), ("hex", "8")])
+def test_a_planner_against_itself_wins_exactly_half(game, option, tmp_path):
+    """`make test-slow`: head to head, the shipped planner against itself. Both sides are the
+    same deterministic player, so each opening's two games are the same moves with the colours
+    swapped: one win each, 0.50 exactly."""
+    shipped = ROOT / "checkpoints" / f"speed-{game}-v0" / "planner.msgpack"
+    out = tmp_path / "match.csv"
+    argv = [game, "--opponent", "planner", "--opponent-planner", str(shipped)]
+    assert match.main([*argv, "--games", "4", "--option", option, "--csv", str(out)]) == 0
+    (row,) = csv.DictReader(out.open())
+    assert row["opponent"] == f"planner {shipped}" and int(row["n"]) == 4
+    assert float(row["wins"]) == 2 and int(row["unique"]) == 2
+    if game == "go":
+        assert float(row["margin"]) == 0.0 and int(row["disagreements"]) == 0
