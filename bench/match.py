@@ -1,7 +1,7 @@
 """Our clock-game planners against outside engines: Speed Go vs GNU Go, Speed Hex vs MCTS.
 
 Usage:
-    python bench/match.py go --opponent gnugo --level 1 --games N --option K
+    python bench/match.py go --opponent gnugo --level 1 [--handicap H] --games N --option K
     python bench/match.py go --opponent mcts --rollouts R --games N --option K
     python bench/match.py hex --opponent mcts --rollouts R --games N --option K
     python bench/match.py {go,hex} --opponent planner --opponent-planner F --games N --option K
@@ -13,6 +13,9 @@ play to the other, until two passes or pgx's cap of 162 plies. Both engines then
 `final_score`; GNU Go's (it judges dead stones, and captures ours before passing) decides the
 game, ours (pgx's area score, no dead-stone removal) is reported beside it and a game where the
 two winners differ is counted as a disagreement.
+
+`--handicap H`: we take black with H stones on GNU Go's fixed-handicap points (white passing
+in between, then a random ply each), komi still 7.5; every game is ours as black.
 
 Go against open_spiel's `mcts.MCTSBot` on its 9x9 `go` (komi 7.5, area scoring with no
 dead-stone removal and a cap of 162 plies, as pgx's): the same MCTS as for Hex, refereed over
@@ -83,6 +86,17 @@ GO_OPENING_POINTS = tuple(
     r * GO_SIZE + c for r in range(1, GO_SIZE - 1) for c in range(1, GO_SIZE - 1)
 )
 PASS = "pass"
+#: GNU Go's `fixed_handicap N` points on 9x9, in its order (N = 2..9).
+GO_HANDICAP = {
+    2: "g7 c3",
+    3: "c7 g7 c3",
+    4: "c7 g7 c3 g3",
+    5: "c7 g7 e5 c3 g3",
+    6: "c7 g7 c5 g5 c3 g3",
+    7: "c7 g7 c5 e5 g5 c3 g3",
+    8: "c7 e7 g7 c5 g5 c3 e3 g3",
+    9: "c7 e7 g7 c5 e5 g5 c3 e3 g3",
+}
 RESIGN = "resign"
 
 CSV_FIELDS = (
@@ -126,6 +140,23 @@ def random_opening(
     """
     rng = random.Random(f"rtplan match opening {seed} {index}")
     return rng.sample(list(points), rng.randint(*plies))
+
+
+def handicap_opening(stones: int, index: int, *, seed: int = 0) -> list[str]:
+    """Game `index`'s opening with `stones` handicap stones for black.
+
+    Black plays GNU Go's fixed-handicap points with white passing in between (pgx has no
+    handicap placement, so both engines replay them as moves); then one random white and one
+    random black ply on free interior points, so that deterministic engines play distinct
+    games. White moves next. No move of it can capture: star points are two lines apart, so a
+    random stone touches at most two stones.
+    """
+    if stones not in GO_HANDICAP:
+        raise ValueError(f"a 9x9 handicap is 2 to 9 stones, not {stones}")
+    points = GO_HANDICAP[stones].split()
+    moves = [m for v in points for m in (PASS, v)][1:]
+    free = [p for p in GO_OPENING_POINTS if go_vertex(p) not in points]
+    return moves + [go_vertex(p) for p in random_opening(index, free, seed=seed, plies=(2, 2))]
 
 
 def go_vertex(point: int) -> str:
@@ -546,6 +577,8 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 cmd = [ensure_gnugo(), "--mode", "gtp", "--level", args.level, "--chinese-rules"]
                 cmd += ["--komi", KOMI, "--capture-all-dead"]
                 settings = f"level={args.level} chinese-rules komi={KOMI} capture-all-dead"
+                if args.handicap:
+                    settings += f" handicap={args.handicap} (we take black; stones played)"
             else:
                 other = _checkpoint(GO_GAME, args.opponent_planner)
                 cmd = _gtp_planner(other, args.opponent_option, args.seed)
@@ -565,10 +598,12 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
             engine.send(f"komi {KOMI}")
         results = []
         for i in range(args.games):
-            colour = i % 2
-            opening = [
-                go_vertex(p) for p in random_opening(i // 2, GO_OPENING_POINTS, seed=args.seed)
-            ]
+            if args.handicap:
+                colour, opening = 0, handicap_opening(args.handicap, i, seed=args.seed)
+            else:
+                colour = i % 2
+                points = random_opening(i // 2, GO_OPENING_POINTS, seed=args.seed)
+                opening = [go_vertex(p) for p in points]
             black, white = (GtpPlayer(ours), theirs)[:: 1 if colour == 0 else -1]
             record = referee(black, white, opening, max_plies=GO_MAX_PLIES)
             sign = 1.0 if colour == 0 else -1.0
@@ -750,6 +785,12 @@ def _parser() -> argparse.ArgumentParser:
     go = sub.add_parser("go", help="Speed Go (rtplan gtp) vs GNU Go, MCTS or a planner")
     go.add_argument("--opponent", choices=["gnugo", "mcts", "planner"], default="gnugo")
     go.add_argument("--level", type=int, default=1, help="GNU Go's --level (default 1)")
+    go.add_argument(
+        "--handicap",
+        type=int,
+        default=0,
+        help="--opponent gnugo: we take black with this many stones (2-9; default none)",
+    )
     hx = sub.add_parser("hex", help="Speed Hex (in process) vs open_spiel's MCTS or a planner")
     hx.add_argument("--opponent", choices=["mcts", "planner"], default="mcts")
     for p in (go, hx):
@@ -773,8 +814,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.games < 2 or args.games % 2:
+    handicap = getattr(args, "handicap", 0)
+    if handicap and (args.opponent != "gnugo" or handicap not in GO_HANDICAP):
+        raise SystemExit("match.py: --handicap is 2 to 9 stones, against --opponent gnugo")
+    if not handicap and (args.games < 2 or args.games % 2):
         raise SystemExit("match.py: --games must be even (each opening is played by both colours)")
+    if handicap and args.games < 1:
+        raise SystemExit("match.py: --games must be at least 1")
     if args.opponent == "planner" and args.opponent_planner is None:
         raise SystemExit("match.py: --opponent planner needs --opponent-planner")
     if args.opponent_option is None:
@@ -782,7 +828,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results, settings = (go_match if args.game == "go" else hex_match)(args)
     game = GO_GAME if args.game == "go" else HEX_GAME
     if args.opponent == "gnugo":
-        opponent = f"gnugo level {args.level}"
+        opponent = f"gnugo level {args.level}" + (f" handicap {handicap}" if handicap else "")
     elif args.opponent == "mcts":
         opponent = f"open_spiel mcts {args.rollouts} rollouts"
     else:

@@ -143,11 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=15, help="CPU minutes between snapshots")
     parser.add_argument("--minutes", type=int, required=True, help="CPU minutes per run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--first-core", type=int, default=0, help="run i is pinned to core first-core + i"
+    )
     args = parser.parse_args(argv)
     runs = parse_runs(args.run)
-    if len(runs) > (os.cpu_count() or 1):
-        raise SystemExit(f"strength_race: {len(runs)} runs but {os.cpu_count()} cores")
-    racers = [Racer(name, flags, i, args) for i, (name, flags) in enumerate(runs.items())]
+    cores = os.cpu_count() or 1
+    if args.first_core < 0 or args.first_core + len(runs) > cores:
+        raise SystemExit(
+            f"strength_race: {len(runs)} runs from core {args.first_core} but {cores} cores"
+        )
+    racers = [
+        Racer(name, flags, args.first_core + i, args)
+        for i, (name, flags) in enumerate(runs.items())
+    ]
     try:
         for r in racers:
             r.start()

@@ -331,3 +331,34 @@ def test_a_planner_against_itself_wins_exactly_half(game, option, tmp_path):
     assert float(row["wins"]) == 2 and int(row["unique"]) == 2
     if game == "go":
         assert float(row["margin"]) == 0.0 and int(row["disagreements"]) == 0
+
+
+def test_handicap_openings_place_black_stones_with_white_passing_then_a_ply_each():
+    for stones in range(2, 10):
+        points = match.GO_HANDICAP[stones].split()
+        for index in range(20):
+            opening = match.handicap_opening(stones, index, seed=0)
+            assert opening[: 2 * stones - 1 : 2] == points  # black's stones, in order
+            assert opening[1 : 2 * stones - 1 : 2] == ["pass"] * (stones - 1)
+            white, black = opening[2 * stones - 1 :]
+            assert len(opening) == 2 * stones + 1  # white moves next
+            assert len({*points, white, black}) == stones + 2
+            assert all(match.go_point(v) in match.GO_OPENING_POINTS for v in (white, black))
+        assert len({tuple(match.handicap_opening(stones, i)) for i in range(20)}) > 10
+    with pytest.raises(ValueError, match="2 to 9"):
+        match.handicap_opening(10, 0)
+    with pytest.raises(SystemExit, match="--handicap"):
+        match.main(
+            ["go", "--opponent", "mcts", "--handicap", "4", "--games", "2", "--option", "16"]
+        )
+
+
+@pytest.mark.skipif(
+    not (shutil.which("gnugo") or Path(match.DEBIAN_GNUGO).exists()), reason="no GNU Go"
+)
+def test_handicap_points_are_gnu_gos_own():
+    with match.GtpProcess([match.ensure_gnugo(), "--mode", "gtp"], name="gnugo") as engine:
+        engine.send("boardsize 9")
+        for stones, points in match.GO_HANDICAP.items():
+            engine.send("clear_board")
+            assert engine.send(f"fixed_handicap {stones}").lower().split() == points.split()
