@@ -585,6 +585,10 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 settings = f"{other} option {args.opponent_option}"
             engine = stack.enter_context(GtpProcess(cmd, name=args.opponent, stderr=log))
             engines.append(engine)
+            if args.opponent == "gnugo":
+                # GNU Go seeds its move choice from the clock: fixed, a match repeats.
+                engine.send(f"set_random_seed {args.seed}")
+                settings += f" random_seed={args.seed}"
             theirs = GtpPlayer(engine)
             print(f"{args.opponent}: {' '.join(map(str, cmd))}")
 
