@@ -493,14 +493,44 @@ def spiel_go_actions(game) -> dict[str, int]:
     }
 
 
-def _spiel_mcts(game, rollouts: int, *, seed: int, uct_c: float):
-    """open_spiel's MCTSBot with one random rollout per leaf (the Hex and Go opponent)."""
-    import numpy as np
-    from open_spiel.python.algorithms import mcts
+class SpielMcts:
+    """open_spiel's MCTSBot (one random rollout per leaf) on an open_spiel game: the Go and Hex
+    opponent. Subclasses translate our moves to open_spiel's actions and back."""
 
-    rng = np.random.RandomState(seed)
-    evaluator = mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=rng)
-    return mcts.MCTSBot(game, uct_c, rollouts, evaluator, random_state=rng)
+    def __init__(self, name: str, params: dict, rollouts: int, *, seed: int, uct_c: float):
+        import numpy as np
+        import pyspiel
+        from open_spiel.python.algorithms import mcts
+
+        self.game = pyspiel.load_game(name, params)
+        rng = np.random.RandomState(seed)
+        evaluator = mcts.RandomRolloutEvaluator(n_rollouts=1, random_state=rng)
+        self.bot = mcts.MCTSBot(self.game, uct_c, rollouts, evaluator, random_state=rng)
+
+    def to_action(self, move):
+        """open_spiel's action of our move (None: no such action)."""
+        raise NotImplementedError
+
+    def to_move(self, action: int):
+        """Our move of an open_spiel action."""
+        raise NotImplementedError
+
+    def new_game(self) -> None:
+        self.state = self.game.new_initial_state()
+
+    def play(self, colour: int, move) -> None:
+        action = self.to_action(move)
+        if colour != self.state.current_player() or action not in self.state.legal_actions():
+            raise Refused(f"open_spiel: illegal move {move} for {'bw'[colour]}")
+        self.state.apply_action(action)
+
+    def genmove(self, colour: int):
+        action = self.bot.step(self.state)
+        self.state.apply_action(action)
+        return self.to_move(action)
+
+    def over(self) -> bool:
+        return self.state.is_terminal()
 
 
 def _mcts_settings(args: argparse.Namespace, board: str) -> str:
@@ -510,33 +540,20 @@ def _mcts_settings(args: argparse.Namespace, board: str) -> str:
     )
 
 
-class SpielGo:
+class SpielGo(SpielMcts):
     """open_spiel's MCTSBot on open_spiel's 9x9 go; moves are lower-case GTP vertices."""
 
     def __init__(self, rollouts: int, *, seed: int = 0, uct_c: float = 2.0) -> None:
-        import pyspiel
-
-        self.game = pyspiel.load_game("go", {"board_size": GO_SIZE, "komi": KOMI})
+        params = {"board_size": GO_SIZE, "komi": KOMI}
+        super().__init__("go", params, rollouts, seed=seed, uct_c=uct_c)
         self.actions = spiel_go_actions(self.game)
         self.vertices = {a: v for v, a in self.actions.items()}
-        self.bot = _spiel_mcts(self.game, rollouts, seed=seed, uct_c=uct_c)
 
-    def new_game(self) -> None:
-        self.state = self.game.new_initial_state()
+    def to_action(self, move: str) -> int | None:
+        return self.actions.get(move)
 
-    def play(self, colour: int, move: str) -> None:
-        action = self.actions.get(move)
-        if colour != self.state.current_player() or action not in self.state.legal_actions():
-            raise Refused(f"open_spiel: illegal move {move} for {'bw'[colour]}")
-        self.state.apply_action(action)
-
-    def genmove(self, colour: int) -> str:
-        action = self.bot.step(self.state)
-        self.state.apply_action(action)
+    def to_move(self, action: int) -> str:
         return self.vertices[action]
-
-    def over(self) -> bool:
-        return self.state.is_terminal()
 
     def black_result(self) -> float:
         """+1 black won, -1 white won, 0 a tie, by open_spiel's area score (a finished game)."""
@@ -722,31 +739,17 @@ class OurHex:
         return our_hex_board(self.state)
 
 
-class SpielHex:
+class SpielHex(SpielMcts):
     """open_spiel's MCTSBot on open_spiel's 11x11 hex (no swap)."""
 
     def __init__(self, rollouts: int, *, seed: int = 0, uct_c: float = 2.0) -> None:
-        import pyspiel
+        super().__init__("hex", {"board_size": HEX_SIZE}, rollouts, seed=seed, uct_c=uct_c)
 
-        self.game = pyspiel.load_game("hex", {"board_size": HEX_SIZE})
-        self.bot = _spiel_mcts(self.game, rollouts, seed=seed, uct_c=uct_c)
+    def to_action(self, move: int) -> int:
+        return hex_to_spiel(move)
 
-    def new_game(self) -> None:
-        self.state = self.game.new_initial_state()
-
-    def play(self, colour: int, move: int) -> None:
-        action = hex_to_spiel(move)
-        if colour != self.state.current_player() or action not in self.state.legal_actions():
-            raise Refused(f"open_spiel: illegal move {move} for {'bw'[colour]}")
-        self.state.apply_action(action)
-
-    def genmove(self, colour: int) -> int:
-        action = self.bot.step(self.state)
-        self.state.apply_action(action)
+    def to_move(self, action: int) -> int:
         return spiel_to_hex(action)
-
-    def over(self) -> bool:
-        return self.state.is_terminal()
 
     def board(self) -> str:
         return spiel_hex_board(self.state)
