@@ -637,10 +637,10 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 verdict = f"{'bw'[record.resigned]} resigned"
             else:
                 if record.end.startswith("refused"):
-                    # The two rule sets disagree on a move's legality. Seen once against open_spiel
-                    # go: most likely a move repeating an earlier position, which `rtplan gtp`
-                    # refuses (pgx's positional superko) and open_spiel's simple ko allows (their
-                    # legal masks agree otherwise: tests/test_match.py). Void: counts for neither.
+                    # The two rule sets disagree on a move's legality. Against open_spiel go: a
+                    # move repeating an earlier position, which `rtplan gtp` refuses (pgx: a loss
+                    # for the mover) and open_spiel scores a draw (the one difference:
+                    # tests/test_match.py). Void: counts for neither side.
                     voided += 1
                     print(
                         f"game {i + 1}/{args.games}: void, {record.end}; moves "

@@ -395,7 +395,7 @@ class GtpEngine:
             # A board move that ends the game before pgx's ply cap repeats a position (pgx's
             # positional superko, which would lose the game for the mover).
             if bool(nxt.terminated) and int(nxt.frame) < MAX_PLIES:
-                raise GtpError("illegal move")
+                raise GtpError("illegal move (repeats an earlier position: positional superko)")
 
     def _apply(self, action: int, cost: int) -> None:
         state = self._with_clocks(self.states[-1])

@@ -21,7 +21,7 @@ from rtplan.gtp import (
     parse_vertex,
     vertex_name,
 )
-from support import write_checkpoints
+from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
 GAME = "speed-go-v0"
 
@@ -159,6 +159,19 @@ def test_play_showboard_and_bad_moves(fresh):
         assert gtp(f"play {move}") == "="
     assert gtp("play w a1") == "? illegal move"
     assert gtp.board() == {"E5": "X", "D4": "O", "A2": "X", "J9": "O", "B1": "X"}
+
+
+def test_a_superko_repetition_is_refused_with_its_reason(fresh):
+    gtp = fresh
+    for i, vertex in enumerate(SUPERKO_MOVES):
+        assert gtp(f"play {'bw'[i % 2]} {vertex}") == "=", (i, vertex)
+    before = gtp.board()
+    assert len(SUPERKO_MOVES) % 2 == 1  # white to move
+    answer = gtp(f"play w {SUPERKO_REPEAT}")
+    assert answer == "? illegal move (repeats an earlier position: positional superko)"
+    assert gtp.board() == before  # nothing played; white is still to move, the game goes on
+    assert gtp("play b a5") == "? cannot play out of turn"
+    assert gtp("play w pass") == "="
 
 
 def test_undo(fresh):

@@ -311,6 +311,38 @@ def test_open_spiel_go_vertices_and_rules_match_pgx():
         assert rewards.tolist() == theirs.returns(), g
 
 
+def test_the_one_go_rule_difference_is_positional_superko():
+    """The move that voids a match game: a move that recreates an earlier position (not a simple
+    ko) is legal in both engines and ends the game at once, but open_spiel's go scores it a draw
+    (0, 0) while pgx scores it a loss for the mover (and `rtplan gtp` refuses it)."""
+    pyspiel = pytest.importorskip("pyspiel")
+    import jax
+    import numpy as np
+
+    import games
+    from support import SUPERKO_MOVES, SUPERKO_REPEAT
+
+    spiel_game = pyspiel.load_game("go", {"board_size": 9, "komi": match.KOMI})
+    actions = match.spiel_go_actions(spiel_game)
+    game = games.make(match.GO_GAME, initial_time=games.UNLIMITED_CLOCK)
+    step = jax.jit(game.step)
+    ours, theirs = game.init(jax.random.PRNGKey(0)), spiel_game.new_initial_state()
+    for vertex in SUPERKO_MOVES:
+        ours = step(ours, 81 if vertex == "pass" else match.go_point(vertex), 0)
+        theirs.apply_action(actions[vertex])
+    assert not bool(ours.terminated) and not theirs.is_terminal()
+    point = match.go_point(SUPERKO_REPEAT)
+    assert bool(ours.legal_action_mask[point]) and actions[SUPERKO_REPEAT] in theirs.legal_actions()
+    ours = step(ours, point, 0)
+    theirs.apply_action(actions[SUPERKO_REPEAT])
+    assert bool(ours.terminated) and theirs.is_terminal()
+    assert int(ours.frame) < match.GO_MAX_PLIES
+    assert theirs.returns() == [0.0, 0.0]
+    # White (the mover) lost: its reward is -1.
+    order = np.asarray(ours.inner.board._player_order)  # player id of black, of white
+    assert np.asarray(ours.inner.board.rewards)[order].tolist() == [1.0, -1.0]
+
+
 def test_planner_opponent_needs_its_checkpoint():
     with pytest.raises(SystemExit, match="--opponent-planner"):
         match.main(["go", "--opponent", "planner", "--games", "2", "--option", "16"])
