@@ -22,6 +22,12 @@ _CLOCK = {
     "speed-hex-v0": (2, 8, 32, 128),
     "speed-go-v0": (16, 32, 64, 96),
 }
+# Per-game trunks where a race measured better strength per CPU minute than the mlp: on 9x9 Go a
+# 32-channel, 3-block conv trunk, at 3x the cost per iteration, beat the mlp head to head 0.95
+# after 60 CPU minutes each (docs/results.md, "Strength per CPU minute").
+_CLOCK_TORSO = {
+    "speed-go-v0": dict(torso="conv", channels=32, blocks=3),
+}
 
 
 def default_config(game_id: str, **overrides) -> PlannerConfig:
@@ -45,7 +51,7 @@ def default_config(game_id: str, **overrides) -> PlannerConfig:
         )
     elif game_id in _CLOCK:
         sims = _CLOCK[game_id]
-        net = NetworkConfig(**_TORSO)
+        net = NetworkConfig(**{**_TORSO, **_CLOCK_TORSO.get(game_id, {})})
         cfg = PlannerConfig(game_id=game_id, network=net, budgets=sims, simulations=sims, gamma=1.0)
     else:
         import games

@@ -93,9 +93,9 @@ class TrainConfig:
     )
 
     symmetries: bool = knob(
-        False,
+        True,
         "Learner batches see each sample under a uniformly random board symmetry of the game "
-        "(Speed Go's 8, Speed Hex's half turn; a no-op for games without).",
+        "(Speed Go's 8, Speed Hex's half turn; a no-op for games without). Free per step.",
     )
 
     def __post_init__(self) -> None:
