@@ -14,8 +14,9 @@ pinned to its own core (`taskset -c i`). Every `--every` CPU minutes of a run, i
 which `rtplan gtp --planner`, `bench/match.py --planner` and `--opponent-planner` load as they
 load a shipped planner. A run stops at `--minutes` CPU minutes.
 
-Runs resume: run the same command again and every run continues from its last checkpoint
-(`--resume`), its CPU seconds so far kept in `OUT/NAME/cpu_seconds.json`.
+Stop a race with `kill` (SIGTERM) or SIGINT: it stops its runs. Runs resume: run the same
+command again and every run continues from its last checkpoint (`--resume`), its CPU seconds so
+far kept in `OUT/NAME/cpu_seconds.json`.
 
 Then compare the snapshots with `bench/match.py` (head to head at equal minutes, and against an
 outside engine); docs/results.md has the commands and the tables.
@@ -29,6 +30,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -157,6 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         Racer(name, flags, args.first_core + i, args)
         for i, (name, flags) in enumerate(runs.items())
     ]
+    # Stop the training children on SIGTERM (pkill's default) and on SIGINT, which a shell
+    # ignores for `&` background jobs (so Python would not see it): without this a killed race
+    # left its children training, still writing their run folders.
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
     try:
         for r in racers:
             r.start()
@@ -164,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         while live:
             time.sleep(POLL_S)
             live = [r for r in live if r.poll()]
+    except KeyboardInterrupt as stop:
+        print(f"strength_race: stopped by {stop}; the same command resumes", flush=True)
+        return 1
     finally:
         for r in racers:
             r.stop()
