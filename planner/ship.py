@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import csv
+import tempfile
 from pathlib import Path
 
 import harness
 from harness import checkpoint as ckpt
 from harness.run import LOG
-from planner.store import PLANNER_FILE
+from planner.store import PLANNER_FILE, load_planner, save_planner
 
 
 def _rows(log: Path) -> list[dict]:
@@ -52,16 +53,34 @@ def plot_learning_curve(log: Path, path: Path, title: str) -> None:
 
 
 def ship(
-    run_dir: str | Path, dest_root: str | Path = "checkpoints", variant: str | None = None
+    run_dir: str | Path,
+    dest_root: str | Path = "checkpoints",
+    variant: str | None = None,
+    snapshot: str | Path | None = None,
 ) -> Path:
     """Ships `<run>/planner.msgpack` to `<dest_root>/<game>/[<variant>/]` (`harness.ship`) with
     the run's `learning_curve.png`.
 
+    With `snapshot`, the params shipped are those of that training checkpoint of the run (a copy
+    of its `checkpoint.msgpack`, e.g. one of `bench/strength_race.py`'s snapshots) instead of
+    the run's export: for params chosen by outside matches rather than by the run's own
+    evaluation. Their provenance is the snapshot's (iteration, frames, commands), the log and
+    the curve stop at its iteration, and its source reads `snapshot <file name>`.
+
     Returns:
         The shipped checkpoint's path.
     """
+    run = Path(run_dir)
+    if snapshot is None:
+        return _ship(run, run, dest_root, variant)
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = _stage_snapshot(run, Path(snapshot), Path(tmp))
+        return _ship(staged, run, dest_root, variant)
+
+
+def _ship(staged: Path, run: Path, dest_root, variant) -> Path:
     path = harness.ship(
-        run_dir,
+        staged,
         dest_root,
         file_name=PLANNER_FILE,
         what="planner",
@@ -71,9 +90,47 @@ def ship(
     )
     game = ckpt.load_metadata(path)["game"]
     plot_learning_curve(
-        Path(run_dir) / LOG, path.parent / "learning_curve.png", f"{game} planner training"
+        path.parent / LOG, path.parent / "learning_curve.png", f"{game} planner training"
     )
     return path
+
+
+def _stage_snapshot(run: Path, snapshot: Path, tmp: Path) -> Path:
+    """`tmp` as a run folder whose export is the snapshot's params and whose log ends there."""
+    meta = ckpt.load_metadata(snapshot)  # verifies the file
+    if meta.get("kind") != "train_state":
+        raise ValueError(
+            f"{snapshot} is a {meta.get('kind')!r} file, not a training checkpoint (train_state)"
+        )
+    run_meta = ckpt.load_metadata(run / PLANNER_FILE)
+    if (meta.get("game"), meta.get("seed"), (meta.get("commands") or [None])[0]) != (
+        run_meta.get("game"),
+        run_meta.get("seed"),
+        (run_meta.get("commands") or [None])[0],
+    ):
+        raise ValueError(f"{snapshot} is not a checkpoint of the run {run} (game, seed, command)")
+    cfg, params, _ = load_planner(meta["game"], snapshot)
+    iteration = meta["iteration"]
+    last = meta.get("last_eval") or {}
+    keep = ("train_config", "iteration", "seed", "frames", "wall_time", "argv", "commands")
+    keep += ("devices",)
+    save_planner(
+        tmp / PLANNER_FILE,
+        cfg,
+        params,
+        **{k: meta[k] for k in keep if k in meta},
+        game=meta["game"],
+        git_commit=meta.get("git_commit"),
+        timestamp=meta.get("timestamp"),
+        source=f"snapshot {snapshot.name}",
+        # The run's own evaluation describes these params only if it ran at their iteration.
+        last_eval=last if last.get("iteration") == iteration else None,
+    )
+    with open(run / LOG, newline="") as f:
+        rows = list(csv.reader(f))
+    with open(tmp / LOG, "w", newline="") as f:
+        csv.writer(f).writerows([rows[0], *(r for r in rows[1:] if int(r[0]) <= iteration)])
+    return tmp
 
 
 def _describe(ev: dict, train_cfg: dict) -> str:

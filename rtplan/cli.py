@@ -207,6 +207,12 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         help="ship to <dest>/<game>/<variant>/ (e.g. train-k2) instead of replacing the base",
     )
+    ship.add_argument(
+        "--snapshot",
+        default=None,
+        help="ship the params of this training checkpoint of the run (e.g. a strength_race "
+        "snapshot chosen by outside matches) instead of the run's best evaluated",
+    )
     ship_gate = sub.add_parser(
         "ship-gate",
         help="copy a gate run's best params, provenance and curve to checkpoints/<game>/",
@@ -490,7 +496,7 @@ def _ship(args: argparse.Namespace) -> int:
         else:
             from planner.ship import ship
 
-            shipped = ship(args.run, args.dest, args.variant)
+            shipped = ship(args.run, args.dest, args.variant, args.snapshot)
     except (CheckpointError, OSError, ValueError) as e:
         print(f"rtplan {args.command}: error: {e}", file=sys.stderr)
         return 2

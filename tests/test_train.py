@@ -363,6 +363,27 @@ def test_ship_and_init_from(tmp_path):
     )
     with pytest.raises(ValueError, match="plain folder name"):
         ship(run, tmp_path / "checkpoints", variant="../x")
+    # --snapshot ships a training checkpoint's params (here the final one, its params moved by
+    # one so that they differ from the export), with the snapshot's provenance.
+    from flax import serialization
+
+    meta, payload = ckpt._read(run / CHECKPOINT)
+    tree = serialization.msgpack_restore(payload)
+    tree["params"] = jax.tree.map(lambda x: x + 1, tree["params"])
+    snap = tmp_path / "snap-002.msgpack"
+    ckpt.save(snap, tree, meta)
+    from_snap = ship(run, tmp_path / "snapped", snapshot=snap)
+    _, snapped, snap_meta = load_planner("snake-rt-v0", from_snap)
+    assert _leaves_equal(snapped, tree["params"])
+    assert snap_meta["source"] == "snapshot snap-002.msgpack" and snap_meta["iteration"] == 2
+    readme = (from_snap.parent / "README.md").read_text()
+    assert "(snapshot snap-002.msgpack params of the run)" in readme and "iteration 2" in readme
+    assert [int(r["iteration"]) for r in _rows(from_snap.parent)] == [1, 2]
+    with pytest.raises(ValueError, match="not a training checkpoint"):
+        ship(run, tmp_path / "snapped", snapshot=shipped)
+    ckpt.save(snap, tree, dict(meta, seed=7))
+    with pytest.raises(ValueError, match="not a checkpoint of the run"):
+        ship(run, tmp_path / "snapped", snapshot=snap)
     _, params, _ = load_planner("snake-rt-v0", shipped)
     # A new run can start from the shipped params (fresh optimizer).
     run2 = trainer(_snake(iterations=1, init_from=str(shipped)), tmp_path / "run2", argv=["t"])
