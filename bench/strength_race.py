@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         Racer(name, flags, args.first_core + i, args)
         for i, (name, flags) in enumerate(runs.items())
     ]
+
     # Stop the training children on SIGTERM (pkill's default) and on SIGINT, which a shell
     # ignores for `&` background jobs (so Python would not see it): without this a killed race
     # left its children training, still writing their run folders.

@@ -22,11 +22,12 @@ from rtplan.v1 import env_pb2, env_pb2_grpc
 #: A 9x9 Go game (random play, black first) whose next move, white B3, recreates an earlier
 #: whole-board position without being a simple ko: open_spiel's `go` ends the game there as a
 #: draw, pgx's positional superko ends it with a loss for the mover.
-SUPERKO_MOVES = (
+_SUPERKO_GAME = (
     "j6 d8 c5 b6 a4 b5 d2 h4 e9 b3 a2 f6 f2 e6 e4 d9 g5 b1 g8 f8 b7 pass c9 j7 g9 d6 a9 b9 g1 j3 "
     "j5 a7 b2 c7 h7 h3 b8 d4 b4 j2 j9 f1 g2 d1 h8 e8 f4 d7 g7 f5 c6 e5 d5 e2 a8 f7 h9 c4 h1 e7 "
     "a6 h5 e1 pass h6 j1 g4 c2 a1 d3 j8 f1 c1 a3 c3"
-).split()
+)
+SUPERKO_MOVES = tuple(_SUPERKO_GAME.split())
 SUPERKO_REPEAT = "b3"
 
 #: The tiny network of the tests: cheap to compile and run.
