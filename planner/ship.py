@@ -72,13 +72,13 @@ def ship(
     """
     run = Path(run_dir)
     if snapshot is None:
-        return _ship(run, run, dest_root, variant)
+        return _ship(run, dest_root, variant)
     with tempfile.TemporaryDirectory() as tmp:
         staged = _stage_snapshot(run, Path(snapshot), Path(tmp))
-        return _ship(staged, run, dest_root, variant)
+        return _ship(staged, dest_root, variant)
 
 
-def _ship(staged: Path, run: Path, dest_root, variant) -> Path:
+def _ship(staged: Path, dest_root, variant) -> Path:
     path = harness.ship(
         staged,
         dest_root,
@@ -112,8 +112,16 @@ def _stage_snapshot(run: Path, snapshot: Path, tmp: Path) -> Path:
     cfg, params, _ = load_planner(meta["game"], snapshot)
     iteration = meta["iteration"]
     last = meta.get("last_eval") or {}
-    keep = ("train_config", "iteration", "seed", "frames", "wall_time", "argv", "commands")
-    keep += ("devices",)
+    keep = (
+        "train_config",
+        "iteration",
+        "seed",
+        "frames",
+        "wall_time",
+        "argv",
+        "commands",
+        "devices",
+    )
     save_planner(
         tmp / PLANNER_FILE,
         cfg,
