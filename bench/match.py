@@ -38,7 +38,13 @@ planner's.
 Both sides are deterministic (ours at a fixed seed, GNU Go always, MCTS at its seed), so each
 pair of games starts from a random opening of 2-4 plies seeded by the pair's index and `--seed`,
 played once with each colour. Prints a table (wins, losses, win rate +- binomial SE, unique
-games, the mean final margin for Go) and appends a row to bench/results/match.csv. Installs GNU
+games, the mean final margin for Go) and appends a row to bench/results/match.csv;
+`--dead-stones` (Go) has GNU Go count the dead stones left on each final board.
+`--games-csv F` also writes each game (its number, our colour, the opening, the result).
+`python bench/match.py compare --a A1.csv [A2.csv ...] --b B1.csv [...]` pairs two sets of such
+files game by game (the same seed and game number: the same opening, our same colour) and prints
+both win rates and their difference +- its paired SE: two of our planners against one opponent,
+on the same openings. Installs GNU
 Go (`apt-get install -y gnugo`) or open_spiel (`pip install open-spiel==2.0.2`, the `bench`
 extra of pyproject.toml) when missing.
 """
@@ -117,6 +123,15 @@ CSV_FIELDS = (
     "margin_rtplan",
     "disagreements",
 )
+
+
+#: `--games-csv`: one row per game.
+GAMES_FIELDS = (
+    "seed", "game", "colour", "opening", "plies", "end", "score", "margin", "dead_black",
+    "dead_white", "moves",
+)  # fmt: skip
+#: The fields `compare` pairs on and reads.
+PAIRED_FIELDS = ("seed", "game", "colour", "opening", "score")
 
 
 # ---- Pure logic --------------------------------------------------------------------------
@@ -371,6 +386,13 @@ class Result:
     margin_rtplan: float | None = None
     #: The two engines disagree on the winner.
     disagree: bool = False
+    #: The game's number in its match (1-based): with the match's seed it names the opening and
+    #: our colour, which pairs it with the same game of another match (`compare`).
+    number: int = 0
+    #: `--dead-stones`: GNU Go's dead black and white stones on the final board (None: not
+    #: judged), and the winner by its score (which removes them) from our side, +1 / -1 / 0.
+    dead: tuple[int, int] | None = None
+    dead_verdict: float | None = None
 
 
 def summarise(results: Sequence[Result]) -> dict:
@@ -434,6 +456,87 @@ def append_csv(path: Path, row: dict) -> None:
         if new:
             writer.writeheader()
         writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in CSV_FIELDS})
+
+
+def write_games(path: Path, seed: int, results: Sequence[Result]) -> None:
+    """Writes one `GAMES_FIELDS` row per game of a match to `path` (replacing it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=GAMES_FIELDS)
+        writer.writeheader()
+        for r in results:
+            opening = " ".join(str(m) for m in r.record.moves[: r.record.opening])
+            writer.writerow(
+                {
+                    "seed": seed,
+                    "game": r.number,
+                    "colour": "bw"[r.colour],
+                    "opening": opening,
+                    "plies": len(r.record.moves),
+                    "end": r.record.end,
+                    "score": f"{r.score:g}",
+                    "margin": "" if r.margin is None else r.margin,
+                    "dead_black": "" if r.dead is None else r.dead[0],
+                    "dead_white": "" if r.dead is None else r.dead[1],
+                    "moves": " ".join(str(m) for m in r.record.moves),
+                }
+            )
+
+
+def read_games(paths: Sequence[Path]) -> dict[tuple[int, int], dict]:
+    """`--games-csv` files (matches on different seeds) as {(seed, game number): row}; a
+    clear error if one is not such a file or two hold the same game."""
+    games: dict[tuple[int, int], dict] = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        if not rows or set(PAIRED_FIELDS) - set(rows[0]):
+            raise SystemExit(f"match.py compare: {path} is not a --games-csv file {PAIRED_FIELDS}")
+        for r in rows:
+            key = (int(r["seed"]), int(r["game"]))
+            if key in games:
+                raise SystemExit(f"match.py compare: game {key} twice (in {path})")
+            games[key] = r
+    return games
+
+
+def paired_comparison(a: dict[tuple[int, int], dict], b: dict[tuple[int, int], dict]) -> dict:
+    """Win rates of two matches over the games both played (same seed, game number, colour and
+    opening) and the difference a - b +- its paired SE (sd of the per-game differences /
+    sqrt(n))."""
+    keys = sorted(set(a) & set(b))
+    if len(keys) < 2:
+        raise SystemExit("match.py compare: fewer than 2 games in common (same --seed, game)")
+    for key in keys:
+        if (a[key]["colour"], a[key]["opening"]) != (b[key]["colour"], b[key]["opening"]):
+            raise SystemExit(f"match.py compare: game {key} has different openings or colours")
+    sa = [float(a[k]["score"]) for k in keys]
+    sb = [float(b[k]["score"]) for k in keys]
+    d = [x - y for x, y in zip(sa, sb, strict=True)]
+    n = len(keys)
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    return {
+        "n": n,
+        "a": sum(sa) / n,
+        "b": sum(sb) / n,
+        "diff": mean,
+        "se": sd / math.sqrt(n),
+        "only_a": len(a) - n,
+        "only_b": len(b) - n,
+    }
+
+
+def compare(a_paths: Sequence[Path], b_paths: Sequence[Path]) -> dict:
+    """`match.py compare`: prints the paired comparison of two sets of `--games-csv` files."""
+    c = paired_comparison(read_games(a_paths), read_games(b_paths))
+    names = [" ".join(str(p) for p in paths) for paths in (a_paths, b_paths)]
+    print(f"| games in common | A: {names[0]} | B: {names[1]} | A - B +- paired SE |")
+    print("|---|---|---|---|")
+    print(f"| {c['n']} | {c['a']:.2f} | {c['b']:.2f} | {c['diff']:+.2f} +- {c['se']:.2f} |")
+    if c["only_a"] or c["only_b"]:
+        print(f"(unpaired, left out: {c['only_a']} games of A, {c['only_b']} of B)")
+    return c
 
 
 def git_commit() -> str:
@@ -567,6 +670,37 @@ def _gtp_planner(planner: Path, option: int, seed: int) -> list:
             "--budget", option, "--seed", seed]  # fmt: skip
 
 
+def judge_dead_stones(judge: GtpProcess, result: Result, *, replay: bool) -> None:
+    """Sets `result.dead` and `result.dead_verdict` from GNU Go's view of the final board
+    (`final_status_list dead`, and `final_score`, which removes those stones). `replay`: the
+    judge did not play the game, so it replays the moves first."""
+    if replay:
+        judge.send("clear_board")
+        for ply, move in enumerate(result.record.moves):
+            judge.send(f"play {'bw'[ply % 2]} {move}")
+    dead = judge.send("final_status_list dead").split()
+    colours = [judge.send(f"color {v}").strip().lower() for v in dead]
+    result.dead = (colours.count("black"), colours.count("white"))
+    sign = 1.0 if result.colour == 0 else -1.0
+    result.dead_verdict = sign * _sign(parse_score(judge.send("final_score")))
+
+
+def print_dead_stones(results: Sequence[Result]) -> None:
+    """`--dead-stones`: how many games ended with dead stones on the board, and in how many
+    GNU Go's winner (dead stones removed) differs from the game's own."""
+    judged = [r for r in results if r.dead is not None]
+    if not judged:
+        return
+    left = [r for r in judged if sum(r.dead) > 0]
+    flipped = [r for r in judged if (r.dead_verdict + 1.0) / 2.0 != r.score]
+    print(
+        f"dead stones on the final board (GNU Go's final_status_list dead): {len(left)} of "
+        f"{len(judged)} games, {sum(r.dead[0] for r in judged)} black and "
+        f"{sum(r.dead[1] for r in judged)} white stones in all; GNU Go's winner differs in "
+        f"{len(flipped)} of {len(judged)}"
+    )
+
+
 def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
     """`--games` games of `rtplan gtp --budget K` against `--opponent`; (results, settings).
 
@@ -613,6 +747,14 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 margin = parse_score(opponent.send("final_score"))
                 return _sign(margin), margin
 
+        dead_judge = None
+        if args.dead_stones:
+            if args.opponent == "gnugo":
+                dead_judge = engines[-1]
+            else:
+                cmd = [ensure_gnugo(), "--mode", "gtp", "--chinese-rules", "--komi", KOMI]
+                dead_judge = stack.enter_context(GtpProcess(cmd, name="gnugo judge", stderr=log))
+                engines.append(dead_judge)
         for engine in engines:
             print(f"{engine.name}: version {engine.send('version')}")
             engine.send(f"boardsize {GO_SIZE}")
@@ -654,7 +796,14 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 score = (result + 1.0) / 2.0
                 disagree = _sign(margin_ours) != result
                 verdict = f"{args.opponent}'s verdict {result:+g}, margin {_num(margin)}"
-            results.append(Result(colour, score, record, margin, margin_ours, disagree))
+            result = Result(colour, score, record, margin, margin_ours, disagree, i + 1)
+            if dead_judge is not None:
+                judge_dead_stones(dead_judge, result, replay=args.opponent != "gnugo")
+                verdict += (
+                    f"; GNU Go: {result.dead[0]} black, {result.dead[1]} white stones dead, "
+                    f"its verdict {result.dead_verdict:+g}"
+                )
+            results.append(result)
             print(
                 f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
                 f"opening {' '.join(opening)}, {len(record.moves)} plies, {record.end}; "
@@ -785,7 +934,7 @@ def hex_match(args: argparse.Namespace) -> tuple[list[Result], str]:
         if isinstance(theirs, SpielHex) and theirs.state.returns()[winner] != 1.0:
             raise RuntimeError(f"game {i + 1}: open_spiel's winner is not the last mover")
         score = 1.0 if winner == colour else 0.0
-        results.append(Result(colour, score, record))
+        results.append(Result(colour, score, record, number=i + 1))
         print(
             f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
             f"opening {' '.join(map(hex_cell_name, opening))}, {len(record.moves)} plies: "
@@ -810,6 +959,11 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="--opponent gnugo: we take black with this many stones (2-9; default none)",
     )
+    go.add_argument(
+        "--dead-stones",
+        action="store_true",
+        help="after each game, GNU Go counts the dead stones left on the board (self-play check)",
+    )
     hx = sub.add_parser("hex", help="Speed Hex (in process) vs open_spiel's MCTS or a planner")
     hx.add_argument("--opponent", choices=["mcts", "planner"], default="mcts")
     for p in (go, hx):
@@ -828,11 +982,18 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=0, help="openings, our search, MCTS's")
         p.add_argument("--planner", default=None, help="default checkpoints/<game>/planner.msgpack")
         p.add_argument("--csv", default=str(RESULTS_CSV), help="results CSV to append to")
+        p.add_argument("--games-csv", default=None, help="also write each game to this CSV")
+    cmp = sub.add_parser("compare", help="two sets of --games-csv files, paired game by game")
+    cmp.add_argument("--a", type=Path, nargs="+", required=True, help="A's --games-csv files")
+    cmp.add_argument("--b", type=Path, nargs="+", required=True, help="B's, the same seeds")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.game == "compare":
+        compare(args.a, args.b)
+        return 0
     handicap = getattr(args, "handicap", 0)
     if handicap and (args.opponent != "gnugo" or handicap not in GO_HANDICAP):
         raise SystemExit("match.py: --handicap is 2 to 9 stones, against --opponent gnugo")
@@ -854,6 +1015,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         opponent = f"planner {args.opponent_planner}"
     title = f"{game} option {args.option} vs {opponent} ({settings}), seed {args.seed}:"
     summary = print_table(title, results)
+    print_dead_stones(results)
     command = " ".join(["python", "bench/match.py", *(argv if argv is not None else sys.argv[1:])])
     row = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -872,6 +1034,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             row[key] = round(row[key], 4)
     append_csv(Path(args.csv), row)
     print(f"appended to {args.csv}")
+    if args.games_csv:
+        write_games(Path(args.games_csv), args.seed, results)
+        print(f"games written to {args.games_csv}")
     return 0
 
 

@@ -177,6 +177,59 @@ def test_append_csv_writes_the_header_once(tmp_path):
     assert (rows[1]["game"], rows[1]["wins"]) == ("speed-hex-v0", "3")
 
 
+def test_games_csv_pairs_two_matches_game_by_game(tmp_path, capsys):
+    """Two matches on the same seed: `compare` pairs them by game number (the same opening and
+    colour) and gives the difference +- the SE of the per-game differences."""
+    opening = match.GameRecord([5, 7, 9], 2, "game over")
+    other = match.GameRecord([6, 8, 9], 2, "game over")
+    a = [
+        match.Result(i % 2, s, opening if i < 2 else other, number=i + 1)
+        for i, s in enumerate([1.0, 1.0, 0.0, 1.0])
+    ]
+    b = [
+        match.Result(i % 2, s, opening if i < 2 else other, number=i + 1)
+        for i, s in enumerate([0.0, 1.0, 0.0, 0.0, 1.0])
+    ]  # a fifth game A did not play
+    b[4].record = match.GameRecord([1, 2, 3], 2, "game over")
+    match.write_games(tmp_path / "a.csv", 0, a)
+    match.write_games(tmp_path / "b.csv", 0, b)
+    rows = list(csv.DictReader((tmp_path / "a.csv").open()))
+    assert rows[0]["moves"] == "5 7 9" and rows[0]["plies"] == "3"
+    assert [(r["game"], r["colour"], r["opening"], r["score"]) for r in rows[:2]] == [
+        ("1", "b", "5 7", "1"),
+        ("2", "w", "5 7", "1"),
+    ]
+    assert (
+        match.main(["compare", "--a", str(tmp_path / "a.csv"), "--b", str(tmp_path / "b.csv")]) == 0
+    )
+    c = match.paired_comparison(
+        match.read_games([tmp_path / "a.csv"]), match.read_games([tmp_path / "b.csv"])
+    )
+    # differences 1, 0, 0, 1: mean 0.5, sd sqrt(1/3), SE sd / 2
+    assert (c["n"], c["a"], c["b"], c["only_b"]) == (4, 0.75, 0.25, 1)
+    assert c["diff"] == 0.5 and c["se"] == pytest.approx(math.sqrt(1 / 3) / 2)
+    assert "+0.50 +- 0.29" in capsys.readouterr().out
+    # Matches on two seeds pool; another seed alone shares no game; a game twice is refused.
+    match.write_games(tmp_path / "a1.csv", 1, a)
+    match.write_games(tmp_path / "b1.csv", 1, b)
+    pooled = match.compare(
+        [tmp_path / "a.csv", tmp_path / "a1.csv"], [tmp_path / "b.csv", tmp_path / "b1.csv"]
+    )
+    assert (pooled["n"], pooled["diff"]) == (8, 0.5)
+    assert pooled["se"] == pytest.approx(math.sqrt(2 / 7) / math.sqrt(8))
+    with pytest.raises(SystemExit, match="fewer than 2 games in common"):
+        match.compare([tmp_path / "a.csv"], [tmp_path / "b1.csv"])
+    with pytest.raises(SystemExit, match=r"game \(0, 1\) twice"):
+        match.compare([tmp_path / "a.csv", tmp_path / "a.csv"], [tmp_path / "b.csv"])
+    b[0].record = other
+    match.write_games(tmp_path / "b.csv", 0, b)
+    with pytest.raises(SystemExit, match=r"game \(0, 1\) has different openings"):
+        match.compare([tmp_path / "a.csv"], [tmp_path / "b.csv"])
+    (tmp_path / "bad.csv").write_text("date,n\n1,2\n")
+    with pytest.raises(SystemExit, match="is not a --games-csv file"):
+        match.compare([tmp_path / "a.csv"], [tmp_path / "bad.csv"])
+
+
 def test_random_openings_are_seeded_short_distinct_and_varied():
     points = match.GO_OPENING_POINTS
     first = [match.random_opening(i, points, seed=0) for i in range(200)]
@@ -218,6 +271,33 @@ def test_gnu_go_puts_our_vertices_where_pgx_does():
         for colour, name in enumerate(("black", "white")):
             listed = engine.send(f"list_stones {name}").split()
             assert sorted(match.go_point(v) for v in listed) == sorted(opening[colour::2])
+
+
+@pytest.mark.skipif(
+    not (shutil.which("gnugo") or Path(match.DEBIAN_GNUGO).exists()), reason="no GNU Go"
+)
+def test_dead_stones_left_on_the_board_are_counted_by_gnu_go(capsys):
+    """`--dead-stones`: black walls rows 3 and 7, white's lone stone at E5 is left on the board
+    by two passes. GNU Go calls it dead and scores black; a game that pgx (which counts it
+    alive) gave to white counts as a flipped winner."""
+    cols = "abcdefghj"
+    blacks = [f"{c}3" for c in cols] + [f"{c}7" for c in cols]
+    whites = ["e5"] + ["pass"] * (len(blacks) - 1)
+    moves = [m for pair in zip(blacks, whites, strict=True) for m in pair] + ["pass", "pass"]
+    record = match.GameRecord(moves, 0, "two passes")
+    as_black = match.Result(0, 1.0, record, number=1)
+    as_white = match.Result(1, 1.0, record, number=2)  # a win for white by some other count
+    engine = match.GtpProcess([match.ensure_gnugo(), "--mode", "gtp"], name="gnugo")
+    with engine:
+        engine.send("boardsize 9")
+        for r in (as_black, as_white):
+            match.judge_dead_stones(engine, r, replay=True)
+    assert as_black.dead == as_white.dead == (0, 1)
+    assert (as_black.dead_verdict, as_white.dead_verdict) == (1.0, -1.0)
+    match.print_dead_stones([as_black, as_white])
+    out = capsys.readouterr().out
+    assert "2 of 2 games, 0 black and 2 white stones in all" in out
+    assert "GNU Go's winner differs in 1 of 2" in out
 
 
 def test_hex_translation_rejects_swap():
@@ -357,7 +437,11 @@ def test_a_planner_against_itself_wins_exactly_half(game, option, tmp_path):
     shipped = ROOT / "checkpoints" / f"speed-{game}-v0" / "planner.msgpack"
     out = tmp_path / "match.csv"
     argv = [game, "--opponent", "planner", "--opponent-planner", str(shipped)]
-    assert match.main([*argv, "--games", "4", "--option", option, "--csv", str(out)]) == 0
+    games = tmp_path / "games.csv"
+    argv += ["--games", "4", "--option", option, "--csv", str(out), "--games-csv", str(games)]
+    assert match.main(argv) == 0
+    scores = [float(r["score"]) for r in csv.DictReader(games.open())]
+    assert len(scores) == 4 and scores[0] + scores[1] == scores[2] + scores[3] == 1.0
     (row,) = csv.DictReader(out.open())
     assert row["opponent"] == f"planner {shipped}" and int(row["n"]) == 4
     assert float(row["wins"]) == 2 and int(row["unique"]) == 2
