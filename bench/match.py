@@ -38,15 +38,16 @@ planner's.
 Both sides are deterministic (ours at a fixed seed, GNU Go always, MCTS at its seed), so each
 pair of games starts from a random opening of 2-4 plies seeded by the pair's index and `--seed`,
 played once with each colour. Prints a table (wins, losses, win rate +- binomial SE, unique
-games, the mean final margin for Go) and appends a row to bench/results/match.csv;
-`--dead-stones` (Go) has GNU Go count the dead stones left on each final board.
-`--games-csv F` also writes each game (its number, our colour, the opening, the result).
-`python bench/match.py compare --a A1.csv [A2.csv ...] --b B1.csv [...]` pairs two sets of such
-files game by game (the same seed and game number: the same opening, our same colour) and prints
-both win rates and their difference +- its paired SE: two of our planners against one opponent,
-on the same openings. Installs GNU
+games, the mean final margin for Go) and appends a row to bench/results/match.csv. Installs GNU
 Go (`apt-get install -y gnugo`) or open_spiel (`pip install open-spiel==2.0.2`, the `bench`
 extra of pyproject.toml) when missing.
+
+`--games-csv F` also writes each game (its number, our colour, the opening, the result, every
+move). `python bench/match.py compare --a A1.csv [A2.csv ...] --b B1.csv [...]` pairs two sets
+of such files game by game (the same seed and game number: the same opening, our same colour)
+and prints both win rates and their difference +- its paired SE: two of our planners, or two
+options of one, against one opponent on the same openings. `--dead-stones` (Go): GNU Go counts
+the dead stones left on each final board, and says whether removing them changes the winner.
 """
 
 from __future__ import annotations
@@ -797,7 +798,7 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 disagree = _sign(margin_ours) != result
                 verdict = f"{args.opponent}'s verdict {result:+g}, margin {_num(margin)}"
             result = Result(colour, score, record, margin, margin_ours, disagree, i + 1)
-            if dead_judge is not None:
+            if dead_judge is not None and record.resigned is None:
                 judge_dead_stones(dead_judge, result, replay=args.opponent != "gnugo")
                 verdict += (
                     f"; GNU Go: {result.dead[0]} black, {result.dead[1]} white stones dead, "
