@@ -61,6 +61,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -515,14 +516,12 @@ def paired_comparison(a: dict[tuple[int, int], dict], b: dict[tuple[int, int], d
     sb = [float(b[k]["score"]) for k in keys]
     d = [x - y for x, y in zip(sa, sb, strict=True)]
     n = len(keys)
-    mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
     return {
         "n": n,
-        "a": sum(sa) / n,
-        "b": sum(sb) / n,
-        "diff": mean,
-        "se": sd / math.sqrt(n),
+        "a": statistics.fmean(sa),
+        "b": statistics.fmean(sb),
+        "diff": statistics.fmean(d),
+        "se": statistics.stdev(d) / math.sqrt(n),
         "only_a": len(a) - n,
         "only_b": len(b) - n,
     }
@@ -751,7 +750,7 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
         dead_judge = None
         if args.dead_stones:
             if args.opponent == "gnugo":
-                dead_judge = engines[-1]
+                dead_judge = opponent  # it played the game: no replay
             else:
                 cmd = [ensure_gnugo(), "--mode", "gtp", "--chinese-rules", "--komi", KOMI]
                 dead_judge = stack.enter_context(GtpProcess(cmd, name="gnugo judge", stderr=log))
