@@ -38,7 +38,7 @@ import numpy as np
 from bench_planner import _time  # noqa: E402 (bench/ is on the path of a script run from it)
 
 from gate import GateTrainConfig  # noqa: E402
-from gate.ppo import GatePPO  # noqa: E402
+from gate.train import GatePPO  # noqa: E402
 
 
 def _take(x, idx):
@@ -58,7 +58,7 @@ def latency(game_id: str, calls: int) -> None:
             GateTrainConfig(game_id=game_id, gate=kind, num_envs=1, minibatches=1, devices=1)
         )
         state = algo.init()
-        states = state.envs.states
+        states = state.actors.states
         fn = functools.partial(algo._decide, greedy=True)
         t = _time(fn, state.params, algo.planner_params, states, state.key, calls=calls)
         print(f"| gate decision ({kind}: planner forward + gate) | {_fmt(t)} |", flush=True)
@@ -77,7 +77,7 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     budgets = algo.budgets
     rng = np.random.default_rng(0)
     ks = rng.choice(budgets, size=batch)
-    pp, states = algo.planner_params, state.envs.states
+    pp, states = algo.planner_params, state.actors.states
     keys = jax.random.split(jax.random.PRNGKey(3), batch)
 
     options = {k: jax.jit(functools.partial(algo.planner.option, k=k)) for k in budgets}
@@ -97,9 +97,9 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     alone = _time(chosen_alone, calls=calls)
     every = _time(everything, pp, keys, states, calls=calls)
     # The whole gate rollout per meta-step (decide, grouped options, bootstrap, reset).
-    algo.rollout(state.params, state.envs, state.key)  # compiles every group size
+    algo.rollout(state.params, state.actors, state.key)  # compiles every group size
     start = time.perf_counter()
-    _, steps_out, _ = algo.rollout(state.params, state.envs, state.key)
+    _, steps_out, _ = algo.rollout(state.params, state.actors, state.key)
     jax.block_until_ready(steps_out)
     per_step = (time.perf_counter() - start) * 1e3 / steps
     mix = ", ".join(f"k={k}: {(ks == k).sum()}" for k in budgets)
@@ -175,7 +175,7 @@ def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     for kind in ("mlp", "paper"):
         algo = GatePPO(dataclasses.replace(cfg, gate=kind))
         state = algo.init()
-        _, rollout, _ = algo.rollout(state.params, state.envs, state.key)
+        _, rollout, _ = algo.rollout(state.params, state.actors, state.key)
         args = (state.params, state.opt_state, rollout, state.key)
         t = _time(algo._learn, *args, calls=calls, warmup=1)
         base = np.median(t) if base is None else base

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import harness
 from gate.policy import check_trained_over
-from gate.ppo import EXPORT
+from gate.train import EXPORT
 from harness import checkpoint as ckpt
 from harness.run import LOG
 from planner.ship import plot_learning_curve

@@ -140,6 +140,25 @@ def load(path: str | os.PathLike, template: Any) -> tuple[Any, dict[str, Any]]:
     return tree, meta
 
 
+def learner_tree(params: Any, opt_state: Any, key: Any, **extra: Any) -> dict[str, Any]:
+    """What a trainer's checkpoint holds, on the host: its params, optimizer state and learner
+    PRNG key, plus `extra` entries (e.g. a replay buffer)."""
+    import jax
+
+    return jax.device_get({"params": params, "opt_state": opt_state, "key": key, **extra})
+
+
+def learner_template(init: Any, **extra: Any) -> dict[str, Any]:
+    """Zeros shaped like `learner_tree`'s, for `load`: `init(key) -> (params, opt_state)` is only
+    traced (`jax.eval_shape`), `extra` holds shapes or arrays of the other entries."""
+    import jax
+    import numpy as np
+
+    params, opt_state = jax.eval_shape(init, jax.random.PRNGKey(0))
+    tree = {"params": params, "opt_state": opt_state, "key": jax.random.PRNGKey(0), **extra}
+    return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), tree)
+
+
 def _check_shapes(template: Any, tree: Any, path: Path) -> None:
     import jax
 

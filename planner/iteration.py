@@ -15,7 +15,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import games
+from planner import actors as ac
 from planner import replay as rb
+from planner.actors import Actors
 from planner.evaluate import (
     EVAL_OPENING_PLIES,
     RANDOM,
@@ -41,16 +43,6 @@ class Trajectory:
     reward: jax.Array  # [U, B] option reward for the targets
     discount: jax.Array  # [U, B] `step_discounts`
     search_value: jax.Array  # [U, B] MCTS root value at the decision state
-
-
-@struct.dataclass
-class Actors:
-    """The running games of the batch `[B]`."""
-
-    states: games.State  # [B]
-    keys: jax.Array  # [B, 2] per-game PRNG keys
-    episode_return: jax.Array  # [B] raw return of the running episode
-    episode_frames: jax.Array  # [B] frames of the running episode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,24 +138,8 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
             step = Trajectory(
                 sample=sample, reward=reward, discount=discount, search_value=out.search_value
             )
-            frames = out.next_state.frame - states.frame
-            ret = actors.episode_return + out.reward
-            length = actors.episode_frames + frames
-            done = out.done
-            nxt = rb.where(done, reset(keys[:, 2]), out.next_state)
-            stats = dict(
-                option_reward=out.reward.mean(),
-                frames=frames.sum(),
-                episodes=done.sum(),
-                return_sum=jnp.where(done, ret, 0.0).sum(),
-                frames_sum=jnp.where(done, length, 0).sum(),
-            )
-            actors = Actors(
-                states=nxt,
-                keys=keys[:, 0],
-                episode_return=jnp.where(done, 0.0, ret),
-                episode_frames=jnp.where(done, 0, length),
-            )
+            actors, stats = ac.advance(actors, out, reset(keys[:, 2]), keys[:, 0])
+            stats["option_reward"] = out.reward.mean()
             return actors, (step, stats)
 
         actors, (traj, stats) = jax.lax.scan(decide, actors, None, length=unroll)
@@ -192,7 +168,7 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
         keys = jax.random.split(key, cfg.learner_steps)
         (new_params, new_opt), stats = jax.lax.scan(one, (params, opt_state), keys, unroll=True)
         ready = replay.size > 0
-        params, opt_state = rb.where(ready, (new_params, new_opt), (params, opt_state))
+        params, opt_state = ac.where(ready, (new_params, new_opt), (params, opt_state))
         stats = jax.tree.map(lambda x: jnp.where(ready, x.mean(), jnp.nan), stats)
         return params, opt_state, stats
 
@@ -244,12 +220,7 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
     def init_actors(key):
         keys = jax.random.split(key, cfg.batch)
         init_keys = jax.vmap(lambda key: jax.random.split(key))(keys)
-        return Actors(
-            states=reset(init_keys[:, 0]),
-            keys=init_keys[:, 1],
-            episode_return=jnp.zeros((cfg.batch,), jnp.float32),
-            episode_frames=jnp.zeros((cfg.batch,), jnp.int32),
-        )
+        return ac.start(reset(init_keys[:, 0]), init_keys[:, 1])
 
     shapes = rb.sample_shapes(planner, k)
 

@@ -35,6 +35,7 @@ import mctx
 from flax import struct
 
 import games
+from planner.actors import where
 from planner.network import AZNet, NetOutput, NetworkConfig
 
 _NEG = jnp.finfo(jnp.float32).min
@@ -221,20 +222,13 @@ class Planner:
         """
         gamma = self.config.gamma
 
-        def live_rows(live, new, old):
-            return jax.tree.map(
-                lambda x, y: jnp.where(live.reshape(live.shape + (1,) * (x.ndim - 1)), x, y),
-                new,
-                old,
-            )
-
         def body(carry):
             j, s, o, disc = carry
             live = j < frames
             a = self.masked_argmax(o.logits, s.legal_action_mask)
             nxt = jax.vmap(self.game.step)(s, a)
-            s = live_rows(live, nxt, s)
-            o = live_rows(live, self.evaluate(params, s), o)
+            s = where(live, nxt, s)
+            o = where(live, self.evaluate(params, s), o)
             disc = disc + jnp.where(live, gamma ** j.astype(jnp.float32) * nxt.reward, 0.0)
             return j + 1, s, o, disc
 

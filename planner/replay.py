@@ -72,15 +72,6 @@ def nbytes(planner: Planner, k: int, capacity: int) -> int:
     return capacity * sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in leaves)
 
 
-def where(mask: jax.Array, a, b):
-    """`a` where `mask` `[B]` else `b`, leaf by leaf (leaves `[B, ...]`)."""
-
-    def pick(x, y):
-        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
-
-    return jax.tree.map(pick, a, b)
-
-
 def add(replay: Replay, samples: Sample, valid: jax.Array) -> Replay:
     """Writes `samples` `[n]` at the write pointer if `valid` (a traced bool), else nothing.
 

@@ -152,13 +152,8 @@ class ExpertIteration:
         return jax.device_get(state.params)
 
     def save(self, state: TrainState) -> tuple[dict, dict]:
-        tree = {
-            "params": jax.device_get(state.params),
-            "opt_state": jax.device_get(state.opt_state),
-            "key": jax.device_get(state.key),
-        }
-        if self.save_replay:
-            tree["replay"] = jax.device_get(state.replay)
+        extra = {"replay": state.replay} if self.save_replay else {}
+        tree = ckpt.learner_tree(state.params, state.opt_state, state.key, **extra)
         return tree, {"replay_saved": self.save_replay}
 
     def template(self, meta: dict) -> dict:
@@ -169,11 +164,10 @@ class ExpertIteration:
                 f"the checkpoint holds a {saved.game_id} network {saved.network}, but this run "
                 f"asks for {mine.game_id} {mine.network}"
             )
-        shapes = jax.eval_shape(self.fns.init_params, jax.random.PRNGKey(0))
-        tree = {"params": shapes[0], "opt_state": shapes[1], "key": jax.random.PRNGKey(0)}
+        extra = {}
         if meta.get("replay_saved", False):
-            tree["replay"] = jax.eval_shape(self.fns.empty_replay)
-        return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), tree)
+            extra["replay"] = jax.eval_shape(self.fns.empty_replay)
+        return ckpt.learner_template(self.fns.init_params, **extra)
 
     def restore(self, tree: dict, meta: dict) -> TrainState:
         saved_train = meta.get("train_config", {})

@@ -479,7 +479,7 @@ def _train_planner(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
 def _train_gate(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     _set_device_count(args.devices)
-    from gate.ppo import gate_trainer
+    from gate.train import gate_trainer
 
     return _train(args, argv, "gate", GateTrainConfig, gate_trainer)
 

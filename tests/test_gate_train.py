@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 from gate import Batch, GateTrainConfig, ppo_loss
-from gate.ppo import GatePPO
+from gate.train import GatePPO
 from harness import checkpoint as ckpt
 from planner import Planner
 from planner.store import planner_path, save_planner
@@ -157,7 +157,7 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
                           minibatches=1, gate_channels=8, gate_hidden=16)  # fmt: skip
     algo = GatePPO(cfg)
     state = algo.init()
-    states = state.envs.states
+    states = state.actors.states
 
     def loss(gate_params, planner_params):
         x = algo.gate.inputs(planner_params, states)
@@ -183,7 +183,7 @@ def test_init_k_starts_the_policy_at_that_budget(planner_file):
     plain = GatePPO(GateTrainConfig(**kw))
     algo = GatePPO(GateTrainConfig(**kw, init_k=2, init_prob=0.8))
     state, plain_state = algo.init(), plain.init()
-    states = state.envs.states
+    states = state.actors.states
     decision = algo.gate.decide(state.params, algo.planner_params, states)
     assert decision.probabilities[:, 1].tolist() == pytest.approx([0.8] * 4, abs=0.02)
     assert decision.k.tolist() == [2, 2, 2, 2]

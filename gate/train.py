@@ -1,0 +1,360 @@
+"""The gate's trainer: rollouts of a frozen planner's options on the host, grouped by budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
+from gate.gae import smdp_gae
+from gate.policy import Gate, file_sha256
+from gate.ppo import Batch, make_update
+from gate.train_config import GateTrainConfig
+from harness import checkpoint as ckpt
+from harness.run import Run
+from planner import actors as ac
+from planner.actors import Actors
+from planner.batching import OptionRunner
+from planner.options import OptionOutput, Planner
+from planner.store import load_planner, planner_path
+
+__all__ = ["EXPORT", "GatePPO", "GateState", "gate_trainer", "prior_init"]
+
+#: The exported params of a run folder (what the services will load).
+EXPORT = "gate.msgpack"
+
+
+@struct.dataclass
+class GateState:
+    """Everything that changes during a run."""
+
+    params: Any  # gate variables
+    opt_state: Any  # Adam state
+    actors: Actors  # [B] running games
+    key: jax.Array  # [2] learner PRNG key (k sampling, minibatch order)
+
+
+
+def _stack(steps: list):
+    """Stacks a list of equal pytrees along a new leading axis, leaf by leaf.
+
+    Not jitted: a jit over hundreds of steps would take thousands of arguments, and compiling
+    that took minutes on XLA:CPU; one concatenation per leaf is cheap.
+    """
+    return jax.tree.map(lambda *x: jnp.stack(x), *steps)
+
+
+
+@functools.lru_cache(maxsize=4)
+def _planner(pcfg) -> Planner:
+    return Planner(pcfg)
+
+
+@functools.lru_cache(maxsize=4)
+def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
+    # Shared by the runs of a process (a resumed run, tests): its compiled options are kept.
+    return OptionRunner(_planner(pcfg), max_batch=max_batch, devices=devices)
+
+
+
+class GatePPO:
+    """PPO of the gate over a frozen planner's budgeted options, driven by `harness.run.Run`.
+
+    One iteration:
+
+    1. Rollout, `meta_steps` host steps on `num_envs` auto-reset games. Each step: one jitted
+       call runs the frozen planner's forward and the gate at s_t and samples k; the
+       `OptionRunner` runs option k for each game, grouped by k, so only the chosen options
+       are computed (never all four); one jitted call takes the gate's value at the state the
+       option ended in (the truncation bootstrap), and resets finished games. Each group's
+       option is split across `devices` (one per core on CPU).
+    2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
+       `minibatches` Adam steps of the clipped PPO loss.
+
+    Values inside PPO are in units of `value_scale` (the planner's value support edge), so the
+    option rewards of Pac-Man and Tetris (tens to hundreds) do not swamp the loss. The
+    planner's search runs deterministically (its config's gumbel_scale, 0 when shipped): the
+    gate learns the planner as it is deployed. The checkpoint holds the gate params, Adam state
+    and the learner key; games in flight are not saved (a resumed run starts new ones).
+    """
+
+    kind = "gate"
+    export_file = EXPORT
+    progress = {"loss": "loss", "k": "mean_k", "ret": "episode_return", "eval": "eval_mean"}
+
+    def __init__(self, cfg: GateTrainConfig) -> None:
+        self.cfg = cfg
+        self.name = f"gate {cfg.game_id}"
+        path = cfg.planner or str(planner_path("checkpoints", cfg.game_id))
+        if not Path(path).exists():
+            raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
+        pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
+        self.planner_file = path
+        self.planner_sha256 = file_sha256(path)
+        self.planner_commit = pmeta.get("git_commit")
+        self.devices = cfg.devices
+        self.planner = _planner(pcfg)
+        if self.planner.two_player:
+            raise ValueError(f"{cfg.game_id} is a clock game; its gate is recurrent (not here)")
+        self.game = self.planner.game
+        self.budgets = tuple(pcfg.budgets)
+        self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
+        self.gate = Gate(self.planner, cfg.gate_config)
+        max_batch = max(cfg.num_envs, cfg.eval_episodes)
+        if self.gate.future is None:
+            self.runner = _runner(pcfg, max_batch, self.devices)
+        else:  # the options' trees expect the gate's own budgets
+            self.runner = self.gate.runner(max_batch, self.devices)
+        self.value_scale = self.gate.value_scale
+        self.net = self.gate.net
+        self.columns = (
+            "loss",
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "approx_kl",
+            "clip_frac",
+            "grad_norm",
+            "mean_k",
+            *(f"k{b}" for b in self.budgets),
+            "episodes",
+            "episode_return",
+            "episode_frames",
+            "eval_mean",
+            "eval_se",
+            "eval_mean_k",
+        )
+        self.optimizer = optax.chain(
+            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
+        )
+        self._budget_arr = np.asarray(self.budgets)
+        self._decide = jax.jit(self._decide_fn, static_argnames="greedy")
+        self._finish = jax.jit(self._finish_fn)
+        self._init_actors = jax.jit(self._init_actors_fn, static_argnums=1)
+        self._learn = jax.jit(self._learn_fn)
+
+    # ---- pure pieces (jitted in __init__) ----
+
+    def _decide_fn(self, params, planner_params, states, key, *, greedy: bool = False):
+        d = self.gate.decide(params, planner_params, states, None if greedy else key)
+        return d.inputs, d.index, d.log_prob, d.baseline
+
+    def _init_actors_fn(self, key, n: int) -> Actors:
+        keys = jax.random.split(key, (n, 2))
+        return ac.start(jax.vmap(self.game.init)(keys[:, 0]), keys[:, 1])
+
+    def _finish_fn(self, params, planner_params, actors: Actors, out: OptionOutput, reset_keys):
+        """The step's record (reward, frames, ends, bootstrap value) and the reset games."""
+        frames = out.next_state.frame - actors.states.frame
+        reward = out.reward if self.cfg.reward_mode == "raw" else out.discounted_reward
+        _, next_value = self.gate.apply(params, self.gate.inputs(planner_params, out.next_state))
+        truncated = out.truncated & ~out.terminated
+        if not self.cfg.truncation_bootstrap:
+            truncated = jnp.zeros_like(truncated)
+        terminated = out.terminated | (out.truncated & ~truncated)
+        record = dict(
+            reward=reward / self.value_scale,
+            next_value=next_value,
+            frames=frames,
+            terminated=terminated,
+            truncated=truncated,
+        )
+        fresh = jax.vmap(self.game.init)(reset_keys)
+        actors, stats = ac.advance(actors, out, fresh, actors.keys)
+        return actors, record, stats
+
+    def _learn_fn(self, params, opt_state, steps: dict, key):
+        cfg = self.cfg
+        adv, target = smdp_gae(
+            steps["reward"],
+            steps["value"],
+            steps["next_value"],
+            steps["frames"],
+            steps["terminated"],
+            steps["truncated"],
+            gamma=self.gamma,
+            lam=cfg.lam,
+        )
+
+        def flat(tree):
+            return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)
+
+        batch = Batch(
+            inputs=flat(steps["inputs"]),
+            action=flat(steps["action"]),
+            log_prob=flat(steps["log_prob"]),
+            advantage=flat(adv),
+            target=flat(target),
+        )
+        update = make_update(
+            self.net,
+            self.optimizer,
+            epochs=cfg.epochs,
+            minibatches=cfg.minibatches,
+            clip=cfg.clip,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.entropy_coef,
+        )
+        return update(params, opt_state, batch, key)
+
+    # ---- rollout ----
+
+    def option_keys(self, keys: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(carried, option, reset) per-game keys `[B, 2]` split from `keys` `[B, 2]`."""
+        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        return split[:, 0], split[:, 1], split[:, 2]
+
+    def rollout(self, params, actors: Actors, key: jax.Array):
+        """`meta_steps` meta-steps of every game; returns (actors, time-major steps, stats)."""
+        steps, stats = [], []
+        for _ in range(self.cfg.meta_steps):
+            key, sample_key = jax.random.split(key)
+            x, action, log_prob, value = self._decide(
+                params, self.planner_params, actors.states, sample_key
+            )
+            carried, option_keys, reset_keys = self.option_keys(actors.keys)
+            ks = self._budget_arr[np.asarray(action)]
+            out = self.runner(
+                self.planner_params,
+                option_keys,
+                actors.states,
+                ks,
+                future_params=self.gate.future_params(params),
+            )
+            actors, record, stat = self._finish(
+                params, self.planner_params, actors.replace(keys=carried), out, reset_keys
+            )
+            steps.append(dict(record, inputs=x, action=action, log_prob=log_prob, value=value))
+            stats.append(stat)
+        return actors, _stack(steps), jax.device_get(_stack(stats))
+
+    # ---- harness.Algorithm ----
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            **self.gate.metadata(),
+            "gamma": self.gamma,
+            "planner_checkpoint": self.planner_file,
+            "planner_sha256": self.planner_sha256,
+            "planner_git_commit": self.planner_commit,
+            "tuning_seed_base": TUNING_SEED_BASE,
+            "devices": self.devices,
+        }
+
+    def _fresh(self, key: jax.Array):
+        params = self.gate.init_params(key)
+        if self.cfg.init_k is not None:
+            params = prior_init(params, self.budgets, self.cfg.init_k, self.cfg.init_prob)
+        return params, self.optimizer.init(params)
+
+    def init(self) -> GateState:
+        key, init_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed))
+        params, opt_state = self._fresh(init_key)
+        return self._state(params, opt_state, key)
+
+    def _state(self, params, opt_state, key) -> GateState:
+        key, actor_key = jax.random.split(key)
+        return GateState(
+            params=params,
+            opt_state=opt_state,
+            actors=self._init_actors(actor_key, self.cfg.num_envs),
+            key=key,
+        )
+
+    def step(self, state: GateState) -> tuple[GateState, dict]:
+        key, roll_key, learn_key = jax.random.split(state.key, 3)
+        actors, steps, stats = self.rollout(state.params, state.actors, roll_key)
+        params, opt_state, lstats = self._learn(state.params, state.opt_state, steps, learn_key)
+        metrics = {k: float(v) for k, v in jax.device_get(lstats).items()}
+        ks = self._budget_arr[np.asarray(steps["action"])]
+        metrics["mean_k"] = float(ks.mean())
+        metrics.update({f"k{b}": float((ks == b).mean()) for b in self.budgets})
+        episodes = int(stats["episodes"].sum())
+        metrics["episodes"] = episodes
+        metrics["frames"] = int(stats["frames"].sum())
+        if episodes:
+            metrics["episode_return"] = float(stats["return_sum"].sum()) / episodes
+            metrics["episode_frames"] = float(stats["frames_sum"].sum()) / episodes
+        else:
+            metrics["episode_return"] = metrics["episode_frames"] = None
+        return GateState(params=params, opt_state=opt_state, actors=actors, key=key), metrics
+
+    def evaluate(self, state: GateState, iteration: int) -> tuple[float, dict]:
+        """Greedy gate on `eval_episodes` tuning seeds (the same every time); returns
+        (eval_mean, the eval columns)."""
+        del iteration
+        seeds = seeds_of("tuning", self.cfg.eval_episodes)
+        choose = gate_chooser(self.gate, state.params, self.planner_params)
+        ep = play(
+            self.runner,
+            self.planner_params,
+            seeds,
+            choose,
+            max_decisions=self.cfg.eval_max_meta_steps,
+            future_params=self.gate.future_params(state.params),
+        )
+        mean_k = float(np.mean([k.mean() for k in ep.ks if len(k)]))
+        return ep.mean, dict(eval_mean=ep.mean, eval_se=ep.se, eval_mean_k=mean_k)
+
+    def params(self, state: GateState):
+        return jax.device_get(state.params)
+
+    def save(self, state: GateState) -> tuple[dict, dict]:
+        return ckpt.learner_tree(state.params, state.opt_state, state.key), {}
+
+    def template(self, meta: dict) -> dict:
+        saved = meta.get("gate_config")
+        if saved != dataclasses.asdict(self.gate.config) or meta.get("budgets") != list(
+            self.budgets
+        ):
+            raise ckpt.CheckpointError(
+                f"the checkpoint holds a gate {saved} over budgets {meta.get('budgets')}, but "
+                f"this run asks for {dataclasses.asdict(self.gate.config)} over {self.budgets}"
+            )
+        return ckpt.learner_template(self._fresh)
+
+    def restore(self, tree: dict, meta: dict) -> GateState:
+        del meta
+        return self._state(tree["params"], tree["opt_state"], jnp.asarray(tree["key"]))
+
+
+def prior_init(params, budgets: tuple[int, ...], k: int, prob: float, kernel_scale: float = 0.01):
+    """Gate variables whose policy starts at budget `k` with probability `prob` in every state.
+
+    The policy head's output layer (the one Dense with a bias over the budgets) gets the log of
+    the prior as its bias and its kernel scaled by `kernel_scale`, so the logits start near the
+    prior everywhere and the state dependence is learned from there. Why: switching k between
+    decisions is costly (the tree models "always k"; bench/k_switching.py), so a near-uniform
+    start samples the costly mixed-k regime and PPO measures options against it; a start at
+    the best fixed k explores around the policy to beat.
+    """
+    if k not in budgets:
+        raise ValueError(f"init_k={k} is not one of the budgets {budgets}")
+    n = len(budgets)
+    prior = np.full(n, (1.0 - prob) / (n - 1))
+    prior[budgets.index(k)] = prob
+    flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(params))
+    heads = [p[:-1] for p, v in flat.items() if p[-1] == "bias" and v.shape == (n,)]
+    if len(heads) != 1:
+        raise ValueError(f"expected one layer with a bias over {n} budgets, found {heads}")
+    (head,) = heads
+    flat[(*head, "bias")] = jnp.asarray(np.log(prior), flat[(*head, "bias")].dtype)
+    flat[(*head, "kernel")] = flat[(*head, "kernel")] * kernel_scale
+    return flax.traverse_util.unflatten_dict(flat)
+
+
+
+def gate_trainer(cfg: GateTrainConfig, out_dir: str | Path, **kwargs: Any) -> Run[GateState]:
+    """A `harness.run.Run` of gate PPO into `out_dir` (kwargs: `Run`'s resume, argv, progress,
+    tensorboard). `run()` trains; `state` holds the `GateState`."""
+    return Run(GatePPO(cfg), cfg, out_dir, **kwargs)
+

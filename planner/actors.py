@@ -1,0 +1,81 @@
+"""The running games of a training batch: auto-reset after each option, episode statistics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+import games
+
+if TYPE_CHECKING:
+    from planner.options import OptionOutput
+
+__all__ = ["Actors", "advance", "start", "where"]
+
+
+@struct.dataclass
+class Actors:
+    """The running games of the batch `[B]` (planner self-play and gate rollouts alike)."""
+
+    states: games.State  # [B]
+    keys: jax.Array  # [B, 2] per-game PRNG keys (option search and resets)
+    episode_return: jax.Array  # [B] raw return of the running episode
+    episode_frames: jax.Array  # [B] frames of the running episode
+
+
+def where(mask: jax.Array, a, b):
+    """`a` where `mask` else `b`, leaf by leaf: a per-row select when `mask` is `[B]` and the
+    leaves `[B, ...]`, a whole-tree select when `mask` is a scalar."""
+
+    def pick(x, y):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
+
+    return jax.tree.map(pick, a, b)
+
+
+def start(states: games.State, keys: jax.Array) -> Actors:
+    """`Actors` at the start of their episodes: `states` `[B]`, per-game `keys` `[B, 2]`."""
+    n = keys.shape[0]
+    return Actors(
+        states=states,
+        keys=keys,
+        episode_return=jnp.zeros((n,), jnp.float32),
+        episode_frames=jnp.zeros((n,), jnp.int32),
+    )
+
+
+def advance(
+    actors: Actors, out: OptionOutput, fresh: games.State, keys: jax.Array
+) -> tuple[Actors, dict[str, jax.Array]]:
+    """The actors after one option each: finished games start again from `fresh`.
+
+    Args:
+        actors: `[B]` games the option `out` ran from.
+        out: the option's output `[B]` (`next_state`, `reward`, `done` used).
+        fresh: `[B]` new games; row i replaces game i when it is done.
+        keys: `[B, 2]` the games' carried keys from here on.
+
+    Returns:
+        (the actors, stats): `frames` (frames played, summed), `episodes` (finished),
+        `return_sum` and `frames_sum` (the finished episodes' raw returns and lengths, summed).
+    """
+    frames = out.next_state.frame - actors.states.frame
+    ret = actors.episode_return + out.reward
+    length = actors.episode_frames + frames
+    done = out.done
+    stats = dict(
+        frames=frames.sum(),
+        episodes=done.sum(),
+        return_sum=jnp.where(done, ret, 0.0).sum(),
+        frames_sum=jnp.where(done, length, 0).sum(),
+    )
+    actors = Actors(
+        states=where(done, fresh, out.next_state),
+        keys=keys,
+        episode_return=jnp.where(done, 0.0, ret),
+        episode_frames=jnp.where(done, 0, length),
+    )
+    return actors, stats
