@@ -26,7 +26,6 @@ class Batch:
     target: jax.Array  # [N] value target (scaled returns)
 
 
-
 # ---- loss and update -------------------------------------------------------------------------
 
 
@@ -120,4 +119,3 @@ def make_update(
         return params, opt_state, jax.tree.map(jnp.mean, stats)
 
     return update
-

@@ -8,8 +8,8 @@ import harness
 from gate.policy import check_trained_over
 from gate.train import EXPORT
 from harness import checkpoint as ckpt
+from harness.curve import plot_learning_curve
 from harness.run import LOG
-from planner.ship import plot_learning_curve
 from planner.store import planner_path
 
 #: Names of the gate's provenance, log and curve beside the planner's own files.

@@ -43,7 +43,6 @@ class GateState:
     key: jax.Array  # [2] learner PRNG key (k sampling, minibatch order)
 
 
-
 def _stack(steps: list):
     """Stacks a list of equal pytrees along a new leading axis, leaf by leaf.
 
@@ -51,7 +50,6 @@ def _stack(steps: list):
     that took minutes on XLA:CPU; one concatenation per leaf is cheap.
     """
     return jax.tree.map(lambda *x: jnp.stack(x), *steps)
-
 
 
 @functools.lru_cache(maxsize=4)
@@ -63,7 +61,6 @@ def _planner(pcfg) -> Planner:
 def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
     # Shared by the runs of a process (a resumed run, tests): its compiled options are kept.
     return OptionRunner(_planner(pcfg), max_batch=max_batch, devices=devices)
-
 
 
 class GatePPO:
@@ -352,9 +349,7 @@ def prior_init(params, budgets: tuple[int, ...], k: int, prob: float, kernel_sca
     return flax.traverse_util.unflatten_dict(flat)
 
 
-
 def gate_trainer(cfg: GateTrainConfig, out_dir: str | Path, **kwargs: Any) -> Run[GateState]:
     """A `harness.run.Run` of gate PPO into `out_dir` (kwargs: `Run`'s resume, argv, progress,
     tensorboard). `run()` trains; `state` holds the `GateState`."""
     return Run(GatePPO(cfg), cfg, out_dir, **kwargs)
-

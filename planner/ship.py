@@ -8,48 +8,9 @@ from pathlib import Path
 
 import harness
 from harness import checkpoint as ckpt
+from harness.curve import plot_learning_curve
 from harness.run import LOG
 from planner.store import PLANNER_FILE, load_planner, save_planner
-
-
-def _rows(log: Path) -> list[dict]:
-    with open(log) as f:
-        return list(csv.DictReader(f))
-
-
-def plot_learning_curve(log: Path, path: Path, title: str) -> None:
-    """Eval score (mean +- SE) and episode return against frames, from a run's log.csv."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = _rows(log)
-    ev = [r for r in rows if r.get("eval_mean")]
-    ep = [r for r in rows if r.get("episode_return")]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if ep:
-        ax.plot(
-            [float(r["frames"]) for r in ep],
-            [float(r["episode_return"]) for r in ep],
-            color="0.7",
-            lw=0.8,
-            label="self-play episodes (mean per iteration)",
-        )
-    if ev:
-        x = [float(r["frames"]) for r in ev]
-        y = [float(r["eval_mean"]) for r in ev]
-        se = [float(r["eval_se"] or 0) for r in ev]
-        ax.errorbar(
-            x, y, yerr=se, marker="o", color="tab:blue", capsize=3, label="evaluation (mean +- SE)"
-        )
-    ax.set_xlabel("frames (committed) / plies (clock) of self-play")
-    ax.set_ylabel("return / score")
-    ax.set_title(title)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def ship(
