@@ -840,19 +840,19 @@ class OurHex:
     """Our Speed Hex planner at option k: unlimited clock, deterministic search."""
 
     def __init__(self, planner_file: Path, k: int, *, seed: int = 0) -> None:
-        import functools
-
         import jax
 
         from planner.calibrate import with_sims
+        from planner.compiled import CompiledOptions
         from planner.options import Planner
         from planner.store import load_planner
 
-        base, self.params, _ = load_planner(HEX_GAME, str(planner_file))
+        base, params, _ = load_planner(HEX_GAME, str(planner_file))
         self.planner = Planner(with_sims(base, k, base.sims(k)))
+        self.k = k
         game = self.planner.game
         self._init, self._step = jax.jit(game.init), jax.jit(game.step)
-        self._option = jax.jit(functools.partial(self.planner.option, k=k))
+        self._options = CompiledOptions(self.planner, params)
         self._key = jax.random.PRNGKey(seed)
         self.plies = 0
 
@@ -876,7 +876,7 @@ class OurHex:
             legal_action_mask=self.state.legal_action_mask.at[HEX_SWAP].set(False)
         )
         key = jax.random.fold_in(self._key, self.plies)
-        out = self._option(self.params, key[None], jax.tree.map(lambda x: x[None], state))
+        out = self._options.option(self.k, key[None], jax.tree.map(lambda x: x[None], state))
         move = int(out.actions[0, 0])
         self.play(colour, move)
         return move

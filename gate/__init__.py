@@ -8,6 +8,7 @@ import importlib
 # builds its flags before `--devices` sets XLA's flags.
 _EXPORTS = {
     "Batch": "gate.ppo",
+    "CompiledGate": "gate.compiled",
     "GateConfig": "gate.train_config",
     "GateInputs": "gate.policy",
     "Gate": "gate.policy",

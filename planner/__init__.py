@@ -8,7 +8,9 @@ import importlib
 # reads the training config before `--devices` sets XLA's flags.
 _EXPORTS = {
     "AZNet": "planner.network",
+    "Actors": "planner.actors",
     "CheckpointError": "harness.checkpoint",
+    "CompiledOptions": "planner.compiled",
     "NetOutput": "planner.network",
     "NetworkConfig": "planner.network",
     "OptionOutput": "planner.options",
@@ -22,7 +24,9 @@ _EXPORTS = {
 
 __all__ = [
     "AZNet",
+    "Actors",
     "CheckpointError",
+    "CompiledOptions",
     "NetOutput",
     "NetworkConfig",
     "OptionOutput",

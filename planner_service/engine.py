@@ -1,9 +1,8 @@
-"""The planner service's core: loaded planners, one jitted option per budget, decisions, plans."""
+"""The planner service's core: loaded planners, their compiled options, decisions, plans."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import threading
 import time
@@ -15,9 +14,11 @@ import jax
 import numpy as np
 
 import games
+from gate.compiled import CompiledGate
 from gate.policy import Gate, gate_path, load_gate
 from harness.checkpoint import CheckpointError
 from planner import Planner, PlannerConfig, landing_frame
+from planner.compiled import CompiledOptions
 from planner.store import PLANNER_FILE, load_planner, planner_path
 from rtplan import wire
 from rtplan.v1 import tensor_pb2
@@ -121,18 +122,9 @@ class LoadedGame:
     gate: Gate | None = None  # the gate picks k for `gate` requests; None: forced k only
     gate_params: object = None  # its variables, on the device
     gate_checkpoint: str | None = None
-    # Filled by `Engine.compile()`: "value" -> (params, states[1]) -> (value [1], features [1, F]);
-    # GATE -> (gate params, params, states[1]) -> (k [1], probabilities [1, K], value [1]);
-    # k -> (params, keys[1], states[1]) -> option fields (see `_option`); with a gate-tree gate
-    # also (GATE, k) -> (gate params, params, keys[1], states[1]) -> the same fields, option k
-    # planned against the gate's own future (what a `gate` budget plays).
-    executables: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def gated_options(self) -> bool:
-        """True when a `gate` budget plays options of their own (the gate's tree), not the
-        forced-k ones."""
-        return self.gate is not None and self.gate.future is not None
+    # The value, the options per k and (a `CompiledGate`) the gate's decision and options, at
+    # batch 1; compiled by `Engine.compile()`.
+    options: CompiledOptions | None = None
 
     @property
     def budgets(self) -> tuple[int, ...]:
@@ -245,24 +237,27 @@ class Engine:
         # plan, whatever the seed (training samples with gumbel_scale 1).
         cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
         planner = Planner(cfg)
+        params = jax.device_put(params, self.device)
+        kw = dict(device=self.device, compiler_options=self._compiler_options)
+        if gate is None:
+            options = CompiledOptions(planner, params, **kw)
+        else:
+            options = CompiledGate(planner, params, gate, gate_params, **kw)
         return LoadedGame(
             game_id=game_id,
             config=cfg,
             planner=planner,
-            params=jax.device_put(params, self.device),
+            params=params,
             checkpoint=path,
             gate=gate,
             gate_params=gate_params,
             gate_checkpoint=gate_file,
+            options=options,
         )
 
-    def _compile_one(self, fn, *args):
-        """`fn` lowered for `args` and compiled with the engine's XLA options."""
-        return jax.jit(fn).lower(*args).compile(self._compiler_options or None)
-
     def compile(self, *, workers: int | None = None) -> None:
-        """Compiles and warms the decision, the gate, every budget's option and the wire codec of
-        every game.
+        """Compiles and warms every game's value, options, gate decision and gated options
+        (`CompiledOptions.warm_jobs`) at batch 1, and its wire codec.
 
         Runs each once on the game's first state, so the first real request pays no trace.
         XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap them.
@@ -273,45 +268,20 @@ class Engine:
             state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
             # The wire codec traces the game's state layout once: here, not in a request.
             wire.state_to_proto(loaded.planner.game, state)
-            states = self._batch(state)
-            jobs += [(loaded, states, k, i == 0) for i, k in enumerate(loaded.budgets)]
-            if loaded.gate is not None:
-                jobs.append((loaded, states, GATE, False))
-            if loaded.gated_options:
-                jobs += [(loaded, states, (GATE, k), False) for k in loaded.budgets]
+            jobs += loaded.options.warm_jobs(jax.device_get(state))
         workers = workers or min(4, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
-            list(pool.map(lambda job: self._warm(*job), jobs))
+            list(pool.map(self._warm, jobs))
         self._ready.set()
 
     def close(self) -> None:
         """Makes a running `compile()` skip the options it has not started (for shutdown)."""
         self._stop.set()
 
-    def _warm(self, loaded: LoadedGame, states: games.State, k: int, first: bool) -> None:
+    def _warm(self, job) -> None:
         if self._stop.is_set():
             raise NotReadyError("compile stopped: the engine was closed")
-        planner, params = loaded.planner, loaded.params
-        if k == GATE:  # the gate's decision at batch 1: argmax, as deployed
-            fn = functools.partial(_gate_decide, loaded.gate)
-            loaded.executables[GATE] = self._compile_one(fn, loaded.gate_params, params, states)
-            self._gate(loaded, states)
-            with self._lock:
-                self._compiled += 1
-            return
-        if first:  # one job per game compiles its decision
-            fn = functools.partial(_evaluate, planner)
-            loaded.executables["value"] = self._compile_one(fn, params, states)
-            self._value(loaded, states)
-        keys = jax.device_put(np.zeros((1, 2), np.uint32), self.device)
-        if isinstance(k, tuple):  # (GATE, k): option k against the gate's future
-            fn = functools.partial(_gated_option, planner, loaded.gate, k=k[1])
-            loaded.executables[k] = self._compile_one(fn, loaded.gate_params, params, keys, states)
-            self._run_option(loaded, states, k[1], 0, gated=True)
-        else:
-            fn = functools.partial(_option, planner, k=k)
-            loaded.executables[k] = self._compile_one(fn, params, keys, states)
-            self._run_option(loaded, states, k, 0)  # warm: first-call allocations happen here
+        job()
         with self._lock:
             self._compiled += 1
 
@@ -322,12 +292,9 @@ class Engine:
 
     @property
     def progress(self) -> tuple[int, int]:
-        """(executables compiled, in all): every game's options and gate, and a gate-tree gate's
-        own options (the value decision is compiled with each game's first option)."""
-        total = sum(
-            len(g.budgets) * (1 + g.gated_options) + (g.gate is not None)
-            for g in self._games.values()
-        )
+        """(executables compiled, in all): every game's value, options and gate, and a gate-tree
+        gate's own options."""
+        total = sum(len(g.options.kinds()) for g in self._games.values())
         return self._compiled, total
 
     @property
@@ -474,14 +441,12 @@ class Engine:
         return jax.tree.map(lambda x: np.asarray(x)[None], state)
 
     def _value(self, loaded: LoadedGame, states: games.State) -> float:
-        value, _features = loaded.executables["value"](loaded.params, states)
-        return float(np.asarray(value)[0])
+        return float(loaded.options.evaluate(states).value[0])
 
     def _gate(self, loaded: LoadedGame, states: games.State) -> tuple[int, np.ndarray, float]:
         """(k, probabilities [K], planner value) of the gate at one state."""
-        out = loaded.executables[GATE](loaded.gate_params, loaded.params, states)
-        k, probabilities, value = jax.device_get(out)
-        return int(k[0]), probabilities[0].astype(np.float32), float(value[0])
+        choice = loaded.options.decide(states)
+        return int(choice.k[0]), choice.probabilities[0].astype(np.float32), float(choice.value[0])
 
     def _run_option(
         self, loaded: LoadedGame, states: games.State, k: int, seed: int, gated: bool = False
@@ -489,20 +454,18 @@ class Engine:
         # A uint64 seed is exactly one threefry key (two uint32 words).
         keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
         start = time.perf_counter()
-        if gated and loaded.gated_options:
-            fn = functools.partial(loaded.executables[GATE, k], loaded.gate_params)
+        if gated:
+            out = loaded.options.gated_option(k, keys, states)
         else:
-            fn = loaded.executables[k]
-        out = jax.device_get(fn(loaded.params, keys, states))
+            out = loaded.options.option(k, keys, states)
         search_ms = (time.perf_counter() - start) * 1e3
-        actions, planned, visits, search_value, cost = (x[0] for x in out)
         return Plan(
-            action=int(actions[-1]),
-            frame_actions=actions.astype(np.int32),
-            planned=planned.astype(bool),
-            visit_counts=visits.astype(np.int32),
-            search_value=float(search_value),
-            cost=int(cost),
+            action=int(out.actions[0, -1]),
+            frame_actions=out.actions[0].astype(np.int32),
+            planned=out.planned[0].astype(bool),
+            visit_counts=out.visit_counts[0].astype(np.int32),
+            search_value=float(out.search_value[0]),
+            cost=int(out.cost[0]),
             search_ms=search_ms,
         )
 
@@ -515,29 +478,3 @@ def _load_gate(path: str, planner: Planner, planner_file: str) -> tuple[Gate, ob
         game_id = planner.config.game_id
         raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e
     return gate, params
-
-
-def _gate_decide(gate: Gate, gate_params, params, states):
-    """The deployed decision (argmax) with only the fields a decision sends."""
-    d = gate.decide(gate_params, params, states)
-    return d.k, d.probabilities, d.value
-
-
-def _evaluate(planner: Planner, params, states):
-    out = planner.evaluate(params, states)
-    return out.value, out.features
-
-
-def _option(planner: Planner, params, keys, states, *, k: int):
-    """Option k with only the fields a plan sends (the rest never leaves the device)."""
-    return _plan_fields(planner.option(params, keys, states, k))
-
-
-def _gated_option(planner: Planner, gate: Gate, gate_params, params, keys, states, *, k: int):
-    """Option k planned against `gate`'s own future (its tree), fields as `_option`'s."""
-    out = planner.option(params, keys, states, k, future=gate, future_params=gate_params)
-    return _plan_fields(out)
-
-
-def _plan_fields(out):
-    return out.actions, out.planned, out.visit_counts, out.search_value, out.cost

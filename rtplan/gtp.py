@@ -197,11 +197,9 @@ def choose_budget(
 
 class _Compiled(NamedTuple):
     game: object
-    planner: object
     init: Callable
     step: Callable
-    evaluate: Callable
-    options: dict[int, Callable]
+    options: object  # planner.compiled.CompiledOptions: the value (reflex move) and options
 
 
 class GtpEngine:
@@ -258,6 +256,7 @@ class GtpEngine:
 
         import games
         from planner import Planner
+        from planner.compiled import CompiledOptions
 
         params = {
             **dict(self.config.game_params),
@@ -269,28 +268,20 @@ class GtpEngine:
         planner = Planner(self.config, game=game)
         return _Compiled(
             game=game,
-            planner=planner,
             init=jax.jit(game.init),
             step=jax.jit(game.step),
-            evaluate=jax.jit(planner.evaluate),
-            options={
-                k: jax.jit(functools.partial(planner.option, k=k)) for k in self.config.budgets
-            },
+            options=CompiledOptions(planner, self.params),
         )
 
     def warm_up(self) -> None:
-        """Compiles the step and every budget's option, and measures each option's time."""
+        """Compiles the step, the reflex move and every budget's option, and measures each
+        option's time (the median of three)."""
         state = self.states[0]
         self._step(state, 0, 0)
         self._search(state, 0)
+        options = self._fns(self.komi).options
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
-            self._search(state, k)  # compiles
-            times = []
-            for _ in range(3):
-                start = time.perf_counter()
-                self._search(state, k)
-                times.append(time.perf_counter() - start)
-            self.search_s[k] = sorted(times)[1]
+            self.search_s[k] = options.measure(k, state)
         self._log(
             "search times: "
             + ", ".join(f"k={k} {1e3 * s:.1f} ms" for k, s in self.search_s.items())
@@ -307,17 +298,15 @@ class GtpEngine:
         The value is the search's root value (the network's for k = 0), for the player to move.
         """
         import jax
-        import numpy as np
 
-        fns = self._fns(self.komi)
+        options = self._fns(self.komi).options
         states = jax.tree.map(lambda x: x[None], state)
         if k == 0:
-            out = fns.evaluate(self.params, states)
-            action = fns.planner.masked_argmax(out.logits, states.legal_action_mask)
-            return int(np.asarray(action)[0]), float(np.asarray(out.value)[0])
+            out = options.evaluate(states)
+            return int(out.reflex[0]), float(out.value[0])
         key = jax.random.fold_in(self._key, len(self.moves))
-        out = fns.options[k](self.params, key[None], states)
-        return int(np.asarray(out.actions)[0, 0]), float(np.asarray(out.search_value)[0])
+        out = options.option(k, key[None], states)
+        return int(out.actions[0, 0]), float(out.search_value[0])
 
     def _clear(self) -> None:
         """An empty board; the clocks start again."""

@@ -1,0 +1,228 @@
+"""A planner's compiled value function and options per budget k: warmed, timed, batch-bucketed."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from flax import struct
+
+import games
+from planner.batching import bucket_ladder
+from planner.options import OptionOutput, Planner
+
+__all__ = ["CompiledOptions", "Evaluation", "Executable", "OptionPlan", "plan_fields"]
+
+#: `Executable.kind` of the network's value and reflex move at s_t.
+VALUE = "value"
+#: `Executable.kind` of an option of budget k.
+OPTION = "option"
+
+
+@struct.dataclass
+class Evaluation:
+    """The network at `[B]` decision states."""
+
+    value: jax.Array  # [B] value for the player to move
+    reflex: jax.Array  # [B] int32 the policy's most likely legal action (the k = 0 move)
+
+
+@struct.dataclass
+class OptionPlan:
+    """What a plan sends of an option's output `[B]` (the rest never leaves the device)."""
+
+    actions: jax.Array  # [B, k] int32 every frame action of the option, in play order
+    planned: jax.Array  # [B, k] bool True where MCTS chose the action, False for reflex
+    visit_counts: jax.Array  # [B, A] int32 root visit counts
+    search_value: jax.Array  # [B] MCTS value of the root
+    cost: jax.Array  # [B] clock ticks charged (clock games; 0 in committed games)
+
+
+def plan_fields(out: OptionOutput) -> OptionPlan:
+    """The `OptionPlan` of an option's output."""
+    return OptionPlan(
+        actions=out.actions,
+        planned=out.planned,
+        visit_counts=out.visit_counts,
+        search_value=out.search_value,
+        cost=out.cost,
+    )
+
+
+class Executable(NamedTuple):
+    """The key of one compiled executable: what it computes, for which budget, at which size."""
+
+    kind: str  # VALUE, OPTION, or a subclass's kind (the gate's decision, its gated options)
+    k: int  # the budget (0 for the kinds that have none)
+    size: int  # the padded batch size (a rung of the bucket ladder)
+
+
+class CompiledOptions:
+    """A planner's value function and its option per budget k, compiled ahead of time.
+
+    Every call pads its batch `[n]` (copies of row 0) up to the next rung of a bucket ladder
+    (`planner.batching.bucket_ladder`, at most 25% padding) and compiles once per (kind, k,
+    rung), so however many distinct batch sizes a long-lived process serves it holds at most
+    `len(ladder)` executables per kind and budget. Each XLA:CPU executable maps memory; an
+    unbounded set of them once exhausted the kernel's default `vm.max_map_count` (65530).
+    A padded row computes what row 0 does (same key, same state), so results do not depend
+    on the rung.
+
+    Executables are compiled with `jax.jit(...).lower(...).compile()`, so a call never traces
+    once its rung is compiled; XLA compiles outside the GIL, so `warm_jobs` can run on a thread
+    pool. Outputs come back as host numpy arrays.
+    """
+
+    def __init__(
+        self,
+        planner: Planner,
+        params: Any,
+        *,
+        max_batch: int = 1,
+        device: jax.Device | None = None,
+        compiler_options: Mapping[str, object] | None = None,
+    ) -> None:
+        """
+        Args:
+            planner: the planner (its config's `gumbel_scale` is the search's; 0 for serving).
+            params: its network parameters (moved to `device` when one is given).
+            max_batch: the largest batch a call may pass.
+            device: where the parameters live and the executables run (None: JAX's default).
+            compiler_options: XLA options for every compile (e.g.
+                `{"xla_backend_optimization_level": 0}` compiles faster and runs slower).
+        """
+        self.planner = planner
+        self.device = device
+        self.params = params if device is None else jax.device_put(params, device)
+        self.ladder = bucket_ladder(max_batch)
+        self.compiler_options = dict(compiler_options or {})
+        self._executables: dict[Executable, Any] = {}
+
+    # ---- what is compiled ----
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return tuple(self.planner.config.budgets)
+
+    @property
+    def executables(self) -> int:
+        """How many executables are compiled so far."""
+        return len(self._executables)
+
+    def kinds(self) -> list[tuple[str, int]]:
+        """The (kind, k) pairs `warm_jobs` compiles: the value, then each budget's option."""
+        return [(VALUE, 0), *((OPTION, k) for k in self.budgets)]
+
+    def _fn(self, kind: str, k: int) -> tuple[Callable, tuple]:
+        """(pure function, its leading arguments before (keys,) states) of an executable."""
+        if kind == VALUE:
+            return functools.partial(_evaluate, self.planner), (self.params,)
+        if kind == OPTION:
+            return functools.partial(_option, self.planner, k=k), (self.params,)
+        raise ValueError(f"unknown executable kind {kind!r}")
+
+    def _takes_keys(self, kind: str) -> bool:
+        return kind != VALUE
+
+    def bucket(self, n: int) -> int:
+        """The padded size a batch of `n` runs at."""
+        for size in self.ladder:
+            if size >= n:
+                return size
+        raise ValueError(f"a batch of {n} exceeds the largest bucket {self.ladder[-1]}")
+
+    # ---- running ----
+
+    def _run(self, kind: str, k: int, keys, states: games.State):
+        n = jax.tree.leaves(states)[0].shape[0]
+        size = self.bucket(n)
+        fn, lead = self._fn(kind, k)
+        args = (keys, states) if self._takes_keys(kind) else (states,)
+        if size != n:
+            args = jax.tree.map(lambda x: _pad(x, size), args)
+        key = Executable(kind, k, size)
+        exe = self._executables.get(key)
+        if exe is None:
+            # Two threads may race to compile the same key: both results are the same program.
+            lowered = jax.jit(fn).lower(*lead, *args)
+            exe = self._executables[key] = lowered.compile(self.compiler_options or None)
+        out = jax.device_get(exe(*lead, *args))
+        return out if size == n else jax.tree.map(lambda x: x[:n], out)
+
+    def evaluate(self, states: games.State) -> Evaluation:
+        """The network's value and reflex move at `[B]` states (host arrays)."""
+        return self._run(VALUE, 0, None, states)
+
+    def option(self, k: int, keys, states: games.State) -> OptionPlan:
+        """Option k from `[B]` states with per-game PRNG `keys` `[B, 2]` (host arrays).
+
+        Raises:
+            ValueError: k is not one of the planner's budgets, or the batch is too large.
+        """
+        if k not in self.budgets:
+            raise ValueError(f"k={k} is not one of the budgets {self.budgets}")
+        return self._run(OPTION, k, keys, states)
+
+    def call(self, kind: str, k: int, keys, states: games.State):
+        """The executable (kind, k) on `[B]` states (`keys` ignored by the keyless kinds)."""
+        return self._run(kind, k, keys, states)
+
+    # ---- warm-up and timing ----
+
+    def warm_jobs(self, state: games.State, sizes=(1,)) -> list[Callable[[], None]]:
+        """One callable per executable of `kinds()` at each batch size in `sizes`: it compiles
+        the executable and runs it once on copies of the unbatched `state` (first-call
+        allocations happen there, not in a request). Run them in any order, on any threads."""
+        jobs = []
+        for size in sizes:
+            states = jax.tree.map(functools.partial(_copies, n=size), state)
+            keys = np.zeros((size, 2), np.uint32)
+            for kind, k in self.kinds():
+                jobs.append(functools.partial(self.call, kind, k, keys, states))
+        return jobs
+
+    def warm(self, state: games.State, sizes=(1,)) -> None:
+        """Runs every `warm_jobs` job here."""
+        for job in self.warm_jobs(state, sizes):
+            job()
+
+    def measure(self, k: int, state: games.State, *, repeats: int = 3) -> float:
+        """Median wall seconds of option k from one unbatched `state` (compiled first), host
+        transfers included."""
+        states = jax.tree.map(lambda x: np.asarray(x)[None], state)
+        keys = np.zeros((1, 2), np.uint32)
+        self.option(k, keys, states)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            self.option(k, keys, states)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+
+def _copies(x, n: int) -> np.ndarray:
+    """`n` copies of `x` along a new leading axis (on the host)."""
+    return np.repeat(np.asarray(x)[None], n, 0)
+
+
+def _pad(x, size: int) -> np.ndarray:
+    """`x` `[n, ...]` padded to `[size, ...]` with copies of its row 0 (on the host)."""
+    x = np.asarray(x)
+    return np.concatenate([x, np.repeat(x[:1], size - x.shape[0], 0)])
+
+
+def _evaluate(planner: Planner, params, states) -> Evaluation:
+    out = planner.evaluate(params, states)
+    return Evaluation(
+        value=out.value, reflex=planner.masked_argmax(out.logits, states.legal_action_mask)
+    )
+
+
+def _option(planner: Planner, params, keys, states, *, k: int) -> OptionPlan:
+    """Option k with only the fields a plan sends."""
+    return plan_fields(planner.option(params, keys, states, k))
