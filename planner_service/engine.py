@@ -424,7 +424,7 @@ class Engine:
         loaded = self.loaded(game_id)
         if not self.ready:
             done, total = self.progress
-            raise NotReadyError(f"planner still compiling ({done}/{total} options ready)")
+            raise NotReadyError(f"planner still compiling ({done}/{total} executables ready)")
         return loaded
 
     @staticmethod

@@ -189,7 +189,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
     async def Health(self, request: pb.HealthRequest, context) -> pb.HealthResponse:
         done, total = self.engine.progress
         gates = len(self.engine.gate_ids)
-        what = f"{total - gates} options" + (f" and {gates} gate(s)" if gates else "")
+        # Per game: its value, each budget's option, and its gate's decision and options.
+        what = f"{total} executables" + (f" with {gates} gate(s)" if gates else "")
         if self.engine.ready:
             status, detail = pb.HealthResponse.SERVING, f"{what} compiled"
         else:

@@ -197,8 +197,8 @@ def test_list_games_and_health_report_the_gate(gated):
     assert listed.game_id == GAME and listed.gate and list(listed.budgets) == [1, 2]
     health = gated.stub.Health(pb.HealthRequest(), timeout=5)
     assert health.status == pb.HealthResponse.SERVING
-    assert health.detail == "2 options and 1 gate(s) compiled"
-    assert gated.engine.gate_ids == (GAME,) and gated.engine.progress == (3, 3)
+    assert health.detail == "4 executables with 1 gate(s) compiled"
+    assert gated.engine.gate_ids == (GAME,) and gated.engine.progress == (4, 4)
     assert gated.engine.loaded(GAME).gate_checkpoint == str(gate_path(gated.root, GAME))
 
 
@@ -248,7 +248,7 @@ def test_a_gate_tree_gate_plays_options_that_plan_against_its_own_future(tmp_pat
     try:
         stub = planner_pb2_grpc.PlannerStub(grpc.insecure_channel(service.address))
         health = stub.Health(pb.HealthRequest(), timeout=5)
-        assert health.detail == "4 options and 1 gate(s) compiled", health.detail
+        assert health.detail == "6 executables with 1 gate(s) compiled", health.detail
         differs = 0
         for state in _states():
             decision, action = _plan(stub, _request(state, gate=True))

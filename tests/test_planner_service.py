@@ -24,10 +24,11 @@ from hypothesis import strategies as st
 
 import games
 from planner import Planner, default_config
+from planner.compiled import OPTION, Executable
+from planner.compiled import _option as engine_option
 from planner.store import load_planner, planner_path, save_planner
 from planner_service import BackgroundService, Engine, PlannerServiceSettings
 from planner_service.__main__ import main
-from planner_service.engine import _option as engine_option
 from planner_service.engine import resolve_device
 from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
@@ -224,7 +225,7 @@ def test_forced_k_plan_equals_the_in_process_option(service, game_id):
 
 def test_health_is_not_serving_until_every_budget_is_compiled(service):
     health, (code, details, _, _) = service.before
-    assert health.status == pb.HealthResponse.NOT_SERVING and "compiling: 0/2" in health.detail
+    assert health.status == pb.HealthResponse.NOT_SERVING and "compiling: 0/4" in health.detail
     assert code == grpc.StatusCode.UNAVAILABLE and "still compiling" in details
     now = service.stub.Health(pb.HealthRequest(), timeout=5)
     assert now.status == pb.HealthResponse.SERVING and now.device == "cpu:0"
@@ -731,14 +732,15 @@ def test_serving_never_retraced(service):
             assert _call(service.stub, request)[0] == grpc.StatusCode.OK
         assert traces == []
         # The check can fail: an option served through `jax.jit` (not compiled ahead) traces.
-        loaded = service.engine.loaded(HEX)
-        compiled = loaded.executables[2]
-        option = functools.partial(engine_option, loaded.planner, k=2)
-        loaded.executables[2] = jax.jit(option, compiler_options=FAST_COMPILE)
+        table = service.engine.loaded(HEX).options._executables
+        key = Executable(OPTION, 2, 1)
+        compiled = table[key]
+        option = functools.partial(engine_option, service.engine.loaded(HEX).planner, k=2)
+        table[key] = jax.jit(option, compiler_options=FAST_COMPILE)
         try:
             assert _call(service.stub, requests[-1], timeout=300)[0] == grpc.StatusCode.OK
         finally:
-            loaded.executables[2] = compiled
+            table[key] = compiled
         assert traces == ["_option"]
     finally:
         jax.monitoring.unregister_event_duration_listener(on_event)
