@@ -20,18 +20,22 @@ back:
   environment frames it consumed (summed into the `frames` column).
 - `evaluate(state, iteration) -> (score, columns)`: the best-so-far score and log columns.
 - `params(state) -> pytree`: the host params that `best.msgpack` and the export hold.
-- `save(state) -> (tree, metadata)`: the checkpoint tree and extra metadata.
-- `template(metadata) -> tree`: the structure of a saved tree, from its metadata (raise
+- `save(state) -> (tree, metadata)`: the checkpoint tree and extra metadata (usually
+  `harness.checkpoint.learner_tree`: params, optimizer state, key and extras).
+- `template(metadata) -> tree`: the structure of a saved tree, from its metadata (usually
+  `harness.checkpoint.learner_template`; raise
   `CheckpointError` for a checkpoint this algorithm cannot continue).
 - `restore(tree, metadata) -> state`: the state of a resumed run.
 
 The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `eval_every`,
 `checkpoint_every` and `seed`; its fields are declared with `knob(default, help)`, which
 `add_flags` turns into `--snake-case` flags and `run_config` merges with a resumed checkpoint's.
+`plot_learning_curve` draws a run's log (evaluation and episode returns against frames).
 """
 
 from harness.checkpoint import CheckpointError
 from harness.config import add_flags, from_args, from_dict, knob, overrides, to_dict
+from harness.curve import plot_learning_curve
 from harness.run import Algorithm, Run, RunConfig, run_config
 from harness.shipping import ship
 
@@ -45,6 +49,7 @@ __all__ = [
     "from_dict",
     "knob",
     "overrides",
+    "plot_learning_curve",
     "run_config",
     "ship",
     "to_dict",
