@@ -79,7 +79,7 @@ DEBIAN_GNUGO = "/usr/games/gnugo"
 GO_GAME = "speed-go-v0"
 GO_SIZE = 9
 KOMI = 7.5
-#: pgx ends a 9x9 game after 2 * 81 plies (`games.clock.SpeedGo`).
+#: pgx ends a 9x9 game after 2 * 81 plies (`games.go.SpeedGo`).
 GO_MAX_PLIES = 2 * GO_SIZE * GO_SIZE
 HEX_GAME = "speed-hex-v0"
 HEX_SIZE = 11

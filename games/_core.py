@@ -79,19 +79,23 @@ class Game(abc.ABC):
             The first state: frame 0, zero reward, not done.
         """
 
-    def step(self, state: State, action: jax.Array) -> State:
-        """Advances one frame.
+    def step(self, state: State, action: jax.Array, cost: jax.Array | int = 0) -> State:
+        """Advances one frame (one ply in clock games); every game has this one signature.
 
         Args:
             state: the current state.
             action: `[]` int action; must be legal (`state.legal_action_mask[action]`). The
                 real-time protocol replaces an illegal or missing action with
                 `fallback_action(state)` before calling this.
+            cost: `[]` int ticks the mover spent thinking on this action (>= 0). Clock games
+                charge it to the mover's clock; a committed-action game ignores it (its
+                frames pass at a fixed rate whatever the agent spent).
 
         Returns:
             The next state. A finished state is absorbing: stepping it returns it unchanged with
             zero reward.
         """
+        del cost
         return self._absorb(state, self._step(state, jnp.asarray(action, jnp.int32)))
 
     @abc.abstractmethod

@@ -12,8 +12,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "pacman-rt-v0": ("games.pacman", "PacMan"),
     "snake-rt-v0": ("games.snake", "Snake"),
     "tetris-rt-v0": ("games.tetris", "Tetris"),
-    "speed-hex-v0": ("games.clock", "SpeedHex"),
-    "speed-go-v0": ("games.clock", "SpeedGo"),
+    "speed-hex-v0": ("games.hex", "SpeedHex"),
+    "speed-go-v0": ("games.go", "SpeedGo"),
 }
 
 

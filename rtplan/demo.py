@@ -46,10 +46,7 @@ def play(game_id: str, *, frames: int, seed: int) -> float:
     for _ in range(frames):
         key, act_key = jax.random.split(key)
         action = policy(act_key, state)
-        if game.num_players == 2:
-            state = step(state, action, DEMO_MOVE_COST)
-        else:
-            state = step(state, action)
+        state = step(state, action, DEMO_MOVE_COST)
         frame = render(game, state)
         total += frame["reward"] if game.num_players == 1 else 0.0
         print(frame_line(game, int(action), frame), flush=True)

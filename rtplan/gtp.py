@@ -18,7 +18,7 @@ SIZE = 9
 #: GTP column letters: A-T without I; a 9x9 board uses the first nine.
 COLUMNS = "ABCDEFGHJ"
 PASS = SIZE * SIZE  # pgx's pass action
-#: pgx ends a 9x9 game after 2 * 81 plies (see `games.clock.SpeedGo`).
+#: pgx ends a 9x9 game after 2 * 81 plies (see `games.go.SpeedGo`).
 MAX_PLIES = 2 * SIZE * SIZE
 #: The proportional time manager spends this fraction of its per-move share of the clock ...
 SAFETY = 0.8

@@ -128,7 +128,7 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         )
 
     def frame(params, state, action, cost):
-        nxt = game.step(state, action, cost) if clock else game.step(state, action)
+        nxt = game.step(state, action, cost)
         return nxt, info(params, nxt)
 
     return _Fns(
