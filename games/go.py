@@ -7,8 +7,38 @@ import jax.numpy as jnp
 import pgx
 import pgx.go
 
-from games._core import State
+from games._core import Board, State
 from games.clock import ClockGame, board_symmetry
+
+SIZE = 9
+#: GTP column letters: A-T without I (never confused with J); 9x9 uses the first nine.
+COLUMNS = "ABCDEFGHJKLMNOPQRST"[:SIZE]
+#: pgx's pass action.
+PASS = SIZE * SIZE
+
+
+def vertex_name(action: int) -> str:
+    """The GTP vertex of a pgx action: row * 9 + col, row 0 at the top; 0 -> "A9", 81 -> "pass"."""
+    if action == PASS:
+        return "pass"
+    if not 0 <= action < PASS:
+        raise ValueError(f"Speed Go action {action} is not a point or pass")
+    return f"{COLUMNS[action % SIZE]}{SIZE - action // SIZE}"
+
+
+def parse_vertex(text: str) -> int:
+    """pgx's action of a GTP vertex ("D4", "d4", "pass"); inverse of `vertex_name`.
+
+    Raises:
+        ValueError: not a vertex of the 9x9 board.
+    """
+    text = text.strip().upper()
+    if text == "PASS":
+        return PASS
+    col = COLUMNS.find(text[:1]) if text[:1] else -1
+    if col < 0 or not text[1:].isdigit() or not 1 <= int(text[1:]) <= SIZE:
+        raise ValueError(f"invalid coordinate {text!r}")
+    return (SIZE - int(text[1:])) * SIZE + col
 
 
 class SpeedGo(ClockGame):
@@ -28,7 +58,9 @@ class SpeedGo(ClockGame):
     id = "speed-go-v0"
     fallback_description = "pass"
     num_actions = 82
-    action_names = tuple(f"{'ABCDEFGHJ'[i % 9]}{9 - i // 9}" for i in range(81)) + ("pass",)
+    action_names = tuple(vertex_name(a) for a in range(PASS + 1))
+    board = Board.row_major(COLUMNS, [str(SIZE - r) for r in range(SIZE)])
+    colour_names = ("black", "white")
     observation_shape = (9, 9, 19)
     #: The square's 8 rotations and reflections; area scoring, captures and superko are all
     #: invariant under them (komi is not positional).
@@ -50,4 +82,4 @@ class SpeedGo(ClockGame):
     def fallback_action(self, state: State) -> jax.Array:
         """`[]` int32: pass, which is always legal."""
         del state
-        return jnp.int32(81)
+        return jnp.int32(PASS)

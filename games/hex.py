@@ -7,8 +7,38 @@ import jax.numpy as jnp
 import numpy as np
 import pgx
 
-from games._core import State
+from games._core import Board, State
 from games.clock import ClockGame, board_symmetry
+
+SIZE = 11
+#: Column letters, left to right.
+COLUMNS = "abcdefghijk"
+#: pgx's swap action (legal on the second ply only).
+SWAP = SIZE * SIZE
+
+
+def cell_name(action: int) -> str:
+    """A cell's name: column letter, then row from 1 ("a1" is row 0, col 0); 121 -> "swap"."""
+    if action == SWAP:
+        return "swap"
+    if not 0 <= action < SWAP:
+        raise ValueError(f"Speed Hex action {action} is not a cell or swap")
+    return f"{COLUMNS[action % SIZE]}{action // SIZE + 1}"
+
+
+def parse_cell(text: str) -> int:
+    """The action of a cell name ("f6", "swap"); inverse of `cell_name`.
+
+    Raises:
+        ValueError: not a cell of the 11x11 board.
+    """
+    text = text.strip().lower()
+    if text == "swap":
+        return SWAP
+    col = COLUMNS.find(text[:1]) if text[:1] else -1
+    if col < 0 or not text[1:].isdigit() or not 1 <= int(text[1:]) <= SIZE:
+        raise ValueError(f"invalid cell {text!r}")
+    return (int(text[1:]) - 1) * SIZE + col
 
 
 class SpeedHex(ClockGame):
@@ -23,7 +53,9 @@ class SpeedHex(ClockGame):
     id = "speed-hex-v0"
     fallback_description = "the legal cell nearest the centre"
     num_actions = 122
-    action_names = tuple(f"{chr(ord('a') + i % 11)}{i // 11 + 1}" for i in range(121)) + ("swap",)
+    action_names = tuple(cell_name(a) for a in range(SWAP + 1))
+    board = Board.row_major(COLUMNS, [str(r + 1) for r in range(SIZE)])
+    colour_names = ("red", "blue")
     observation_shape = (11, 11, 6)
     #: The identity and the half turn: each player's two edges map to themselves, and pgx's
     #: neighbour offsets (dr, dc) are closed under negation. (The mirror that swaps the
