@@ -70,6 +70,8 @@ class ClockGame(Game):
 
     num_players: int = 2
     horizon: int | None = None
+    #: The pgx plane that holds the colour of the player to move (constant over the board).
+    colour_plane: int
 
     def __init__(self, *, initial_time: int = 300, timeout: str = "reflex"):
         if timeout not in _TIMEOUT_MODES:

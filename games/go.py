@@ -61,6 +61,7 @@ class SpeedGo(ClockGame):
     action_names = tuple(vertex_name(a) for a in range(PASS + 1))
     board = Board.row_major(COLUMNS, [str(SIZE - r) for r in range(SIZE)])
     colour_names = ("black", "white")
+    colour_plane = 16
     observation_shape = (9, 9, 19)
     #: The square's 8 rotations and reflections; area scoring, captures and superko are all
     #: invariant under them (komi is not positional).

@@ -56,6 +56,7 @@ class SpeedHex(ClockGame):
     action_names = tuple(cell_name(a) for a in range(SWAP + 1))
     board = Board.row_major(COLUMNS, [str(r + 1) for r in range(SIZE)])
     colour_names = ("red", "blue")
+    colour_plane = 2
     observation_shape = (11, 11, 6)
     #: The identity and the half turn: each player's two edges map to themselves, and pgx's
     #: neighbour offsets (dr, dc) are closed under negation. (The mirror that swaps the

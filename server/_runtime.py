@@ -17,7 +17,7 @@ import numpy as np
 from flax import struct
 
 import games
-from games.render import render
+from games.render import describe_view, render
 from harness.checkpoint import load_metadata
 from planner import Planner, PlannerConfig
 from planner.store import load_planner, planner_path
@@ -243,6 +243,7 @@ def describe_game(game: games.Game, checkpoint: Path | None, budgets, game_param
         "checkpoint": checkpoint is not None,
         "budgets": list(budgets),
         "game_params": dict(game_params),
+        "view": describe_view(game),
     }
 
 
