@@ -310,3 +310,22 @@ def test_board_symmetries_commute_with_the_rules(game_fixture, request):
     special = eye[g.game.num_actions - 1]
     for i in range(n):
         np.testing.assert_array_equal(sym(i, planes, special)[1], special)
+
+
+def test_coordinates_are_the_action_names():
+    from games import go
+    from games import hex as hex_game
+
+    for a, name in enumerate(SpeedGo.action_names):
+        assert go.parse_vertex(name) == a and go.parse_vertex(name.lower()) == a
+    assert (go.vertex_name(0), go.vertex_name(8), go.vertex_name(80)) == ("A9", "J9", "J1")
+    assert "I" not in "".join(SpeedGo.action_names)
+    for a, name in enumerate(SpeedHex.action_names):
+        assert hex_game.parse_cell(name) == a
+    assert [hex_game.cell_name(a) for a in (0, 10, 120, 121)] == ["a1", "k1", "k11", "swap"]
+    for bad in ("I5", "A10", "Z1", ""):
+        with pytest.raises(ValueError):
+            go.parse_vertex(bad)
+    with pytest.raises(ValueError):
+        hex_game.parse_cell("l1")
+    assert SpeedGo.board.actions[8][0] == 72 and SpeedGo.board.rows[8] == "1"
