@@ -58,17 +58,19 @@ window.rtplanViewer = viewer;
 // The game's drawing module (web/games/<module>.js, or the generic grid), named by the game
 // description's `view`; loaded once the hello (live or replay) is here.
 let game = null;
-let gameRequested = false;
+let gameLoad = null; // the module's promise, once asked for
 const view = () => model.hello.spec.view;
 
+/** Loads the drawing module once the hello is here; resolves when it can draw. */
 function ensureGame() {
-  if (gameRequested || !model.hello) return;
-  gameRequested = true;
-  loadGame(view()).then((g) => {
-    game = g;
-    viewer.palette = g.PALETTE;
-    model.dirty = true;
-  });
+  if (!gameLoad && model.hello) {
+    gameLoad = loadGame(view()).then((g) => {
+      game = g;
+      viewer.palette = g.PALETTE;
+      model.dirty = true;
+    });
+  }
+  return gameLoad;
 }
 
 /** What frame `f` did since `prev` (a rendered state, or null), by the game's module. */
@@ -98,8 +100,12 @@ function onFrame(msg) {
 function onMessage(event) {
   const msg = JSON.parse(event.data);
   viewer.received += 1;
-  if (msg.type === "hello") model.hello = msg;
-  else if (msg.type === "frame") onFrame(msg);
+  if (msg.type === "hello") {
+    model.hello = msg;
+    // A player's game starts when it joins: join once the board can be drawn.
+    const token = sessionToken();
+    ensureGame().then(() => token && socket.send(JSON.stringify({ type: "play", token })));
+  } else if (msg.type === "frame") onFrame(msg);
   else if (msg.type === "end") {
     model.end = msg;
     viewer.ended = true;
@@ -205,10 +211,6 @@ function connect() {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/v1/sessions/${encodeURIComponent(sessionId)}/ws`);
   socket = ws;
-  const token = sessionToken();
-  ws.onopen = () => {
-    if (token) ws.send(JSON.stringify({ type: "play", token }));
-  };
   ws.onmessage = onMessage;
   ws.onclose = (event) => {
     if (!model.end) {
