@@ -11,6 +11,7 @@ two are timed in alternation, best of `repeats`, so machine noise hits both alik
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import jax
@@ -26,13 +27,8 @@ def _pick(key: jax.Array, mask: jax.Array) -> jax.Array:
 def ours(game_id: str):
     """(init, step, mask) for our game."""
     game = games.make(game_id)
-    if game.num_players == 2:
-
-        def step(state, action):
-            return game.step(state, action, 1)
-    else:
-        step = game.step
-    return game.init, step, lambda s: s.legal_action_mask
+    # One tick per move: a clock game charges it, a committed-action game ignores it.
+    return game.init, functools.partial(game.step, cost=1), lambda s: s.legal_action_mask
 
 
 def raw(game_id: str):

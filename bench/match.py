@@ -79,7 +79,7 @@ DEBIAN_GNUGO = "/usr/games/gnugo"
 GO_GAME = "speed-go-v0"
 GO_SIZE = 9
 KOMI = 7.5
-#: pgx ends a 9x9 game after 2 * 81 plies (`games.clock.SpeedGo`).
+#: pgx ends a 9x9 game after 2 * 81 plies (`games.go.SpeedGo`).
 GO_MAX_PLIES = 2 * GO_SIZE * GO_SIZE
 HEX_GAME = "speed-hex-v0"
 HEX_SIZE = 11
@@ -177,15 +177,15 @@ def handicap_opening(stones: int, index: int, *, seed: int = 0) -> list[str]:
 
 
 def go_vertex(point: int) -> str:
-    """The GTP vertex of a pgx Go point (row * 9 + col, row 0 at the top): 0 -> "a9"."""
-    from rtplan.gtp import vertex_name
+    """The lower-case GTP vertex of a pgx Go point (`games.go.vertex_name`): 0 -> "a9"."""
+    from games.go import vertex_name
 
     return vertex_name(point).lower()
 
 
 def go_point(vertex: str) -> int:
     """The pgx point of a GTP vertex (81 for pass); inverse of `go_vertex`."""
-    from rtplan.gtp import parse_vertex
+    from games.go import parse_vertex
 
     return parse_vertex(vertex)
 
@@ -212,8 +212,10 @@ def spiel_to_hex(action: int) -> int:
 
 
 def hex_cell_name(action: int) -> str:
-    """A Speed Hex cell's name as open_spiel writes it: column letter, then row from 1 ("a1")."""
-    return f"{chr(ord('a') + action % HEX_SIZE)}{action // HEX_SIZE + 1}"
+    """A Speed Hex cell's name (`games.hex.cell_name`), as open_spiel also writes it ("a1")."""
+    from games.hex import cell_name
+
+    return cell_name(action)
 
 
 def parse_score(text: str) -> float:

@@ -1,16 +1,40 @@
 """Real-time games as pure JAX functions: `make(id)` then `init`/`step` over a `State` pytree."""
 
-from games._core import Game, State, random_opening
-from games._registry import UnknownGameError, game_class, make, registered_games
+from games._core import Board, Game, State, random_opening
+from games._registry import (
+    ARROW_KEYS,
+    GameRecord,
+    PlannerDefaults,
+    UnknownGameError,
+    demo_games,
+    game_class,
+    game_record,
+    key_map,
+    make,
+    register,
+    registered_games,
+    resolve,
+    unregister,
+)
 from games.clock import UNLIMITED_CLOCK
 
 __all__ = [
+    "ARROW_KEYS",
+    "Board",
     "Game",
+    "GameRecord",
+    "PlannerDefaults",
     "State",
     "UNLIMITED_CLOCK",
     "UnknownGameError",
+    "demo_games",
     "game_class",
+    "game_record",
+    "key_map",
     "make",
     "random_opening",
+    "register",
     "registered_games",
+    "resolve",
+    "unregister",
 ]

@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    """Coordinates of a game played by picking board cells (viewers label and click by these).
+
+    Attributes:
+        columns: label of each column, left to right.
+        rows: label of each row, top (row 0) to bottom.
+        actions: `[rows][columns]` the action that plays each cell.
+    """
+
+    columns: tuple[str, ...]
+    rows: tuple[str, ...]
+    actions: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def row_major(cls, columns: Sequence[str], rows: Sequence[str]) -> Board:
+        """A board whose cell (r, c) is action r * len(columns) + c."""
+        n = len(columns)
+        actions = tuple(tuple(r * n + c for c in range(n)) for r in range(len(rows)))
+        return cls(tuple(columns), tuple(rows), actions)
 
 
 @struct.dataclass
@@ -67,6 +91,10 @@ class Game(abc.ABC):
     fallback_description: str = "the game's fallback action"
     #: Board symmetries the rules are invariant under, identity included (`symmetry`).
     num_symmetries: int = 1
+    #: Cell coordinates of a game whose moves are board cells; None for the others.
+    board: Board | None = None
+    #: Name of each player's colour, by colour (clock games); empty for one-player games.
+    colour_names: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def init(self, key: jax.Array) -> State:
@@ -79,19 +107,23 @@ class Game(abc.ABC):
             The first state: frame 0, zero reward, not done.
         """
 
-    def step(self, state: State, action: jax.Array) -> State:
-        """Advances one frame.
+    def step(self, state: State, action: jax.Array, cost: jax.Array | int = 0) -> State:
+        """Advances one frame (one ply in clock games); every game has this one signature.
 
         Args:
             state: the current state.
             action: `[]` int action; must be legal (`state.legal_action_mask[action]`). The
                 real-time protocol replaces an illegal or missing action with
                 `fallback_action(state)` before calling this.
+            cost: `[]` int ticks the mover spent thinking on this action (>= 0). Clock games
+                charge it to the mover's clock; a committed-action game ignores it (its
+                frames pass at a fixed rate whatever the agent spent).
 
         Returns:
             The next state. A finished state is absorbing: stepping it returns it unchanged with
             zero reward.
         """
+        del cost
         return self._absorb(state, self._step(state, jnp.asarray(action, jnp.int32)))
 
     @abc.abstractmethod

@@ -1,4 +1,4 @@
-"""Speed Hex and Speed Go: pgx board games with per-player thinking clocks."""
+"""The clock wrapper: a two-player pgx board game whose moves are charged to thinking clocks."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import abc
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pgx
-import pgx.go
 from flax import struct
 
 from games._core import Game, State, legal_or_any
@@ -72,6 +70,8 @@ class ClockGame(Game):
 
     num_players: int = 2
     horizon: int | None = None
+    #: The pgx plane that holds the colour of the player to move (constant over the board).
+    colour_plane: int
 
     def __init__(self, *, initial_time: int = 300, timeout: str = "reflex"):
         if timeout not in _TIMEOUT_MODES:
@@ -91,24 +91,20 @@ class ClockGame(Game):
 
     # ---- API ----------------------------------------------------------------------------
 
-    def init(self, key: jax.Array, initial_time: jax.Array | int | None = None) -> State:
-        """Starts a game with both clocks at T0.
+    def init(self, key: jax.Array) -> State:
+        """Starts a game with both clocks at the constructor's `initial_time`.
 
         Args:
             key: PRNG key; it only picks which player id moves first (pgx's draw).
-            initial_time: `[]` int T0 in ticks for this episode, may be traced; None uses the
-                constructor's `initial_time`.
 
         Returns:
             The first state: frame 0, zero reward, not done.
         """
-        t0 = self.initial_time if initial_time is None else initial_time
-        t0 = jnp.asarray(t0, jnp.int32)
         board = self._env.init(key)
         inner = ClockState(
             board=board,
-            clocks=jnp.stack([t0, t0]),
-            initial_time=t0,
+            clocks=jnp.full((2,), self.initial_time, jnp.int32),
+            initial_time=jnp.asarray(self.initial_time, jnp.int32),
             rewards=jnp.zeros(2, jnp.float32),
             timed_out=jnp.zeros((), bool),
         )
@@ -121,6 +117,20 @@ class ClockGame(Game):
             frame=jnp.zeros((), jnp.int32),
             current_player=jnp.asarray(board.current_player, jnp.int32),
         )
+
+    def set_initial_time(self, state: State, initial_time: jax.Array | int) -> State:
+        """The first state of a game whose T0 is drawn per episode (gate training).
+
+        Args:
+            state: a state from `init`.
+            initial_time: `[]` int T0 in ticks, may be traced (one compile for every T0).
+
+        Returns:
+            `state` with both clocks and `inner.initial_time` at `initial_time`.
+        """
+        t0 = jnp.asarray(initial_time, jnp.int32)
+        inner = state.inner.replace(clocks=jnp.stack([t0, t0]), initial_time=t0)
+        return state.replace(inner=inner)
 
     def step(self, state: State, action: jax.Array, cost: jax.Array | int = 0) -> State:
         """Plays one move and charges its thinking time to the mover.
@@ -212,7 +222,7 @@ class ClockGame(Game):
         return jnp.concatenate([planes, clock_planes], axis=-1)
 
 
-def _board_symmetry(ops, index, planes, per_action):
+def board_symmetry(ops, index, planes, per_action):
     """`ops[index]` = (quarter turns, mirror) applied to the `[n, n, C]` planes and to the
     first n*n entries (the cells, index = row * n + col) of each `[A]` array."""
     n = planes.shape[0]
@@ -236,95 +246,3 @@ def _clock_features(clocks: jax.Array, t0: jax.Array, player: jax.Array) -> jax.
     # T0 = 0 (everything by reflex) would divide by zero; both planes are then 0.
     scale = jnp.maximum(t0, 1).astype(jnp.float32)
     return jnp.stack([clocks[player], clocks[1 - player]]).astype(jnp.float32) / scale
-
-
-class SpeedHex(ClockGame):
-    """Hex 11x11 with the swap rule and per-player clocks.
-
-    pgx facts: actions 0..120 are cells, index = row * 11 + col, named "a1" (row 0, col 0)
-    to "k11" (column letter, then row number); action 121 is swap, legal only on the second
-    ply. pgx's planes are [mine, opponent's, colour, can-swap]. There are no draws.
-    Fallback: the legal cell nearest the centre (hex distance, ties by lower index).
-    """
-
-    id = "speed-hex-v0"
-    fallback_description = "the legal cell nearest the centre"
-    num_actions = 122
-    action_names = tuple(f"{chr(ord('a') + i % 11)}{i // 11 + 1}" for i in range(121)) + ("swap",)
-    observation_shape = (11, 11, 6)
-    #: The identity and the half turn: each player's two edges map to themselves, and pgx's
-    #: neighbour offsets (dr, dc) are closed under negation. (The mirror that swaps the
-    #: players' edges also swaps colours, so it is not a symmetry of a position.)
-    num_symmetries = 2
-
-    def _make_env(self) -> pgx.Env:
-        return pgx.make("hex")
-
-    def symmetry(self, index: jax.Array, planes: jax.Array, *per_action: jax.Array):
-        """Identity (0) or the half turn (1); swap (action 121) maps to itself."""
-        return _board_symmetry(((0, False), (2, False)), index, planes, per_action)
-
-    def fallback_action(self, state: State) -> jax.Array:
-        """`[]` int32: the legal cell nearest the centre; deterministic (no chance events)."""
-        cells = state.legal_action_mask[:121]
-        best = jnp.argmin(jnp.where(cells, jnp.asarray(_HEX_PRIORITY), 121)).astype(jnp.int32)
-        return jnp.where(cells.any(), best, jnp.argmax(state.legal_action_mask).astype(jnp.int32))
-
-
-def _hex_priority(size: int = 11) -> np.ndarray:
-    """`[size*size]` int32 rank of each cell by hex distance to the centre, ties by index."""
-    idx = np.arange(size * size)
-    # pgx's neighbours of (r, c) are (r, c±1), (r±1, c), (r+1, c-1), (r-1, c+1): axial
-    # coordinates, where the distance is (|dr| + |dc| + |dr + dc|) / 2.
-    dr = idx // size - size // 2
-    dc = idx % size - size // 2
-    dist = (np.abs(dr) + np.abs(dc) + np.abs(dr + dc)) // 2
-    order = np.lexsort((idx, dist))
-    rank = np.empty_like(idx)
-    rank[order] = idx
-    return rank.astype(np.int32)
-
-
-_HEX_PRIORITY = _hex_priority()
-
-
-class SpeedGo(ClockGame):
-    """Go 9x9 (area scoring, komi) with per-player clocks.
-
-    pgx facts: actions 0..80 are points, index = row * 9 + col with row 0 at the top, named
-    GTP-style "A9".."J1" (columns A-J without I, rows counted from the bottom); action 81 is
-    pass, always legal. pgx's 17 planes are 8 history positions x (mine, opponent's) + colour.
-
-    Termination: two consecutive passes, a positional-superko violation (the mover loses), or
-    pgx's cap of 162 plies. At the cap pgx scores the board and pays +1 / -1 like a normal end,
-    so it is a termination with an outcome, not a truncation: the result is final and nothing
-    should be bootstrapped past it.
-    Fallback: pass.
-    """
-
-    id = "speed-go-v0"
-    fallback_description = "pass"
-    num_actions = 82
-    action_names = tuple(f"{'ABCDEFGHJ'[i % 9]}{9 - i // 9}" for i in range(81)) + ("pass",)
-    observation_shape = (9, 9, 19)
-    #: The square's 8 rotations and reflections; area scoring, captures and superko are all
-    #: invariant under them (komi is not positional).
-    num_symmetries = 8
-
-    def __init__(self, *, initial_time: int = 300, timeout: str = "reflex", komi: float = 7.5):
-        self.komi = float(komi)
-        super().__init__(initial_time=initial_time, timeout=timeout)
-
-    def _make_env(self) -> pgx.Env:
-        return pgx.go.Go(size=9, komi=self.komi)
-
-    def symmetry(self, index: jax.Array, planes: jax.Array, *per_action: jax.Array):
-        """`index` = quarter turns (index % 4), then a mirror if index >= 4; pass maps to
-        itself."""
-        ops = tuple((t, m) for m in (False, True) for t in range(4))
-        return _board_symmetry(ops, index, planes, per_action)
-
-    def fallback_action(self, state: State) -> jax.Array:
-        """`[]` int32: pass, which is always legal."""
-        del state
-        return jnp.int32(81)

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from games._core import Game, State
+from games._registry import game_record, key_map, resolve
 
 # Cell characters shared by every board: the viewer draws them.
 EMPTY, WALL, PELLET, POWER, LOCKED = " ", "#", ".", "o", "#"
@@ -37,10 +38,7 @@ def render(game: Game, state: State) -> dict[str, Any]:
         "truncated": bool(state.truncated),
         "to_play": int(state.current_player),
     }
-    renderer = _RENDERERS.get(game.id)
-    if renderer is None:
-        raise ValueError(f"no renderer for game {game.id!r}")
-    frame.update(renderer(game, state))
+    frame.update(resolve(game_record(game.id).render)(game, state))
     return frame
 
 
@@ -48,7 +46,8 @@ def _rows(cells: np.ndarray) -> list[str]:
     return ["".join(row) for row in cells]
 
 
-def _pacman(game: Game, state: State) -> dict[str, Any]:
+def pacman_frame(game: Game, state: State) -> dict[str, Any]:
+    """Pac-Man: maze, pellets, player and ghost cells, fright ticks, score."""
     s = state.inner.env
     cells = np.where(np.asarray(s.grid) == 1, EMPTY, WALL).astype("<U1")
     obs = np.asarray(game.observe(state))
@@ -65,7 +64,8 @@ def _pacman(game: Game, state: State) -> dict[str, Any]:
     }
 
 
-def _snake(game: Game, state: State) -> dict[str, Any]:
+def snake_frame(game: Game, state: State) -> dict[str, Any]:
+    """Snake: body, head and fruit cells, length, score."""
     s = state.inner.env
     body = np.asarray(s.body)
     cells = np.where(body, BODY, EMPTY).astype("<U1")
@@ -83,7 +83,8 @@ def _snake(game: Game, state: State) -> dict[str, Any]:
     }
 
 
-def _tetris(game: Game, state: State) -> dict[str, Any]:
+def tetris_frame(game: Game, state: State) -> dict[str, Any]:
+    """Tetris: locked cells, the falling piece and its cells, score, lines."""
     from games.tetris import PIECE_NAMES, piece_cells
 
     s = state.inner
@@ -98,11 +99,11 @@ def _tetris(game: Game, state: State) -> dict[str, Any]:
     }
 
 
-def _clock(game: Game, state: State) -> dict[str, Any]:
+def board_frame(game: Game, state: State) -> dict[str, Any]:
+    """Clock games: stones by colour, clocks, the last move's rewards, loss on time."""
     s = state.inner
     obs = np.asarray(s.board.observation)
-    colour_plane = 2 if game.id == "speed-hex-v0" else obs.shape[-1] - 1
-    me = int(obs[0, 0, colour_plane])  # colour of the player to move
+    me = int(obs[0, 0, game.colour_plane])  # colour of the player to move
     cells = np.full(obs.shape[:2], ".", "<U1")
     cells[obs[..., 0] > 0] = STONE[me]
     cells[obs[..., 1] > 0] = STONE[1 - me]
@@ -116,10 +117,28 @@ def _clock(game: Game, state: State) -> dict[str, Any]:
     }
 
 
-_RENDERERS = {
-    "pacman-rt-v0": _pacman,
-    "snake-rt-v0": _snake,
-    "tetris-rt-v0": _tetris,
-    "speed-hex-v0": _clock,
-    "speed-go-v0": _clock,
-}
+def describe_view(game: Game) -> dict[str, Any]:
+    """How a page shows and takes input for `game`: part of the session's game description.
+
+    Returns:
+        A JSON-able dict: ``module`` (the page's ``web/games/<module>.js``, or None for the
+        generic grid renderer), ``input`` ("keys" or "click"), ``keys`` (keyboard key ->
+        action), ``board`` (None, or ``columns`` and ``rows`` labels and the ``actions`` of
+        each cell, row 0 at the top) and ``colour_names`` (by colour; empty in one-player
+        games).
+    """
+    record = game_record(game.id)
+    board = game.board
+    return {
+        "module": record.view,
+        "input": "keys" if record.keys is not None else "click",
+        "keys": key_map(game.id),
+        "board": None
+        if board is None
+        else {
+            "columns": list(board.columns),
+            "rows": list(board.rows),
+            "actions": [list(row) for row in board.actions],
+        },
+        "colour_names": list(game.colour_names),
+    }

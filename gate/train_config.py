@@ -12,8 +12,6 @@ REWARD_MODES = ("discounted", "raw")
 GATE_KINDS = ("mlp", "paper")
 #: The options' model of later budgets (`GateConfig.tree`).
 GATE_TREES = ("always-k", "gate")
-#: Games whose paper entropy coefficient is 0.05 (the others: 0.01).
-_HIGH_ENTROPY = ("snake-rt-v0",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +138,9 @@ class GateTrainConfig:
         """The entropy coefficient of the run."""
         if self.ent_coef is not None:
             return self.ent_coef
-        return 0.05 if self.game_id in _HIGH_ENTROPY else 0.01
+        import games  # JAX: only when a run asks, so that building the flags stays light
+
+        return games.game_record(self.game_id).gate_entropy
 
     @property
     def minibatch_size(self) -> int:

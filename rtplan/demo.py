@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -25,12 +25,7 @@ def frame_line(game: games.Game, action: int, frame: dict) -> str:
     """One human-readable line for a rendered frame."""
     head = f"[{game.id}] frame {frame['frame']:4d}  {game.action_names[action]:>10s}"
     head += f"  reward {frame['reward']:7.1f}"
-    if "clocks" in frame:
-        detail = f"to play P{frame['to_play']}  clocks {frame['clocks']}"
-    elif game.id == "tetris-rt-v0":
-        detail = f"score {frame['score']:5d}  lines {frame['lines']:3d}  piece {frame['piece']}"
-    else:
-        detail = f"score {frame['score']:5d}"
+    detail = "  ".join(f"{key} {frame[key]}" for key in games.game_record(game.id).summary)
     status = " TERMINATED" if frame["terminated"] else (" TRUNCATED" if frame["truncated"] else "")
     return f"{head}  {detail}{status}"
 
@@ -46,12 +41,9 @@ def play(game_id: str, *, frames: int, seed: int) -> float:
     for _ in range(frames):
         key, act_key = jax.random.split(key)
         action = policy(act_key, state)
-        if game.num_players == 2:
-            state = step(state, action, DEMO_MOVE_COST)
-        else:
-            state = step(state, action)
+        state = step(state, action, DEMO_MOVE_COST)
         frame = render(game, state)
-        total += frame["reward"] if game.num_players == 1 else 0.0
+        total += frame["reward"] if game.num_players == 1 else 0.0  # two players: zero-sum
         print(frame_line(game, int(action), frame), flush=True)
         if state.done:
             break
@@ -65,6 +57,15 @@ def play_all(game_ids: Sequence[str] | None, *, frames: int, seed: int) -> int:
         total = play(game_id, frames=frames, seed=seed)
         print(f"[{game_id}] return {total:.1f} in {time.perf_counter() - start:.1f}s\n", flush=True)
     return 0
+
+
+def demo_game(has_gate: Callable[[str], bool]) -> str:
+    """The game the web demo plays when none is named: the best-ranked demo game (the records'
+    `demo` rank) for which `has_gate(id)`, else the one whose record has `demo_without_gate`."""
+    gated = [g for g in games.demo_games() if has_gate(g)]
+    if gated:
+        return gated[0]
+    return next(g for g in games.registered_games() if games.game_record(g).demo_without_gate)
 
 
 def list_games() -> int:

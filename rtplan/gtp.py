@@ -13,12 +13,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
-GAME_ID = "speed-go-v0"
-SIZE = 9
-#: GTP column letters: A-T without I; a 9x9 board uses the first nine.
-COLUMNS = "ABCDEFGHJ"
-PASS = SIZE * SIZE  # pgx's pass action
-#: pgx ends a 9x9 game after 2 * 81 plies (see `games.clock.SpeedGo`).
+from games import go
+from games.go import COLUMNS, PASS, SIZE, vertex_name
+
+GAME_ID = go.SpeedGo.id
+#: pgx ends a 9x9 game after 2 * 81 plies (see `games.go.SpeedGo`).
 MAX_PLIES = 2 * SIZE * SIZE
 #: The proportional time manager spends this fraction of its per-move share of the clock ...
 SAFETY = 0.8
@@ -65,21 +64,11 @@ def parse_colour(text: str) -> int:
 
 
 def parse_vertex(text: str) -> int:
-    """pgx's action of a GTP vertex: row * 9 + col with row 0 at the top, or 81 for pass."""
-    text = text.upper()
-    if text == "PASS":
-        return PASS
-    col = COLUMNS.find(text[:1]) if text[:1] else -1
-    if col < 0 or not text[1:].isdigit() or not 1 <= int(text[1:]) <= SIZE:
-        raise GtpError(f"invalid coordinate {text!r}")
-    return (SIZE - int(text[1:])) * SIZE + col
-
-
-def vertex_name(action: int) -> str:
-    """The GTP vertex of a pgx action ("pass" for 81)."""
-    if action == PASS:
-        return "pass"
-    return f"{COLUMNS[action % SIZE]}{SIZE - action // SIZE}"
+    """pgx's action of a GTP vertex (`games.go.parse_vertex`), failing as a GTP error."""
+    try:
+        return go.parse_vertex(text)
+    except ValueError as e:
+        raise GtpError(str(e)) from None
 
 
 def _number(text: str, what: str) -> float:

@@ -253,18 +253,13 @@ def run_demo(
 DEMO_HTTP_PORT = 8000
 
 
-#: The web demo's game when none is named: the first of these with a shipped gate, else Snake.
-#: Tetris first: its shipped gate switches budgets; Snake's and Pac-Man's keep their best fixed k.
-DEMO_GAMES = ("tetris-rt-v0", "snake-rt-v0", "pacman-rt-v0")
-
-
 def demo_game(checkpoint_dir: Path) -> str:
-    """The game the web demo plays by default: the first of `DEMO_GAMES` that ships a gate in
-    `checkpoint_dir` (so `make demo` shows gated MCTS), else Snake."""
+    """The game the web demo plays by default: the best-ranked demo game that ships a gate in
+    `checkpoint_dir` (so `make demo` shows gated MCTS), by the game records (`rtplan.demo`)."""
     from gate.policy import gate_path  # JAX: only once the demo runs
+    from rtplan.demo import demo_game as choose
 
-    gated = [g for g in DEMO_GAMES if gate_path(checkpoint_dir, g).is_file()]
-    return gated[0] if gated else "snake-rt-v0"
+    return choose(lambda g: gate_path(checkpoint_dir, g).is_file())
 
 
 def run_web_demo(

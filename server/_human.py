@@ -10,28 +10,6 @@ from server._agent_api import AgentHost, Answer
 from server._agents import GrpcAgent
 from server._runtime import AGENT_PLAYER
 
-#: Committed-action games: keyboard keys (`KeyboardEvent.key`) by action name.
-KEYS: dict[str, tuple[str, ...]] = {
-    "up": ("ArrowUp", "w"),
-    "right": ("ArrowRight", "d"),
-    "down": ("ArrowDown", "s"),
-    "left": ("ArrowLeft", "a"),
-    "noop": ("n",),
-    "rotate_cw": ("ArrowUp", "x", "w"),
-    "rotate_ccw": ("z", "q"),
-    "hard_drop": (" ", "ArrowDown", "s"),
-}
-
-
-def key_map(action_names: tuple[str, ...]) -> dict[str, int]:
-    """Keyboard key -> action index for a committed-action game (the first action a key names
-    wins: in Tetris ArrowUp rotates and ArrowDown drops)."""
-    keys: dict[str, int] = {}
-    for action, name in enumerate(action_names):
-        for key in KEYS.get(name, ()):
-            keys.setdefault(key, action)
-    return keys
-
 
 class HumanAgent(GrpcAgent):
     """A person playing from the watch page, under the same frame rules as an agent stream.
@@ -66,14 +44,15 @@ class HumanAgent(GrpcAgent):
 
 
 def player_hello(game_spec: dict[str, Any], *, tick_ms: float, player: int) -> dict[str, Any]:
-    """The websocket JSON that tells the page it plays: its keys (committed-action games) or
-    that it clicks (clock games), its player id, and the clock tick in ms."""
-    clock = game_spec["num_players"] == 2
+    """The websocket JSON that tells the page it plays: how it gives actions (keys or clicks,
+    from the game description's `view`, i.e. the game's registry record), its player id, and
+    the clock tick in ms."""
+    view = game_spec["view"]
     return {
         "type": "player",
         "player": player,
-        "input": "click" if clock else "keys",
-        "keys": {} if clock else key_map(tuple(game_spec["action_names"])),
+        "input": view["input"],
+        "keys": view["keys"],
         "tick_ms": tick_ms,
     }
 

@@ -17,7 +17,7 @@ import numpy as np
 from flax import struct
 
 import games
-from games.render import render
+from games.render import describe_view, render
 from harness.checkpoint import load_metadata
 from planner import Planner, PlannerConfig
 from planner.store import load_planner, planner_path
@@ -128,7 +128,7 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         )
 
     def frame(params, state, action, cost):
-        nxt = game.step(state, action, cost) if clock else game.step(state, action)
+        nxt = game.step(state, action, cost)
         return nxt, info(params, nxt)
 
     return _Fns(
@@ -243,6 +243,7 @@ def describe_game(game: games.Game, checkpoint: Path | None, budgets, game_param
         "checkpoint": checkpoint is not None,
         "budgets": list(budgets),
         "game_params": dict(game_params),
+        "view": describe_view(game),
     }
 
 

@@ -25,7 +25,7 @@ from typing import IO, Any
 import jax
 import numpy as np
 
-from games.render import render
+from games.render import describe_view, render
 from server._runtime import AGENT_PLAYER, HostInfo, compiled, init_key, state_digest
 
 FORMAT = "rtplan.replay.v1"
@@ -341,6 +341,7 @@ class ReplayView:
             "action_names": list(self.game.action_names),
             "num_players": self.game.num_players,
             "budgets": [],
+            "view": describe_view(self.game),
         }
         return {
             "name": self.path.name,

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from games import make
-from games.clock import SpeedGo, SpeedHex
+from games.go import SpeedGo
+from games.hex import SpeedHex
 
 T0 = 300
 SWAP = 121
@@ -126,7 +127,7 @@ def test_traced_initial_time_compiles_once(hex_reflex):
 
     def init(key, t0):
         traces.append(None)
-        return hex_reflex.game.init(key, t0)
+        return hex_reflex.game.set_initial_time(hex_reflex.game.init(key), t0)
 
     jinit = jax.jit(init)
     for t0 in (40, 80):
@@ -151,7 +152,7 @@ def test_reflex_clamps_and_empty_clock_moves_free(hex_reflex, keys_by_first_move
 
 
 def test_reflex_with_zero_initial_time(hex_reflex):
-    s = hex_reflex.init(jax.random.key(0), 0)
+    s = hex_reflex.game.set_initial_time(hex_reflex.init(jax.random.key(0)), 0)
     assert bool(hex_reflex.needs_reflex(s))
     np.testing.assert_array_equal(hex_reflex.observe(s)[..., -2:], 0.0)
     s = hex_reflex.step(s, 60, 9)
@@ -197,7 +198,7 @@ def test_strict_timeout_overrides_board_win(hex_strict, keys_by_first_mover):
 
 
 def test_needs_reflex_is_false_in_strict_mode(hex_strict):
-    s = hex_strict.init(jax.random.key(0), 0)
+    s = hex_strict.game.set_initial_time(hex_strict.init(jax.random.key(0)), 0)
     assert not bool(hex_strict.needs_reflex(s))
     s = hex_strict.step(s, 60, 0)  # T0 = 0: any move loses on time
     assert bool(s.inner.timed_out) and float(s.reward) == -1.0
@@ -309,3 +310,22 @@ def test_board_symmetries_commute_with_the_rules(game_fixture, request):
     special = eye[g.game.num_actions - 1]
     for i in range(n):
         np.testing.assert_array_equal(sym(i, planes, special)[1], special)
+
+
+def test_coordinates_are_the_action_names():
+    from games import go
+    from games import hex as hex_game
+
+    for a, name in enumerate(SpeedGo.action_names):
+        assert go.parse_vertex(name) == a and go.parse_vertex(name.lower()) == a
+    assert (go.vertex_name(0), go.vertex_name(8), go.vertex_name(80)) == ("A9", "J9", "J1")
+    assert "I" not in "".join(SpeedGo.action_names)
+    for a, name in enumerate(SpeedHex.action_names):
+        assert hex_game.parse_cell(name) == a
+    assert [hex_game.cell_name(a) for a in (0, 10, 120, 121)] == ["a1", "k1", "k11", "swap"]
+    for bad in ("I5", "A10", "Z1", ""):
+        with pytest.raises(ValueError):
+            go.parse_vertex(bad)
+    with pytest.raises(ValueError):
+        hex_game.parse_cell("l1")
+    assert SpeedGo.board.actions[8][0] == 72 and SpeedGo.board.rows[8] == "1"

@@ -203,6 +203,33 @@ def test_render_is_json_able(game_id):
         assert len(json.dumps(frame)) < 16_000
 
 
+def test_the_record_holds_what_the_layers_read(game_id):
+    """One record per game: its class, renderer, input, planner defaults, trigger features."""
+    import json
+
+    from games.render import describe_view
+    from planner.configs import default_config
+
+    record, game = games.game_record(game_id), _game(game_id)
+    assert games.game_class(game_id).id == game_id
+    view = describe_view(game)
+    json.dumps(view)
+    if record.keys is not None:  # every action the key map names gets its keys
+        named = {a for a, n in enumerate(game.action_names) if n in record.keys}
+        assert named and set(view["keys"].values()) == named
+    else:  # a click game: every cell plays a distinct action, named by the game
+        board = game.board
+        cells = [a for row in board.actions for a in row]
+        assert len(board.rows) == len(board.actions) and len(set(cells)) == len(cells)
+        assert all(0 <= a < game.num_actions for a in cells)
+        assert len(view["colour_names"]) == game.num_players
+    assert default_config(game_id).game_id == game_id
+    if record.features is not None:
+        _, _, after = _rollout(game_id)
+        feats = games.resolve(record.features)(_index(after, 0, 0))
+        assert tuple(feats) == record.feature_names
+
+
 def test_render_rejects_a_batch():
     game = _game("snake-rt-v0")
     _, _, after = _rollout("snake-rt-v0")

@@ -245,7 +245,7 @@ def test_random_openings_are_seeded_short_distinct_and_varied():
 
 
 def test_go_vertices_match_pgx_and_round_trip():
-    from games.clock import SpeedGo
+    from games.go import SpeedGo
 
     for point in range(81):
         vertex = match.go_vertex(point)

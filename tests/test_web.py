@@ -241,11 +241,12 @@ def hex_rgb(colour: str) -> tuple[int, int, int]:
 
 
 def expected_pieces(state: dict, palette: dict) -> list[tuple[int, int, str, str]]:
-    """(row, col, colour, what) for every piece the rendered state places on the board."""
+    """(row, col, colour, what) for every piece the rendered state places on the board, in the
+    colours of the game's drawing module (`palette`)."""
     game, board = state["game"], state["board"]
     out = []
+    P = palette
     if game == "pacman-rt-v0":
-        P = palette["pacman"]
         busy = {tuple(state["player"])} | {tuple(g) for g in state["ghosts"]}
         for r, row in enumerate(board):
             for c, ch in enumerate(row):
@@ -261,7 +262,6 @@ def expected_pieces(state: dict, palette: dict) -> list[tuple[int, int, str, str
                 out.append((*g, P["ghosts"][i], f"ghost {i}"))
         out.append((*state["player"], P["player"], "pac-man"))
     elif game == "tetris-rt-v0":
-        P = palette["tetris"]
         for r, c in state["piece_cells"]:
             if 0 <= r < len(board):
                 out.append((r, c, P["pieces"][state["piece"]], "falling piece"))
@@ -272,7 +272,6 @@ def expected_pieces(state: dict, palette: dict) -> list[tuple[int, int, str, str
             if ch != " "
         ]
     elif game == "snake-rt-v0":
-        P = palette["snake"]
         out += [
             (r, c, P["body"], "body")
             for r, row in enumerate(board)
@@ -282,7 +281,7 @@ def expected_pieces(state: dict, palette: dict) -> list[tuple[int, int, str, str
         out.append((*state["head"], P["head"], "head"))
         out.append((*state["fruit"], P["fruit"], "fruit"))
     else:
-        stones = palette["hex" if game == "speed-hex-v0" else "go"]["stones"]
+        stones = palette["stones"]
         out += [
             (r, c, stones["xo".index(ch)], f"stone {ch}")
             for r, row in enumerate(board)
@@ -290,7 +289,7 @@ def expected_pieces(state: dict, palette: dict) -> list[tuple[int, int, str, str
             if ch in "xo"
         ]
         if game == "speed-hex-v0":
-            empty = palette["hex"]["empty"]
+            empty = palette["empty"]
             out += [
                 (r, c, empty, "empty")
                 for r, row in enumerate(board)
@@ -354,7 +353,7 @@ def test_board_shows_the_pieces(server, page, game, tmp_path):
     missing = [(what, r, c, share) for (r, c, _, what), share in zip(pieces, shares) if share < 0.2]
     assert not missing, f"{game} frame {state['frame']}: not drawn where the board says {missing}"
     if game == "speed-go-v0":  # an empty point shows neither stone's colour
-        stones = palette["go"]["stones"]
+        stones = palette["stones"]
         empty = [
             [r, c, hex_rgb(stones[i]), TOLERANCE]
             for r, row in enumerate(state["board"])
@@ -544,7 +543,7 @@ def test_human_speed_go_click_places_a_stone_on_a_running_clock(server, page):
     # The stone is drawn where clicked, in the mover's colour (black or white).
     page.wait_for_function(f"window.rtplanViewer.frame >= {start + 1}", timeout=10_000)
     page.evaluate("window.rtplanViewer.paused = true")
-    stone = page.evaluate("window.rtplanViewer.palette.go.stones")[colour]
+    stone = page.evaluate("window.rtplanViewer.palette.stones")[colour]
     assert page.evaluate(PROBE, [[r, c, hex_rgb(stone), TOLERANCE]])[0] >= 0.2
 
 

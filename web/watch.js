@@ -4,7 +4,7 @@
 // work behind it. In a human session (agent "human") the session's creator plays: keys or
 // clicks are sent as actions for the frame on screen (server/_human.py).
 
-import { PALETTE, COLOUR_NAMES, annotate, caption, drawBoard, layoutFor } from "./draw.js";
+import { actionAt, carryAnnot, loadGame } from "./draw.js";
 
 const HISTORY = 118; // frames in the strip and the charts
 const KINDS = {
@@ -39,7 +39,7 @@ const viewer = {
   frame: null, // index of the frame last drawn
   state: null, // its rendered state
   layout: null,
-  palette: PALETTE,
+  palette: null, // the drawing module's colours, once it is loaded
   ended: false,
   paused: false, // true: keep the board as drawn (new frames still update the model)
   rate: { received: 0, drawn: 0 }, // per second over the last second
@@ -54,6 +54,30 @@ const viewer = {
 };
 const RECENT = 64;
 window.rtplanViewer = viewer;
+
+// The game's drawing module (web/games/<module>.js, or the generic grid), named by the game
+// description's `view`; loaded once the hello (live or replay) is here.
+let game = null;
+let gameLoad = null; // the module's promise, once asked for
+const view = () => model.hello.spec.view;
+
+/** Loads the drawing module once the hello is here; resolves when it can draw. */
+function ensureGame() {
+  if (!gameLoad && model.hello) {
+    gameLoad = loadGame(view()).then((g) => {
+      game = g;
+      viewer.palette = g.PALETTE;
+      model.dirty = true;
+    });
+  }
+  return gameLoad;
+}
+
+/** What frame `f` did since `prev` (a rendered state, or null), by the game's module. */
+function annotate(prev, f, prevAnnot) {
+  ensureGame();
+  return game ? game.annotate(prev, f, prevAnnot, view()) : carryAnnot(prevAnnot);
+}
 
 function kindOf(report) {
   return report.provenance === "on_time" ? report.answer_source : report.provenance;
@@ -76,8 +100,12 @@ function onFrame(msg) {
 function onMessage(event) {
   const msg = JSON.parse(event.data);
   viewer.received += 1;
-  if (msg.type === "hello") model.hello = msg;
-  else if (msg.type === "frame") onFrame(msg);
+  if (msg.type === "hello") {
+    model.hello = msg;
+    // A player's game starts when it joins: join once the board can be drawn.
+    const token = sessionToken();
+    ensureGame().then(() => token && socket.send(JSON.stringify({ type: "play", token })));
+  } else if (msg.type === "frame") onFrame(msg);
   else if (msg.type === "end") {
     model.end = msg;
     viewer.ended = true;
@@ -128,14 +156,15 @@ function startPlaying(msg) {
       sendAction(msg.keys[event.key]);
     });
   } else {
-    const last = names.length - 1;
+    const onBoard = new Set(view().board.actions.flat());
+    const last = names.findIndex((_, a) => !onBoard.has(a)); // pass or swap: a button
     const c = model.hello.config;
     const against = c.opponent === "planner"
       ? `the planner (k=${c.opponent_k}), whose search runs its own clock`
       : `the ${c.opponent}`;
-    setText("play-help", `You play ${COLOUR_NAMES[model.hello.spec.id][0]} against ${against}: click a cell on your turn; your clock runs until you do.`);
+    setText("play-help", `You play ${view().colour_names[0]} against ${against}: click a cell on your turn; your clock runs until you do.`);
     const special = $("special");
-    special.hidden = false;
+    special.hidden = last < 0;
     special.textContent = names[last];
     special.addEventListener("click", () => sendAction(last));
     const canvas = $("board");
@@ -144,23 +173,11 @@ function startPlaying(msg) {
       const st = viewer.state;
       if (!st || st.to_play !== msg.player) return;
       const box = canvas.getBoundingClientRect();
-      const [r, c] = nearestCell(event.clientX - box.left, event.clientY - box.top, st);
-      if (r >= 0) sendAction(r * st.board[0].length + c);
+      const at = (game && game.actionAt) || actionAt;
+      const action = at(event.clientX - box.left, event.clientY - box.top, st, viewer.layout, view());
+      if (action >= 0) sendAction(action);
     });
   }
-}
-
-function nearestCell(x, y, st) {
-  let best = [-1, -1];
-  let bestD = (0.6 * viewer.layout.cell) ** 2;
-  st.board.forEach((row, r) => {
-    for (let c = 0; c < row.length; c++) {
-      const [cx, cy] = viewer.layout.center(r, c);
-      const d = (cx - x) ** 2 + (cy - y) ** 2;
-      if (d < bestD) [best, bestD] = [[r, c], d];
-    }
-  });
-  return best;
 }
 
 /** One line saying what the last frame did with this page's input. */
@@ -194,10 +211,6 @@ function connect() {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/v1/sessions/${encodeURIComponent(sessionId)}/ws`);
   socket = ws;
-  const token = sessionToken();
-  ws.onopen = () => {
-    if (token) ws.send(JSON.stringify({ type: "play", token }));
-  };
   ws.onmessage = onMessage;
   ws.onclose = (event) => {
     if (!model.end) {
@@ -302,7 +315,7 @@ function statsList(entries) {
 function drawClocks(f) {
   const st = f.state;
   $("clocks").hidden = false;
-  const names = COLOUR_NAMES[st.game];
+  const names = view().colour_names;
   const rows = [];
   for (const p of [0, 1]) {
     const colour = st.to_play === p ? st.to_play_colour : 1 - st.to_play_colour;
@@ -348,6 +361,7 @@ function draw() {
 }
 
 function drawPage() {
+  ensureGame();
   const hello = model.hello;
   if (hello) {
     const s = hello.session;
@@ -359,16 +373,16 @@ function drawPage() {
     if (viewer.replay) setText("replay-pos", `frame ${viewer.replay.n} / ${viewer.replay.frames - 1}`);
   }
   const f = model.latest;
-  if (f) {
+  if (f && game) {
     const st = f.state;
     const canvas = $("board");
-    const L = layoutFor(st);
+    const L = game.layout(st, view());
     const ctx = sizeCanvas(canvas, L.width, L.height);
-    drawBoard(ctx, st, L, model.annot);
+    game.draw(ctx, st, L, model.annot, view());
     viewer.layout = L;
     viewer.state = st;
     viewer.frame = f.frame;
-    setText("caption", caption(st, model.annot));
+    setText("caption", game.caption(st, model.annot || carryAnnot(null), view(), hello.spec.action_names));
     setText("frame", String(f.frame));
     setText("return", Number(f.episode_return).toFixed(1));
     const last = model.history[model.history.length - 1];

@@ -1,0 +1,86 @@
+// Speed Go (speed-go-v0): lines, star points, the GTP coordinates of the game description on
+// the edges, stones, the last move marked. A person plays by clicking a point (or pass).
+
+import { STONE_CHARS, actionAt as nearestAction, disc, rect, stoneAnnotate, stoneCaption } from "../draw.js";
+
+export const PALETTE = { board: "#dcb35c", line: "#3a2c10", stones: ["#111111", "#f2f2f2"], mark: "#e0303a" };
+
+export function layout(f) {
+  const n = f.board.length;
+  const cell = Math.floor(480 / (n + 1));
+  const m = cell;
+  return {
+    width: 2 * m + (n - 1) * cell,
+    height: 2 * m + (n - 1) * cell,
+    cell,
+    center: (r, c) => [m + c * cell, m + r * cell],
+  };
+}
+
+export function draw(ctx, f, L, annot, view) {
+  const P = PALETTE;
+  const n = f.board.length;
+  const s = L.cell;
+  rect(ctx, 0, 0, L.width, L.height, P.board);
+  ctx.strokeStyle = P.line;
+  ctx.lineWidth = 1.2;
+  for (let i = 0; i < n; i++) {
+    const [x0, y0] = L.center(i, 0);
+    const [x1, y1] = L.center(i, n - 1);
+    ctx.beginPath();
+    ctx.moveTo(x0, y0);
+    ctx.lineTo(x1, y1);
+    ctx.stroke();
+    const [u0, v0] = L.center(0, i);
+    const [u1, v1] = L.center(n - 1, i);
+    ctx.beginPath();
+    ctx.moveTo(u0, v0);
+    ctx.lineTo(u1, v1);
+    ctx.stroke();
+  }
+  if (n === 9) {
+    for (const [r, c] of [[2, 2], [2, 6], [6, 2], [6, 6], [4, 4]]) {
+      disc(ctx, ...L.center(r, c), 0.08 * s, P.line);
+    }
+  }
+  ctx.fillStyle = P.line;
+  ctx.font = `${Math.round(0.28 * s)}px system-ui, sans-serif`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  for (let i = 0; i < n; i++) {
+    const [x] = L.center(0, i);
+    ctx.fillText(view.board.columns[i], x, 0.45 * s);
+    const [, y] = L.center(i, 0);
+    ctx.fillText(view.board.rows[i], 0.45 * s, y);
+  }
+  for (let r = 0; r < n; r++) {
+    for (let c = 0; c < n; c++) {
+      const k = STONE_CHARS.indexOf(f.board[r][c]);
+      if (k < 0) continue;
+      const [x, y] = L.center(r, c);
+      disc(ctx, x, y, 0.46 * s, P.stones[k]);
+      ctx.lineWidth = 1;
+      ctx.strokeStyle = "#000000";
+      ctx.stroke();
+    }
+  }
+  for (const [r, c] of (annot && annot.lastMoves) || []) {
+    const [x, y] = L.center(r, c);
+    ctx.beginPath();
+    ctx.arc(x, y, 0.2 * s, 0, 2 * Math.PI);
+    ctx.strokeStyle = P.mark;
+    ctx.lineWidth = 2.5;
+    ctx.stroke();
+  }
+}
+
+/** The last move or a pass, and captures (stones taken from the board). */
+export function annotate(prev, f, prevAnnot) {
+  return stoneAnnotate(prev, f, prevAnnot);
+}
+
+export function caption(f, annot, view, names) {
+  return stoneCaption(f, annot, view, names, { captures: true });
+}
+
+export const actionAt = nearestAction;

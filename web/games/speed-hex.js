@@ -1,0 +1,91 @@
+// Speed Hex (speed-hex-v0): an n x n rhombus of pointy-top hexagons; cell (r, c) neighbours
+// (r, c +- 1), (r - 1, c), (r - 1, c + 1), (r + 1, c - 1), (r + 1, c) as in pgx hex. Colour 0
+// ("x") joins columns 0 and n-1 (left and right edges), colour 1 ("o") rows 0 and n-1 (top and
+// bottom). A person plays by clicking a cell (or the swap button).
+
+import { STONE_CHARS, actionAt as nearestAction, rect, stoneAnnotate, stoneCaption } from "../draw.js";
+
+export const PALETTE = {
+  background: "#1a2027", empty: "#e9dfc7", line: "#6b6254", stones: ["#d8383b", "#2f6fd6"],
+  mark: "#ffffff",
+};
+
+export function layout(f) {
+  const n = f.board.length;
+  const R = Math.floor(470 / (Math.sqrt(3) * (1.5 * n - 0.5)));
+  const w = Math.sqrt(3) * R;
+  const m = R + 6;
+  return {
+    width: Math.ceil(2 * m + w * (1.5 * n - 0.5)),
+    height: Math.ceil(2 * m + R * (1.5 * n + 0.5)),
+    cell: w,
+    radius: R,
+    center: (r, c) => [m + w / 2 + (c + r / 2) * w, m + R + 1.5 * R * r],
+  };
+}
+
+function hexPath(ctx, x, y, R) {
+  ctx.beginPath();
+  for (let i = 0; i < 6; i++) {
+    const a = Math.PI / 6 + (i * Math.PI) / 3;
+    ctx.lineTo(x + R * Math.cos(a), y + R * Math.sin(a));
+  }
+  ctx.closePath();
+}
+
+export function draw(ctx, f, L, annot) {
+  const P = PALETTE;
+  const n = f.board.length;
+  const R = L.radius;
+  rect(ctx, 0, 0, L.width, L.height, P.background);
+  // The goal edges, drawn under the outer hexagons.
+  const corner = (r, c, dx, dy) => {
+    const [x, y] = L.center(r, c);
+    return [x + dx, y + dy];
+  };
+  const tl = corner(0, 0, -L.cell / 2 - 4, -R - 4);
+  const tr = corner(0, n - 1, L.cell / 2 + 4, -R - 4);
+  const br = corner(n - 1, n - 1, L.cell / 2 + 4, R + 4);
+  const bl = corner(n - 1, 0, -L.cell / 2 - 4, R + 4);
+  ctx.lineWidth = 8;
+  for (const [a, b, colour] of [
+    [tl, tr, P.stones[1]], [bl, br, P.stones[1]], [tl, bl, P.stones[0]], [tr, br, P.stones[0]],
+  ]) {
+    ctx.beginPath();
+    ctx.moveTo(...a);
+    ctx.lineTo(...b);
+    ctx.strokeStyle = colour;
+    ctx.stroke();
+  }
+  ctx.lineWidth = 1.5;
+  ctx.strokeStyle = P.line;
+  for (let r = 0; r < n; r++) {
+    for (let c = 0; c < n; c++) {
+      const [x, y] = L.center(r, c);
+      const k = STONE_CHARS.indexOf(f.board[r][c]);
+      hexPath(ctx, x, y, R);
+      ctx.fillStyle = k >= 0 ? P.stones[k] : P.empty;
+      ctx.fill();
+      ctx.stroke();
+    }
+  }
+  for (const [r, c] of (annot && annot.lastMoves) || []) {
+    const [x, y] = L.center(r, c);
+    ctx.beginPath();
+    ctx.arc(x, y, 0.3 * R, 0, 2 * Math.PI);
+    ctx.strokeStyle = P.mark;
+    ctx.lineWidth = 2.5;
+    ctx.stroke();
+  }
+}
+
+/** The last move, or a swap (stones recoloured, none added). */
+export function annotate(prev, f, prevAnnot) {
+  return stoneAnnotate(prev, f, prevAnnot, { swaps: true });
+}
+
+export function caption(f, annot, view, names) {
+  return stoneCaption(f, annot, view, names);
+}
+
+export const actionAt = nearestAction;
