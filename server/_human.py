@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from server import _messages as messages
 from server._agent_api import AgentHost, Answer
 from server._agents import GrpcAgent
 from server._runtime import AGENT_PLAYER
@@ -65,17 +66,14 @@ class HumanAgent(GrpcAgent):
         return Answer(super().answer(n, host).arrivals, "human")
 
 
-def player_hello(game_spec: dict[str, Any], *, tick_ms: float, player: int) -> dict[str, Any]:
+def player_hello(
+    game_spec: dict[str, Any], *, tick_ms: float, player: int
+) -> messages.PlayerMessage:
     """The websocket JSON that tells the page it plays: its keys (committed-action games) or
     that it clicks (clock games), its player id, and the clock tick in ms."""
-    clock = game_spec["num_players"] == 2
-    return {
-        "type": "player",
-        "player": player,
-        "input": "click" if clock else "keys",
-        "keys": {} if clock else key_map(tuple(game_spec["action_names"])),
-        "tick_ms": tick_ms,
-    }
+    clicks = game_spec["num_players"] == 2
+    keys = {} if clicks else key_map(tuple(game_spec["action_names"]))
+    return messages.player_message(player=player, clicks=clicks, keys=keys, tick_ms=tick_ms)
 
 
 class PlayerLink:
@@ -97,8 +95,8 @@ class PlayerLink:
         self._send = send
         self.playing = False
 
-    def _error(self, message: str, **extra: Any) -> None:
-        self._send({"type": "error", "message": message, **extra})
+    def _error(self, message: str, **about: int) -> None:
+        self._send(messages.error_message(message, **about))
 
     def receive(self, text: str, at: float) -> None:
         """One text message from the page, received at monotonic time `at`."""

@@ -14,7 +14,7 @@ from rtplan.v1 import planner_pb2
 from server._agents import PlannerAgent, _Option
 from server._config import SessionConfig, SessionError
 from server._frames import FrameWindow
-from server._messages import Report
+from server._records import Report
 from server._queue import AgentLink, DropOldestQueue
 from server._rules import (
     MAX_ACTIONS_PER_FRAME,
