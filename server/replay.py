@@ -115,13 +115,13 @@ class Recorder:
 
 @dataclasses.dataclass(frozen=True)
 class FrameLine:
-    """One frame line: its report, and the reward, done flag and state digest it led to."""
+    """One frame line: its report, and the reward, done flag and state summary it led to."""
 
     line: int  # line number in the file
     report: Report
     reward: float  # to the player who moved (the agent's in committed-action games)
     done: bool
-    digest: str | None
+    state: dict[str, Any]  # {"frame": n + 1, "digest", "current_player", "clocks"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +175,7 @@ class ReplayFile:
         _field(header, "seed", int, where)
         _field(header, "game_params", dict, where)
         items: list[FrameLine | LateLine] = []
-        end = None
+        end, frames = None, 0
         for lineno, obj in lines[1:]:
             where = f"{path}:{lineno}"
             if end is not None:
@@ -186,17 +186,13 @@ class ReplayFile:
                 items.append(LateLine(lineno, _report(obj, where)))
             elif obj["type"] == "frame":
                 report = _report(obj, where)
-                expected = sum(isinstance(x, FrameLine) for x in items)
-                if report.frame != expected:
+                if report.frame != frames:
                     raise ReplayError(
-                        f"{where}: frame {report.frame} out of order, expected {expected}"
+                        f"{where}: frame {report.frame} out of order, expected {frames}"
                     )
                 summary = _field(obj, "state", dict, where)
-                items.append(
-                    FrameLine(
-                        lineno, report, obj.get("reward"), obj.get("done"), summary.get("digest")
-                    )
-                )
+                items.append(FrameLine(lineno, report, obj.get("reward"), obj.get("done"), summary))
+                frames += 1
             else:
                 raise ReplayError(f"{where}: unknown line type {obj['type']!r}")
         return cls(path, version, header, tuple(items), end)
@@ -348,10 +344,10 @@ def _steps(rf: ReplayFile, fns, state) -> Iterator[Step | LateLine]:
             raise ReplayError(f"{where}: action {r.action} out of range for {rf.game_id}")
         state, dev = fns.frame(None, state, np.int32(r.action), np.int32(r.cost if clock else 0))
         info = HostInfo.from_device(dev)
-        if item.digest != state_digest(state):
+        if item.state.get("digest") != state_digest(state):
             raise ReplayError(
                 f"{where}: frame {r.frame}: the state after action {r.action} differs from the "
-                f"recording (digest {state_digest(state)}, recorded {item.digest})"
+                f"recording (digest {state_digest(state)}, recorded {item.state.get('digest')})"
             )
         if item.reward != info.reward or item.done != info.done:
             raise ReplayError(
