@@ -259,13 +259,13 @@ class Session:
         self.status = status
         self.reason = reason
         self.agent.close()
-        end = messages.viewer_end(self)
-        if self.recorder is not None:
-            self.recorder.close(end, frames=self.frame)
         if self.link is not None:
             if status != "finished":
                 self.link.error(grpc.StatusCode.ABORTED, f"session {self.id} {status}: {reason}")
             self.link.close()
+        end = messages.viewer_end(self)  # after the link's close: its end marker may drop one
+        if self.recorder is not None:
+            self.recorder.close(end, frames=self.frame)
         self.viewers.close(json.dumps(end))
         self.ended.set()
 
