@@ -185,7 +185,7 @@ def test_planner_opponent_plays_the_planner_services_moves_and_pays_its_clock(sr
     # Player 1 pays sims(4) = 4 ticks a move until its clock is empty; player 0 moves for free.
     opp_costs = [c for m, c in zip(movers, costs) if m == 1]
     assert opp_costs[: T0 // 4] == [4] * (T0 // 4) and set(opp_costs[T0 // 4 :]) <= {0}
-    assert frames[-1]["state"]["clocks"] == [T0, 0]
+    assert recorded[-1].state["clocks"] == [T0, 0]
 
 
 def test_real_time_planner_opponent_thinks_on_its_own_chess_clock(srv):

@@ -369,7 +369,9 @@ def read_ws(ws, limit: int = 10_000) -> list[dict]:
 
 def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     frames = 40
-    created = create(srv, agent="reflex", fps=FPS, max_frames=frames)
+    # The reflex is the fallback too: a tick that a loaded machine delays past a frame's
+    # deadline plays the same action, so the game (and its length) never depend on timing.
+    created = create(srv, agent="reflex", fps=FPS, max_frames=frames, fallback="reflex")
     path = created["viewer_path"]
     with (
         srv.client.websocket_connect(path) as fast,
@@ -385,8 +387,8 @@ def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     assert len(seen) >= frames - 10
     assert [m["frame"] for m in seen] == list(range(seen[0]["frame"], frames + 1))
     m = seen[-1]
-    assert len(m["state"]["board"]) == 5 and m["previous"]["provenance"] == "on_time"
-    assert m["previous"]["source"] == "reflex" and "late_ticks" in m["stats"]
+    assert len(m["state"]["board"]) == 5 and m["previous"]["answer_source"] == "reflex"
+    assert "late_ticks" in m["stats"]
     assert fast_msgs[-1]["type"] == "end" and fast_msgs[-1]["stats"]["frames"] == frames
     # The slow viewer lost frames (counted) but got the end; the ticks kept their schedule.
     assert slow_msgs[-1]["type"] == "end"
