@@ -78,7 +78,11 @@ async def _run(settings: PlannerServiceSettings) -> int:
         engine.device,
         gated,
     )
-    serving = asyncio.ensure_future(serve(settings, engine=engine))
+
+    def bound(port: int) -> None:  # `rtplan.live.services` reads the port from this line
+        print(f"planner service bound to {settings.host}:{port} (compiling)", flush=True)
+
+    serving = asyncio.ensure_future(serve(settings, engine=engine, bound=bound))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait((serving, stopping), return_when=asyncio.FIRST_COMPLETED)
     if not serving.done():  # stopped while compiling

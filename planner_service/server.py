@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -278,7 +279,10 @@ def load_engine(settings: PlannerServiceSettings) -> eng.Engine:
 
 
 async def serve(
-    settings: PlannerServiceSettings, *, engine: eng.Engine | None = None
+    settings: PlannerServiceSettings,
+    *,
+    engine: eng.Engine | None = None,
+    bound: Callable[[int], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Starts the service and returns once it is SERVING.
 
@@ -288,6 +292,7 @@ async def serve(
     Args:
         settings: host, port, device, checkpoints, games, max_concurrent.
         engine: an engine to serve instead of loading one from `settings`.
+        bound: called with the bound port once the server answers, before compiling.
 
     Returns:
         (started server, bound port).
@@ -297,6 +302,8 @@ async def serve(
         engine, host=settings.host, port=settings.port, max_concurrent=settings.max_concurrent
     )
     await server.start()
+    if bound is not None:
+        bound(port)
     try:
         await _compile(engine)
     except BaseException:

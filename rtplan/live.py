@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import threading
@@ -18,11 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+#: What the services print once they have bound their ports (`python -m server`,
+#: `python -m planner_service`): the ports are read from these lines, never guessed beforehand.
+_ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on \S+:(\d+)")
+_PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
 
 
 class Child:
@@ -106,54 +105,48 @@ def services(
 ) -> Iterator[dict]:
     """Starts the planner service (for the games) and the env server; yields their addresses.
 
-    `http_port` 0 takes a free port; `checkpoint_dir` and `record_dir` default to the
-    services' own defaults (checkpoints/ and replays/ of the checkout).
+    Each service binds its own ports (`http_port` 0: any free one; the others always) and
+    prints them; the addresses yielded are read from those lines. `checkpoint_dir` and
+    `record_dir` default to the services' own defaults (checkpoints/ and replays/).
     """
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
     py = [sys.executable, "-m", "rtplan"]
-    ports = {"planner": free_port(), "http": http_port or free_port(), "grpc": free_port()}
     ckpt = [] if checkpoint_dir is None else ["--checkpoint-dir", str(checkpoint_dir)]
     children: list[Child] = []
     try:
-        if planner:
-            plan = Child(
-                "planner",
-                [
-                    *py,
-                    "planner-service",
-                    "--port",
-                    str(ports["planner"]),
-                    "--games",
-                    ",".join(game_ids),
-                    *ckpt,
-                ],
-                echo=echo,
-            )
-            children.append(plan)
         env_argv = [
             *py,
             "env-server",
             "--http-port",
-            str(ports["http"]),
+            str(http_port),
             "--grpc-port",
-            str(ports["grpc"]),
+            "0",
             *ckpt,
             *([] if record_dir is None else ["--record-dir", str(record_dir)]),
             "--preload",
             *game_ids,
         ]
+        planner_port = None
         if planner:
-            env_argv += ["--planner-address", f"127.0.0.1:{ports['planner']}"]
+            argv = [*py, "planner-service", "--port", "0", "--games", ",".join(game_ids), *ckpt]
+            plan = Child("planner", argv, echo=echo)
+            children.append(plan)
+            # It binds before it compiles: the env server starts (and compiles) meanwhile.
+            line = plan.wait_for("planner service bound to", timeout=600)
+            planner_port = int(_PLANNER_BOUND.search(line).group(1))
+            env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
         env = Child("env-server", env_argv, echo=echo)
         children.append(env)
-        env.wait_for("rtplan env server: http on", timeout=600)
+        http, grpc_port = map(
+            int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600)).groups()
+        )
         if planner:
             plan.wait_for("planner service listening on", timeout=900)
         yield {
-            "http": f"http://127.0.0.1:{ports['http']}",
-            "ws": f"ws://127.0.0.1:{ports['http']}",
-            "grpc": f"127.0.0.1:{ports['grpc']}",
-            "planner": f"127.0.0.1:{ports['planner']}",
+            "http": f"http://127.0.0.1:{http}",
+            "ws": f"ws://127.0.0.1:{http}",
+            "grpc": f"127.0.0.1:{grpc_port}",
+            "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
         }
     finally:
         for child in reversed(children):

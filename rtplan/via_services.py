@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import shutil
 import tempfile
 import time
@@ -40,24 +39,26 @@ class Served:
 
 
 def read_replay(path: str | Path, seed: int, reason: str) -> Served:
-    """Parses a replay file: its frame lines, cut into options by the k each one records.
+    """Reads a replay file (`server.replay.ReplayFile`): its frames, cut into options by the k
+    each one records.
 
     An option of budget k covers k frames (k - 1 reflex frames, then the planned one), every
     one recording k; the last option may be cut short by the episode's end.
     """
-    lines = [json.loads(x) for x in Path(path).read_text().splitlines()]
-    frames = [x for x in lines if x.get("type") == "frame"]
+    from server.replay import ReplayFile  # JAX: only once a comparison runs
+
+    frames = ReplayFile.read(path).frames
     ks, at, f = [], [], 0
     while f < len(frames):
-        k = frames[f]["k"]
+        k = frames[f].report.k
         ks.append(-1 if k is None else int(k))
         at.append(f)
         f += max(1, k or 1)  # no decision (a miss) ends the option at its first frame
     return Served(
         seed=seed,
-        returns=float(sum(x["reward"] for x in frames)),
+        returns=float(sum(x.reward for x in frames)),
         frames=len(frames),
-        actions=np.array([x["action"] for x in frames], np.int64),
+        actions=np.array([x.report.action for x in frames], np.int64),
         ks=np.array(ks, np.int64),
         decision_frames=np.array(at, np.int64),
         reason=reason,

@@ -8,19 +8,9 @@ from typing import Protocol
 
 from rtplan.v1 import tensor_pb2
 from server._config import SessionConfig
+from server._records import PlanDecision
 from server._rules import Arrival
 from server._runtime import HostInfo
-
-
-@dataclasses.dataclass(frozen=True)
-class PlanDecision:
-    """The planner service's budget decision of one option (what the viewer draws)."""
-
-    frame: int  # the decision frame t, where the option started
-    k: int  # the option's budget: the gate's choice, or the forced k
-    gated: bool  # the gate chose k (else it was forced)
-    probabilities: tuple[float, ...]  # [K] the gate's distribution over the budgets; () forced
-    value: float  # the planner network's value at s_t (return units)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,9 @@ import numpy as np
 
 from planner import landing_frame
 from rtplan.v1 import planner_pb2
-from server._agent_api import Agent, AgentHost, Answer, PlanDecision
+from server._agent_api import Agent, AgentHost, Answer
 from server._config import SessionConfig
+from server._records import PlanDecision
 from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, budget_at
 
 log = logging.getLogger("rtplan.server")

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from server._messages import Report
+from server._records import Report
 from server._rules import MAX_FRAMES_AHEAD, MAX_FRAMES_LATE, Arrival, Provenance, check_action
 from server._runtime import AGENT_PLAYER
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from server import _messages as messages
 from server._agent_api import AgentHost, Answer
 from server._agents import GrpcAgent
 from server._runtime import AGENT_PLAYER
@@ -43,18 +44,15 @@ class HumanAgent(GrpcAgent):
         return Answer(super().answer(n, host).arrivals, "human")
 
 
-def player_hello(game_spec: dict[str, Any], *, tick_ms: float, player: int) -> dict[str, Any]:
+def player_hello(
+    game_spec: dict[str, Any], *, tick_ms: float, player: int
+) -> messages.PlayerMessage:
     """The websocket JSON that tells the page it plays: how it gives actions (keys or clicks,
     from the game description's `view`, i.e. the game's registry record), its player id, and
     the clock tick in ms."""
     view = game_spec["view"]
-    return {
-        "type": "player",
-        "player": player,
-        "input": view["input"],
-        "keys": view["keys"],
-        "tick_ms": tick_ms,
-    }
+    clicks = view["input"] == "click"
+    return messages.player_message(player=player, clicks=clicks, keys=view["keys"], tick_ms=tick_ms)
 
 
 class PlayerLink:
@@ -76,8 +74,8 @@ class PlayerLink:
         self._send = send
         self.playing = False
 
-    def _error(self, message: str, **extra: Any) -> None:
-        self._send({"type": "error", "message": message, **extra})
+    def _error(self, message: str, **about: int) -> None:
+        self._send(messages.error_message(message, **about))
 
     def receive(self, text: str, at: float) -> None:
         """One text message from the page, received at monotonic time `at`."""

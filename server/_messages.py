@@ -1,78 +1,22 @@
-"""What a session shows: frame reports, the agents' `Frame`, the REST and viewer JSON, and the
-replay lines, each built from what a session exposes (`Shown`)."""
+"""What a session shows: its agents' `Frame`, REST JSON and one typed builder per viewer message."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 import games
 from games.render import render
 from rtplan import wire
 from rtplan.v1 import env_pb2
-from server._agent_api import PlanDecision
 from server._config import SessionConfig
 from server._queue import AgentLink
-from server._rules import Provenance
-from server._runtime import AGENT_PLAYER, GameRuntime, HostInfo, state_digest
+from server._records import PlanDecision, Report
+from server._runtime import AGENT_PLAYER, GameRuntime, HostInfo
 from server._stats import SessionStats
 from server._viewers import ViewerHub
-
-
-@dataclasses.dataclass(frozen=True)
-class Report:
-    """How a frame's action was chosen (the `ActionReport`, plus the built-in agents' detail)."""
-
-    frame: int
-    action: int
-    provenance: Provenance
-    slack_ms: float
-    received_action: int
-    source: str
-    k: int | None
-    cost: int
-    latency_ms: float | None
-    decision: PlanDecision | None = None  # planner agent: the decision of this frame's option
-
-    def proto(self) -> env_pb2.ActionReport:
-        return env_pb2.ActionReport(
-            frame=self.frame,
-            action=self.action,
-            provenance=int(self.provenance),
-            slack_ms=self.slack_ms,
-            received_action=self.received_action,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "frame": self.frame,
-            "action": self.action,
-            "provenance": self.provenance.label,
-            "source": self.source if self.provenance is Provenance.ON_TIME else "fallback",
-            "answer_source": self.source,
-            "slack_ms": round(self.slack_ms, 3),
-            "received_action": self.received_action,
-            "k": self.k,
-            "cost": self.cost,
-            "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 3),
-            "decision": None if self.decision is None else decision_dict(self.decision),
-        }
-
-
-def decision_dict(d: PlanDecision) -> dict[str, Any]:
-    """A planner decision in the viewer JSON: `frame` is the decision frame t of the option
-    (every frame of the option repeats it), `probabilities` are over the game's budgets in
-    the order of `spec.budgets` (empty for a forced k), `value` the planner's value at s_t."""
-    return {
-        "frame": d.frame,
-        "k": d.k,
-        "gated": d.gated,
-        "probabilities": [round(p, 6) for p in d.probabilities],
-        "value": round(d.value, 6),
-    }
 
 
 class WallClock:
@@ -118,10 +62,6 @@ def _reward(s: Shown) -> float:
     return s.info.rewards[AGENT_PLAYER] if s.clock_game else s.info.reward
 
 
-def _period_ms(s: Shown) -> float:
-    return 0.0 if s.config.simulated else s.config.period * 1e3
-
-
 def frame_proto(s: Shown, *, late: Sequence[Report], observation: bool) -> env_pb2.Frame:
     """The Env API's `Frame` of the current frame (see proto/rtplan/v1/env.proto)."""
     info = s.info
@@ -129,7 +69,7 @@ def frame_proto(s: Shown, *, late: Sequence[Report], observation: bool) -> env_p
         frame=s.frame,
         server_time_ns=s.wall.ns(s.published_at),
         deadline_ns=0 if s.deadline is None else s.wall.ns(s.deadline),
-        period_ms=_period_ms(s),
+        period_ms=period_ms(s.config),
         legal_action_mask=wire.to_tensor(info.legal),
         reward=_reward(s),
         terminated=info.terminated,
@@ -153,28 +93,260 @@ def stats(s: Shown) -> dict[str, Any]:
     return s.stats.to_dict(viewer_drops=s.viewers.dropped, link_drops=link_drops)
 
 
-def summary(s: Shown) -> dict[str, Any]:
-    """JSON view without the token (GET /v1/sessions)."""
+# Viewer messages (docs/services.md, "Viewer messages") ----------------------------------------
+
+
+class DecisionJson(TypedDict):
+    """A planner decision: `frame` is the decision frame t of the option (every frame of the
+    option repeats it), `probabilities` are over the game's budgets in the order of
+    `spec.budgets` (empty for a forced k), `value` the planner's value at s_t."""
+
+    frame: int
+    k: int
+    gated: bool
+    probabilities: list[float]
+    value: float
+
+
+class ReportJson(TypedDict):
+    """How a frame's action was chosen: `source` is where the applied action came from
+    ("fallback" unless on time), `answer_source` who answered."""
+
+    frame: int
+    action: int
+    provenance: str
+    source: str
+    answer_source: str
+    slack_ms: float
+    received_action: int
+    k: int | None
+    cost: int
+    latency_ms: float | None
+    decision: DecisionJson | None
+
+
+class SessionSummary(TypedDict):
+    """A session without its token (GET /v1/sessions, and the hello's `session`)."""
+
+    id: str
+    game: str
+    agent: str
+    ks: list[int]
+    gated: bool
+    opponent: str | None
+    opponent_k: int | None
+    fps: float
+    clock: str
+    status: str
+    reason: str
+    frame: int
+    episode_return: float
+    created: float
+    agent_connected: bool
+    viewers: int
+    viewer_path: str
+
+
+class HelloMessage(TypedDict):
+    """The first message a viewer gets: the session, its settings, and the game's description."""
+
+    type: Literal["hello"]
+    session: SessionSummary
+    config: dict[str, Any]
+    spec: dict[str, Any]
+
+
+class FrameMessage(TypedDict):
+    """One frame: `state` is the rendered board (None in a replay's index: the boards come
+    apart), `previous` the report of the frame that led here."""
+
+    type: Literal["frame"]
+    session: str
+    frame: int
+    state: dict[str, Any] | None
+    previous: ReportJson | None
+    episode_return: float
+    done: bool
+    clocks: list[int]
+    period_ms: float
+    stats: dict[str, Any]
+
+
+class EndMessage(TypedDict):
+    """The last message of a session's stream."""
+
+    type: Literal["end"]
+    session: str
+    status: str
+    reason: str
+    stats: dict[str, Any]
+    episode_return: float
+
+
+class PlayerMessage(TypedDict):
+    """Tells the page it plays: keys (committed-action games) or clicks (clock games)."""
+
+    type: Literal["player"]
+    player: int
+    input: Literal["keys", "click"]
+    keys: dict[str, int]
+    tick_ms: float
+
+
+class ErrorMessage(TypedDict, total=False):
+    """What was wrong with a page's message (`frame` and `action` when it was an action)."""
+
+    type: Literal["error"]
+    message: str
+    frame: int
+    action: int
+
+
+def decision_json(d: PlanDecision) -> DecisionJson:
     return {
-        "id": s.id,
-        "game": s.config.game_id,
-        "agent": s.config.agent,
-        "ks": list(s.config.ks),
-        "gated": s.config.gated,
-        # Clock games: player 1 ("reflex", "random", "planner"; k of the planner); else None.
-        "opponent": s.config.opponent if s.clock_game else None,
-        "opponent_k": s.config.opponent_k if s.clock_game and s.config.opponent_plans else None,
-        "fps": s.config.fps,
-        "clock": s.config.clock,
-        "status": s.status,
-        "reason": s.reason,
-        "frame": s.frame,
-        "episode_return": s.episode_return,
-        "created": s.created,
-        "agent_connected": s.link is not None,
-        "viewers": len(s.viewers),
-        "viewer_path": s.viewer_path,
+        "frame": d.frame,
+        "k": d.k,
+        "gated": d.gated,
+        "probabilities": [round(p, 6) for p in d.probabilities],
+        "value": round(d.value, 6),
     }
+
+
+def report_json(r: Report) -> ReportJson:
+    return {
+        "frame": r.frame,
+        "action": r.action,
+        "provenance": r.provenance.label,
+        "source": r.shown_source,
+        "answer_source": r.source,
+        "slack_ms": round(r.slack_ms, 3),
+        "received_action": r.received_action,
+        "k": r.k,
+        "cost": r.cost,
+        "latency_ms": None if r.latency_ms is None else round(r.latency_ms, 3),
+        "decision": None if r.decision is None else decision_json(r.decision),
+    }
+
+
+def session_summary(
+    *,
+    id: str,
+    config: SessionConfig,
+    clock_game: bool,
+    status: str,
+    reason: str,
+    frame: int,
+    episode_return: float,
+    created: float,
+    agent_connected: bool,
+    viewers: int,
+    viewer_path: str,
+) -> SessionSummary:
+    return {
+        "id": id,
+        "game": config.game_id,
+        "agent": config.agent,
+        "ks": list(config.ks),
+        "gated": config.gated,
+        # Clock games: player 1 ("reflex", "random", "planner"; k of the planner); else None.
+        "opponent": config.opponent if clock_game else None,
+        "opponent_k": config.opponent_k if clock_game and config.opponent_plans else None,
+        "fps": config.fps,
+        "clock": config.clock,
+        "status": status,
+        "reason": reason,
+        "frame": frame,
+        "episode_return": episode_return,
+        "created": created,
+        "agent_connected": agent_connected,
+        "viewers": viewers,
+        "viewer_path": viewer_path,
+    }
+
+
+def hello_message(session: SessionSummary, config: SessionConfig, spec: dict) -> HelloMessage:
+    return {"type": "hello", "session": session, "config": config.to_dict(), "spec": spec}
+
+
+def frame_message(
+    *,
+    session: str,
+    frame: int,
+    state: dict[str, Any] | None,
+    previous: Report | None,
+    episode_return: float,
+    done: bool,
+    clocks: Sequence[int],
+    period_ms: float,
+    stats: dict[str, Any],
+) -> FrameMessage:
+    return {
+        "type": "frame",
+        "session": session,
+        "frame": frame,
+        "state": state,
+        "previous": None if previous is None else report_json(previous),
+        "episode_return": episode_return,
+        "done": done,
+        "clocks": list(clocks),
+        "period_ms": period_ms,
+        "stats": stats,
+    }
+
+
+def end_message(
+    *, session: str, status: str, reason: str, stats: dict[str, Any], episode_return: float
+) -> EndMessage:
+    return {
+        "type": "end",
+        "session": session,
+        "status": status,
+        "reason": reason,
+        "stats": stats,
+        "episode_return": episode_return,
+    }
+
+
+def player_message(
+    *, player: int, clicks: bool, keys: dict[str, int], tick_ms: float
+) -> PlayerMessage:
+    return {
+        "type": "player",
+        "player": player,
+        "input": "click" if clicks else "keys",
+        "keys": {} if clicks else keys,
+        "tick_ms": tick_ms,
+    }
+
+
+def error_message(message: str, **about: int) -> ErrorMessage:
+    """`about`: the `frame` and `action` of the refused action, when it was one."""
+    return {"type": "error", "message": message, **about}  # type: ignore[typeddict-item]
+
+
+def period_ms(config: SessionConfig) -> float:
+    """The frame period the viewer shows (0: simulated clock)."""
+    return 0.0 if config.simulated else config.period * 1e3
+
+
+# A live session's views ------------------------------------------------------------------------
+
+
+def summary(s: Shown) -> SessionSummary:
+    """JSON view without the token (GET /v1/sessions)."""
+    return session_summary(
+        id=s.id,
+        config=s.config,
+        clock_game=s.clock_game,
+        status=s.status,
+        reason=s.reason,
+        frame=s.frame,
+        episode_return=s.episode_return,
+        created=s.created,
+        agent_connected=s.link is not None,
+        viewers=len(s.viewers),
+        viewer_path=s.viewer_path,
+    )
 
 
 def details(s: Shown) -> dict[str, Any]:
@@ -189,70 +361,29 @@ def details(s: Shown) -> dict[str, Any]:
     }
 
 
-def viewer_hello(s: Shown) -> dict[str, Any]:
-    """The websocket JSON a viewer gets first."""
-    spec = s.runtime.describe()
-    return {"type": "hello", "session": summary(s), "config": s.config.to_dict(), "spec": spec}
+def viewer_hello(s: Shown) -> HelloMessage:
+    return hello_message(summary(s), s.config, s.runtime.describe())
 
 
-def viewer_frame(s: Shown) -> dict[str, Any]:
-    """The websocket JSON of the current frame."""
-    return {
-        "type": "frame",
-        "session": s.id,
-        "frame": s.frame,
-        "state": render(s.runtime.game, s.state),
-        "previous": None if s.last_report is None else s.last_report.to_dict(),
-        "episode_return": s.episode_return,
-        "done": s.info.done,
-        "clocks": list(s.info.clocks),
-        "period_ms": _period_ms(s),
-        "stats": s.stats.brief(viewer_drops=s.viewers.dropped),
-    }
+def viewer_frame(s: Shown) -> FrameMessage:
+    return frame_message(
+        session=s.id,
+        frame=s.frame,
+        state=render(s.runtime.game, s.state),
+        previous=s.last_report,
+        episode_return=s.episode_return,
+        done=s.info.done,
+        clocks=s.info.clocks,
+        period_ms=period_ms(s.config),
+        stats=s.stats.brief(viewer_drops=s.viewers.dropped),
+    )
 
 
-def viewer_end(s: Shown) -> dict[str, Any]:
-    """The websocket JSON that ends a session's stream."""
-    return {
-        "type": "end",
-        "session": s.id,
-        "status": s.status,
-        "reason": s.reason,
-        "stats": stats(s),
-        "episode_return": s.episode_return,
-    }
-
-
-def record_header(s: Shown) -> dict[str, Any]:
-    """A replay file's header fields: what re-simulates the session from its first state."""
-    return {
-        "game": s.config.game_id,
-        "game_params": s.runtime.game_params,
-        "seed": s.config.seed,
-        "initial": state_digest(s.state),
-        "session": s.id,
-        "settings": s.config.to_dict(),
-        "checkpoint": str(s.runtime.checkpoint) if s.runtime.checkpoint else None,
-    }
-
-
-def record_line(report: Report, state: games.State, info: HostInfo) -> dict[str, Any]:
-    """A replay file's frame line: what the frame applied and the state it led to."""
-    return {
-        "frame": report.frame,
-        "action": report.action,
-        "cost": report.cost,
-        "provenance": report.provenance.label,
-        "source": report.source,
-        "k": report.k,
-        "latency_ms": report.latency_ms,
-        "slack_ms": round(report.slack_ms, 3),
-        "reward": info.reward,
-        "done": info.done,
-        "state": {
-            "frame": info.frame,
-            "digest": state_digest(state),
-            "current_player": info.current_player,
-            "clocks": list(info.clocks),
-        },
-    }
+def viewer_end(s: Shown) -> EndMessage:
+    return end_message(
+        session=s.id,
+        status=s.status,
+        reason=s.reason,
+        stats=stats(s),
+        episode_return=s.episode_return,
+    )

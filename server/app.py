@@ -27,10 +27,11 @@ from rtplan.v1 import planner_pb2_grpc
 from server._config import SessionConfig, SessionError
 from server._human import PlayerLink
 from server._manager import SessionManager
+from server._replay_view import ReplayView
 from server._runtime import Runtimes
 from server._viewers import Viewer
 from server.env_service import SERVER_VERSION, EnvService, start_grpc_server
-from server.replay import ReplayError, ReplayView, list_replays, replay_file
+from server.replay import ReplayError, list_replays, replay_file
 from server.settings import Settings
 
 log = logging.getLogger("rtplan.server")

@@ -1,49 +1,82 @@
-"""Replay files: one JSON line per frame, written live and checked by re-simulating from the seed.
-
-Format ``rtplan.replay.v1`` (JSON lines):
-    {"type": "header", "format": ..., "game": id, "game_params": {...}, "seed": s,
-     "initial": digest of the first state, "settings": {...}, "created": ISO time}
-    {"type": "frame", "frame": n, "action": a, "cost": ticks, "provenance": "on_time", "source":
-     "reflex", "k": k or null, "latency_ms": ... or null, "slack_ms": ..., "reward": r,
-     "done": bool, "state": {"frame": n + 1, "digest": ..., "current_player": p}}   (one per frame)
-    {"type": "late", "frame": n, ...}   (frame n, decided "fallback", got its action late: the
-     final report, as `Frame.late` sends it; replaying skips it)
-    {"type": "end", "frames": N, "return": R, "reason": why}   (absent if the server stopped)
-
-A frame line says which action frame n applied and summarises the state it led to. Replaying
-re-plays the recorded actions from the seed's initial state and checks every summary.
-"""
+"""Replay files, both ways: the writer, the reader (`ReplayFile`) and the re-simulation."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import jax
 import numpy as np
 
-from games.render import describe_view, render
+from server import _messages as messages
+from server._records import PlanDecision, Report
+from server._rules import Provenance
 from server._runtime import AGENT_PLAYER, HostInfo, compiled, init_key, state_digest
 
-FORMAT = "rtplan.replay.v1"
+# JSON lines (docs/services.md, "Replay files", has every field): a header line; a frame line per
+# frame (its report, reward, done, and the digest of the state it led to); a late line when a
+# frame decided "fallback" gets its action late (its final report; re-simulating skips it); an end
+# line unless the server stopped first. Version 1 files (format "rtplan.replay.v1", no version;
+# no received_action, decision, spec, status or stats) are read with those fields absent.
+FORMAT = "rtplan.replay"
+#: The version this module writes; it reads 1 up to this.
+VERSION = 2
+#: Version 1's format name (its header has no version field).
+_FORMAT_V1 = "rtplan.replay.v1"
 
 
 class ReplayError(ValueError):
     """A replay file that is corrupt or does not re-simulate: says where and what differs."""
 
 
+# Writing --------------------------------------------------------------------------------------
+
+
+def _report_fields(r: Report) -> dict[str, Any]:
+    decision = None if r.decision is None else dataclasses.asdict(r.decision)
+    return {
+        "frame": r.frame,
+        "action": r.action,
+        "cost": r.cost,
+        "provenance": r.provenance.label,
+        "source": r.source,
+        "k": r.k,
+        "latency_ms": r.latency_ms,
+        "slack_ms": round(r.slack_ms, 3),
+        "received_action": r.received_action,
+        "decision": decision,
+    }
+
+
 class Recorder:
     """Writes one session's replay file, a line per frame (flushed as it goes)."""
 
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+    def __init__(self, path: Path, s: messages.Shown) -> None:
+        """Writes the header of session `s`, which is at its first state."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
         created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        self._write({"type": "header", "format": FORMAT, **header, "created": created})
+        checkpoint = s.runtime.checkpoint
+        self._write(
+            {
+                "type": "header",
+                "format": FORMAT,
+                "version": VERSION,
+                "game": s.config.game_id,
+                "game_params": s.runtime.game_params,
+                "seed": s.config.seed,
+                "initial": state_digest(s.state),
+                "session": s.id,
+                "settings": s.config.to_dict(),
+                "checkpoint": str(checkpoint) if checkpoint else None,
+                "spec": s.runtime.describe(),
+                "created": created,
+            }
+        )
 
     def _write(self, obj: dict[str, Any]) -> None:
         if self._file is None:
@@ -51,34 +84,146 @@ class Recorder:
         self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
         self._file.flush()
 
-    def frame(self, line: dict[str, Any]) -> None:
-        self._write({"type": "frame", **line})
+    def frame(self, report: Report, state: Any, info: HostInfo) -> None:
+        """Frame `report.frame` applied `report.action` and led to `state`."""
+        summary = {
+            "frame": info.frame,
+            "digest": state_digest(state),
+            "current_player": info.current_player,
+            "clocks": list(info.clocks),
+        }
+        line = {**_report_fields(report), "reward": info.reward, "done": info.done}
+        self._write({"type": "frame", **line, "state": summary})
 
-    def late(self, report: dict[str, Any]) -> None:
-        self._write({"type": "late", **report})
+    def late(self, report: Report) -> None:
+        """A frame decided FALLBACK got its action late: its final (LATE) report."""
+        self._write({"type": "late", **_report_fields(report)})
 
-    def close(self, end: dict[str, Any] | None = None) -> None:
+    def close(self, end: messages.EndMessage | None = None, *, frames: int = 0) -> None:
+        """Writes the end line (of the session's end message, after `frames` frames)."""
         if self._file is None:
             return
         if end is not None:
-            self._write({"type": "end", **end})
+            line = {"frames": frames, "return": end["episode_return"], "status": end["status"]}
+            self._write({"type": "end", **line, "reason": end["reason"], "stats": end["stats"]})
         self._file.close()
         self._file = None
 
 
+# Reading --------------------------------------------------------------------------------------
+
+
 @dataclasses.dataclass(frozen=True)
-class ReplayResult:
-    """What a replay re-simulated."""
+class FrameLine:
+    """One frame line: its report, and the reward, done flag and state summary it led to."""
 
-    game_id: str
-    seed: int
-    frames: int
-    episode_return: float  # the agent's (player 0's in clock games)
-    actions: tuple[int, ...]
-    complete: bool  # the file has its end line
+    line: int  # line number in the file
+    report: Report
+    reward: float  # to the player who moved (the agent's in committed-action games)
+    done: bool
+    state: dict[str, Any]  # {"frame": n + 1, "digest", "current_player", "clocks"}
 
 
-def _parse(path: Path) -> list[tuple[int, dict]]:
+@dataclasses.dataclass(frozen=True)
+class LateLine:
+    """A frame's final report, once its late action came."""
+
+    line: int
+    report: Report
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayFile:
+    """A replay file as written: its checked header, frame and late lines in file order, and
+    its end line (None when the server stopped before the session ended). `read` checks the
+    structure only; `replay` re-simulates it."""
+
+    path: Path
+    version: int
+    header: dict[str, Any]
+    items: tuple[FrameLine | LateLine, ...]
+    end: dict[str, Any] | None
+
+    @property
+    def frames(self) -> tuple[FrameLine, ...]:
+        return tuple(x for x in self.items if isinstance(x, FrameLine))
+
+    @property
+    def game_id(self) -> str:
+        return self.header["game"]
+
+    @property
+    def seed(self) -> int:
+        return self.header["seed"]
+
+    @classmethod
+    def read(cls, path: str | Path) -> ReplayFile:
+        """Reads and checks a replay file of any version this module knows.
+
+        Raises:
+            ReplayError: unreadable, not JSON lines, a header of another format or a newer
+                version, or a line with a missing or mistyped field (names the line).
+        """
+        path = Path(path)
+        lines = _lines(path)
+        lineno, header = lines[0]
+        where = f"{path}:{lineno}"
+        if header["type"] != "header":
+            raise ReplayError(f"{where}: the first line must be the header, got {header['type']!r}")
+        version = header_version(header, where)
+        _field(header, "game", str, where)
+        _field(header, "seed", int, where)
+        _field(header, "game_params", dict, where)
+        items: list[FrameLine | LateLine] = []
+        end, frames = None, 0
+        for lineno, obj in lines[1:]:
+            where = f"{path}:{lineno}"
+            if end is not None:
+                raise ReplayError(f"{where}: a line after the end line")
+            if obj["type"] == "end":
+                end = obj
+            elif obj["type"] == "late":
+                items.append(LateLine(lineno, _report(obj, where)))
+            elif obj["type"] == "frame":
+                report = _report(obj, where)
+                if report.frame != frames:
+                    raise ReplayError(
+                        f"{where}: frame {report.frame} out of order, expected {frames}"
+                    )
+                summary = _field(obj, "state", dict, where)
+                items.append(FrameLine(lineno, report, obj.get("reward"), obj.get("done"), summary))
+                frames += 1
+            else:
+                raise ReplayError(f"{where}: unknown line type {obj['type']!r}")
+        return cls(path, version, header, tuple(items), end)
+
+
+def header_version(header: dict, where: str) -> int:
+    """The format version of a replay header (1 for the unversioned "rtplan.replay.v1").
+
+    Raises:
+        ReplayError: another format, a header without a valid version, or a newer version.
+    """
+    fmt = header.get("format")
+    if fmt == _FORMAT_V1 and "version" not in header:
+        return 1
+    if fmt != FORMAT:
+        raise ReplayError(f"{where}: format {fmt!r} is not an rtplan replay ({FORMAT!r})")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 2:
+        raise ReplayError(
+            f"{where}: a {FORMAT!r} header needs a version >= 2, got {version!r} (version 1 "
+            f"files say format {_FORMAT_V1!r} and have no version)"
+        )
+    if version > VERSION:
+        raise ReplayError(
+            f"{where}: replay version {version} is newer than this rtplan reads (1 to "
+            f"{VERSION}); read it with the rtplan that wrote it"
+        )
+    return version
+
+
+def _lines(path: Path) -> list[tuple[int, dict]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -109,85 +254,108 @@ def _field(obj: dict, name: str, kind, where: str):
     return value
 
 
+_PROVENANCES = {p.label: p for p in Provenance}
+
+
+def _report(obj: dict, where: str) -> Report:
+    """A frame or late line's report (version 1 late lines carry the viewer's report JSON,
+    whose `answer_source` is who answered)."""
+    frame = _field(obj, "frame", int, where)
+    action = _field(obj, "action", int, where)
+    cost = obj.get("cost", 0)
+    if not isinstance(cost, int) or isinstance(cost, bool) or cost < 0:
+        raise ReplayError(f"{where}: field 'cost' is {cost!r}, expected an int >= 0")
+    label = obj.get("provenance", "on_time")
+    if label not in _PROVENANCES:
+        raise ReplayError(f"{where}: provenance {label!r}, expected one of {list(_PROVENANCES)}")
+    d = obj.get("decision")
+    try:
+        decision = (
+            None if d is None else PlanDecision(**{**d, "probabilities": tuple(d["probabilities"])})
+        )
+    except (TypeError, KeyError) as e:
+        raise ReplayError(f"{where}: field 'decision' is {d!r}: {e}") from None
+    return Report(
+        frame=frame,
+        action=action,
+        provenance=_PROVENANCES[label],
+        slack_ms=obj.get("slack_ms") or 0.0,
+        received_action=obj.get("received_action", -1),
+        source=obj.get("answer_source", obj.get("source", "agent")),
+        k=obj.get("k"),
+        cost=cost,
+        latency_ms=obj.get("latency_ms"),
+        decision=decision,
+    )
+
+
+# Re-simulating --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayResult:
+    """What a replay re-simulated."""
+
+    game_id: str
+    seed: int
+    frames: int
+    episode_return: float  # the agent's (player 0's in clock games)
+    actions: tuple[int, ...]
+    complete: bool  # the file has its end line
+
+
 @dataclasses.dataclass
-class _Step:
+class Step:
     """One re-simulated frame line."""
 
-    line: dict  # the frame line as recorded
+    line: FrameLine
     state: Any  # the state it led to (host arrays)
     info: HostInfo
     agent_reward: float  # the agent's reward (player 0's in clock games)
 
 
-def _resimulate(path: Path):
-    """Re-simulates a replay file, checking every recorded summary as it goes.
+def resimulate(rf: ReplayFile):
+    """The game of a replay and its first state, checked against the header.
 
     Returns:
-        (header, game fns, the initial state, an iterator of `_Step`, then ("late", line) and
-        ("end", line) items) as the tuple (header, fns, state0, steps).
+        (game fns, the initial state, an iterator over `Step`s and the `LateLine`s in file
+        order that checks every frame's recorded summary as it goes).
     """
-    lines = _parse(path)
-    lineno, header = lines[0]
-    where = f"{path}:{lineno}"
-    if header.get("type") != "header":
-        raise ReplayError(f"{where}: the first line must be the header, got {header['type']!r}")
-    if header.get("format") != FORMAT:
-        raise ReplayError(f"{where}: format {header.get('format')!r}, expected {FORMAT!r}")
-    game_id = _field(header, "game", str, where)
-    seed = _field(header, "seed", int, where)
-    params = _field(header, "game_params", dict, where)
+    where = f"{rf.path}:1"
+    params = rf.header["game_params"]
     try:
-        fns = compiled(game_id, tuple(sorted(params.items())), None)
+        fns = compiled(rf.game_id, tuple(sorted(params.items())), None)
     except (ValueError, TypeError) as e:  # UnknownGameError is a ValueError
-        raise ReplayError(f"{where}: cannot make game {game_id!r} with {params}: {e}") from e
-    state0 = fns.init(init_key(seed))
-    if header.get("initial") != state_digest(state0):
-        raise ReplayError(f"{where}: seed {seed} gives another initial state than recorded")
-    return header, fns, state0, _steps(path, lines[1:], fns, state0)
+        raise ReplayError(f"{where}: cannot make game {rf.game_id!r} with {params}: {e}") from e
+    state0 = fns.init(init_key(rf.seed))
+    if rf.header.get("initial") != state_digest(state0):
+        raise ReplayError(f"{where}: seed {rf.seed} gives another initial state than recorded")
+    return fns, state0, _steps(rf, fns, state0)
 
 
-def _steps(path: Path, lines: list[tuple[int, dict]], fns, state):
+def _steps(rf: ReplayFile, fns, state) -> Iterator[Step | LateLine]:
     clock = fns.game.num_players == 2
-    game_id = fns.game.id
-    frames, complete = 0, False
-    for lineno, obj in lines:
-        where = f"{path}:{lineno}"
-        if complete:
-            raise ReplayError(f"{where}: a line after the end line")
-        if obj["type"] == "end":
-            complete = True
-            yield ("end", obj)
+    for item in rf.items:
+        if isinstance(item, LateLine):  # a report, not a step
+            yield item
             continue
-        if obj["type"] == "late":  # a report, not a step
-            yield ("late", obj)
-            continue
-        if obj["type"] != "frame":
-            raise ReplayError(f"{where}: unknown line type {obj['type']!r}")
-        n = _field(obj, "frame", int, where)
-        if n != frames:
-            raise ReplayError(f"{where}: frame {n} out of order, expected {frames}")
-        action = _field(obj, "action", int, where)
-        cost = obj.get("cost", 0)
-        if not isinstance(cost, int) or isinstance(cost, bool) or cost < 0:
-            raise ReplayError(f"{where}: field 'cost' is {cost!r}, expected an int >= 0")
-        summary = _field(obj, "state", dict, where)
-        if not 0 <= action < fns.game.num_actions:
-            raise ReplayError(f"{where}: action {action} out of range for {game_id}")
-        state, dev = fns.frame(None, state, np.int32(action), np.int32(cost if clock else 0))
+        where, r = f"{rf.path}:{item.line}", item.report
+        if not 0 <= r.action < fns.game.num_actions:
+            raise ReplayError(f"{where}: action {r.action} out of range for {rf.game_id}")
+        state, dev = fns.frame(None, state, np.int32(r.action), np.int32(r.cost if clock else 0))
         info = HostInfo.from_device(dev)
-        if summary.get("digest") != state_digest(state):
+        if item.state.get("digest") != state_digest(state):
             raise ReplayError(
-                f"{where}: frame {n}: the state after action {action} differs from the "
-                f"recording (digest {state_digest(state)}, recorded {summary.get('digest')})"
+                f"{where}: frame {r.frame}: the state after action {r.action} differs from the "
+                f"recording (digest {state_digest(state)}, recorded {item.state.get('digest')})"
             )
-        if obj.get("reward") != info.reward or obj.get("done") != info.done:
+        if item.reward != info.reward or item.done != info.done:
             raise ReplayError(
-                f"{where}: frame {n}: reward/done {info.reward}/{info.done}, recorded "
-                f"{obj.get('reward')}/{obj.get('done')}"
+                f"{where}: frame {r.frame}: reward/done {info.reward}/{info.done}, recorded "
+                f"{item.reward}/{item.done}"
             )
-        frames += 1
         reward = info.rewards[AGENT_PLAYER] if clock else info.reward
-        yield _Step(obj, state, info, reward)
+        yield Step(item, state, info, reward)
 
 
 def replay(path: str | Path) -> ReplayResult:
@@ -197,23 +365,25 @@ def replay(path: str | Path) -> ReplayResult:
         ReplayError: unreadable or malformed file (names the line), an unknown game, or a frame
             whose re-simulated reward, done flag or state digest differs from the recording.
     """
-    path = Path(path)
-    header, fns, _, steps = _resimulate(path)
-    total, actions, end = 0.0, [], None
+    rf = ReplayFile.read(path)
+    _, _, steps = resimulate(rf)
+    total, actions = 0.0, []
     for item in steps:
-        if isinstance(item, _Step):
+        if isinstance(item, Step):
             total += item.agent_reward
-            actions.append(item.line["action"])
-        elif item[0] == "end":
-            end = item[1]
-    if end is not None:
-        if end.get("frames") != len(actions):
+            actions.append(item.line.report.action)
+    if rf.end is not None:
+        if rf.end.get("frames") != len(actions):
             found = len(actions)
-            raise ReplayError(f"{path}: end line says {end.get('frames')} frames, found {found}")
-        if end.get("return") != total:
-            raise ReplayError(f"{path}: end line says return {end.get('return')}, replayed {total}")
+            raise ReplayError(
+                f"{rf.path}: end line says {rf.end.get('frames')} frames, found {found}"
+            )
+        if rf.end.get("return") != total:
+            raise ReplayError(
+                f"{rf.path}: end line says return {rf.end.get('return')}, replayed {total}"
+            )
     return ReplayResult(
-        header["game"], header["seed"], len(actions), total, tuple(actions), end is not None
+        rf.game_id, rf.seed, len(actions), total, tuple(actions), rf.end is not None
     )
 
 
@@ -252,13 +422,18 @@ def list_replays(record_dir: Path, *, limit: int = 200) -> list[dict[str, Any]]:
                 last = json.loads(f.read().splitlines()[-1])
         except (OSError, ValueError, IndexError):
             continue  # a file being created, or not a replay: not listed
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            continue
+        try:
+            version = header_version(header, str(path)) if isinstance(header, dict) else 0
+        except ReplayError:
+            version = 0
+        if not version:
+            continue  # not a replay this rtplan reads
         settings = header.get("settings") or {}
         frames = last.get("frames") if last.get("type") == "end" else last.get("frame", -1) + 1
         out.append(
             {
                 "name": path.name,
+                "version": version,
                 "game": header.get("game"),
                 "seed": header.get("seed"),
                 "agent": settings.get("agent"),
@@ -271,104 +446,3 @@ def list_replays(record_dir: Path, *, limit: int = 200) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-class ReplayView:
-    """A replay re-simulated for the viewer: every frame's report, return, clocks and counters,
-    and each frame's rendered board on demand (rendering is the slow part: done per request)."""
-
-    def __init__(self, path: str | Path) -> None:
-        """Re-simulates `path` (blocking: call it off the event loop).
-
-        Raises:
-            ReplayError: as `replay` does.
-        """
-        self.path = Path(path)
-        header, fns, state, steps = _resimulate(self.path)
-        self.header = header
-        self.game = fns.game
-        self._states = [jax.device_get(state)]
-        counts = {"on_time": 0, "late": 0, "fallback": 0, "invalid": 0}
-        settings = header.get("settings") or {}
-        fps = settings.get("fps")
-        simulated = settings.get("clock") == "simulated"
-        period_ms = 0.0 if simulated or not fps else 1e3 / fps
-        init_info = HostInfo.from_device(fns.info(None, state))
-        frames = [self._frame(0, None, 0.0, False, init_info.clocks, counts, period_ms)]
-        self.end: dict | None = None
-        total = 0.0
-        for item in steps:
-            if isinstance(item, _Step):
-                line = item.line
-                report = _report(line)
-                counts[report["provenance"]] += 1
-                total += item.agent_reward
-                self._states.append(jax.device_get(item.state))
-                n = line["frame"] + 1
-                info = item.info
-                frames.append(
-                    self._frame(n, report, total, info.done, info.clocks, counts, period_ms)
-                )
-            elif item[0] == "late":
-                m = item[1].get("frame")
-                if isinstance(m, int) and 0 <= m < len(frames) - 1:
-                    prev = frames[m + 1]["previous"]
-                    if prev["provenance"] == "fallback":
-                        counts["fallback"] -= 1
-                        counts["late"] += 1
-                    prev.update(provenance="late", source="fallback")
-            else:
-                self.end = item[1]
-        self.frames = frames
-
-    @staticmethod
-    def _frame(n, report, total, done, clocks, counts, period_ms) -> dict[str, Any]:
-        return {
-            "frame": n,
-            "previous": report,
-            "episode_return": total,
-            "done": done,
-            "clocks": list(clocks),
-            "period_ms": period_ms,
-            "stats": dict(counts),
-        }
-
-    def index(self) -> dict[str, Any]:
-        """The replay without boards: header, end line, and every frame's report and counters."""
-        spec = {
-            "id": self.game.id,
-            "num_actions": self.game.num_actions,
-            "action_names": list(self.game.action_names),
-            "num_players": self.game.num_players,
-            "budgets": [],
-            "view": describe_view(self.game),
-        }
-        return {
-            "name": self.path.name,
-            "header": self.header,
-            "end": self.end,
-            "spec": spec,
-            "frames": self.frames,
-        }
-
-    def boards(self, start: int, count: int) -> list[dict[str, Any]]:
-        """The rendered boards of frames start .. start+count-1 (clipped to the replay)."""
-        stop = min(len(self._states), start + count)
-        return [render(self.game, self._states[n]) for n in range(max(0, start), stop)]
-
-
-def _report(line: dict) -> dict[str, Any]:
-    """A frame line as the viewer's report of that frame (the live `Report.to_dict` fields)."""
-    provenance = line.get("provenance", "on_time")
-    source = line.get("source", "agent")
-    return {
-        "frame": line["frame"],
-        "action": line["action"],
-        "provenance": provenance,
-        "source": source if provenance == "on_time" else "fallback",
-        "answer_source": source,
-        "slack_ms": line.get("slack_ms"),
-        "k": line.get("k"),
-        "cost": line.get("cost", 0),
-        "latency_ms": line.get("latency_ms"),
-    }

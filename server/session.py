@@ -19,8 +19,9 @@ from server import _messages as messages
 from server._agent_api import Agent
 from server._config import LIVE, SessionConfig, SessionError
 from server._frames import FrameWindow
-from server._messages import Report, WallClock
+from server._messages import WallClock
 from server._queue import AgentLink
+from server._records import Report
 from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, clock_charge, decide_action
 from server._runtime import AGENT_PLAYER, GameRuntime
 from server._stats import SessionStats
@@ -96,7 +97,7 @@ class Session:
             if record_dir is None:
                 raise ValueError("recording needs a record_dir")
             self.replay_path = Path(record_dir) / f"{config.game_id}_{self.id}.jsonl"
-            self.recorder = Recorder(self.replay_path, messages.record_header(self))
+            self.recorder = Recorder(self.replay_path, self)
         self._task: asyncio.Task | None = None
         self.ended = asyncio.Event()
 
@@ -122,7 +123,7 @@ class Session:
     def viewer_path(self) -> str:
         return f"/v1/sessions/{self.id}/ws"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> messages.SessionSummary:
         """JSON view without the token (GET /v1/sessions)."""
         return messages.summary(self)
 
@@ -130,7 +131,7 @@ class Session:
         """JSON view with settings and statistics (GET /v1/sessions/{id})."""
         return messages.details(self)
 
-    def viewer_hello(self) -> dict[str, Any]:
+    def viewer_hello(self) -> messages.HelloMessage:
         return messages.viewer_hello(self)
 
     def viewer_frame_text(self) -> str:
@@ -192,7 +193,7 @@ class Session:
         if verdict.late is not None:
             self.stats.came_late()
             if self.recorder is not None:
-                self.recorder.late(verdict.late.to_dict())
+                self.recorder.late(verdict.late)
         elif verdict.keep and not self.agent.receive(frame, arrival):
             too_many = f"more than {MAX_ACTIONS_PER_FRAME} actions for frame {frame}"
             return SessionError(_INVALID, too_many)
@@ -258,14 +259,14 @@ class Session:
         self.status = status
         self.reason = reason
         self.agent.close()
-        if self.recorder is not None:
-            end = {"frames": self.frame, "return": self.episode_return, "reason": reason}
-            self.recorder.close(end)
         if self.link is not None:
             if status != "finished":
                 self.link.error(grpc.StatusCode.ABORTED, f"session {self.id} {status}: {reason}")
             self.link.close()
-        self.viewers.close(json.dumps(messages.viewer_end(self)))
+        end = messages.viewer_end(self)  # after the link's close: its end marker may drop one
+        if self.recorder is not None:
+            self.recorder.close(end, frames=self.frame)
+        self.viewers.close(json.dumps(end))
         self.ended.set()
 
     # Frame loops ------------------------------------------------------------------------------
@@ -365,7 +366,7 @@ class Session:
         )
         self._window.decided(report, agents=actor is self.agent)
         if self.recorder is not None:
-            self.recorder.frame(messages.record_line(report, self.state, info))
+            self.recorder.frame(report, self.state, info)
         self.info = info
         self.frame = n + 1
         self.last_report = report

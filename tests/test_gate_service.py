@@ -29,8 +29,8 @@ from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 from server import Settings, create_app
-from server._agent_api import PlanDecision
 from server._agents import PlannerAgent, _Option
+from server._records import PlanDecision
 from server._runtime import state_digest
 from support import tiny_config, write_gate
 

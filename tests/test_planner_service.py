@@ -457,8 +457,8 @@ def test_a_paused_service_process_serves_the_newest_request_when_it_resumes(tmp_
     cmd += ["--port", "0", "--max-concurrent", "2", "--log-level", "WARNING"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
-        line = proc.stdout.readline()  # printed once compiled and serving
-        assert "planner service listening on" in line, line
+        # "bound to" as it binds, then "listening on" once compiled and serving.
+        line = next(x for x in proc.stdout if "planner service listening on" in x)
         port = line.split(" listening on ")[1].split()[0].rsplit(":", 1)[1]
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = planner_pb2_grpc.PlannerStub(channel)

@@ -3,9 +3,7 @@ charged sims(k) ticks (simulated clock) or thinking time (real time, a chess clo
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -14,7 +12,7 @@ import pytest
 from planner.store import load_planner, planner_path
 from rtplan import wire
 from rtplan.v1 import env_pb2
-from server import replay
+from server import ReplayFile, replay
 from server._rules import wall_ticks
 from server._runtime import compiled
 from support import AgentStream, planner_fns, tiny_config
@@ -72,20 +70,20 @@ def test_simulated_planner_agent_pays_sims_per_move_and_equals_in_process_play(s
     assert r.json()["session"]["config"]["opponent"] == "reflex"  # the default with a checkpoint
     info = finished(client, r.json()["id"])
     assert info["status"] == "finished" and info["reason"] == "terminated"
-    lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()]
-    frames = [x for x in lines if x["type"] == "frame"]
+    recorded = ReplayFile.read(info["replay"]).frames
+    frames = [x.report for x in recorded]
 
     # The same game in process: the option for player 0, the reflex for player 1.
     s, actions, costs, movers = play_in_process(root, seed=0, planner_player=0, k=2)
-    assert [x["action"] for x in frames] == actions
-    assert [x["cost"] for x in frames] == costs
+    assert [x.action for x in frames] == actions
+    assert [x.cost for x in frames] == costs
     assert info["episode_return"] == float(s.inner.rewards[0])
     # Player 0 pays 2 ticks a move until its clock is empty, then moves by reflex for free.
-    mover_sources = {(m, x["source"]) for m, x in zip(movers, frames)}
+    mover_sources = {(m, x.source) for m, x in zip(movers, frames)}
     assert mover_sources <= {(0, "planned"), (1, "opponent")}
     agent_costs = [c for m, c in zip(movers, costs) if m == 0]
     assert agent_costs[: T0 // 2] == [2] * (T0 // 2) and set(agent_costs[T0 // 2 :]) <= {0}
-    assert frames[-1]["state"]["clocks"][1] == T0
+    assert recorded[-1].state["clocks"][1] == T0
     assert replay(info["replay"]).frames == len(frames)
 
 
@@ -169,25 +167,25 @@ def test_planner_opponent_plays_the_planner_services_moves_and_pays_its_clock(sr
     assert (created["config"]["opponent"], created["config"]["opponent_k"]) == ("planner", 4)
     info = finished(client, r.json()["id"])
     assert info["status"] == "finished" and info["reason"] == "terminated", info
-    lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()]
-    frames = [x for x in lines if x["type"] == "frame"]
+    recorded = ReplayFile.read(info["replay"]).frames
+    frames = [x.report for x in recorded]
 
     # The same game in process: the reflex for player 0, the option at k=4 for player 1.
     s, actions, costs, movers = play_in_process(root, seed=3, planner_player=1, k=4)
-    assert [x["action"] for x in frames] == actions
-    assert [x["cost"] for x in frames] == costs
+    assert [x.action for x in frames] == actions
+    assert [x.cost for x in frames] == costs
     # The opponent's moves came from Plan calls at k=4, reported as the opponent's.
     opp = [x for m, x in zip(movers, frames) if m == 1]
-    assert {(x["source"], x["k"], x["provenance"]) for x in opp} == {("opponent", 4, "on_time")}
-    assert all(x["latency_ms"] > 0 for x in opp)
-    assert {(x["source"], x["k"]) for m, x in zip(movers, frames) if m == 0} == {("reflex", None)}
+    assert {(x.source, x.k, x.provenance.label) for x in opp} == {("opponent", 4, "on_time")}
+    assert all(x.latency_ms > 0 for x in opp)
+    assert {(x.source, x.k) for m, x in zip(movers, frames) if m == 0} == {("reflex", None)}
     stats = info["stats"]
     assert stats["decisions"] == len(opp) and stats["k_histogram"] == {"4": len(opp)}
     assert stats["planned"] == len(opp) and stats["planner_errors"] == 0
     # Player 1 pays sims(4) = 4 ticks a move until its clock is empty; player 0 moves for free.
     opp_costs = [c for m, c in zip(movers, costs) if m == 1]
     assert opp_costs[: T0 // 4] == [4] * (T0 // 4) and set(opp_costs[T0 // 4 :]) <= {0}
-    assert frames[-1]["state"]["clocks"] == [T0, 0]
+    assert recorded[-1].state["clocks"] == [T0, 0]
 
 
 def test_real_time_planner_opponent_thinks_on_its_own_chess_clock(srv):

@@ -9,7 +9,6 @@ import logging
 import queue
 import threading
 import time
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -20,7 +19,7 @@ from starlette.websockets import WebSocketDisconnect
 import rtplan
 from rtplan import wire
 from rtplan.v1 import env_pb2, env_pb2_grpc
-from server import Settings, create_app
+from server import ReplayFile, Settings, create_app
 from support import AgentStream, start_planner
 
 GAME = "snake-rt-v0"
@@ -82,9 +81,14 @@ def legal_actions(frame: env_pb2.Frame) -> np.ndarray:
     return np.flatnonzero(wire.from_tensor(frame.legal_action_mask))
 
 
+@pytest.mark.slow
 def test_agent_provenance_on_time_late_invalid_silent(srv):
     """Frames cycle through four agent behaviours; each frame's final report says what happened
-    (a late answer turns its frame's "fallback" report into a later "late" one)."""
+    (a late answer turns its frame's "fallback" report into a later "late" one).
+
+    Slow suite: its exact counts hold only while a 250 ms window is never missed under real
+    time; the same counts on a fake clock are test_server_rules.py's
+    `test_four_agent_behaviours_get_exact_reports_under_a_fake_clock`."""
     fps = 4.0  # a 250 ms window: a prompt answer stays on time through the stalls of a loaded box
     period = 1.0 / fps
     agent = AgentStream(srv.address)
@@ -365,7 +369,9 @@ def read_ws(ws, limit: int = 10_000) -> list[dict]:
 
 def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     frames = 40
-    created = create(srv, agent="reflex", fps=FPS, max_frames=frames)
+    # The reflex is the fallback too: a tick that a loaded machine delays past a frame's
+    # deadline plays the same action, so the game (and its length) never depend on timing.
+    created = create(srv, agent="reflex", fps=FPS, max_frames=frames, fallback="reflex")
     path = created["viewer_path"]
     with (
         srv.client.websocket_connect(path) as fast,
@@ -381,8 +387,8 @@ def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     assert len(seen) >= frames - 10
     assert [m["frame"] for m in seen] == list(range(seen[0]["frame"], frames + 1))
     m = seen[-1]
-    assert len(m["state"]["board"]) == 5 and m["previous"]["provenance"] == "on_time"
-    assert m["previous"]["source"] == "reflex" and "late_ticks" in m["stats"]
+    assert len(m["state"]["board"]) == 5 and m["previous"]["answer_source"] == "reflex"
+    assert "late_ticks" in m["stats"]
     assert fast_msgs[-1]["type"] == "end" and fast_msgs[-1]["stats"]["frames"] == frames
     # The slow viewer lost frames (counted) but got the end; the ticks kept their schedule.
     assert slow_msgs[-1]["type"] == "end"
@@ -393,8 +399,7 @@ def test_viewers_watch_frames_and_a_slow_viewer_never_delays_a_tick(srv):
     end_drops = fast_msgs[-1]["stats"]["viewer_drops"]
     assert 0 < end_drops <= stats["viewer_drops"] and slow_msgs[-1] == fast_msgs[-1]
     # Had a tick waited for the slow viewer's 0.25 s sends, the lag would grow by ~0.2 s a
-    # frame (seconds by the end). The bounds leave room for a loaded CI machine (~0.16 s seen).
-    assert stats["mean_tick_lag_ms"] < PERIOD * 1e3, stats
+    # frame (~8 s by the end): far above the stall bound, which a loaded machine never nears.
     assert stats["max_tick_lag_ms"] < STALL_MS, stats
     with (
         srv.client.websocket_connect("/v1/sessions/x/ws") as ws,
@@ -423,11 +428,11 @@ def test_a_planner_slower_than_its_window_costs_plans_never_ticks(srv):
     # Nothing waited for the 300 ms answers: had each decision's tick waited, the ticks would
     # fall 200 ms further behind per decision (4.8 s by the end of 24 decisions).
     assert stats["ticks"] == 48 and stats["max_tick_lag_ms"] < STALL_MS, stats
-    lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()[1:-1]]
-    landing = [x for x in lines if x["source"] == "planned"]
-    assert len(landing) == 24 and {x["provenance"] for x in landing} == {"fallback"}
-    assert {x["source"] for x in lines} == {"reflex", "planned"}
-    assert all(x["k"] == 2 for x in lines)
+    lines = [x.report for x in ReplayFile.read(info["replay"]).frames]
+    landing = [x for x in lines if x.source == "planned"]
+    assert len(landing) == 24 and {x.provenance.label for x in landing} == {"fallback"}
+    assert {x.source for x in lines} == {"reflex", "planned"}
+    assert all(x.k == 2 for x in lines)
 
 
 def test_planner_killed_mid_game_falls_back_and_resumes_after_restart(srv):

@@ -11,11 +11,11 @@ import pytest
 
 from planner import landing_frame
 from rtplan.v1 import planner_pb2
-from server._agents import PlannerAgent, _Option
+from server._agents import GrpcAgent, PlannerAgent, _Option
 from server._config import SessionConfig, SessionError
 from server._frames import FrameWindow
-from server._messages import Report
 from server._queue import AgentLink, DropOldestQueue
+from server._records import Report
 from server._rules import (
     MAX_ACTIONS_PER_FRAME,
     MAX_FRAMES_AHEAD,
@@ -229,7 +229,85 @@ def test_session_config_and_errors():
     assert cfg.to_dict()["ks"] == [2, 1]
     err = SessionError(grpc.StatusCode.PERMISSION_DENIED, "no")
     assert err.http_status == 403 and err.status().code == 7
-    assert MAX_ACTIONS_PER_FRAME >= 2
+
+
+def test_an_agent_may_refine_its_answer_up_to_the_cap_per_frame():
+    """A second action for a frame replaces the first when both are on time (an agent refines
+    its answer); past `MAX_ACTIONS_PER_FRAME` a frame takes no more (memory stays bounded)."""
+    agent = GrpcAgent()
+    assert agent.receive(5, Arrival(0, 1.0)) and agent.receive(5, Arrival(1, 2.0))
+    for i in range(MAX_ACTIONS_PER_FRAME - 2):
+        assert agent.receive(5, Arrival(1, 3.0 + i))
+    assert not agent.receive(5, Arrival(3, 9.0))  # one too many: refused, not applied
+    assert agent.receive(6, Arrival(3, 9.0))  # the cap is per frame
+    d = decide(agent.answer(5, host=None).arrivals)
+    assert (d.action, d.provenance, d.received_action) == (1, Provenance.ON_TIME, 1)
+
+
+def test_four_agent_behaviours_get_exact_reports_under_a_fake_clock():
+    """The real-time frame rules on a fake clock (period 0.25 s): frames answered on time, half
+    a period after the deadline, with an out-of-range action, or not at all, cycle; each frame's
+    final report and the counters say exactly which (a late action turns its frame's FALLBACK
+    report LATE). Session.submit's path: the frame window admits, the agent's mailbox keeps."""
+    period, behaviour = 0.25, ("on_time", "late", "invalid", "silent")
+    window, agent, stats = FrameWindow(), GrpcAgent(), SessionStats()
+    reports, errors, pending = {}, [], []  # pending: (arrival time, frame, action)
+
+    def submit(frame: int, action: int, at: float, current: int) -> None:
+        arrival = Arrival(action, at)
+        got = window.admit(frame, arrival, current=current, num_actions=4, legal=LEGAL)
+        if got.late is not None:
+            stats.came_late()
+            reports[got.late.frame] = got.late
+        elif got.keep:
+            assert agent.receive(frame, arrival)
+        if got.error is not None:
+            errors.append(got.error)
+
+    for n in range(18):
+        published, deadline = n * period, (n + 1) * period
+        window.published(n, deadline, opponents=False)
+        agent.begin(n, host=None)
+        for item in [x for x in pending if x[0] < deadline]:
+            pending.remove(item)
+            submit(item[1], item[2], item[0], current=n)
+        kind = behaviour[n % 4] if n < 16 else "silent"
+        if kind == "on_time":
+            submit(n, 0, published + 0.01, current=n)
+        elif kind == "late":
+            pending.append((deadline + 0.5 * period, n, 1))
+        elif kind == "invalid":
+            submit(n, 9, published + 0.01, current=n)
+        d = decide_action(
+            agent.answer(n, host=None).arrivals, deadline=deadline, legal=LEGAL, fallback=FALLBACK
+        )
+        stats.frame(d.provenance, None if d.arrived_at is None else d.slack_ms)
+        reports[n] = Report(
+            n, d.action, d.provenance, d.slack_ms, d.received_action, "agent", None, 0, None
+        )
+        window.decided(reports[n], agents=True)
+
+    for n in range(16):
+        r, kind = reports[n], behaviour[n % 4]
+        if kind == "on_time":
+            assert (r.provenance, r.action, r.slack_ms) == (
+                Provenance.ON_TIME,
+                0,
+                pytest.approx(240),
+            )
+        elif kind == "late":
+            assert (r.provenance, r.received_action) == (Provenance.LATE, 1)
+            assert r.action == FALLBACK and r.slack_ms == pytest.approx(-125)
+        elif kind == "invalid":
+            assert (r.provenance, r.received_action, r.action) == (Provenance.INVALID, 9, FALLBACK)
+        else:
+            assert (r.provenance, r.received_action, r.slack_ms) == (Provenance.FALLBACK, -1, 0)
+    assert errors == [
+        f"action 9 out of range [0, 4) for frame {n}; the frame will play the fallback"
+        for n in (2, 6, 10, 14)
+    ]
+    d = stats.to_dict(viewer_drops=0, link_drops=0)
+    assert (d["frames"], d["on_time"], d["late"], d["invalid"], d["fallback"]) == (18, 4, 4, 4, 6)
 
 
 class FakeHost:

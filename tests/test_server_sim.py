@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from planner.store import load_planner, planner_path
-from server import ReplayError, replay
+from server import ReplayError, ReplayFile, replay
 from support import planner_fns
 
 GAME = "snake-rt-v0"
@@ -27,8 +27,9 @@ def env(serve):
     return s.client, s.root
 
 
-def play(client, timeout: float = 120.0, **body) -> tuple[dict, list[dict]]:
-    """Creates a recorded session, waits until it ends; returns its details and frame lines."""
+def play(client, timeout: float = 120.0, **body) -> tuple[dict, list]:
+    """Creates a recorded session, waits until it ends; returns its details and the frames'
+    reports (read from its replay file)."""
     r = client.post("/v1/sessions", json={"game": GAME, "record": True, **body})
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
@@ -36,8 +37,7 @@ def play(client, timeout: float = 120.0, **body) -> tuple[dict, list[dict]]:
     while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
         assert time.monotonic() < end, f"session {sid} did not end: {info}"
         time.sleep(0.05)
-    lines = [json.loads(x) for x in Path(info["replay"]).read_text().splitlines()]
-    return info, [x for x in lines if x["type"] == "frame"]
+    return info, [x.report for x in ReplayFile.read(info["replay"]).frames]
 
 
 @functools.cache
@@ -72,13 +72,13 @@ def decisions(lines) -> list[int]:
     """The k-sequence of a recorded planner game, checking each option's frame sources."""
     ks, f = [], 0
     while f < len(lines):
-        k = lines[f]["k"]
+        k = lines[f].k
         ks.append(k)
         option = lines[f : f + k]
-        reflex = [x["source"] for x in option[: k - 1]]
+        reflex = [x.source for x in option[: k - 1]]
         assert reflex == ["reflex"] * len(reflex)
         if len(option) == k:
-            assert option[-1]["source"] == "planned"
+            assert option[-1].source == "planned"
         f += k
     return ks
 
@@ -92,13 +92,13 @@ def test_simulated_planner_games_equal_in_process_play(env, ks):
         info, lines = play(client, agent="planner", k=k, clock="simulated", seed=seed)
         assert info["status"] == "finished", info
         assert info["frame"] == want_frames[e]
-        assert [x["action"] for x in lines] == want_actions[e]
+        assert [x.action for x in lines] == want_actions[e]
         assert decisions(lines) == want_ks[e]
         assert info["episode_return"] == pytest.approx(want_ret[e], abs=0)
-        assert {x["provenance"] for x in lines} == {"on_time"}
+        assert {x.provenance.label for x in lines} == {"on_time"}
         stats = info["stats"]
         assert stats["decisions"] == len(want_ks[e]) and stats["planner_errors"] == 0
-        assert stats["planned"] == sum(1 for x in lines if x["source"] == "planned")
+        assert stats["planned"] == sum(1 for x in lines if x.source == "planned")
 
 
 def test_replay_resimulates_and_names_a_mismatch(env, tmp_path):
@@ -107,7 +107,7 @@ def test_replay_resimulates_and_names_a_mismatch(env, tmp_path):
     result = replay(info["replay"])
     assert result.complete and result.frames == info["frame"]
     assert result.episode_return == info["episode_return"]
-    assert list(result.actions) == [x["action"] for x in lines]
+    assert list(result.actions) == [x.action for x in lines]
 
     raw = Path(info["replay"]).read_text().splitlines()
     # A changed action no longer leads to the recorded state.
@@ -135,3 +135,67 @@ def test_replay_resimulates_and_names_a_mismatch(env, tmp_path):
         replay(reseeded)
     with pytest.raises(ReplayError, match="cannot read"):
         replay(tmp_path / "missing.jsonl")
+
+
+#: A replay written by the version 1 writer (format "rtplan.replay.v1", no version field): Snake
+#: on its default board, seed 5, frames on time / fallback / invalid, and a late action for 5.
+V1_REPLAY = Path(__file__).parent / "data" / "replay_v1.jsonl"
+
+
+def test_a_version_1_replay_is_read_and_served(env, tmp_path):
+    client, _ = env
+    rf = ReplayFile.read(V1_REPLAY)
+    assert rf.version == 1 and rf.game_id == GAME and rf.seed == 5 and len(rf.frames) == 10
+    late = [x.report for x in rf.items if x not in rf.frames]
+    assert [(r.frame, r.provenance.label, r.source) for r in late] == [(5, "late", "agent")]
+    result = replay(V1_REPLAY)
+    assert result.complete and result.frames == 10 and result.episode_return == 1.0
+    # The replay page gets it as a live viewer would have: hello, frames, end.
+    info, _ = play(client, agent="reflex", clock="simulated", seed=2)
+    record_dir = Path(info["replay"]).parent
+    (record_dir / "old_v1.jsonl").write_text(V1_REPLAY.read_text())
+    listed = {r["name"]: r for r in client.get("/v1/replays").json()["replays"]}
+    assert listed["old_v1.jsonl"]["version"] == 1 and listed["old_v1.jsonl"]["frames"] == 10
+    index = client.get("/v1/replays/old_v1.jsonl").json()
+    hello = index["hello"]
+    assert hello["type"] == "hello" and hello["spec"]["id"] == GAME
+    assert hello["config"]["seed"] == 5 and hello["session"]["status"] == "replay"
+    reports = [f["previous"] for f in index["frames"][1:]]
+    assert [r["provenance"] for r in reports[:6]] == [
+        "on_time", "fallback", "invalid", "on_time", "on_time", "late"
+    ]  # fmt: skip
+    assert reports[5]["source"] == "fallback" and reports[5]["answer_source"] == "agent"
+    assert index["frames"][-1]["stats"]["late"] == 1
+    assert index["end"]["type"] == "end" and index["end"]["reason"] == "terminated"
+
+
+def test_a_replay_is_served_with_the_live_messages_and_other_versions_refused(env, tmp_path):
+    client, _ = env
+    info, reports = play(client, agent="reflex", clock="simulated", seed=4)
+    path = Path(info["replay"])
+    header = json.loads(path.read_text().splitlines()[0])
+    assert (header["format"], header["version"]) == ("rtplan.replay", 2)
+    index = client.get(f"/v1/replays/{path.name}").json()
+    hello, end = index["hello"], index["end"]
+    assert hello["config"] == info["config"] and hello["session"]["id"] == info["id"]
+    described = {g["id"]: g for g in client.get("/v1/games").json()["games"]}
+    assert hello["spec"] == described[GAME]
+    assert [f["previous"]["action"] for f in index["frames"][1:]] == [r.action for r in reports]
+    assert {f["previous"]["source"] for f in index["frames"][1:]} == {"reflex"}
+    assert end["episode_return"] == info["episode_return"] and end["status"] == "finished"
+    assert end["stats"]["frames"] == info["stats"]["frames"] == len(reports)
+
+    raw = path.read_text().splitlines()
+
+    def with_header(name, **fields):
+        out = tmp_path / name
+        head = {k: v for k, v in {**header, **fields}.items() if v is not None}
+        out.write_text("\n".join([json.dumps(head), *raw[1:]]) + "\n")
+        return out
+
+    with pytest.raises(ReplayError, match=r"newer.jsonl:1: replay version 3 is newer than this"):
+        ReplayFile.read(with_header("newer.jsonl", version=3))
+    with pytest.raises(ReplayError, match="needs a version >= 2, got None"):
+        ReplayFile.read(with_header("unversioned.jsonl", version=None))
+    with pytest.raises(ReplayError, match="'other' is not an rtplan replay"):
+        replay(with_header("other.jsonl", format="other"))

@@ -4,6 +4,7 @@ a game that starts again when it ends, the lobby served until Ctrl-C."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-from rtplan.live import free_port
 from support import write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0",))
-    port = free_port()
-    cmd = [sys.executable, "-m", "rtplan", "demo", "--port", str(port), "--fps", "20"]
+    # Port 0: the env server binds a free port itself and the demo prints the lobby's address.
+    cmd = [sys.executable, "-m", "rtplan", "demo", "--port", "0", "--fps", "20"]
     cmd += ["--frames", "6", "--checkpoint-dir", str(root), "--record-dir", str(tmp_path)]
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -29,14 +29,14 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 600  # the services compile the tiny planner first
         while not any("lobby at" in line for line in lines):
             assert proc.poll() is None, "".join(lines)
             assert time.monotonic() < deadline, "".join(lines)
             time.sleep(0.2)
-        assert any(f"lobby at {base}/" in line for line in lines)
+        lobby = next(line for line in lines if "lobby at" in line)
+        base = re.search(r"lobby at (http://127\.0\.0\.1:\d+)/", lobby).group(1)
         assert (
             "<title>rtplan · lobby</title>"
             in urllib.request.urlopen(base, timeout=30).read().decode()

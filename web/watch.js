@@ -435,7 +435,7 @@ function drawPage() {
     $("status").className = "error";
   } else if (viewer.replay) {
     const end = viewer.replay.index.end;
-    setText("status", `replay${end ? ` · ${end.reason} · return ${end.episode_return ?? end.return}` : " (no end line)"}`);
+    setText("status", `replay${end ? ` · ${end.reason} · return ${end.episode_return}` : " (no end line)"}`);
   } else if (f) {
     setText("status", f.done ? "game over" : "live");
   } else if (hello && hello.session.status === "waiting") {
@@ -551,15 +551,11 @@ function replayTick(now) {
 async function openReplay(name) {
   $("replay-controls").hidden = false;
   try {
+    // The server sends the hello a live viewer of the session got, and its end message.
     const index = await getJSON(`/v1/replays/${encodeURIComponent(name)}`);
-    const h = index.header;
-    const fps = (h.settings && h.settings.fps) || 10;
+    const fps = index.hello.config.fps;
     viewer.replay = { name, index, frames: index.frames.length, n: 0, want: null, playing: false, fps, seek };
-    model.hello = {
-      session: { game: h.game, id: name, status: "replay" },
-      config: { agent: "replay", ks: [], fps, clock: "real_time", ...(h.settings || {}) },
-      spec: index.spec,
-    };
+    model.hello = index.hello;
     const scrub = $("scrub");
     scrub.max = String(index.frames.length - 1);
     scrub.addEventListener("input", () => {

@@ -1,0 +1,50 @@
+"""The frame records under the rules: a frame's `Report` and a planner option's `PlanDecision`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rtplan.v1 import env_pb2
+from server._rules import Provenance
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanDecision:
+    """The planner service's budget decision of one option (what the viewer draws)."""
+
+    frame: int  # the decision frame t, where the option started
+    k: int  # the option's budget: the gate's choice, or the forced k
+    gated: bool  # the gate chose k (else it was forced)
+    probabilities: tuple[float, ...]  # [K] the gate's distribution over the budgets; () forced
+    value: float  # the planner network's value at s_t (return units)
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """How a frame's action was chosen (the `ActionReport`, plus the built-in agents' detail)."""
+
+    frame: int
+    action: int
+    provenance: Provenance
+    slack_ms: float
+    received_action: int  # the judged answer's action, -1 when nothing arrived
+    source: str  # who answered: "agent", "human", "reflex", "planned", "opponent"
+    k: int | None
+    cost: int
+    latency_ms: float | None
+    decision: PlanDecision | None = None  # planner agent: the decision of this frame's option
+
+    @property
+    def shown_source(self) -> str:
+        """Where the applied action came from: the answer's source when it was on time, else
+        the fallback (a late, invalid or missing answer played the fallback)."""
+        return self.source if self.provenance is Provenance.ON_TIME else "fallback"
+
+    def proto(self) -> env_pb2.ActionReport:
+        return env_pb2.ActionReport(
+            frame=self.frame,
+            action=self.action,
+            provenance=int(self.provenance),
+            slack_ms=self.slack_ms,
+            received_action=self.received_action,
+        )
