@@ -28,12 +28,16 @@ back:
 The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `eval_every`,
 `checkpoint_every` and `seed`; its fields are declared with `knob(default, help)`, which
 `add_flags` turns into `--snake-case` flags and `run_config` merges with a resumed checkpoint's.
+
+`harness.stats` is every layer's one home for standard errors, paired differences and win-rate
+intervals.
 """
 
 from harness.checkpoint import CheckpointError
 from harness.config import add_flags, from_args, from_dict, knob, overrides, to_dict
 from harness.run import Algorithm, Run, RunConfig, run_config
 from harness.shipping import ship
+from harness.stats import binomial_se, paired, standard_error, wilson_interval
 
 __all__ = [
     "Algorithm",
@@ -41,11 +45,15 @@ __all__ = [
     "Run",
     "RunConfig",
     "add_flags",
+    "binomial_se",
     "from_args",
     "from_dict",
     "knob",
     "overrides",
+    "paired",
     "run_config",
     "ship",
+    "standard_error",
     "to_dict",
+    "wilson_interval",
 ]

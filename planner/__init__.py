@@ -9,6 +9,7 @@ import importlib
 _EXPORTS = {
     "AZNet": "planner.network",
     "CheckpointError": "harness.checkpoint",
+    "Episodes": "planner.episodes",
     "NetOutput": "planner.network",
     "NetworkConfig": "planner.network",
     "OptionOutput": "planner.options",
@@ -18,11 +19,15 @@ _EXPORTS = {
     "config_to_dict": "planner.configs",
     "default_config": "planner.configs",
     "landing_frame": "planner.options",
+    "play": "planner.episodes",
+    "play_match": "planner.episodes",
+    "seeds_of": "planner.episodes",
 }
 
 __all__ = [
     "AZNet",
     "CheckpointError",
+    "Episodes",
     "NetOutput",
     "NetworkConfig",
     "OptionOutput",
@@ -32,6 +37,9 @@ __all__ = [
     "config_to_dict",
     "default_config",
     "landing_frame",
+    "play",
+    "play_match",
+    "seeds_of",
 ]
 
 
