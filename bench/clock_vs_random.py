@@ -4,8 +4,8 @@ Usage: python bench/clock_vs_random.py [--game speed-hex-v0] [--split eval] [--g
 
 `--games` games (each of the split's first `--games / 2` openings with both colours, random
 openings as in `rtplan cross-eval`, unlimited clock) of two players (four with `--untrained`)
-against random: the policy-only player (masked
-argmax of the raw policy, no search) and the largest option with the shipped search settings.
+against random: the policy-only player (masked argmax of the raw policy, no search) and the
+largest option with the shipped search settings.
 Prints per player the score (mean +- SE over all games), the score with each colour, the mean
 game length in plies, and the number of lost games with their median length (and range). A
 player that beats random only after a whole board of moves, and whose raw policy loses often,
