@@ -115,13 +115,15 @@ def test_cross_eval_at_the_planners_simulations_is_the_always_k_condition():
     planner = Planner(cfg)
     params = planner.init_params(jax.random.PRNGKey(0))
     seeds = seeds_of("eval", 3)
-    condition = play(eval_runner(planner, 3), params, seeds, always(2))
+    # 12 decisions: every game stays in one group of 3 (fewer sizes to compile).
+    condition = play(eval_runner(planner, 3), params, seeds, always(2), max_decisions=12)
     k, sims = 2, cfg.simulations[cfg.budgets.index(2)]
-    cross = _quality(Planner(with_sims(cfg, k, sims)), params, k, 3, None, "eval")
+    cross = _quality(Planner(with_sims(cfg, k, sims)), params, k, 3, 12, "eval")
     np.testing.assert_array_equal(cross.seeds, condition.seeds)
     np.testing.assert_array_equal(cross.returns, condition.returns)
     np.testing.assert_array_equal(cross.frames, condition.frames)
-    # Option k=2: two frames per decision until the game ends (the last may be cut short).
+    # Option k=2: two frames per decision until the game ends or the cap (the last may be cut
+    # short).
     d = cross.decisions
     assert (cross.frames <= 2 * d).all() and (cross.frames >= 2 * d - 1).all()
     assert np.isfinite(cross.se)

@@ -44,8 +44,8 @@ def test_wilson_interval_by_hand():
     z2 = Z95**2
     assert wilson_interval(0, 10) == (0.0, pytest.approx((z2 / 10) / (1 + z2 / 10)))
     lo, hi = wilson_interval(10, 10)
-    assert hi == 1.0 and lo == pytest.approx(1 / (1 + z2 / 10))
+    assert hi == pytest.approx(1.0) and lo == pytest.approx(1 / (1 + z2 / 10))
     assert wilson_interval(0, 0) == (0.0, 1.0)
     # z = 1: a narrower interval around the same centre.
     lo1, hi1 = wilson_interval(8, 10, z=1.0)
-    assert lo < lo1 < 0.8 < hi1 < hi
+    assert 0.49016 < lo1 < 0.8 < hi1 < 0.94332
