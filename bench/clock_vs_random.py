@@ -1,10 +1,11 @@
 """Clock games against a uniformly random player: where the shipped planner loses, and why.
 
-Usage: python bench/clock_vs_random.py [--game speed-hex-v0] [--seeds 0 1 2] [--games 100]
+Usage: python bench/clock_vs_random.py [--game speed-hex-v0] [--split eval] [--games 300]
 
-For each seed, `--games` games (half with each colour, random openings as in `rtplan
-cross-eval`, unlimited clock) of three players against random: the policy-only player (masked
-argmax of the raw policy, no search) and the largest option with the shipped search settings.
+`--games` games (each of the split's first `--games / 2` openings with both colours, random
+openings as in `rtplan cross-eval`, unlimited clock) of two players (four with `--untrained`)
+against random: the policy-only player (masked argmax of the raw policy, no search) and the
+largest option with the shipped search settings.
 Prints per player the score (mean +- SE over all games), the score with each colour, the mean
 game length in plies, and the number of lost games with their median length (and range). A
 player that beats random only after a whole board of moves, and whose raw policy loses often,
@@ -20,8 +21,9 @@ import itertools
 import jax
 import numpy as np
 
+from harness.stats import standard_error
 from planner.calibrate import with_sims
-from planner.evaluate import EVAL_OPENING_PLIES, RANDOM, REFLEX, make_match_eval, to_result
+from planner.episodes import EVAL_OPENING_PLIES, RANDOM, REFLEX, play_match, seeds_of
 from planner.options import Planner
 from planner.store import PLANNER_FILE, load_planner, planner_path
 
@@ -32,8 +34,8 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--checkpoint", default=None, help=f"default checkpoints/<game>/{PLANNER_FILE}"
     )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--games", type=int, default=100, help="games per seed (even)")
+    parser.add_argument("--split", choices=["eval", "tuning"], default="eval", help="seed range")
+    parser.add_argument("--games", type=int, default=300, help="games (even)")
     parser.add_argument(
         "--untrained",
         action="store_true",
@@ -60,8 +62,8 @@ def main(argv=None) -> None:
     players = {"policy-only": REFLEX, f"option {k} ({sims} sims)": ("option", k)}
     print(
         f"{args.game}, checkpoint {meta['checkpoint']}, root width {cfg.max_considered_actions}, "
-        f"vs random, {args.games} games x "
-        f"seeds {args.seeds}, openings of 0..{EVAL_OPENING_PLIES} random plies\n"
+        f"vs random, {args.games} games on {args.split} seeds, "
+        f"openings of 0..{EVAL_OPENING_PLIES} random plies\n"
     )
     print(
         "| player | score | moving first | moving second | mean plies "
@@ -71,33 +73,20 @@ def main(argv=None) -> None:
     nets = {"": params}
     if args.untrained:
         nets["untrained "] = planner.init_params(jax.random.PRNGKey(0))
+    seeds = seeds_of(args.split, args.games // 2)
     for (prefix, net), (name, policy) in itertools.product(nets.items(), players.items()):
         name = prefix + name
-        run = jax.jit(
-            make_match_eval(
-                planner,
-                policy,
-                RANDOM,
-                episodes=args.games,
-                opening_plies=EVAL_OPENING_PLIES,
-            )
-        )
-        score, plies = [], []
-        for seed in args.seeds:
-            res = to_result(*run(net, net, jax.random.PRNGKey(seed)))
-            score.append(res.returns)
-            plies.append(res.frames)
-        score, plies = np.stack(score), np.stack(plies)  # [seeds, games]
-        half = args.games // 2
-        flat = score.ravel()
-        se = flat.std(ddof=1) / np.sqrt(flat.size)
+        res = play_match(planner, net, policy, RANDOM, seeds, opening_plies=EVAL_OPENING_PLIES)
+        score, plies = res.returns, res.frames  # [games]: A first, then A second
+        half = len(seeds)
         lost = plies[score < 0.5]
         lost_text = (
             f"{lost.size}: {np.median(lost):.0f} ({lost.min()}-{lost.max()})" if lost.size else "0"
         )
         print(
-            f"| {name} | {flat.mean():.3f} +- {se:.3f} | {score[:, :half].mean():.3f} | "
-            f"{score[:, half:].mean():.3f} | {plies.mean():.1f} | {lost_text} |",
+            f"| {name} | {score.mean():.3f} +- {standard_error(score):.3f} | "
+            f"{score[:half].mean():.3f} | {score[half:].mean():.3f} | {plies.mean():.1f} | "
+            f"{lost_text} |",
             flush=True,
         )
 

@@ -40,9 +40,11 @@ def main() -> int:
     from rtplan.cli import _use_compile_cache
 
     _use_compile_cache()
-    from gate.evaluate import gate_chooser, paired, play, seeds_of
+    from gate.evaluate import gate_chooser
     from gate.policy import load_gate
+    from harness.stats import paired
     from planner.batching import OptionRunner
+    from planner.episodes import play, seeds_of
     from planner.options import Planner
     from planner.store import load_planner, planner_path
 

@@ -43,7 +43,7 @@ RESULTS_CSV = ROOT / "bench" / "results" / "k_switching.csv"
 
 def schedule(name: str, seeds: np.ndarray):
     """The chooser of a schedule name (`randA,B,..` or `seqA,B,..`)."""
-    from gate.evaluate import cycle, random_k
+    from planner.episodes import cycle, random_k
 
     bad = SystemExit(f"k_switching.py: bad schedule {name!r}: randA,B,... or seqA,B,...")
     prefix = next((p for p in ("rand", "seq") if name.startswith(p)), None)
@@ -119,9 +119,10 @@ def main() -> int:
     from rtplan.cli import _use_compile_cache
 
     _use_compile_cache()
-    from gate.evaluate import always, paired, play, seeds_of
     from gate.experiment import run_conditions
+    from harness.stats import paired, standard_error
     from planner.batching import OptionRunner
+    from planner.episodes import always, play, seeds_of
     from planner.options import Planner
     from planner.store import load_planner, planner_path
 
@@ -163,7 +164,7 @@ def main() -> int:
 
     def row(name: str, returns: np.ndarray, frames: float, seconds: float) -> dict:
         diffs = {n: paired(returns, base[n]) for n in fixed}
-        se = float(returns.std(ddof=1) / np.sqrt(len(returns)))
+        se = standard_error(returns)
         cells = " | ".join(
             "" if n == name else f"{d:+.1f} +- {s:.1f}" for n, (d, s) in diffs.items()
         )

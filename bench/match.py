@@ -57,7 +57,6 @@ import contextlib
 import csv
 import dataclasses
 import datetime
-import math
 import os
 import random
 import shutil
@@ -68,6 +67,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
+
+from harness.stats import binomial_se, paired
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_CSV = ROOT / "bench" / "results" / "match.csv"
@@ -137,14 +138,6 @@ PAIRED_FIELDS = ("seed", "game", "colour", "opening", "score")
 
 
 # ---- Pure logic --------------------------------------------------------------------------
-
-
-def binomial_se(wins: float, n: int) -> float:
-    """Standard error of a win rate: sqrt(p (1 - p) / n), p = wins / n (0 for no games)."""
-    if n <= 0:
-        return 0.0
-    p = wins / n
-    return math.sqrt(p * (1.0 - p) / n)
 
 
 def random_opening(
@@ -516,14 +509,14 @@ def paired_comparison(a: dict[tuple[int, int], dict], b: dict[tuple[int, int], d
             raise SystemExit(f"match.py compare: game {key} has different openings or colours")
     sa = [float(a[k]["score"]) for k in keys]
     sb = [float(b[k]["score"]) for k in keys]
-    d = [x - y for x, y in zip(sa, sb, strict=True)]
     n = len(keys)
+    diff, se = paired(sa, sb)
     return {
         "n": n,
         "a": statistics.fmean(sa),
         "b": statistics.fmean(sb),
-        "diff": statistics.fmean(d),
-        "se": statistics.stdev(d) / math.sqrt(n),
+        "diff": diff,
+        "se": se,
         "only_a": len(a) - n,
         "only_b": len(b) - n,
     }

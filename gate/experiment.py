@@ -13,21 +13,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from gate.evaluate import (
-    ABLATIONS,
-    POLICY_ONLY,
+from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
+from gate.policy import file_sha256, gate_path, load_gate
+from gate.triggers import FEATURES, trigger_features
+from planner.episodes import (
     Episodes,
     always,
-    condition_names,
-    gate_chooser,
+    eval_runner,
     play,
     play_policy_only,
     random_k,
     seeds_of,
 )
-from gate.policy import file_sha256, gate_path, load_gate
-from gate.triggers import FEATURES, trigger_features
-from planner.batching import OptionRunner
 from planner.options import Planner
 from planner.store import load_planner, planner_path
 
@@ -136,9 +133,11 @@ def run_conditions(
         "command": command,
     }
     gate_sha = file_sha256(gate_file) if needs_gate else None
-    runner = OptionRunner(planner, max_batch=episodes)
+    # Doubling group sizes: a bounded compile set (`planner.episodes.eval_runner`).
+    runner = eval_runner(planner, episodes)
     # The gate's conditions play its options as it was trained to (its tree); the others, always k.
-    gate_runner = gate.runner(episodes) if needs_gate and gate.future is not None else runner
+    has_future = needs_gate and gate.future is not None
+    gate_runner = eval_runner(planner, episodes, future=gate.future) if has_future else runner
     features = jax.jit(trigger_features(game_id)) if game_id in FEATURES else None
     written = {}
     for name in names:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.evaluate import ABLATIONS, POLICY_ONLY, paired
+from gate.evaluate import ABLATIONS, POLICY_ONLY
 from gate.experiment import load_conditions
 from gate.triggers import FEATURES, PIECE_NAMES
-from planner.evaluate import standard_error
+from harness.stats import paired, standard_error
 
 __all__ = ["README_BEGIN", "README_END", "best_fixed_k", "report", "summarize"]
 

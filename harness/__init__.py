@@ -31,6 +31,9 @@ The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `e
 `checkpoint_every` and `seed`; its fields are declared with `knob(default, help)`, which
 `add_flags` turns into `--snake-case` flags and `run_config` merges with a resumed checkpoint's.
 `plot_learning_curve` draws a run's log (evaluation and episode returns against frames).
+
+`harness.stats` is every layer's one home for standard errors, paired differences and win-rate
+intervals.
 """
 
 from harness.checkpoint import CheckpointError
@@ -38,6 +41,7 @@ from harness.config import add_flags, from_args, from_dict, knob, overrides, to_
 from harness.curve import plot_learning_curve
 from harness.run import Algorithm, Run, RunConfig, run_config
 from harness.shipping import ship
+from harness.stats import binomial_se, paired, standard_error, wilson_interval
 
 __all__ = [
     "Algorithm",
@@ -45,12 +49,16 @@ __all__ = [
     "Run",
     "RunConfig",
     "add_flags",
+    "binomial_se",
     "from_args",
     "from_dict",
     "knob",
     "overrides",
+    "paired",
     "plot_learning_curve",
     "run_config",
     "ship",
+    "standard_error",
     "to_dict",
+    "wilson_interval",
 ]

@@ -11,6 +11,7 @@ _EXPORTS = {
     "Actors": "planner.actors",
     "CheckpointError": "harness.checkpoint",
     "CompiledOptions": "planner.compiled",
+    "Episodes": "planner.episodes",
     "NetOutput": "planner.network",
     "NetworkConfig": "planner.network",
     "OptionOutput": "planner.options",
@@ -20,6 +21,9 @@ _EXPORTS = {
     "config_to_dict": "planner.configs",
     "default_config": "planner.configs",
     "landing_frame": "planner.options",
+    "play": "planner.episodes",
+    "play_match": "planner.episodes",
+    "seeds_of": "planner.episodes",
 }
 
 __all__ = [
@@ -27,6 +31,7 @@ __all__ = [
     "Actors",
     "CheckpointError",
     "CompiledOptions",
+    "Episodes",
     "NetOutput",
     "NetworkConfig",
     "OptionOutput",
@@ -36,6 +41,9 @@ __all__ = [
     "config_to_dict",
     "default_config",
     "landing_frame",
+    "play",
+    "play_match",
+    "seeds_of",
 ]
 
 

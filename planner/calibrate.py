@@ -12,13 +12,16 @@ import jax
 import numpy as np
 
 import games
-from planner.evaluate import (
+from planner.episodes import (
     EVAL_OPENING_PLIES,
     RANDOM,
     REFLEX,
-    make_committed_eval,
-    make_match_eval,
-    to_result,
+    Episodes,
+    always,
+    eval_runner,
+    play,
+    play_match,
+    seeds_of,
 )
 from planner.options import Planner, PlannerConfig
 from planner.store import load_planner
@@ -58,25 +61,26 @@ def _quality(
     params,
     k: int,
     episodes: int,
-    max_decisions: int,
-    seed: int,
+    max_decisions: int | None,
+    split: str,
     opponent: str = "reflex",
-):
-    key = jax.random.PRNGKey(seed)
+) -> Episodes:
+    """Always-k play on the split's first seeds: `episodes` committed episodes, or
+    `episodes` clock games (each of `episodes / 2` openings with both colours) vs `opponent`."""
     if planner.two_player:
-        policy_b = OPPONENTS[opponent]
-        run = jax.jit(
-            make_match_eval(
-                planner,
-                ("option", k),
-                policy_b,
-                episodes=episodes,
-                opening_plies=EVAL_OPENING_PLIES,
-            )
+        if episodes % 2:
+            raise ValueError(f"episodes must be even (half with each colour), got {episodes}")
+        return play_match(
+            planner,
+            params,
+            ("option", k),
+            OPPONENTS[opponent],
+            seeds_of(split, episodes // 2),
+            opening_plies=EVAL_OPENING_PLIES,
         )
-        return to_result(*run(params, params, key))
-    run = jax.jit(make_committed_eval(planner, k, episodes=episodes, max_decisions=max_decisions))
-    return to_result(*run(params, key))
+    seeds = seeds_of(split, episodes)
+    runner = eval_runner(planner, episodes)
+    return play(runner, params, seeds, always(k), max_decisions=max_decisions)
 
 
 def calibrate(
@@ -88,11 +92,13 @@ def calibrate(
     max_decisions: int,
     calls: int,
     out_dir: Path,
-    seed: int = 0,
+    split: str = "tuning",
 ) -> list[dict]:
     """Quality (return, or score vs the policy-only player) and batch-1 latency per sim count.
 
-    Writes `calibration.csv` and `calibration.png` in `out_dir`; returns the rows.
+    Quality is played on the `split`'s first seeds (tuning: calibration picks a budget's
+    simulations, a selection). Writes `calibration.csv` and `calibration.png` in `out_dir`;
+    returns the rows.
     """
     base, params, meta = load_planner(game_id, checkpoint)
     rows = []
@@ -100,7 +106,7 @@ def calibrate(
         k = n if Planner(base).two_player else 1
         planner = Planner(with_sims(base, k, n))
         lat = _latency(planner, params, k, calls)
-        res = _quality(planner, params, k, episodes, max_decisions, seed)
+        res = _quality(planner, params, k, episodes, max_decisions, split)
         row = {
             "game": game_id,
             "simulations": n,
@@ -138,18 +144,20 @@ def cross_eval(
     eval_ks: list[int] | None,
     sims_per_frame: list[int],
     episodes: int,
-    max_frames: int,
     out_dir: Path,
-    seed: int = 0,
+    max_frames: int | None = None,
+    split: str = "eval",
     opponent: str = "reflex",
 ) -> list[dict]:
     """Every checkpoint at every eval-k and simulation count (the paper's appendix G grid).
 
-    Committed games: option k with `sims_per_frame * k` simulations, always-k play, return
-    over the first `max_frames` frames (ceil(max_frames / k) options: every eval-k plays the
-    same horizon, exactly when k divides it). Clock games: option with `sims_per_frame`
-    simulations vs `opponent` ("reflex": the policy-only player, or "random"), played to the
-    end (eval_k and max_frames are ignored).
+    Committed games: option k with `sims_per_frame * k` simulations, always-k play to each
+    episode's end, or over the first `max_frames` frames (ceil(max_frames / k) options: every
+    eval-k plays the same horizon, exactly when k divides it). At the planner's own
+    simulations an episode is the one `rtplan eval` plays as condition "k<k>" on the same
+    split: same seed, same return. Clock games: option with `sims_per_frame` simulations vs
+    `opponent` ("reflex": the policy-only player, or "random"), `episodes / 2` openings with
+    both colours, played to the end (eval_k and max_frames are ignored).
     Episodes of every condition share the same seeds (paired). Writes `cross_eval.csv`.
     """
     rows = []
@@ -161,8 +169,8 @@ def cross_eval(
             for k in [spf] if two_player else (eval_ks or list(base.budgets)):
                 sims = spf if two_player else spf * k
                 planner = Planner(with_sims(base, k, sims))
-                decisions = max_frames if two_player else -(-max_frames // k)
-                res = _quality(planner, params, k, episodes, decisions, seed, opponent)
+                decisions = None if two_player or max_frames is None else -(-max_frames // k)
+                res = _quality(planner, params, k, episodes, decisions, split, opponent)
                 row = {
                     "game": game_id,
                     "checkpoint": path,
@@ -171,6 +179,7 @@ def cross_eval(
                     "eval_k": k,
                     "simulations": sims,
                     "max_decisions": decisions,
+                    "split": split,
                     "mean": res.mean,
                     "se": res.se,
                     "episodes": episodes,

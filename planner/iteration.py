@@ -1,4 +1,4 @@
-"""The jitted expert-iteration step (collect, targets, replay, learn) and evaluation."""
+"""The jitted expert-iteration step (collect, targets, replay, learn)."""
 
 from __future__ import annotations
 
@@ -18,20 +18,13 @@ import games
 from planner import actors as ac
 from planner import replay as rb
 from planner.actors import Actors
-from planner.evaluate import (
-    EVAL_OPENING_PLIES,
-    RANDOM,
-    REFLEX,
-    make_committed_eval,
-    make_match_eval,
-)
 from planner.losses import planner_loss
 from planner.options import Planner, PlannerConfig
 from planner.replay import Replay, Sample
 from planner.targets import landing_states, nstep_targets, step_discounts
 from planner.train_config import TrainConfig
 
-#: Name of the mesh axis (the batch of games, the replay buffer and the evaluation episodes).
+#: Name of the mesh axis (the batch of games and the replay buffer).
 AXIS = "d"
 
 
@@ -54,7 +47,6 @@ class Fns:
     optimizer: optax.GradientTransformation
     mesh: Mesh
     iteration: Any
-    evaluate: Any
     init_params: Any
     init_actors: Any
     empty_replay: Any
@@ -253,44 +245,12 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
         empty_pending, out_shardings=named(traj_spec)(jax.eval_shape(empty_pending))
     )
 
-    # ---- evaluation (episodes split across devices) ----
-    e_local = cfg.eval_episodes // ndev
-    ek = cfg.eval_budget
-    if two_player:
-        plies = cfg.eval_max_decisions or 400
-        vs_random, vs_reflex = (
-            make_match_eval(
-                eval_planner,
-                ("option", ek),
-                opponent,
-                episodes=e_local,
-                max_plies=plies,
-                opening_plies=EVAL_OPENING_PLIES,
-            )
-            for opponent in (RANDOM, REFLEX)
-        )
-
-        def evaluate(params, keys):
-            key_r, key_x = jax.random.split(keys[0])
-            return vs_random(params, params, key_r), vs_reflex(params, params, key_x)
-
-    else:
-        max_dec = cfg.eval_max_decisions or game.horizon or 10_000
-        committed = make_committed_eval(eval_planner, ek, episodes=e_local, max_decisions=max_dec)
-
-        def evaluate(params, keys):
-            return committed(params, keys[0])
-
-    evaluate_fn = jax.jit(
-        jax.shard_map(evaluate, mesh=mesh, in_specs=(P(), shard), out_specs=shard, check_vma=False)
-    )
     return Fns(
         planner=planner,
         eval_planner=eval_planner,
         optimizer=optimizer,
         mesh=mesh,
         iteration=iteration_fn,
-        evaluate=evaluate_fn,
         init_params=jax.jit(init_params),
         init_actors=init_actors_fn,
         empty_replay=empty_replay_fn,

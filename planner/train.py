@@ -15,9 +15,19 @@ from jax.sharding import PartitionSpec as P
 
 from harness import checkpoint as ckpt
 from harness.run import BEST, CHECKPOINT, LOG, Run
+from harness.stats import standard_error
 from planner import replay as rb
 from planner.configs import config_from_dict, config_to_dict
-from planner.evaluate import standard_error, to_result
+from planner.episodes import (
+    EVAL_OPENING_PLIES,
+    RANDOM,
+    REFLEX,
+    always,
+    eval_runner,
+    play,
+    play_match,
+    seeds_of,
+)
 from planner.iteration import AXIS, Actors, Trajectory, build, device_count
 from planner.replay import Replay
 from planner.store import PLANNER_FILE
@@ -114,6 +124,7 @@ class ExpertIteration:
         self.planner_config = cfg.planner_config
         self._replicated = NamedSharding(self.fns.mesh, P())
         self.save_replay = rb.nbytes(self.planner, cfg.k, cfg.replay_capacity) < REPLAY_SAVE_LIMIT
+        self._eval_runner = None  # built at the first evaluation
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -204,17 +215,46 @@ class ExpertIteration:
         return TrainState(*carry), metrics
 
     def evaluate(self, state: TrainState, iteration: int) -> tuple[float, dict]:
-        """Evaluates the params (gumbel_scale 0); returns (eval_mean, the eval columns)."""
-        key = jax.random.fold_in(jax.random.PRNGKey(self.cfg.seed + 1), iteration)
-        out = jax.device_get(self.fns.evaluate(state.params, jax.random.split(key, self.ndev)))
-        if self.planner.two_player:
-            r, x = to_result(*out[0]), to_result(*out[1])
+        """Plays the params greedily (gumbel_scale 0) on the first `eval_episodes` tuning seeds,
+        the same episodes at every iteration (so `best.msgpack` is picked on one yardstick);
+        returns (eval_mean, the eval columns). Clock games: half as many openings, each
+        played with both colours, against the random and the reflex player."""
+        cfg, planner = self.cfg, self.fns.eval_planner
+        params = jax.device_get(state.params)
+        if planner.two_player:
+            seeds = seeds_of("tuning", cfg.eval_episodes // 2)
+            policy = ("option", cfg.eval_budget)
+            r, x = (
+                play_match(
+                    planner,
+                    params,
+                    policy,
+                    opponent,
+                    seeds,
+                    max_plies=cfg.eval_max_decisions or 400,
+                    opening_plies=EVAL_OPENING_PLIES,
+                )
+                for opponent in (RANDOM, REFLEX)
+            )
             scores = np.concatenate([r.returns, x.returns])
             mean = float(scores.mean())
-            se = standard_error(scores)
-            cols = dict(eval_mean=mean, eval_se=se, eval_vs_random=r.mean, eval_vs_reflex=x.mean)
+            cols = dict(
+                eval_mean=mean,
+                eval_se=standard_error(scores),
+                eval_vs_random=r.mean,
+                eval_vs_reflex=x.mean,
+            )
         else:
-            res = to_result(*out)
+            if self._eval_runner is None:
+                # Kept: its compiled options serve every later evaluation.
+                self._eval_runner = eval_runner(planner, cfg.eval_episodes, devices=self.ndev)
+            res = play(
+                self._eval_runner,
+                params,
+                seeds_of("tuning", cfg.eval_episodes),
+                always(cfg.eval_budget),
+                max_decisions=cfg.eval_max_decisions or planner.game.horizon or 10_000,
+            )
             cols = dict(eval_mean=res.mean, eval_se=res.se)
         return cols["eval_mean"], cols
 

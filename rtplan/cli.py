@@ -112,7 +112,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "--max-decisions", type=int, default=500, help="cap on decisions per committed episode"
     )
     cal.add_argument("--calls", type=int, default=50, help="timed batch-1 calls per count")
-    cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument(
+        "--split",
+        choices=["tuning", "eval"],
+        default="tuning",
+        help="seed range of the quality episodes (default tuning: calibration is a selection)",
+    )
     cal.add_argument("--out", default=None, help="output folder (default runs/calibrate/<game>)")
 
     cross = sub.add_parser(
@@ -135,7 +140,9 @@ def _build_parser() -> argparse.ArgumentParser:
         default=[32],
         help="committed: simulations per frame; clock: simulations per move",
     )
-    cross.add_argument("--episodes", type=int, default=32)
+    cross.add_argument(
+        "--episodes", type=int, default=32, help="episodes (committed) or games (clock, even)"
+    )
     cross.add_argument(
         "--opponent",
         choices=["reflex", "random"],
@@ -147,11 +154,16 @@ def _build_parser() -> argparse.ArgumentParser:
         "--max-decisions",  # the older name; the same cap at k=1
         dest="max_frames",
         type=int,
-        default=500,
-        help="committed games: frames per episode, the same for every eval-k (ceil(F / k) "
-        "options; default: 500)",
+        default=None,
+        help="committed games: a cap on frames per episode, the same for every eval-k "
+        "(ceil(F / k) options; default: each episode's end, as `rtplan eval` plays)",
     )
-    cross.add_argument("--seed", type=int, default=0)
+    cross.add_argument(
+        "--split",
+        choices=["eval", "tuning"],
+        default="eval",
+        help="seed range: eval (reported numbers, the seeds of `rtplan eval`) or tuning",
+    )
     cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
     ev = sub.add_parser(
         "eval",
@@ -282,7 +294,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             max_decisions=args.max_decisions,
             calls=args.calls,
             out_dir=Path(args.out or Path("runs") / "calibrate" / args.game),
-            seed=args.seed,
+            split=args.split,
         )
     except (games.UnknownGameError, CheckpointError, ValueError) as e:
         print(f"rtplan calibrate: error: {e}", file=sys.stderr)
@@ -307,7 +319,7 @@ def _cross_eval(args: argparse.Namespace) -> int:
             episodes=args.episodes,
             max_frames=args.max_frames,
             out_dir=Path(args.out or Path("runs") / "cross-eval" / args.game),
-            seed=args.seed,
+            split=args.split,
             opponent=args.opponent,
         )
     except (games.UnknownGameError, CheckpointError, ValueError) as e:

@@ -1,5 +1,6 @@
-"""Paired evaluation: seeds pair across conditions and batches, each baseline picks what its
-definition says, policy-only equals a plain reflex loop, the gate chooser equals `Gate.decide`."""
+"""Paired evaluation (`planner.episodes` with the gate's conditions): seeds pair across
+conditions and batches, each baseline picks what its definition says, policy-only equals a
+plain reflex loop, the gate chooser equals `Gate.decide`."""
 
 from __future__ import annotations
 
@@ -10,20 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.evaluate import (
-    always,
-    condition_names,
-    gate_chooser,
-    paired,
-    play,
-    play_policy_only,
-    random_k,
-    seeds_of,
-)
+from gate.evaluate import condition_names, gate_chooser
 from gate.policy import Gate
 from gate.train_config import GateConfig
 from planner import Planner
 from planner.batching import OptionRunner
+from planner.episodes import always, play, play_policy_only, random_k
 from support import tiny_config
 
 GAME = "snake-rt-v0"  # tiny: 5x5 board, horizon 200
@@ -38,22 +31,10 @@ def setup():
     return runner, params
 
 
-def test_seed_splits_are_disjoint_and_fixed():
-    tuning, evaluation = seeds_of("tuning", 100), seeds_of("eval", 100)
-    assert not set(tuning) & set(evaluation)
-    assert list(evaluation[:2]) == [2_000_000, 2_000_001]
-    with pytest.raises(ValueError, match="split 'train' is not one of"):
-        seeds_of("train", 3)
+def test_condition_names():
     assert condition_names((1, 2), gate=True) == ["gate", "k1", "k2", "random", "policy-only"]
     assert "gate-no-value" in condition_names((1, 2), gate=True, ablations=True)
     assert "gate" not in condition_names((1, 2), gate=False)
-
-
-def test_paired_difference_by_hand():
-    mean, se = paired(np.array([3.0, 5.0, 4.0]), np.array([1.0, 4.0, 4.0]))
-    d = np.array([2.0, 1.0, 0.0])
-    assert mean == pytest.approx(1.0)
-    assert se == pytest.approx(d.std(ddof=1) / np.sqrt(3))
 
 
 def test_always_k_plays_k_frames_per_decision_and_pairs_seeds(setup):

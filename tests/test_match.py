@@ -145,12 +145,6 @@ def test_gtp_process_raises_on_error_answers(fake):
 # ---- Numbers, openings, coordinates ------------------------------------------------------------
 
 
-def test_binomial_se():
-    assert match.binomial_se(5, 10) == pytest.approx(math.sqrt(0.25 / 10))
-    assert match.binomial_se(3, 4) == pytest.approx(math.sqrt(0.75 * 0.25 / 4))
-    assert match.binomial_se(0, 8) == match.binomial_se(8, 8) == match.binomial_se(0, 0) == 0.0
-
-
 def test_summarise_counts_unique_games_and_margins():
     record = match.GameRecord(["e5", "c3", "pass", "pass"], 2, "two passes")
     other = match.GameRecord(["e5", "c3", "d4", "pass", "pass"], 2, "two passes")

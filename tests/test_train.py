@@ -182,6 +182,26 @@ def test_committed_training_runs_end_to_end(tmp_path):
     assert pcfg.network == cfg.planner_config.network
 
 
+def test_in_training_evaluation_plays_the_same_tuning_seeds_every_time(tmp_path, monkeypatch):
+    """`best.msgpack` is picked on one yardstick: every evaluation plays the first
+    `eval_episodes` tuning seeds, whatever the iteration, through the shared player."""
+    import planner.train as train_module
+    from planner.episodes import play, seeds_of
+
+    played = []
+
+    def recording_play(runner, params, seeds, choose, **kwargs):
+        played.append(np.asarray(seeds).tolist())
+        return play(runner, params, seeds, choose, **kwargs)
+
+    monkeypatch.setattr(train_module, "play", recording_play)
+    run = trainer(_snake(), tmp_path, tensorboard=False)
+    first = run.algo.evaluate(run.state, 1)
+    later = run.algo.evaluate(run.state, 7)
+    assert first == later
+    assert played == [seeds_of("tuning", 2).tolist()] * 2
+
+
 def test_clock_self_play_runs_end_to_end(tmp_path):
     cfg = TrainConfig(
         game_id="speed-hex-v0",
