@@ -33,6 +33,7 @@ import numpy as np
 
 import games
 from harness.stats import standard_error
+from planner.actors import where
 from planner.batching import SKIP, OptionRunner, bucket_ladder
 from planner.options import Future, Planner
 
@@ -161,15 +162,10 @@ def eval_runner(
     )
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=1)
 def _select_fn():
-    def select(alive, new, old):
-        def pick(x, y):
-            return jnp.where(alive.reshape(alive.shape + (1,) * (x.ndim - 1)), x, y)
-
-        return jax.tree.map(pick, new, old)
-
-    return jax.jit(select)
+    # Jitted once per process: `alive`-row select of two state batches.
+    return jax.jit(where)
 
 
 # Jitted once per game and kept: an evaluation runs every few training iterations, and each
