@@ -1,0 +1,35 @@
+"""The FastAPI dependencies the env server's routers share: what create_app and its lifespan put
+on `app.state`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from server._manager import SessionManager
+from server._runtime import Runtimes
+from server.settings import Settings
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_manager(request: Request) -> SessionManager:
+    return request.app.state.manager
+
+
+def get_runtimes(request: Request) -> Runtimes:
+    return request.app.state.runtimes
+
+
+def get_grpc_port(request: Request) -> int:
+    return request.app.state.grpc_port
+
+
+AppSettings = Annotated[Settings, Depends(get_settings)]
+Manager = Annotated[SessionManager, Depends(get_manager)]
+GameRuntimes = Annotated[Runtimes, Depends(get_runtimes)]
+GrpcPort = Annotated[int, Depends(get_grpc_port)]
+Authorization = Annotated[str | None, Header(max_length=1000)]

@@ -1,0 +1,88 @@
+"""The replays router: the recorded replays listed, indexed and rendered for the replay page."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import grpc
+from fastapi import APIRouter, Depends, Query, Request
+
+from server._config import SessionError
+from server._deps import AppSettings
+from server._replay_view import ReplayView
+from server.replay import ReplayError, list_replays, replay_file
+
+#: Boards one request may render (Pac-Man renders in ~15 ms each: keep requests short).
+MAX_BOARDS = 64
+
+router = APIRouter()
+
+
+class ReplayCache:
+    """The last few re-simulated replays (each holds every state of its game), keyed by name
+    and the file's version, so that scrubbing does not re-simulate.
+
+    Args:
+        record_dir: the folder of the replay files.
+        size: replays kept.
+    """
+
+    def __init__(self, record_dir: Path, size: int = 4) -> None:
+        self.record_dir = record_dir
+        self.size = size
+        self._views: dict[tuple, ReplayView] = {}
+
+    async def load(self, name: str) -> ReplayView:
+        """The replay `name` of the record folder, re-simulated (off the event loop) if new."""
+        try:
+            path = replay_file(self.record_dir, name)
+        except ReplayError as e:
+            raise SessionError(grpc.StatusCode.NOT_FOUND, str(e)) from None
+        stat = path.stat()
+        key = (name, stat.st_mtime_ns, stat.st_size)
+        cache = self._views
+        if key not in cache:
+            try:  # re-simulating is the game's compiled step: off the loop that runs ticks
+                view = await asyncio.to_thread(ReplayView, path)
+            except ReplayError as e:
+                raise SessionError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
+            for old in [k for k in cache if k[0] == name]:  # an older version of the file
+                del cache[old]
+            while len(cache) >= self.size:
+                del cache[next(iter(cache))]
+            cache[key] = view
+        return cache[key]
+
+
+def get_replays(request: Request) -> ReplayCache:
+    return request.app.state.replays
+
+
+Replays = Annotated[ReplayCache, Depends(get_replays)]
+
+
+@router.get("/v1/replays")
+async def replays(settings: AppSettings) -> dict[str, Any]:
+    return {
+        "record_dir": str(settings.record_dir),
+        "replays": await asyncio.to_thread(list_replays, settings.record_dir),
+    }
+
+
+@router.get("/v1/replays/{name}")
+async def replay_index(name: str, cache: Replays) -> dict[str, Any]:
+    return (await cache.load(name)).index()
+
+
+@router.get("/v1/replays/{name}/boards")
+async def replay_boards(
+    name: str,
+    cache: Replays,
+    start: Annotated[int, Query(ge=0)] = 0,
+    count: Annotated[int, Query(ge=1, le=MAX_BOARDS)] = 16,
+) -> dict[str, Any]:
+    view = await cache.load(name)
+    boards = await asyncio.to_thread(view.boards, start, count)
+    return {"start": start, "boards": boards}

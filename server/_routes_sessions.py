@@ -1,0 +1,208 @@
+"""The sessions router: health, the game list, REST sessions and the viewer websocket."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from typing import Any, Literal
+
+import grpc
+from fastapi import APIRouter, WebSocket
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.websockets import WebSocketDisconnect
+
+import games
+from server._config import SessionConfig, SessionError
+from server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Manager
+from server._human import PlayerLink
+from server._viewers import Viewer
+from server.env_service import SERVER_VERSION
+
+router = APIRouter()
+
+
+class CreateSession(BaseModel):
+    """Body of POST /v1/sessions."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    game: str = Field(max_length=100)
+    seed: int = Field(0, ge=0, lt=2**63)
+    fps: float | None = Field(None, gt=0)
+    agent: Literal["grpc", "reflex", "planner", "human"] = "grpc"
+    #: Planner agent: a budget, or a sequence of budgets played in turn.
+    k: int | list[int] | None = None
+    fallback: Literal["game", "reflex"] = "game"
+    clock: Literal["real_time", "real-time", "simulated"] = "real_time"
+    record: bool = False
+    #: Clock games: the built-in opponent; default (`SessionManager.resolve`): for a human, the
+    #: planner when the planner service serves the game, else the reflex when a checkpoint
+    #: exists, else random.
+    opponent: Literal["reflex", "random", "planner"] | None = None
+    #: Planner opponent: its budget k (default the game's largest); alone it implies "planner".
+    opponent_k: int | None = Field(None, ge=1)
+    max_frames: int = Field(0, ge=0)
+
+    @property
+    def opponent_given(self) -> bool:
+        return self.opponent is not None or self.opponent_k is not None
+
+    def config(self, default_fps: float) -> SessionConfig:
+        if self.k is None:
+            ks: tuple[int, ...] = ()
+        elif isinstance(self.k, int):
+            ks = (self.k,)
+        else:
+            ks = tuple(self.k)
+        if isinstance(self.k, list) and not 1 <= len(ks) <= 1024:
+            raise SessionError(
+                grpc.StatusCode.INVALID_ARGUMENT, "k: a k-sequence needs 1 to 1024 budgets"
+            )
+        return SessionConfig(
+            game_id=self.game,
+            seed=self.seed,
+            fps=default_fps if self.fps is None else self.fps,
+            agent=self.agent,
+            ks=ks,
+            fallback=self.fallback,
+            clock="simulated" if self.clock == "simulated" else "real_time",
+            record=self.record,
+            opponent=self.opponent or ("planner" if self.opponent_k else "reflex"),
+            opponent_k=self.opponent_k or 0,
+            max_frames=self.max_frames,
+        )
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if authorization is None:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def _check_agent_token(settings: AppSettings, authorization: str | None) -> None:
+    """Refuses a session's creation without the server's agent token, when it has one."""
+    if settings.agent_token is None:
+        return
+    given = _bearer(authorization)
+    if given is None:
+        raise SessionError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "creating a session needs the server's agent token: Authorization: Bearer <token>",
+        )
+    if not hmac.compare_digest(given.encode(), settings.agent_token.get_secret_value().encode()):
+        raise SessionError(grpc.StatusCode.PERMISSION_DENIED, "wrong agent token")
+
+
+@router.get("/healthz")
+async def healthz(manager: Manager, settings: AppSettings, grpc_port: GrpcPort) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "version": SERVER_VERSION,
+        "live_sessions": manager.live_count(),
+        "grpc_port": grpc_port,
+        "planner_address": settings.planner_address,
+    }
+
+
+@router.get("/v1/games")
+async def list_games(runtimes: GameRuntimes) -> dict[str, Any]:
+    return {"games": [runtimes.describe(g) for g in games.registered_games()]}
+
+
+@router.post("/v1/sessions", status_code=201)
+async def create_session(
+    body: CreateSession,
+    manager: Manager,
+    settings: AppSettings,
+    grpc_port: GrpcPort,
+    authorization: Authorization = None,
+) -> dict[str, Any]:
+    _check_agent_token(settings, authorization)
+    cfg = await manager.resolve(
+        body.config(settings.default_fps), opponent_given=body.opponent_given
+    )
+    session = await manager.create(cfg)
+    return {
+        "id": session.id,
+        "token": session.token,
+        "viewer_path": session.viewer_path,
+        "grpc_port": grpc_port,
+        "session": session.details(),
+    }
+
+
+@router.get("/v1/sessions")
+async def list_sessions(manager: Manager) -> dict[str, Any]:
+    return {"sessions": [s.summary() for s in manager.list()]}
+
+
+@router.get("/v1/sessions/{session_id}")
+async def get_session(session_id: str, manager: Manager) -> dict[str, Any]:
+    return manager.get(session_id).details()
+
+
+@router.delete("/v1/sessions/{session_id}")
+async def delete_session(
+    session_id: str, manager: Manager, authorization: Authorization = None
+) -> dict[str, Any]:
+    token = _bearer(authorization)
+    manager.get(session_id)  # 404 before 401 for an unknown id
+    if token is None:
+        raise SessionError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "deleting a session needs its token: Authorization: Bearer <token>",
+        )
+    session = manager.delete(session_id, token)
+    return {"id": session.id, "status": "deleted", "frame": session.frame}
+
+
+@router.websocket("/v1/sessions/{session_id}/ws")
+async def watch(websocket: WebSocket, session_id: str) -> None:
+    await websocket.accept()  # then a close code says why, which every client can read
+    try:
+        session = websocket.app.state.manager.get(session_id)
+    except SessionError as e:
+        await websocket.close(code=4404, reason=e.message[:120])
+        return
+    viewer = session.viewers.join()
+    player = PlayerLink(session, lambda msg: viewer.put(json.dumps(msg)))
+    try:
+        await websocket.send_text(json.dumps(session.viewer_hello()))
+        if session.status == "running":
+            viewer.put(session.viewers.current(session.viewer_frame_text))
+        await _serve_viewer(websocket, viewer, player)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        player.leave()
+        session.viewers.leave(viewer)
+
+
+async def _serve_viewer(websocket: WebSocket, viewer: Viewer, player: PlayerLink) -> None:
+    """Sends the viewer's queue until the session ends or the viewer leaves; what the page
+    sends goes to `player` (a human session's player page sends its actions; other messages
+    get an error reply)."""
+
+    async def send() -> None:
+        while (text := await viewer.get()) is not None:
+            await websocket.send_text(text)
+        await websocket.close()
+
+    async def drain() -> None:
+        while (msg := await websocket.receive())["type"] != "websocket.disconnect":
+            at = time.monotonic()  # the arrival time the frame rule judges
+            if msg.get("text") is not None:
+                player.receive(msg["text"], at)
+
+    tasks = [asyncio.create_task(send()), asyncio.create_task(drain())]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()
+    finally:
+        for task in tasks:
+            task.cancel()
