@@ -3,42 +3,20 @@
 // started here stay in sessionStorage so that this tab can stop them (DELETE needs the token)
 // and play its human sessions on the watch page.
 
+import { agentLabel, el, getJSON, loadToken, saveToken } from "./api.js";
+
 const REFRESH_MS = 1000;
 const form = document.getElementById("start");
 const result = document.getElementById("start-result");
 let games = [];
 let plannerAvailable = false;
 
-function el(tag, text, attrs = {}) {
-  const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
-}
-
-async function getJSON(path, options) {
-  const r = await fetch(path, options);
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(body.detail || `${r.status} ${r.statusText}`);
-  return body;
-}
-
-function opponentLabel(s) {
-  return s.opponent === "planner" ? `planner k=${s.opponent_k}` : s.opponent;
-}
-
-function agentLabel(s) {
-  let agent = s.agent;
-  if (s.agent === "planner") agent = s.ks.length ? `planner k=${s.ks.join(",")}` : "planner (gate)";
-  return s.opponent ? `${agent} vs ${opponentLabel(s)}` : agent;
-}
-
 function watchLink(id) {
   return el("a", id, { href: `/watch?session=${encodeURIComponent(id)}` });
 }
 
 async function stop(id) {
-  const token = sessionStorage.getItem(`rtplan-token-${id}`);
+  const token = loadToken(id);
   try {
     await getJSON(`/v1/sessions/${encodeURIComponent(id)}`, {
       method: "DELETE",
@@ -71,7 +49,7 @@ function row(s) {
     tr.append(td);
   });
   const td = el("td");
-  if (live && sessionStorage.getItem(`rtplan-token-${s.id}`)) {
+  if (live && loadToken(s.id)) {
     const b = el("button", "stop", { type: "button" });
     b.addEventListener("click", () => stop(s.id));
     td.append(b);
@@ -84,11 +62,10 @@ function replayRow(r) {
   const tr = el("tr");
   tr.dataset.replay = r.name;
   const link = el("a", r.name, { href: `/watch?replay=${encodeURIComponent(r.name)}` });
-  const agent = r.agent === "planner" && r.ks.length ? `planner k=${r.ks.join(",")}` : r.agent;
   const cells = [
     link,
     el("span", r.game),
-    el("span", agent),
+    el("span", agentLabel(r)),
     el("span", r.fps),
     el("span", r.frames),
     el("span", r.complete ? r.reason : "(no end line)"),
@@ -206,7 +183,7 @@ form.addEventListener("submit", async (event) => {
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
     });
-    sessionStorage.setItem(`rtplan-token-${created.id}`, created.token);
+    saveToken(created.id, created.token);
     result.className = "ok";
     result.replaceChildren(`started ${body.game}: `, watchLink(created.id));
   } catch (e) {

@@ -1,14 +1,9 @@
 // The results page: every figure and table the server lists (GET /v1/results), by folder;
 // CSV tables are shown as HTML tables, JSON as text.
 
-const MAX_ROWS = 200; // rows of a table shown (the file link has them all)
+import { el, getJSON } from "./api.js";
 
-function el(tag, text, attrs = {}) {
-  const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
-}
+const MAX_ROWS = 200; // rows of a table shown (the file link has them all)
 
 /** A small CSV reader: commas, double-quoted fields with "" escapes, one record per line. */
 function parseCSV(text) {
@@ -61,9 +56,7 @@ async function tableOf(entry) {
 async function init() {
   const status = document.getElementById("status");
   try {
-    const r = await fetch("/v1/results");
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.detail || r.statusText);
+    const body = await getJSON("/v1/results");
     if (!body.groups.length) {
       status.textContent = "No figures yet: `rtplan calibrate --game GAME` and `rtplan report` write them.";
       return;

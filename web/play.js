@@ -1,0 +1,104 @@
+// Human play on the watch page: in a human session (agent "human") the page that holds the
+// session's token plays it. Keys or clicks are sent as actions for the frame on screen
+// (server/_human.py); a line says what the last frame did with them.
+
+import { $, loadToken, saveToken, setText } from "./api.js";
+import { actionAt } from "./draw.js";
+import { game, model, view, viewer } from "./model.js";
+
+const KEY_LABELS = { ArrowUp: "↑", ArrowDown: "↓", ArrowLeft: "←", ArrowRight: "→", " ": "space" };
+
+/** The token of session `id` this page holds: from `#token=` in the address (then kept and
+ * taken off the address bar), else the one the lobby kept; null when this page only watches. */
+export function sessionToken(id) {
+  const hash = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (hash) {
+    saveToken(id, hash);
+    history.replaceState(null, "", location.pathname + location.search); // off the address bar
+    return hash;
+  }
+  return loadToken(id);
+}
+
+let send = null; // sends one message on the session's websocket
+
+function sendAction(action) {
+  const f = model.latest;
+  if (!viewer.player || !f || f.done || model.end) return;
+  // The frame on screen: an answer the server gets after its deadline plays the fallback.
+  send({ type: "action", frame: f.frame, action });
+  viewer.sent.push({ frame: f.frame, action, at: performance.now() });
+}
+
+/** Starts playing on the server's `player` message `msg`: keys, or clicks on the board's
+ * cells (and a button for the action no cell plays: pass or swap). `sendMessage(obj)` sends
+ * on the session's websocket. */
+export function startPlaying(msg, sendMessage) {
+  send = sendMessage;
+  viewer.player = msg;
+  $("play").hidden = false;
+  const names = model.hello.spec.action_names;
+  if (msg.input === "keys") {
+    const byAction = {};
+    for (const [key, a] of Object.entries(msg.keys)) (byAction[a] ||= []).push(KEY_LABELS[key] || key);
+    const help = Object.entries(byAction).map(([a, keys]) => `${names[a]}: ${keys.join(" ")}`);
+    setText("play-help", `You play. Keys — ${help.join(" · ")}. A frame with no key by its deadline plays the fallback (${model.hello.spec.fallback}).`);
+    window.addEventListener("keydown", (event) => {
+      if (event.repeat || !(event.key in msg.keys)) return;
+      event.preventDefault();
+      sendAction(msg.keys[event.key]);
+    });
+  } else {
+    const onBoard = new Set(view().board.actions.flat());
+    const last = names.findIndex((_, a) => !onBoard.has(a)); // pass or swap: a button
+    const c = model.hello.config;
+    const against = c.opponent === "planner"
+      ? `the planner (k=${c.opponent_k}), whose search runs its own clock`
+      : `the ${c.opponent}`;
+    setText("play-help", `You play ${view().colour_names[0]} against ${against}: click a cell on your turn; your clock runs until you do.`);
+    const special = $("special");
+    special.hidden = last < 0;
+    special.textContent = names[last];
+    special.addEventListener("click", () => sendAction(last));
+    const canvas = $("board");
+    canvas.classList.add("clickable");
+    canvas.addEventListener("click", (event) => {
+      const st = viewer.state;
+      if (!st || st.to_play !== msg.player) return;
+      const box = canvas.getBoundingClientRect();
+      const at = (game && game.actionAt) || actionAt;
+      const action = at(event.clientX - box.left, event.clientY - box.top, st, viewer.layout, view());
+      if (action >= 0) sendAction(action);
+    });
+  }
+}
+
+/** One line saying what the last frame did with this page's input: [its kind, the text]. */
+function playLine(rep) {
+  const names = model.hello.spec.action_names;
+  const name = (a) => names[a] ?? a;
+  if (rep.answer_source === "opponent") {
+    if (rep.provenance !== "on_time") {
+      return ["fallback", `frame ${rep.frame}: the opponent missed its clock: the fallback played (${name(rep.action)})`];
+    }
+    const ms = rep.latency_ms != null ? `, ${rep.latency_ms.toFixed(0)} ms` : "";
+    const how = rep.k != null ? ` (planner k=${rep.k}${ms})` : "";
+    return ["on_time", `opponent played ${name(rep.action)}${how}`];
+  }
+  const kind = rep.provenance;
+  const said = {
+    on_time: `your ${name(rep.action)} on time (${rep.slack_ms.toFixed(0)} ms to spare)`,
+    fallback: `no input by the deadline: the fallback played (${name(rep.action)})`,
+    late: `your ${name(rep.received_action)} came ${(-rep.slack_ms).toFixed(0)} ms late: the fallback played (${name(rep.action)})`,
+    invalid: `${name(rep.received_action)} is not legal here: the fallback played (${name(rep.action)})`,
+  }[kind];
+  return [kind, `frame ${rep.frame}: ${said}`];
+}
+
+/** Shows what frame `f`'s report says of this page's input, when it plays. */
+export function drawPlayStatus(f) {
+  if (!viewer.player || !f.previous) return;
+  const [kind, text] = playLine(f.previous);
+  setText("play-status", text);
+  $("play-status").className = kind;
+}
