@@ -1,0 +1,96 @@
+"""The env server's routers: every route answers, the pages' module graph is served under /web/,
+and a server without pages says where it looked."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from server import Settings, create_app
+
+WEB = Path(__file__).resolve().parents[1] / "web"
+
+
+def test_every_route_answers_through_its_router(tmp_path):
+    settings = Settings(
+        http_port=0,
+        grpc_port=0,
+        web_dir=WEB,
+        record_dir=tmp_path,
+        results_dir=tmp_path,
+        checkpoint_dir=tmp_path,
+    )
+    with TestClient(create_app(settings)) as client:  # the lifespan: manager, gRPC on port 0
+        ok = ["/healthz", "/v1/games", "/v1/sessions", "/v1/replays", "/v1/results"]
+        ok += ["/", "/watch", "/results", "/web/api.js"]
+        for path in ok:
+            assert client.get(path).status_code == 200, path
+        # A route's own refusal, not the router's "Not Found" / "Method Not Allowed".
+        refused = [
+            ("POST", "/v1/sessions", 422, "invalid_request"),
+            ("GET", "/v1/sessions/nope", 404, "not_found"),
+            ("DELETE", "/v1/sessions/nope", 404, "not_found"),
+            ("GET", "/v1/replays/nope.jsonl", 404, "not_found"),
+            ("GET", "/v1/replays/nope.jsonl/boards", 404, "not_found"),
+            ("GET", "/v1/replays/nope.jsonl/boards?count=65", 422, "invalid_request"),
+            ("GET", "/v1/results/files/results/x.png", 404, "not_found"),
+            ("GET", "/v1/results/files/elsewhere/x.png", 404, "not_found"),
+        ]
+        for method, path, status, kind in refused:
+            r = client.request(method, path, json={} if method == "POST" else None)
+            assert (r.status_code, r.json()["error"]) == (status, kind), (method, path, r.text)
+        with client.websocket_connect("/v1/sessions/nope/ws") as ws:
+            closed = ws.receive()
+        assert closed["type"] == "websocket.close" and closed["code"] == 4404
+
+
+def _imports(text: str) -> list[str]:
+    """The relative modules a script imports statically."""
+    return re.findall(r'^import [^;]*? from "(\.{1,2}/[^"]+)";', text, flags=re.M)
+
+
+def test_every_module_a_page_loads_is_served():
+    client = TestClient(create_app(Settings(http_port=0, grpc_port=0, web_dir=WEB)))
+    todo = []
+    for page in ("/", "/watch", "/results"):
+        html = client.get(page).text
+        todo += re.findall(r'<script type="module" src="(/web/[^"]+)"', html)
+    assert len(todo) == 3
+    todo += [f"/web/games/{p.name}" for p in (WEB / "games").glob("*.js")]  # loaded by name
+    seen = set()
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        r = client.get(url)
+        assert r.status_code == 200, url
+        assert "javascript" in r.headers["content-type"], url
+        base = url.rsplit("/", 1)[0]
+        for rel in _imports(r.text):
+            parts = base.split("/")
+            for piece in rel.split("/"):
+                if piece == "..":
+                    parts.pop()
+                elif piece != ".":
+                    parts.append(piece)
+            todo.append("/".join(parts))
+    # The shared API module and the watch page's parts are all reached from the pages.
+    for name in ("api", "model", "play", "panels", "replay", "draw", "lobby", "results"):
+        assert f"/web/{name}.js" in seen, name
+
+
+def test_a_server_without_pages_says_where_it_looked(tmp_path):
+    client = TestClient(create_app(Settings(http_port=0, grpc_port=0, web_dir=tmp_path)))
+    r = client.get("/")
+    assert r.status_code == 404
+    assert r.json() == {
+        "error": "not_found",
+        "detail": f"no browser pages here: no index.html in {tmp_path}",
+    }
+    for path in ("/watch", "/results", "/web/watch.js"):
+        r = client.get(path)
+        assert (r.status_code, r.json()) == (404, {"error": "http_error", "detail": "Not Found"})
+    assert client.get("/v1/results").status_code == 200  # the API still answers
