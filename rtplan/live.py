@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.checkpoint import checkpoint_root
+from harness.checkpoint import CheckpointError, checkpoint_root
 from rtplan.processes import ROOT, http_json, services
 
 
@@ -49,15 +49,20 @@ def run_demo(
     seed: int = 0,
     every: int = 10,
     example_agent: bool = True,
+    checkpoint_dir: Path | None = None,
 ) -> int:
-    """Runs the live demo; returns an exit code."""
+    """Runs the live demo headless, printing frames; returns an exit code.
+
+    Raises:
+        CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
+    """
     from planner.store import planner_path  # JAX: only once the demo runs
 
-    if not planner_path(checkpoint_root(), game).exists():
-        print(f"rtplan demo: no shipped checkpoint for {game}", file=sys.stderr)
-        return 2
+    ckpt = checkpoint_root(checkpoint_dir)
+    if not planner_path(ckpt, game).exists():
+        raise CheckpointError(f"no planner checkpoint for {game} in {ckpt}")
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")
-    with services(game) as addr:
+    with services(game, checkpoint_dir=ckpt) as addr:
         created = http_json(
             "POST",
             f"{addr['http']}/v1/sessions",
@@ -129,15 +134,18 @@ def run_web_demo(
     """The live web demo: the planner service and the env server, a game played by the planner
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
-    Returns an exit code."""
+    Returns an exit code.
+
+    Raises:
+        CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
+    """
     from gate.policy import gate_path  # JAX: only once the demo runs
     from planner.store import planner_path
 
     ckpt = checkpoint_root(checkpoint_dir)
     game = game or demo_game(ckpt)
     if not planner_path(ckpt, game).exists():
-        print(f"rtplan demo: no planner checkpoint for {game} in {ckpt}", file=sys.stderr)
-        return 2
+        raise CheckpointError(f"no planner checkpoint for {game} in {ckpt}")
     gated = gate_path(ckpt, game).exists()
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
     if not gated:
