@@ -15,8 +15,8 @@ import numpy as np
 
 from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
 from gate.policy import file_sha256, gate_path, load_gate
-from harness.checkpoint import checkpoint_root
 from gate.triggers import FEATURES, trigger_features
+from harness.checkpoint import checkpoint_root
 from planner.episodes import (
     Episodes,
     always,

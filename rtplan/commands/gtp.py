@@ -19,9 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Answers GTP v2 commands on stdin/stdout; logs go to stderr. See docs/gtp.md.",
     )
     gtp.add_argument("--game", default=GO, help=f"must be {GO} (the default)")
-    gtp.add_argument(
-        "--planner", default=None, help=f"default: <checkpoints>/{GO}/planner.msgpack"
-    )
+    gtp.add_argument("--planner", default=None, help=f"default: <checkpoints>/{GO}/planner.msgpack")
     gtp.add_argument("--seed", type=int, default=0, help="PRNG seed of the search (default: 0)")
     gtp.add_argument(
         "--resign-below",

@@ -12,7 +12,10 @@ SERVICES = {
         "planner_service.__main__",
         "run the gRPC Planner service (gated MCTS as a service)",
     ),
-    "env-server": ("server.__main__", "run the environment server (REST, websockets, gRPC Env API)"),
+    "env-server": (
+        "server.__main__",
+        "run the environment server (REST, websockets, gRPC Env API)",
+    ),
 }
 
 
