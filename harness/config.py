@@ -164,10 +164,8 @@ def add_settings_flags(
         if not field.description:
             raise TypeError(f"{settings_cls.__name__}.{name} has no description (its --help)")
         kind, many = _settings_flag_type(field.annotation)
-        if field.default_factory is not None:
-            default = field.default_factory()
-        else:
-            default = field.default
+        factory = field.default_factory
+        default = factory() if factory is not None else field.default
         if default is None:
             shown = "unset"
         elif many:
