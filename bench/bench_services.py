@@ -3,7 +3,7 @@
 Usage: python bench/bench_services.py [--games ...] [--fps 8 9 10 11 12] [--frames 200]
        [--ks 1 2 3 4] [--viewers 100]
 
-Starts the real planner service and env server (`rtplan.live.services`), then per game:
+Starts the real planner service and env server (`rtplan.processes.services`), then per game:
 - one live session per FPS, played by the built-in planner agent with the fixed k-sequence
   `--ks` repeated (a stand-in for the gate's mixed choices until the gate lands). Reported from
   the session's replay file: miss rate (planned frames whose action was not there by the
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rtplan.live import ROOT, http_json, services  # noqa: E402
+from rtplan.processes import ROOT, http_json, services  # noqa: E402
 
 LADDER = (15, 20, 30, 45, 60, 90, 120)
 

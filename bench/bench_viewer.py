@@ -3,7 +3,7 @@
 Usage: python bench/bench_viewer.py [--fps 30] [--sessions 5] [--game pacman-rt-v0]
        [--agent reflex] [--frames 600] [--chromium /usr/bin/chromium] [--throttle 1]
 
-Starts the env server (`rtplan.live.services`, the shipped checkpoints, no planner), opens the
+Starts the env server (`rtplan.processes.services`, the shipped checkpoints, no planner), opens the
 watch page of `--sessions` sessions one after another, each played by `--agent` for at most
 `--frames` frames (the reflex: ~64 frames of Pac-Man from the page's join; "human" with no key
 pressed starts when the page joins, so the page sees every frame, and a ghost catches Pac-Man
@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from rtplan.live import http_json, services  # noqa: E402
+from rtplan.processes import http_json, services  # noqa: E402
 from test_web import DRAWN, FLAGS  # noqa: E402  (one definition of the page measurement)
 
 #: Per-frame lags are read from the page with the session's summary.

@@ -37,9 +37,9 @@ def main() -> int:
     parser.add_argument("--csv", default=str(RESULTS_CSV))
     args = parser.parse_args()
 
-    from rtplan.cli import _use_compile_cache
+    from rtplan.jax_setup import use_compile_cache
 
-    _use_compile_cache()
+    use_compile_cache()
     from gate.evaluate import gate_chooser
     from gate.policy import load_gate
     from harness.stats import paired

@@ -116,9 +116,9 @@ def main() -> int:
     parser.add_argument("--csv", default=str(RESULTS_CSV))
     args = parser.parse_args()
 
-    from rtplan.cli import _use_compile_cache
+    from rtplan.jax_setup import use_compile_cache
 
-    _use_compile_cache()
+    use_compile_cache()
     from gate.experiment import run_conditions
     from harness.stats import paired, standard_error
     from planner.batching import OptionRunner

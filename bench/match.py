@@ -901,9 +901,9 @@ class SpielHex(SpielMcts):
 
 def hex_match(args: argparse.Namespace) -> tuple[list[Result], str]:
     """`--games` games of our Speed Hex option against `--opponent`; (results, settings)."""
-    from rtplan.cli import _use_compile_cache
+    from rtplan.jax_setup import use_compile_cache
 
-    _use_compile_cache()  # before JAX starts: the options compile once across runs
+    use_compile_cache()  # before JAX starts: the options compile once across runs
     planner = _checkpoint(HEX_GAME, args.planner)
     ours = OurHex(planner, args.option, seed=args.seed)
     if args.opponent == "mcts":

@@ -20,7 +20,7 @@ def main() -> None:
     parser.add_argument("--game", default="snake-rt-v0")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fps", type=float, default=0.0, help="0: the server's default")
-    parser.add_argument("--clock", default="real-time", choices=["real-time", "simulated"])
+    parser.add_argument("--clock", default="real_time", choices=["real_time", "simulated"])
     parser.add_argument("--max-frames", type=int, default=0, help="0: play to the end")
     args = parser.parse_args()
 

@@ -16,6 +16,7 @@ import numpy as np
 from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
 from gate.policy import file_sha256, gate_path, load_gate
 from gate.triggers import FEATURES, trigger_features
+from harness.checkpoint import checkpoint_root
 from planner.episodes import (
     Episodes,
     always,
@@ -97,7 +98,7 @@ def run_conditions(
     Returns:
         condition name -> its file.
     """
-    planner_file = planner_file or str(planner_path("checkpoints", game_id))
+    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
     if planner.two_player:

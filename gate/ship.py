@@ -18,7 +18,7 @@ GATE_LOG = "gate-log.csv"
 GATE_CURVE = "gate_learning_curve.png"
 
 
-def ship_gate(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Path:
+def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
     """Ships `<run>/gate.msgpack` (the run's best params) to `<dest_root>/<game>/gate.msgpack`,
     where the planner service, the env server and `rtplan eval` load it, with its provenance
     (`gate.md`), log (`gate-log.csv`) and learning curve (`gate_learning_curve.png`).
@@ -28,6 +28,7 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path = "checkpoints") -> Pat
             the one shipped there (the planner service would refuse it).
     """
     run = Path(run_dir)
+    dest_root = ckpt.checkpoint_root(dest_root)
     meta = ckpt.load_metadata(run / EXPORT)
     game = meta["game"]
     planner_file = planner_path(dest_root, game)

@@ -20,6 +20,7 @@ from gate.policy import Gate, file_sha256
 from gate.ppo import Batch, make_update
 from gate.train_config import GateTrainConfig
 from harness import checkpoint as ckpt
+from harness.checkpoint import checkpoint_root
 from harness.run import Run
 from planner import actors as ac
 from planner.actors import Actors
@@ -91,7 +92,7 @@ class GatePPO:
     def __init__(self, cfg: GateTrainConfig) -> None:
         self.cfg = cfg
         self.name = f"gate {cfg.game_id}"
-        path = cfg.planner or str(planner_path("checkpoints", cfg.game_id))
+        path = cfg.planner or str(planner_path(checkpoint_root(), cfg.game_id))
         if not Path(path).exists():
             raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
         pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)

@@ -36,8 +36,17 @@ The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `e
 intervals.
 """
 
-from harness.checkpoint import CheckpointError
-from harness.config import add_flags, from_args, from_dict, knob, overrides, to_dict
+from harness.checkpoint import CheckpointError, checkpoint_root
+from harness.config import (
+    add_flags,
+    add_settings_flags,
+    from_args,
+    from_dict,
+    knob,
+    overrides,
+    settings_overrides,
+    to_dict,
+)
 from harness.curve import plot_learning_curve
 from harness.run import Algorithm, Run, RunConfig, run_config
 from harness.shipping import ship
@@ -49,6 +58,8 @@ __all__ = [
     "Run",
     "RunConfig",
     "add_flags",
+    "add_settings_flags",
+    "checkpoint_root",
     "binomial_se",
     "from_args",
     "from_dict",
@@ -57,6 +68,7 @@ __all__ = [
     "paired",
     "plot_learning_curve",
     "run_config",
+    "settings_overrides",
     "ship",
     "standard_error",
     "to_dict",

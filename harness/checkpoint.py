@@ -25,6 +25,19 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, corrupt, or does not fit the expected structure."""
 
 
+#: The folder name of the shipped checkpoints, at the checkout's root (`checkpoint_root`).
+CHECKPOINTS = "checkpoints"
+
+
+def checkpoint_root(explicit: str | os.PathLike | None = None) -> Path:
+    """The root of the checkpoint folders (`<root>/<game>/planner.msgpack`): `explicit` (a
+    `--checkpoint-dir` flag or a setting) when given, else the checkout's `checkpoints/` found
+    beside the packages, so that a command started from another directory still finds it."""
+    if explicit is not None:
+        return Path(explicit)
+    return Path(__file__).resolve().parents[1] / CHECKPOINTS
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

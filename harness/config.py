@@ -117,3 +117,80 @@ def _tuples(value: Any) -> Any:
 def from_dict(cls: type, data: dict[str, Any]) -> Any:
     """Inverse of `to_dict` for frozen configs: JSON lists become tuples; unknown keys raise."""
     return cls(**{k: _tuples(v) for k, v in data.items()})
+
+
+def _settings_flag_type(annotation: Any) -> tuple[type, bool]:
+    """(scalar type, is a list) of a pydantic settings field's flag: `X | None` is `X`,
+    `tuple[X, ...]` a list of X; a `Path` travels as itself."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0] if len(args) == 1 else annotation
+    if typing.get_origin(annotation) is tuple:
+        (item, *_) = typing.get_args(annotation)
+        return item, True
+    return annotation, False
+
+
+def add_settings_flags(
+    parser: argparse.ArgumentParser,
+    settings_cls: type,
+    *,
+    exclude: Collection[str] = (),
+) -> list[str]:
+    """Adds one `--snake-case` flag per field of a pydantic settings class: its help is the
+    field's description, the default it names and its environment variable come from the class.
+
+    Duck-typed on `model_fields` and `model_config["env_prefix"]` (no pydantic import here).
+    Every flag defaults to None, so `settings_overrides` passes only the given ones and the
+    environment still fills the rest. Bools get `--x` / `--no-x`; a `tuple[X, ...]` field takes
+    several values.
+
+    Args:
+        parser: the parser to extend.
+        settings_cls: a `pydantic_settings.BaseSettings` subclass whose fields have descriptions.
+        exclude: fields left out (e.g. secrets, which do not belong on a command line).
+
+    Returns:
+        The names of the fields that became flags.
+
+    Raises:
+        TypeError: a field has no description or no flag type.
+    """
+    prefix = settings_cls.model_config.get("env_prefix", "")
+    names = []
+    for name, field in settings_cls.model_fields.items():
+        if name in exclude:
+            continue
+        if not field.description:
+            raise TypeError(f"{settings_cls.__name__}.{name} has no description (its --help)")
+        kind, many = _settings_flag_type(field.annotation)
+        factory = field.default_factory
+        default = factory() if factory is not None else field.default
+        if default is None:
+            shown = "unset"
+        elif many:
+            shown = " ".join(map(str, default)) or "none"
+        else:
+            shown = default
+        text = f"{field.description} (default {shown}; env {prefix}{name.upper()})"
+        flag = "--" + name.replace("_", "-")
+        common = dict(dest=name, default=None, help=text.replace("%", "%%"))
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
+        elif many:
+            parser.add_argument(flag, type=kind, nargs="*", metavar=name.upper(), **common)
+        elif kind in (int, float, str) or isinstance(kind, type) and kind.__name__ == "Path":
+            parser.add_argument(flag, type=kind, **common)
+        else:
+            raise TypeError(f"{settings_cls.__name__}.{name}: {kind} is not a flag type")
+        names.append(name)
+    return names
+
+
+def settings_overrides(settings_cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The settings fields whose flags were given (`add_settings_flags`), lists as tuples."""
+    return {
+        name: tuple(value) if isinstance(value, list) else value
+        for name in settings_cls.model_fields
+        if (value := getattr(args, name, None)) is not None
+    }

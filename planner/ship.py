@@ -15,7 +15,7 @@ from planner.store import PLANNER_FILE, load_planner, save_planner
 
 def ship(
     run_dir: str | Path,
-    dest_root: str | Path = "checkpoints",
+    dest_root: str | Path | None = None,
     variant: str | None = None,
     snapshot: str | Path | None = None,
 ) -> Path:
@@ -33,10 +33,10 @@ def ship(
     """
     run = Path(run_dir)
     if snapshot is None:
-        return _ship(run, dest_root, variant)
+        return _ship(run, ckpt.checkpoint_root(dest_root), variant)
     with tempfile.TemporaryDirectory() as tmp:
         staged = _stage_snapshot(run, Path(snapshot), Path(tmp))
-        return _ship(staged, dest_root, variant)
+        return _ship(staged, ckpt.checkpoint_root(dest_root), variant)
 
 
 def _ship(staged: Path, dest_root, variant) -> Path:

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from gate.policy import GATE_FILE
-from planner.store import PLANNER_FILE
+from harness.config import add_settings_flags, settings_overrides
 from planner_service.engine import DeviceError, EngineError
 from planner_service.settings import PlannerServiceSettings
 
@@ -21,21 +20,10 @@ def build_parser() -> argparse.ArgumentParser:
     """Flags of the service; each overrides its RTPLAN_PLANNER_* environment variable."""
     p = argparse.ArgumentParser(
         prog="rtplan planner-service",
-        description="gRPC Planner service: gated MCTS options per budget k over the planners.",
+        description="gRPC Planner service: gated MCTS options per budget k over the planners. "
+        "Flags override the RTPLAN_PLANNER_* environment variables.",
     )
-    p.add_argument("--host", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="gRPC port, 0 for any free port (default 50051)")
-    p.add_argument("--device", help="cpu, cpu:N, cuda or cuda:N (default cpu)")
-    p.add_argument(
-        "--checkpoint-dir",
-        help=f"folder of <game>/{PLANNER_FILE}, and <game>/{GATE_FILE} where a game has a gate "
-        "(default checkpoints)",
-    )
-    p.add_argument(
-        "--games", help="comma-separated game ids to serve (default: every game with a checkpoint)"
-    )
-    p.add_argument("--max-concurrent", type=int, help="searches at once (default 2)")
-    p.add_argument("--grace-s", type=float, help="seconds open calls get at shutdown (default 2)")
+    add_settings_flags(p, PlannerServiceSettings)
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -44,13 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the service; returns the process exit status."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
-    overrides = {
-        k: v
-        for k, v in vars(args).items()
-        if v is not None and k in PlannerServiceSettings.model_fields
-    }
     try:
-        settings = PlannerServiceSettings(**overrides)
+        settings = PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args))
     except ValidationError as e:
         print(f"planner service: bad settings:\n{e}", file=sys.stderr)
         return 2
@@ -79,7 +62,7 @@ async def _run(settings: PlannerServiceSettings) -> int:
         gated,
     )
 
-    def bound(port: int) -> None:  # `rtplan.live.services` reads the port from this line
+    def bound(port: int) -> None:  # `rtplan.processes.services` reads the port from this line
         print(f"planner service bound to {settings.host}:{port} (compiling)", flush=True)
 
     serving = asyncio.ensure_future(serve(settings, engine=engine, bound=bound))

@@ -8,30 +8,46 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from harness.checkpoint import checkpoint_root
+
 
 class PlannerServiceSettings(BaseSettings):
-    """Settings of one planner service; keyword arguments override the environment."""
+    """Settings of one planner service; keyword arguments override the environment.
+
+    Each field's description and default are also its `rtplan planner-service --help` text
+    (`harness.config.add_settings_flags`).
+    """
 
     model_config = SettingsConfigDict(env_prefix="RTPLAN_PLANNER_", frozen=True)
 
-    #: Interface to bind.
-    host: str = "127.0.0.1"
-    #: gRPC port (0: any free port).
-    port: int = Field(50051, ge=0, le=65535)
-    #: Where searches run: cpu, cpu:N, cuda or cuda:N.
-    device: str = "cpu"
-    #: Folder with one <game>/planner.msgpack per game (and <game>/gate.msgpack where gated).
-    checkpoint_dir: Path = Path("checkpoints")
-    #: Games to serve (comma-separated in the environment); empty: every game with a checkpoint.
-    games: Annotated[tuple[str, ...], NoDecode] = ()
-    #: Searches that may run at once; past it a Plan gets RESOURCE_EXHAUSTED with a retry hint.
-    max_concurrent: int = Field(2, ge=1, le=1024)
-    #: Seconds open calls get to finish at shutdown.
-    grace_s: float = Field(2.0, ge=0)
+    host: str = Field("127.0.0.1", description="interface to bind")
+    port: int = Field(50051, ge=0, le=65535, description="gRPC port, 0: any free")
+    device: str = Field("cpu", description="where searches run: cpu, cpu:N, cuda or cuda:N")
+    checkpoint_dir: Path = Field(
+        default_factory=checkpoint_root,
+        description="folder of <game>/planner.msgpack, and <game>/gate.msgpack where a game "
+        "has a gate",
+    )
+    games: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="games to serve (comma-separated in the environment); none: every game "
+        "with a checkpoint",
+    )
+    max_concurrent: int = Field(
+        2,
+        ge=1,
+        le=1024,
+        description="searches that may run at once; past it a Plan gets RESOURCE_EXHAUSTED "
+        "with a retry hint",
+    )
+    grace_s: float = Field(2.0, ge=0, description="seconds open calls get to finish at shutdown")
 
     @field_validator("games", mode="before")
     @classmethod
     def _split_games(cls, value):
+        # "a,b" from the environment or one flag value; ("a", "b") from `--games a b`.
         if isinstance(value, str):
-            return tuple(g.strip() for g in value.split(",") if g.strip())
+            value = (value,)
+        if isinstance(value, list | tuple):
+            return tuple(g.strip() for v in value for g in str(v).split(",") if g.strip())
         return value

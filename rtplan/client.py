@@ -14,10 +14,13 @@ from rtplan import wire
 from rtplan.v1 import env_pb2, env_pb2_grpc
 
 _FALLBACKS = {"game": env_pb2.FALLBACK_GAME, "reflex": env_pb2.FALLBACK_REFLEX}
-_CLOCKS = {"real-time": env_pb2.CLOCK_MODE_REAL_TIME, "simulated": env_pb2.CLOCK_MODE_SIMULATED}
+# The words of the server's JSON and the proto's enums, in snake_case ("real_time", "on_time").
+_CLOCKS = {"real_time": env_pb2.CLOCK_MODE_REAL_TIME, "simulated": env_pb2.CLOCK_MODE_SIMULATED}
+#: `join(clock=...)` is public API: the older spelling still works.
+_CLOCK_ALIASES = {"real-time": "real_time"}
 PROVENANCE = {
     env_pb2.PROVENANCE_UNSPECIFIED: "none",
-    env_pb2.PROVENANCE_ON_TIME: "on-time",
+    env_pb2.PROVENANCE_ON_TIME: "on_time",
     env_pb2.PROVENANCE_LATE: "late",
     env_pb2.PROVENANCE_FALLBACK: "fallback",
     env_pb2.PROVENANCE_INVALID: "invalid",
@@ -34,7 +37,7 @@ class Report:
 
     frame: int
     action: int
-    provenance: str  # "on-time" | "late" | "fallback" | "invalid" | "none"
+    provenance: str  # "on_time" | "late" | "fallback" | "invalid" | "none"
     slack_ms: float  # deadline - arrival of the agent's action (negative: late)
     received_action: int  # what the agent sent, -1: nothing
 
@@ -205,7 +208,7 @@ class EnvClient:
         seed: int = 0,
         fps: float = 0.0,
         fallback: str = "game",
-        clock: str = "real-time",
+        clock: str = "real_time",
         record: bool = False,
         send_observation: bool = False,
         timeout: float | None = None,
@@ -219,13 +222,15 @@ class EnvClient:
             seed: PRNG seed of a new session.
             fps: frames per second of a new session (0: the server's default).
             fallback: "game" (keep direction / no-op) or "reflex" (the planner's reflex).
-            clock: "real-time" (deadlines) or "simulated" (a frame waits for your action).
+            clock: "real_time" (deadlines) or "simulated" (a frame waits for your action);
+                "real-time", the older spelling, is accepted.
             record: write a replay file on the server.
             send_observation: frames also carry the observation planes.
             timeout: overall stream deadline in seconds.
         """
         if fallback not in _FALLBACKS:
             raise ValueError(f"fallback must be one of {sorted(_FALLBACKS)}, got {fallback!r}")
+        clock = _CLOCK_ALIASES.get(clock, clock)
         if clock not in _CLOCKS:
             raise ValueError(f"clock must be one of {sorted(_CLOCKS)}, got {clock!r}")
         join = env_pb2.Join(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rtplan.live import http_json, services
+from harness.checkpoint import checkpoint_root
+from rtplan.processes import http_json, services
 
 __all__ = ["Served", "compare", "read_replay", "run"]
 
@@ -246,7 +247,7 @@ def run(
 
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
-    planner_file = planner_file or str(planner_path("checkpoints", game_id))
+    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
     if not Path(planner_file).exists():
         raise FileNotFoundError(f"planner checkpoint {planner_file} is missing")
     gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))

@@ -11,20 +11,12 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from harness.config import add_settings_flags, settings_overrides
 from server.app import create_app
 from server.settings import Settings
 
-_FLAGS = {
-    "host": str,
-    "http_port": int,
-    "grpc_port": int,
-    "planner_address": str,
-    "checkpoint_dir": str,
-    "default_fps": float,
-    "max_sessions": int,
-    "record_dir": str,
-    "viewer_queue": int,
-}
+#: Settings that are no flags: a secret does not belong on a command line (`ps` shows it).
+_NOT_FLAGS = ("agent_token",)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,13 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Environment server: REST sessions, websocket viewers, gRPC Env API. "
         "Flags override the RTPLAN_SERVER_* environment variables.",
     )
-    for name, kind in _FLAGS.items():
-        field = Settings.model_fields[name]
-        default = "unset" if field.default is None else field.default
-        help_ = f"{field.description} (default {default}; env RTPLAN_SERVER_{name.upper()})"
-        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=help_)
-    preload = Settings.model_fields["preload"].description
-    parser.add_argument("--preload", nargs="*", default=None, metavar="GAME", help=preload)
+    add_settings_flags(parser, Settings, exclude=_NOT_FLAGS)
     parser.add_argument("--log-level", default="info", help="logging level (default info)")
     return parser
 
@@ -73,11 +59,8 @@ async def _serve(settings: Settings, log_level: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the server until interrupted; returns the exit code."""
     args = _parser().parse_args(argv)
-    overrides = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
-    if args.preload is not None:
-        overrides["preload"] = tuple(args.preload)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    settings = Settings(**overrides)
+    settings = Settings(**settings_overrides(Settings, args))
     try:
         return asyncio.run(_serve(settings, args.log_level))
     except KeyboardInterrupt:

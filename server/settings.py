@@ -7,11 +7,14 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from harness.checkpoint import checkpoint_root
+
 
 class Settings(BaseSettings):
     """Settings of one env server; keyword arguments override the environment.
 
-    Each field's description is also its `rtplan env-server --help` text.
+    Each field's description and default are also its `rtplan env-server --help` text
+    (`harness.config.add_settings_flags`).
     """
 
     model_config = SettingsConfigDict(env_prefix="RTPLAN_SERVER_", frozen=True)
@@ -23,7 +26,7 @@ class Settings(BaseSettings):
         None, description="host:port of the Planner service; unset disables the planner agent"
     )
     checkpoint_dir: Path = Field(
-        Path("checkpoints"),
+        default_factory=checkpoint_root,
         description="folder of <game>/planner.msgpack: the reflex's and the planner agent's",
     )
     default_fps: float = Field(

@@ -47,7 +47,7 @@ def test_simulated_episode_matches_in_process_play(srv):
         for frame in ep:
             if frame.frame > 0:
                 assert frame.previous.frame == frame.frame - 1
-                assert frame.previous.provenance == "on-time"
+                assert frame.previous.provenance == "on_time"
                 assert frame.previous.action == actions[-1]
                 rewards.append(frame.reward)
             assert frame.observation.shape == games.make(GAME).observation_shape
@@ -78,7 +78,7 @@ def test_bad_actions_are_reported_and_the_game_goes_on(srv):
         ep.act(first.frame, 0)  # a frame already past: an error message, no harm done
         ep.act(second.frame, 0)
         third = next(frames)
-        assert third.frame == 2 and third.previous.provenance == "on-time"
+        assert third.frame == 2 and third.previous.provenance == "on_time"
     invalid = "action 99 out of range [0, 6) for frame 0; the frame will play the fallback"
     past = "frame 0 already past (the current frame is 1)"  # no deadline: simulated clock
     assert [m for _, m in ep.errors] == [invalid, past]

@@ -76,9 +76,9 @@ def _snippets(path: Path) -> list[str]:
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
     jax_before = "jax" in sys.modules
-    from rtplan.cli import _build_parser
+    from rtplan.cli import build_parser
 
-    parser = _build_parser()
+    parser = build_parser()
     if not jax_before:  # the parser must stay cheap: `--devices` is set before jax loads
         assert "jax" not in sys.modules, "building the rtplan parser imported jax"
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

@@ -59,6 +59,11 @@ def tree_copy(tmp_path_factory) -> Path:
         ("planner/_breach.py", "import grpc", {"core-no-services"}),
         ("harness/_breach.py", "import fastapi", {"core-no-services"}),
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
+        ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
+        ("rtplan/live.py", "from rtplan.commands import GROUPS", {"layers", "acyclic"}),
+        ("rtplan/processes.py", "import server", {"layers"}),
+        ("rtplan/jax_setup.py", "from rtplan import client", set()),  # below it: allowed
+        ("server/_breach.py", "from rtplan import processes", set()),  # above it: allowed
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
         ("rtplan/wire.py", "import flax", {"client-no-jax"}),
         ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),

@@ -1,0 +1,241 @@
+"""Evaluation commands: `calibrate`, `cross-eval`, `eval` (and `--via-services`), `report`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rtplan.commands._errors import FAILED, CommandError
+from rtplan.jax_setup import check_map_count
+
+#: `calibrate`'s default simulation counts, by kind of game.
+_DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
+_PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds `calibrate`, `cross-eval`, `eval` and `report` to the `rtplan` subcommands."""
+    cal = sub.add_parser(
+        "calibrate",
+        help="planning quality and batch-1 latency vs simulation count (CSV + PNG)",
+    )
+    cal.add_argument("--game", required=True, help="registered game id")
+    cal.add_argument("--checkpoint", default=None, help=_PLANNER_HELP)
+    cal.add_argument(
+        "--sims",
+        type=int,
+        nargs="*",
+        default=None,
+        help="simulation counts (default: 8..128 committed, 2..128 clock)",
+    )
+    cal.add_argument("--episodes", type=int, default=32, help="episodes per count")
+    cal.add_argument(
+        "--max-decisions", type=int, default=500, help="cap on decisions per committed episode"
+    )
+    cal.add_argument("--calls", type=int, default=50, help="timed batch-1 calls per count")
+    cal.add_argument(
+        "--split",
+        choices=["tuning", "eval"],
+        default="tuning",
+        help="seed range of the quality episodes (default tuning: calibration is a selection)",
+    )
+    cal.add_argument("--out", default=None, help="output folder (default runs/calibrate/<game>)")
+    cal.set_defaults(handler=_calibrate)
+
+    cross = sub.add_parser(
+        "cross-eval",
+        help="evaluate checkpoints at every eval-k and simulation count (paper appendix G)",
+    )
+    cross.add_argument("--game", required=True, help="registered game id")
+    cross.add_argument("--checkpoints", nargs="+", required=True, help="planner checkpoints")
+    cross.add_argument(
+        "--eval-k",
+        type=int,
+        nargs="*",
+        default=None,
+        help="budgets to evaluate (default: the planner's)",
+    )
+    cross.add_argument(
+        "--sims-per-frame",
+        type=int,
+        nargs="*",
+        default=[32],
+        help="committed: simulations per frame; clock: simulations per move",
+    )
+    cross.add_argument(
+        "--episodes", type=int, default=32, help="episodes (committed) or games (clock, even)"
+    )
+    cross.add_argument(
+        "--opponent",
+        choices=["reflex", "random"],
+        default="reflex",
+        help="clock games: the opponent (policy-only player or random)",
+    )
+    cross.add_argument(
+        "--max-frames",
+        "--max-decisions",  # the older name; the same cap at k=1
+        dest="max_frames",
+        type=int,
+        default=None,
+        help="committed games: a cap on frames per episode, the same for every eval-k "
+        "(ceil(F / k) options; default: each episode's end, as `rtplan eval` plays)",
+    )
+    cross.add_argument(
+        "--split",
+        choices=["eval", "tuning"],
+        default="eval",
+        help="seed range: eval (reported numbers, the seeds of `rtplan eval`) or tuning",
+    )
+    cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
+    cross.set_defaults(handler=_cross_eval)
+
+    ev = sub.add_parser(
+        "eval",
+        help="the gate and every baseline on the same seeds (paired), one JSON per condition",
+        description="Plays each condition (gate, its input ablations, always-k, random k, "
+        "policy-only) on the same seeds to each episode's end and writes "
+        "<out>/<game>/<split>/<condition>.json; a condition already there for the same seeds, "
+        "planner and gate is kept (an interrupted evaluation resumes). `rtplan report` "
+        "summarises them.",
+    )
+    ev.add_argument("--game", required=True, help="committed-action game id")
+    ev.add_argument(
+        "--split",
+        choices=["eval", "tuning"],
+        default="eval",
+        help="seed range: eval (reported numbers) or tuning (model selection, best fixed k)",
+    )
+    ev.add_argument("--episodes", type=int, default=100, help="episodes (seeds) per condition")
+    ev.add_argument(
+        "--conditions",
+        nargs="*",
+        default=None,
+        help="conditions to play (default: gate when a gate exists, k1..kK, random, policy-only)",
+    )
+    ev.add_argument("--ablations", action="store_true", help="also the gate's input ablations")
+    ev.add_argument("--planner", default=None, help=_PLANNER_HELP)
+    ev.add_argument("--gate", default=None, help="default: gate.msgpack beside the planner")
+    ev.add_argument("--out", default="results", help="results root (default: results)")
+    ev.add_argument("--force", action="store_true", help="replay conditions already written")
+    ev.add_argument(
+        "--via-services",
+        action="store_true",
+        help="play the gate through the real planner service and env server (simulated clock) "
+        "on the split's first --episodes seeds and check that returns, frame actions and "
+        "k-sequences equal the in-process play exactly (exit 1 on a mismatch); writes nothing",
+    )
+    ev.set_defaults(handler=_eval)
+
+    rep = sub.add_parser(
+        "report",
+        help="results table (CSV/JSON + the README's table) and figures from rtplan eval",
+    )
+    rep.add_argument("--results", default="results", help="results root (default: results)")
+    rep.add_argument(
+        "--readme", default="README.md", help="README whose results table to regenerate"
+    )
+    rep.add_argument("--no-figures", action="store_true", help="tables only")
+    rep.set_defaults(handler=_report)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    check_map_count()
+    import games
+    from harness.checkpoint import CheckpointError, checkpoint_root
+    from planner.calibrate import calibrate
+    from planner.store import planner_path
+
+    game = games.make(args.game)
+    checkpoint = args.checkpoint or str(planner_path(checkpoint_root(), args.game))
+    if not Path(checkpoint).exists():
+        raise CheckpointError(f"no planner checkpoint at {checkpoint} (pass --checkpoint)")
+    sims = args.sims or _DEFAULT_SWEEP["clock" if game.num_players == 2 else "committed"]
+    calibrate(
+        args.game,
+        checkpoint=checkpoint,
+        sims=sims,
+        episodes=args.episodes,
+        max_decisions=args.max_decisions,
+        calls=args.calls,
+        out_dir=Path(args.out or Path("runs") / "calibrate" / args.game),
+        split=args.split,
+    )
+    return 0
+
+
+def _cross_eval(args: argparse.Namespace) -> int:
+    check_map_count()
+    import games
+    from planner.calibrate import cross_eval
+
+    games.game_class(args.game)
+    cross_eval(
+        args.game,
+        checkpoints=args.checkpoints,
+        eval_ks=args.eval_k,
+        sims_per_frame=args.sims_per_frame,
+        episodes=args.episodes,
+        max_frames=args.max_frames,
+        out_dir=Path(args.out or Path("runs") / "cross-eval" / args.game),
+        split=args.split,
+        opponent=args.opponent,
+    )
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    check_map_count()
+    if args.via_services:
+        return _via_services(args)
+    if args.episodes < 2:
+        raise CommandError("--episodes must be >= 2 (a standard error needs two)")
+    from gate.experiment import run_conditions
+
+    run_conditions(
+        args.game,
+        split=args.split,
+        episodes=args.episodes,
+        conditions=args.conditions,
+        planner_file=args.planner,
+        gate_file=args.gate,
+        out=args.out,
+        force=args.force,
+        ablations=args.ablations,
+        command=" ".join(args.argv),
+    )
+    return 0
+
+
+def _via_services(args: argparse.Namespace) -> int:
+    if args.conditions is not None or args.ablations:
+        raise CommandError("--via-services plays the gate only: drop --conditions and --ablations")
+    import games
+    from harness.checkpoint import CheckpointError
+    from rtplan import via_services
+
+    games.game_class(args.game)
+    try:
+        return via_services.run(
+            args.game,
+            episodes=args.episodes,
+            split=args.split,
+            planner_file=args.planner,
+            gate_file=args.gate,
+        )
+    except CheckpointError:
+        raise
+    except RuntimeError as e:  # a service did not start or a session failed: its log's tail
+        raise CommandError(f"--via-services: {e}", FAILED) from e
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gate.report import report
+
+    out = report(args.results, readme=args.readme, figures=not args.no_figures)
+    print(out["table"])
+    for path in out["figures"]:
+        print(f"wrote {path}")
+    print(f"wrote {args.results}/summary.csv, {args.results}/summary.json")
+    if out["readme_updated"]:
+        print(f"updated the results table in {args.readme}")
+    return 0

@@ -1,0 +1,50 @@
+"""The `gtp` command: Speed Go's planner as a GTP v2 engine on stdin/stdout."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rtplan.commands._errors import CommandError
+
+#: The one game GTP plays.
+GO = "speed-go-v0"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds `gtp` to the `rtplan` subcommands."""
+    gtp = sub.add_parser(
+        "gtp",
+        help="Speed Go's planner as a GTP v2 engine on stdin/stdout (Sabaki, GoGui, GNU Go)",
+        description="Answers GTP v2 commands on stdin/stdout; logs go to stderr. See docs/gtp.md.",
+    )
+    gtp.add_argument("--game", default=GO, help=f"must be {GO} (the default)")
+    gtp.add_argument("--planner", default=None, help=f"default: <checkpoints>/{GO}/planner.msgpack")
+    gtp.add_argument("--seed", type=int, default=0, help="PRNG seed of the search (default: 0)")
+    gtp.add_argument(
+        "--resign-below",
+        type=float,
+        default=None,
+        help="genmove resigns when the search value is below this (default: never resigns)",
+    )
+    gtp.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="play this option (one of the planner's budgets k) on every move, whatever the "
+        "time settings (default: the time manager picks per move)",
+    )
+    gtp.set_defaults(handler=_gtp)
+
+
+def _gtp(args: argparse.Namespace) -> int:
+    from harness.checkpoint import CheckpointError, checkpoint_root
+
+    if args.game != GO:
+        raise CommandError(f"GTP plays Go: --game must be {GO}, not {args.game!r}")
+    planner = Path(args.planner or checkpoint_root() / GO / "planner.msgpack")
+    if not planner.exists():
+        raise CheckpointError(f"no planner checkpoint at {planner}")
+    from rtplan.gtp import run
+
+    return run(planner, seed=args.seed, resign_below=args.resign_below, budget=args.budget)

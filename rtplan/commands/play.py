@@ -1,0 +1,102 @@
+"""Play commands: `demo` (the live services, watched), `play` (every game headless), `games`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds `demo`, `play` and `games` to the `rtplan` subcommands."""
+    demo = sub.add_parser(
+        "demo",
+        help="the live web demo: planner service + env server + a game played by the planner "
+        "agent, watched in the browser (--headless: printed)",
+    )
+    demo.add_argument(
+        "--game",
+        default=None,
+        help="game id (default: the first of Tetris, Snake, Pac-Man that ships a gate, else "
+        "Snake; --headless: Snake)",
+    )
+    demo.add_argument(
+        "--k", type=int, default=2, help="the planner agent's forced budget (games with no gate)"
+    )
+    demo.add_argument("--fps", type=float, default=9.0, help="frames per second (default: 9)")
+    demo.add_argument(
+        "--frames",
+        type=int,
+        default=None,
+        help="frames per game (0: to the end; default: to the end, 300 with --headless)",
+    )
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument(
+        "--headless", action="store_true", help="print the frames instead of serving the lobby"
+    )
+    demo.add_argument(
+        "--port", type=int, default=8000, help="the lobby's HTTP port (default 8000, 0: any free)"
+    )
+    demo.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="planner (and gate) checkpoints (default: the checkout's checkpoints/)",
+    )
+    demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
+    demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
+    demo.add_argument(
+        "--no-example-agent",
+        action="store_true",
+        help="--headless: do not run examples/random_agent.py against the gRPC Env API beside it",
+    )
+    demo.set_defaults(handler=_demo)
+
+    play = sub.add_parser("play", help="play every game headless and print a line per frame")
+    play.add_argument("--games", nargs="*", default=None, help="game ids (default: all)")
+    play.add_argument("--frames", type=int, default=30, help="frames per game (default: 30)")
+    play.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
+    play.set_defaults(handler=_play)
+
+    games = sub.add_parser("games", help="list the registered games and their specs")
+    games.set_defaults(handler=_games)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.headless:
+        from rtplan.live import run_demo
+
+        return run_demo(
+            args.game or "snake-rt-v0",
+            k=args.k,
+            fps=args.fps,
+            frames=300 if args.frames is None else args.frames,
+            seed=args.seed,
+            every=args.every,
+            example_agent=not args.no_example_agent,
+            checkpoint_dir=args.checkpoint_dir,
+        )
+    from rtplan.live import run_web_demo
+
+    return run_web_demo(
+        args.game,
+        k=args.k,
+        fps=args.fps,
+        frames=args.frames or 0,
+        seed=args.seed,
+        port=args.port,
+        checkpoint_dir=args.checkpoint_dir,
+        record_dir=args.record_dir,
+    )
+
+
+def _play(args: argparse.Namespace) -> int:
+    import games
+    from rtplan.demo import play_all
+
+    for game_id in args.games or ():
+        games.game_class(game_id)  # an unknown id fails before any game plays
+    return play_all(args.games, frames=args.frames, seed=args.seed)
+
+
+def _games(args: argparse.Namespace) -> int:
+    from rtplan.demo import list_games
+
+    return list_games()

@@ -1,0 +1,129 @@
+"""Training commands: `train-planner`, `train-gate`, `ship-planner`, `ship-gate`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# Neither imports JAX: `--devices` must set XLA's flags before jax loads.
+from gate.train_config import GateTrainConfig
+from harness.config import add_flags
+from planner.train_config import TrainConfig
+from rtplan.jax_setup import check_map_count, set_device_count
+
+#: `TrainConfig` fields that are not `train-planner` flags (`--game` sets the game).
+_NOT_FLAGS = ("game_id", "game_params")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Adds the training and shipping subcommands to the `rtplan` subcommands."""
+    train = sub.add_parser(
+        "train-planner",
+        help="train a game's planner network (expert iteration / self-play)",
+        description="Trains the AlphaZero planner of a game. Flags left out take the "
+        "checkpoint's values with --resume, else planner.train_config.TrainConfig's defaults.",
+    )
+    _run_flags(train, "planner")
+    add_flags(train, TrainConfig, exclude=_NOT_FLAGS)
+    train.set_defaults(handler=_train_planner)
+
+    gate = sub.add_parser(
+        "train-gate",
+        help="train a game's gate (PPO over the frozen planner's budgeted options)",
+        description="Trains the gate that picks the budget k of each option. Flags left out take "
+        "the checkpoint's values with --resume, else gate.train_config.GateTrainConfig's "
+        "defaults.",
+    )
+    _run_flags(gate, "gate")
+    add_flags(gate, GateTrainConfig, exclude=("game_id",))
+    gate.set_defaults(handler=_train_gate)
+
+    ship = sub.add_parser(
+        "ship-planner", help="copy a run's planner params, provenance and curve to checkpoints/"
+    )
+    ship.add_argument("--run", required=True, help="training run folder (has planner.msgpack)")
+    ship.add_argument("--dest", default=None, help=_DEST_HELP)
+    ship.add_argument(
+        "--variant",
+        default=None,
+        help="ship to <dest>/<game>/<variant>/ (e.g. train-k2) instead of replacing the base",
+    )
+    ship.add_argument(
+        "--snapshot",
+        default=None,
+        help="ship the params of this training checkpoint of the run (e.g. a strength_race "
+        "snapshot chosen by outside matches) instead of the run's best evaluated",
+    )
+    ship.set_defaults(handler=_ship_planner)
+
+    ship_gate = sub.add_parser(
+        "ship-gate",
+        help="copy a gate run's best params, provenance and curve to checkpoints/<game>/",
+    )
+    ship_gate.add_argument("--run", required=True, help="gate training run (has gate.msgpack)")
+    ship_gate.add_argument("--dest", default=None, help=_DEST_HELP)
+    ship_gate.set_defaults(handler=_ship_gate)
+
+
+_DEST_HELP = "destination root (default: the checkout's checkpoints/)"
+
+
+def _run_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--game", required=True, help="registered game id, e.g. snake-rt-v0")
+    parser.add_argument("--resume", action="store_true", help="continue <out>/checkpoint.msgpack")
+    parser.add_argument("--out", default=None, help=f"output folder (default runs/{what}/<game>)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _train_planner(args: argparse.Namespace) -> int:
+    set_device_count(args.devices)
+    check_map_count()
+    from planner.train import trainer
+
+    return _train(args, "planner", TrainConfig, trainer)
+
+
+def _train_gate(args: argparse.Namespace) -> int:
+    set_device_count(args.devices)
+    check_map_count()
+    from gate.train import gate_trainer
+
+    return _train(args, "gate", GateTrainConfig, gate_trainer)
+
+
+def _train(args: argparse.Namespace, what: str, config_cls: type, trainer) -> int:
+    """Builds the run of `train-<what>` from the flags (and a resumed checkpoint) and trains."""
+    import games
+    from harness.config import overrides
+    from harness.run import run_config
+
+    out = Path(args.out or Path("runs") / what / args.game)
+    games.game_class(args.game)
+    given = overrides(config_cls, args)
+    cfg = run_config(config_cls, out, resume=args.resume, given=given, game_id=args.game)
+    run = trainer(cfg, out, resume=args.resume, argv=args.argv, progress=not args.no_progress)
+    row = run.run()
+    if row is not None:
+        summary = ", ".join(
+            f"{k}={row[k]:.4g}"
+            for k in ("iteration", "frames", "loss", "eval_mean")
+            if row.get(k) is not None
+        )
+        print(f"trained {args.game}: {summary}; files in {out}")
+    else:
+        print(f"{args.game}: already at iteration {run.iteration}; nothing to do ({out})")
+    return 0
+
+
+def _ship_planner(args: argparse.Namespace) -> int:
+    from planner.ship import ship
+
+    print(f"shipped {ship(args.run, args.dest, args.variant, args.snapshot)}")
+    return 0
+
+
+def _ship_gate(args: argparse.Namespace) -> int:
+    from gate.ship import ship_gate
+
+    print(f"shipped {ship_gate(args.run, args.dest)}")
+    return 0

@@ -1,0 +1,157 @@
+"""Service processes: the planner service and the env server started as subprocesses, and REST."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["ROOT", "Child", "http_json", "services"]
+
+#: The checkout (or install) root: the services run from here, as `python -m rtplan`.
+ROOT = Path(__file__).resolve().parents[1]
+
+
+#: What the services print once they have bound their ports (`python -m server`,
+#: `python -m planner_service`): the ports are read from these lines, never guessed beforehand.
+_ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on \S+:(\d+)")
+_PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
+
+
+class Child:
+    """A service subprocess whose output lines are echoed with a prefix and can be waited on."""
+
+    def __init__(self, name: str, argv: Sequence[str], *, echo: bool = True) -> None:
+        self.name = name
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self._echo = echo
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            line = line.rstrip()
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+            if self._echo:
+                print(f"[{self.name}] {line}", flush=True)
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """Blocks until an output line contains `text`; RuntimeError if the child exits first."""
+        end = time.monotonic() + timeout
+        seen = 0
+        with self._cond:
+            while True:
+                for line in self.lines[seen:]:
+                    if text in line:
+                        return line
+                seen = len(self.lines)
+                if self.proc.poll() is not None:
+                    tail = "\n".join(self.lines[-15:])
+                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}):\n{tail}")
+                if time.monotonic() > end:
+                    raise RuntimeError(f"{self.name}: no '{text}' after {timeout:.0f} s")
+                self._cond.wait(0.5)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def http_json(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict:
+    """One REST call; raises RuntimeError with the server's message on an error status."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"{method} {url}: {e.code} {e.read().decode()[:500]}") from e
+
+
+@contextlib.contextmanager
+def services(
+    game_ids: str | Sequence[str],
+    *,
+    planner: bool = True,
+    echo: bool = True,
+    http_port: int = 0,
+    checkpoint_dir: Path | None = None,
+    record_dir: Path | None = None,
+) -> Iterator[dict]:
+    """Starts the planner service (for the games) and the env server; yields their addresses.
+
+    Each service binds its own ports (`http_port` 0: any free one; the others always) and
+    prints them; the addresses yielded are read from those lines. `checkpoint_dir` and
+    `record_dir` default to the services' own defaults (`harness.checkpoint_root()` and
+    replays/).
+    """
+    game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
+    py = [sys.executable, "-m", "rtplan"]
+    ckpt = [] if checkpoint_dir is None else ["--checkpoint-dir", str(checkpoint_dir)]
+    children: list[Child] = []
+    try:
+        env_argv = [
+            *py,
+            "env-server",
+            "--http-port",
+            str(http_port),
+            "--grpc-port",
+            "0",
+            *ckpt,
+            *([] if record_dir is None else ["--record-dir", str(record_dir)]),
+            "--preload",
+            *game_ids,
+        ]
+        planner_port = None
+        if planner:
+            argv = [*py, "planner-service", "--port", "0", "--games", ",".join(game_ids), *ckpt]
+            plan = Child("planner", argv, echo=echo)
+            children.append(plan)
+            # It binds before it compiles: the env server starts (and compiles) meanwhile.
+            line = plan.wait_for("planner service bound to", timeout=600)
+            planner_port = int(_PLANNER_BOUND.search(line).group(1))
+            env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
+        env = Child("env-server", env_argv, echo=echo)
+        children.append(env)
+        http, grpc_port = map(
+            int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600)).groups()
+        )
+        if planner:
+            plan.wait_for("planner service listening on", timeout=900)
+        yield {
+            "http": f"http://127.0.0.1:{http}",
+            "ws": f"ws://127.0.0.1:{http}",
+            "grpc": f"127.0.0.1:{grpc_port}",
+            "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
+        }
+    finally:
+        for child in reversed(children):
+            child.stop()

@@ -1,0 +1,162 @@
+"""The command line: one error wrapper (one line, an exit code), flags from settings, one root."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from harness.checkpoint import checkpoint_root
+from harness.config import add_settings_flags, settings_overrides
+from planner_service.settings import PlannerServiceSettings
+from rtplan.cli import main
+from rtplan.commands import USAGE, CommandError, run_command
+from server.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _error_lines(err: str, command: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith(f"rtplan {command}: error: ")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train-planner", "--game", "nope-v0"], "unknown game 'nope-v0'"),
+        (["calibrate", "--game", "nope-v0"], "unknown game 'nope-v0'"),
+        (["gtp", "--planner", "no/such/planner.msgpack"], "no planner checkpoint at no/such"),
+        (["gtp", "--game", "snake-rt-v0"], "--game must be speed-go-v0"),
+        (["eval", "--game", "snake-rt-v0", "--episodes", "1"], "--episodes must be >= 2"),
+        (["ship-gate", "--run", "no/such/run"], "no/such/run"),
+    ],
+)
+def test_known_errors_are_one_line_and_exit_2(argv, message, capsys):
+    assert main(argv) == USAGE
+    err = capsys.readouterr().err
+    (line,) = _error_lines(err, argv[0])
+    assert message in line, err
+    assert "Traceback" not in err
+
+
+def test_a_bad_checkpoint_file_is_one_line_in_a_real_process(tmp_path):
+    bad = tmp_path / "planner.msgpack"
+    bad.write_bytes(b"not a checkpoint")
+    cmd = [sys.executable, "-m", "rtplan", "calibrate", "--game", "snake-rt-v0"]
+    cmd += ["--checkpoint", str(bad), "--out", str(tmp_path / "out")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == USAGE, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    (line,) = _error_lines(result.stderr, "calibrate")
+    assert str(bad) in line
+
+
+def test_the_wrapper_keeps_the_traceback_of_a_bug_and_on_request(monkeypatch):
+    def bug(args):
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        run_command("x", bug, argparse.Namespace())
+
+    def refused(args):
+        raise ValueError("bad value")
+
+    assert run_command("x", refused, argparse.Namespace()) == USAGE
+    monkeypatch.setenv("RTPLAN_TRACEBACK", "1")
+    with pytest.raises(ValueError, match="bad value"):
+        run_command("x", refused, argparse.Namespace())
+
+
+def test_a_command_error_carries_its_exit_code(capsys):
+    def failed(args):
+        raise CommandError("it ran and failed", code=1)
+
+    assert run_command("eval", failed, argparse.Namespace()) == 1
+    assert capsys.readouterr().err == "rtplan eval: error: it ran and failed\n"
+
+
+def test_services_parse_their_own_flags_built_from_their_settings(capsys):
+    with pytest.raises(SystemExit):
+        main(["env-server", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, field in Settings.model_fields.items():
+        if name == "agent_token":  # a secret is no flag
+            assert "--agent-token" not in text
+            continue
+        flag = "--" + name.replace("_", "-")
+        assert flag in text and " ".join(field.description.split()) in text, name
+        assert f"RTPLAN_SERVER_{name.upper()}" in text
+    with pytest.raises(SystemExit):
+        main(["planner-service", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default 2; env RTPLAN_PLANNER_MAX_CONCURRENT)" in text
+    assert f"(default {checkpoint_root()};" in text
+
+
+class _Toy(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TOY_", frozen=True)
+
+    port: int = Field(50051, description="a port")
+    rate: float = Field(9.0, description="a rate")
+    folder: Path = Field(Path("here"), description="a folder")
+    address: str | None = Field(None, description="an address")
+    games: tuple[str, ...] = Field(("a",), description="games")
+    fast: bool = Field(False, description="go fast")
+
+
+def test_settings_flags_take_help_defaults_and_types_from_the_settings(monkeypatch):
+    parser = argparse.ArgumentParser()
+    assert add_settings_flags(parser, _Toy) == list(_Toy.model_fields)
+    helps = {a.dest: a.help for a in parser._actions}
+    assert helps["port"] == "a port (default 50051; env TOY_PORT)"
+    assert helps["address"] == "an address (default unset; env TOY_ADDRESS)"
+    assert helps["games"] == "games (default a; env TOY_GAMES)"
+    args = parser.parse_args(["--port", "7", "--folder", "x", "--games", "b", "c", "--fast"])
+    given = settings_overrides(_Toy, args)
+    assert given == {"port": 7, "folder": Path("x"), "games": ("b", "c"), "fast": True}
+    monkeypatch.setenv("TOY_RATE", "4.5")  # a flag left out leaves the environment its say
+    toy = _Toy(**given)
+    assert (toy.port, toy.rate, toy.folder, toy.games, toy.fast) == (
+        7,
+        4.5,
+        Path("x"),
+        ("b", "c"),
+        True,
+    )
+
+    class _Undocumented(BaseSettings):
+        port: int = 1
+
+    with pytest.raises(TypeError, match="no description"):
+        add_settings_flags(argparse.ArgumentParser(), _Undocumented)
+
+
+def test_planner_service_games_take_a_list_or_commas():
+    from planner_service.__main__ import build_parser
+
+    for argv in (["--games", "a,b"], ["--games", "a", "b"]):
+        args = build_parser().parse_args(argv)
+        assert PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args)).games == (
+            "a",
+            "b",
+        )
+    assert PlannerServiceSettings(games="a, b").games == ("a", "b")
+
+
+def test_one_checkpoint_root_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("RTPLAN_SERVER_CHECKPOINT_DIR", "RTPLAN_PLANNER_CHECKPOINT_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    assert checkpoint_root() == ROOT / "checkpoints"
+    assert checkpoint_root(tmp_path) == tmp_path
+    assert (
+        Settings().checkpoint_dir == PlannerServiceSettings().checkpoint_dir == ROOT / "checkpoints"
+    )
+    assert (checkpoint_root() / "snake-rt-v0" / "planner.msgpack").is_file()
+    assert os.getcwd() == str(tmp_path)
