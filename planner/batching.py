@@ -28,6 +28,12 @@ from planner.options import Future, OptionOutput, Planner
 SKIP = 0
 #: The mesh axis a group's games are split along (`OptionRunner(devices=N)`).
 AXIS = "games"
+#: The `OptionRunner` ladder's growth per rung. Each (k, group size) is its own XLA:CPU
+#: executable holding ~1,000 memory mappings; doubling keeps a runner at
+#: `len(budgets) * (log2(max_batch) + 2)` executables (4 budgets, 100 games: 32, ~34k mappings),
+#: under the kernel's default `vm.max_map_count` of 65,530, where a 1.25 ladder compiled up to 84
+#: (~90k) over a long evaluation or gate training run. The price is padding: ~25% on average.
+GROWTH = 2.0
 
 
 def bucket_ladder(max_size: int, growth: float = 1.25, multiple: int = 1) -> tuple[int, ...]:
@@ -59,7 +65,7 @@ class OptionRunner:
         planner: Planner,
         *,
         max_batch: int = 1024,
-        growth: float = 1.25,
+        growth: float = GROWTH,
         future: Future | None = None,
         devices: int = 1,
     ) -> None:

@@ -34,11 +34,10 @@ import numpy as np
 import games
 from harness.stats import standard_error
 from planner.actors import where
-from planner.batching import SKIP, OptionRunner, bucket_ladder
+from planner.batching import GROWTH, SKIP, OptionRunner, bucket_ladder
 from planner.options import Future, Planner
 
 __all__ = [
-    "EVAL_GROWTH",
     "EVAL_OPENING_PLIES",
     "EVAL_SEED_BASE",
     "RANDOM",
@@ -69,8 +68,6 @@ SEED_RANGES = {
 }
 #: The evaluation splits -> their first seed.
 SPLITS = {"tuning": TUNING_SEED_BASE, "eval": EVAL_SEED_BASE}
-#: Batch-size growth per rung of the evaluation's ladder (`eval_runner`, `play_match`).
-EVAL_GROWTH = 2.0
 #: Clock-game policies besides ("option", k): masked argmax of the raw policy / uniform legal
 #: move, both costing no time.
 REFLEX = ("reflex", 0)
@@ -157,9 +154,7 @@ def eval_runner(
 ) -> OptionRunner:
     """The `OptionRunner` of an evaluation of `episodes` games: group sizes on a doubling ladder,
     so it compiles at most `len(budgets) * (log2(episodes) + 2)` options, whatever the play."""
-    return OptionRunner(
-        planner, max_batch=episodes, growth=EVAL_GROWTH, future=future, devices=devices
-    )
+    return OptionRunner(planner, max_batch=episodes, future=future, devices=devices)
 
 
 @functools.lru_cache(maxsize=1)
@@ -340,7 +335,7 @@ def play_match(
     """
     seeds = np.asarray(seeds)
     n = len(seeds)
-    size = next(s for s in bucket_ladder(n, EVAL_GROWTH) if s >= n)
+    size = next(s for s in bucket_ladder(n, GROWTH) if s >= n)
     padded = np.concatenate([seeds, np.full(size - n, seeds[0])]).astype(np.uint32)
     run = _match_fn(planner, policy_a, policy_b, max_plies, opening_plies)
     score, plies, moves = jax.device_get(

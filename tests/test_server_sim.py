@@ -48,7 +48,7 @@ def batched_option(cfg):
 
 def in_process(root, seeds, ks):
     """The batched in-process play of a fixed k-sequence: one `Planner.option` per decision for
-    every game at once (as `make_committed_eval` does), until every game is done."""
+    every game at once (as `planner.episodes.play` does), until every game is done."""
     cfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))
     planner, option = planner_fns(cfg)[0], batched_option(cfg)
     states = jax.vmap(planner.game.init)(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
