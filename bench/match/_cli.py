@@ -65,7 +65,9 @@ from bench.match._results import RESULTS_CSV, append_csv, compare, print_table, 
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.match", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="game", required=True)
     go = sub.add_parser("go", help="Speed Go (rtplan gtp) vs GNU Go, MCTS or a planner")
     go.add_argument("--opponent", choices=["gnugo", "mcts", "planner"], default="gnugo")
