@@ -1,6 +1,6 @@
 """Clock games against a uniformly random player: where the shipped planner loses, and why.
 
-Usage: python bench/clock_vs_random.py [--game speed-hex-v0] [--split eval] [--games 300]
+Usage: python -m bench.clock_vs_random [--game speed-hex-v0] [--split eval] [--games 300]
 
 `--games` games (each of the split's first `--games / 2` openings with both colours, random
 openings as in `rtplan cross-eval`, unlimited clock) of two players (four with `--untrained`)
