@@ -22,7 +22,7 @@ from bench.match._engines import SpielGo, gtp_planner_argv, mcts_settings
 from bench.match._gtp import GtpPlayer, GtpProcess
 from bench.match._install import checkpoint, ensure_gnugo, ensure_open_spiel
 from bench.match._referee import referee
-from bench.match._results import Result, fmt_margin
+from bench.match._results import Result, fmt_margin, sign_of
 
 
 def judge_dead_stones(judge: GtpProcess, result: Result, *, replay: bool) -> None:
@@ -37,7 +37,7 @@ def judge_dead_stones(judge: GtpProcess, result: Result, *, replay: bool) -> Non
     colours = [judge.send(f"color {v}").strip().lower() for v in dead]
     result.dead = (colours.count("black"), colours.count("white"))
     sign = 1.0 if result.colour == 0 else -1.0
-    result.dead_verdict = sign * sign(parse_score(judge.send("final_score")))
+    result.dead_verdict = sign * sign_of(parse_score(judge.send("final_score")))
 
 
 def print_dead_stones(results: Sequence[Result]) -> None:
@@ -100,7 +100,7 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
 
             def judge() -> tuple[float, float | None]:
                 margin = parse_score(opponent.send("final_score"))
-                return sign(margin), margin
+                return sign_of(margin), margin
 
         dead_judge = None
         if args.dead_stones:
@@ -149,7 +149,7 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 result *= sign
                 margin = None if margin is None else sign * margin
                 score = (result + 1.0) / 2.0
-                disagree = sign(margin_ours) != result
+                disagree = sign_of(margin_ours) != result
                 verdict = f"{args.opponent}'s verdict {result:+g}, margin {fmt_margin(margin)}"
             result = Result(colour, score, record, margin, margin_ours, disagree, i + 1)
             if dead_judge is not None and record.resigned is None:

@@ -111,7 +111,7 @@ def print_table(title: str, results: Sequence[Result]) -> dict:
     return summarise(results)
 
 
-def sign(x: float) -> float:
+def sign_of(x: float) -> float:
     """+1, -1 or 0."""
     return float((x > 0) - (x < 0))
 
