@@ -41,8 +41,8 @@ test-slow: $(STAMP_DEV)
 	$(PY) -m pytest -m slow
 
 bench: $(STAMP_RUN)
-	$(PY) bench/bench_games.py
-	$(PY) bench/bench_planner.py
+	$(PY) -m bench.bench_games
+	$(PY) -m bench.bench_planner
 
 clean:
 	rm -rf $(VENV)

@@ -1,6 +1,6 @@
 """Steps per second of every game, and the cost of our wrapper over the raw library step.
 
-Usage: python bench/bench_games.py [--batches 1 32 256 1024] [--steps 100] [--repeats 5]
+Usage: python -m bench.bench_games [--batches 1 32 256 1024] [--steps 100] [--repeats 5]
 
 Both loops run side by side in this process with the same structure: `lax.scan` over `steps`
 frames of `jit(vmap(step))`, a random legal action drawn from the state's mask each frame; the

@@ -1,6 +1,6 @@
 """Gate benchmark: batch-1 gate decision latency beside a k=1 option, and grouped-option cost.
 
-Usage: python bench/bench_gate.py [--game snake-rt-v0] [--calls 30] [--batch 32] [--steps 8]
+Usage: python -m bench.bench_gate [--game snake-rt-v0] [--calls 30] [--batch 32] [--steps 8]
        [--train-steps 6] [--update-steps 2] [--only-update] [--only-training]
 
 Latency: the jitted gate decision (frozen planner forward + gate) at batch 1 for each gate
@@ -35,8 +35,8 @@ os.environ["XLA_FLAGS"] = (
 
 import jax  # noqa: E402
 import numpy as np
-from bench_planner import _time  # noqa: E402 (bench/ is on the path of a script run from it)
 
+from bench._common import median_p95, time_calls  # noqa: E402
 from gate import GateTrainConfig  # noqa: E402
 from gate.train import GatePPO  # noqa: E402
 
@@ -46,7 +46,8 @@ def _take(x, idx):
 
 
 def _fmt(t: np.ndarray) -> str:
-    return f"{np.median(t):.2f} / {np.percentile(t, 95):.2f}"
+    median, p95 = median_p95(t)
+    return f"{median:.2f} / {p95:.2f}"
 
 
 def latency(game_id: str, calls: int) -> None:
@@ -60,11 +61,11 @@ def latency(game_id: str, calls: int) -> None:
         state = algo.init()
         states = state.actors.states
         fn = functools.partial(algo._decide, greedy=True)
-        t = _time(fn, state.params, algo.planner_params, states, state.key, calls=calls)
+        t = time_calls(fn, state.params, algo.planner_params, states, state.key, calls=calls)
         print(f"| gate decision ({kind}: planner forward + gate) | {_fmt(t)} |", flush=True)
     option = jax.jit(functools.partial(algo.planner.option, k=1))
     keys = jax.random.split(jax.random.PRNGKey(2), 1)
-    t = _time(option, algo.planner_params, keys, states, calls=calls)
+    t = time_calls(option, algo.planner_params, keys, states, calls=calls)
     print(f"| option k=1 ({algo.planner.config.sims(1)} sims) | {_fmt(t)} |", flush=True)
 
 
@@ -90,12 +91,12 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
         return [options[k](pp, *group) for k, group in groups]
 
     everything = jax.jit(lambda pp, keys, states: [options[k](pp, keys, states) for k in budgets])
-    grouped = _time(algo.runner, pp, keys, states, ks, calls=calls)
+    grouped = time_calls(algo.runner, pp, keys, states, ks, calls=calls)
     tree_algo = GatePPO(dataclasses.replace(cfg, gate_tree="gate"))
     gate_tree = functools.partial(tree_algo.runner, future_params=tree_algo.init().params)
-    gate_tree = _time(gate_tree, pp, keys, states, ks, calls=calls)
-    alone = _time(chosen_alone, calls=calls)
-    every = _time(everything, pp, keys, states, calls=calls)
+    gate_tree = time_calls(gate_tree, pp, keys, states, ks, calls=calls)
+    alone = time_calls(chosen_alone, calls=calls)
+    every = time_calls(everything, pp, keys, states, calls=calls)
     # The whole gate rollout per meta-step (decide, grouped options, bootstrap, reset).
     algo.rollout(state.params, state.actors, state.key)  # compiles every group size
     start = time.perf_counter()
@@ -177,7 +178,7 @@ def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
         state = algo.init()
         _, rollout, _ = algo.rollout(state.params, state.actors, state.key)
         args = (state.params, state.opt_state, rollout, state.key)
-        t = _time(algo._learn, *args, calls=calls, warmup=1)
+        t = time_calls(algo._learn, *args, calls=calls, warmup=1)
         base = np.median(t) if base is None else base
         print(f"| {kind} | {_fmt(t)} | {np.median(t) / base:.0f} |", flush=True)
 

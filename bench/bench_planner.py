@@ -1,6 +1,6 @@
 """Planner benchmark: batch-1 option latency per k per game, and the mixed-k batch cost ratio.
 
-Usage: python bench/bench_planner.py [--games ...] [--calls 50] [--mixed-game snake-rt-v0]
+Usage: python -m bench.bench_planner [--games ...] [--calls 50] [--mixed-game snake-rt-v0]
 
 Latency: one jitted option at batch 1 (the live case), 10 warm-up then `--calls` timed calls,
 median and p95 in ms, default network of each game (weights do not change the cost).
@@ -13,25 +13,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import time
 
 import jax
 import numpy as np
 
 import games
+from bench._common import median_p95, time_calls
 from planner import Planner, default_config
 from planner.batching import OptionRunner
-
-
-def _time(fn, *args, calls: int, warmup: int = 10) -> np.ndarray:
-    for _ in range(warmup):
-        jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append((time.perf_counter() - start) * 1e3)
-    return np.asarray(times)
 
 
 def latency_table(game_ids, calls: int) -> None:
@@ -46,9 +35,10 @@ def latency_table(game_ids, calls: int) -> None:
         cells = []
         for k in planner.config.budgets:
             fn = jax.jit(functools.partial(planner.option, k=k))
-            t = _time(fn, params, keys, states, calls=calls)
+            t = time_calls(fn, params, keys, states, calls=calls)
             sims = planner.config.sims(k)
-            cells.append(f"k={k}/{sims}: {np.median(t):.1f} / {np.percentile(t, 95):.1f}")
+            median, p95 = median_p95(t)
+            cells.append(f"k={k}/{sims}: {median:.1f} / {p95:.1f}")
         print(f"| {game_id} | " + " | ".join(cells) + " |", flush=True)
 
 
@@ -61,17 +51,17 @@ def mixed_ratio(game_id: str, batch: int, calls: int, seed: int = 0) -> None:
     ks = np.random.default_rng(seed).choice(budgets, size=batch)
     runner = OptionRunner(planner, max_batch=batch)
 
-    grouped = _time(runner, params, keys, states, ks, calls=calls, warmup=3)
+    grouped = time_calls(runner, params, keys, states, ks, calls=calls, warmup=3)
     alone = np.zeros(calls)
     for k in sorted(set(ks.tolist())):
         idx = np.flatnonzero(ks == k)
         sub = jax.tree.map(lambda x, i=idx: x[i], (keys, states))
         fn = jax.jit(functools.partial(planner.option, k=k))
-        alone += _time(fn, params, *sub, calls=calls, warmup=3)
+        alone += time_calls(fn, params, *sub, calls=calls, warmup=3)
     every = np.zeros(calls)
     for k in budgets:
         fn = jax.jit(functools.partial(planner.option, k=k))
-        every += _time(fn, params, keys, states, calls=calls, warmup=3)
+        every += time_calls(fn, params, keys, states, calls=calls, warmup=3)
     counts = {k: int((ks == k).sum()) for k in budgets}
     print(f"\n## Mixed-k batch ({game_id}, batch {batch}, k counts {counts})\n")
     print("| run | median ms | ratio to chosen options alone |")

@@ -1,6 +1,6 @@
 """Planner service benchmark: gRPC planning vs in-process planning, batch 1, per game.
 
-Usage: python bench/bench_planner_service.py [--games ...] [--calls 200] [--checkpoint-dir DIR]
+Usage: python -m bench.bench_planner_service [--games ...] [--calls 200] [--checkpoint-dir DIR]
 
 Each game's shipped checkpoint (`checkpoints/<game>/planner.msgpack`) plans with its smallest
 budget: k=1 (32 simulations) in the committed games, the smallest option in the clock games
@@ -32,13 +32,14 @@ import grpc
 import jax
 import numpy as np
 
+from bench._common import ROOT, median_p95
+from harness.checkpoint import checkpoint_root
 from planner import Planner
 from planner.store import load_planner, planner_path, save_planner
 from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("pacman-rt-v0", "snake-rt-v0", "tetris-rt-v0", "speed-hex-v0", "speed-go-v0")
 
 
@@ -63,11 +64,6 @@ def _start_service(checkpoint_dir: Path, game_ids) -> tuple[subprocess.Popen, st
         if found:
             return proc, f"{found.group(1)}:{found.group(2)}"
     raise RuntimeError(f"planner service exited with {proc.wait()} before serving")
-
-
-def _percentiles(times: list[float]) -> tuple[float, float]:
-    a = np.asarray(times)
-    return float(np.median(a)), float(np.percentile(a, 95))
 
 
 def bench_game(stub, game_id: str, cfg, params, calls: int, warmup: int) -> dict:
@@ -113,9 +109,9 @@ def bench_game(stub, game_id: str, cfg, params, calls: int, warmup: int) -> dict
     return dict(
         k=k,
         sims=cfg.sims(k),
-        grpc=_percentiles(grpc_ms),
-        local=_percentiles(local_ms),
-        server=_percentiles(server_ms),
+        grpc=median_p95(grpc_ms),
+        local=median_p95(local_ms),
+        server=median_p95(server_ms),
     )
 
 
@@ -124,7 +120,7 @@ def main() -> int:
     parser.add_argument("--games", nargs="+", default=list(GAMES))
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--checkpoint-dir", type=Path, default=ROOT / "checkpoints")
+    parser.add_argument("--checkpoint-dir", type=Path, default=checkpoint_root())
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 """Services benchmark: live planner agent miss rate and slack per FPS, and websocket fan-out.
 
-Usage: python bench/bench_services.py [--games ...] [--fps 8 9 10 11 12] [--frames 200]
+Usage: python -m bench.bench_services [--games ...] [--fps 8 9 10 11 12] [--frames 200]
        [--ks 1 2 3 4] [--viewers 100]
 
 Starts the real planner service and env server (`rtplan.processes.services`), then per game:
@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from rtplan.processes import ROOT, http_json, services  # noqa: E402
+from rtplan.processes import ROOT, http_json, services
+from server.replay import ReplayFile
 
 LADDER = (15, 20, 30, 45, 60, 90, 120)
 
@@ -55,11 +53,12 @@ def _session(addr: dict, game: str, fps: float, ks, frames: int, seed: int) -> d
 def _planned(details: dict) -> dict:
     replay = Path(details["replay"])
     replay = replay if replay.is_absolute() else ROOT / replay
-    rows = [json.loads(line) for line in replay.read_text().splitlines()[1:]]
-    planned = [r for r in rows if r.get("type") == "frame" and r.get("source") == "planned"]
-    on_time = [r for r in planned if r["provenance"] == "on_time"]
-    lat = [r["latency_ms"] for r in planned if r.get("latency_ms") is not None]
-    slack = [r["slack_ms"] for r in on_time]
+    reports = [f.report for f in ReplayFile.read(replay).frames]
+    # Every frame the planner answered, on time or not (`source` is who answered).
+    planned = [r for r in reports if r.source == "planned"]
+    on_time = [r for r in planned if r.provenance.label == "on_time"]
+    lat = [r.latency_ms for r in planned if r.latency_ms is not None]
+    slack = [r.slack_ms for r in on_time]
     return {
         "planned": len(planned),
         "miss_rate": 1 - len(on_time) / max(len(planned), 1),

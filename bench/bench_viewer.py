@@ -1,6 +1,6 @@
 """Viewer benchmark: how fast the watch page draws a 30 FPS Pac-Man session in headless Chromium.
 
-Usage: python bench/bench_viewer.py [--fps 30] [--sessions 5] [--game pacman-rt-v0]
+Usage: python -m bench.bench_viewer [--fps 30] [--sessions 5] [--game pacman-rt-v0]
        [--agent reflex] [--frames 600] [--chromium /usr/bin/chromium] [--throttle 1]
 
 Starts the env server (`rtplan.processes.services`, the shipped checkpoints, no planner), opens the
@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from rtplan.processes import http_json, services  # noqa: E402
-from test_web import DRAWN, FLAGS  # noqa: E402  (one definition of the page measurement)
+from bench._page import DRAWN, FLAGS
+from rtplan.processes import http_json, services
 
 #: Per-frame lags are read from the page with the session's summary.
 LAGS = DRAWN.replace(

@@ -1,6 +1,6 @@
 """Clock games against a uniformly random player: where the shipped planner loses, and why.
 
-Usage: python bench/clock_vs_random.py [--game speed-hex-v0] [--split eval] [--games 300]
+Usage: python -m bench.clock_vs_random [--game speed-hex-v0] [--split eval] [--games 300]
 
 `--games` games (each of the split's first `--games / 2` openings with both colours, random
 openings as in `rtplan cross-eval`, unlimited clock) of two players (four with `--untrained`)
@@ -21,6 +21,7 @@ import itertools
 import jax
 import numpy as np
 
+from harness.checkpoint import checkpoint_root
 from harness.stats import standard_error
 from planner.calibrate import with_sims
 from planner.episodes import EVAL_OPENING_PLIES, RANDOM, REFLEX, play_match, seeds_of
@@ -49,7 +50,7 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
 
-    checkpoint = args.checkpoint or str(planner_path("checkpoints", args.game))
+    checkpoint = args.checkpoint or str(planner_path(checkpoint_root(), args.game))
     base, params, meta = load_planner(args.game, checkpoint)
     largest = max(zip(base.budgets, base.simulations, strict=True), key=lambda b: b[1])
     k, sims = largest

@@ -1,6 +1,6 @@
 """Does a tree that expects the gate's own budgets remove the cost of switching k?
 
-Usage: python bench/gate_future.py --game tetris-rt-v0
+Usage: python -m bench.gate_future --game tetris-rt-v0
            --gate checkpoints/tetris-rt-v0/gate-training/gate.msgpack
            [--split tuning] [--episodes 32]
 
@@ -16,16 +16,14 @@ bench/results/gate_future.csv.
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from k_switching import append_rows, short_commit  # bench/ is on the path of a script run from it
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_CSV = ROOT / "bench" / "results" / "gate_future.csv"
+from bench._common import RESULTS, append_rows, git_commit, utc_now
+
+RESULTS_CSV = RESULTS / "gate_future.csv"
 
 
 def main() -> int:
@@ -42,13 +40,14 @@ def main() -> int:
     use_compile_cache()
     from gate.evaluate import gate_chooser
     from gate.policy import load_gate
+    from harness.checkpoint import checkpoint_root
     from harness.stats import paired
     from planner.batching import OptionRunner
     from planner.episodes import play, seeds_of
     from planner.options import Planner
     from planner.store import load_planner, planner_path
 
-    pfile = str(planner_path(ROOT / "checkpoints", args.game))
+    pfile = str(planner_path(checkpoint_root(), args.game))
     pcfg, pparams, _ = load_planner(args.game, pfile)
     planner = Planner(pcfg)
     gate, gparams, _ = load_gate(args.gate, planner, planner_file=pfile)
@@ -58,7 +57,7 @@ def main() -> int:
         "always-k": (OptionRunner(planner, max_batch=args.episodes), None),
         "gate": (OptionRunner(planner, max_batch=args.episodes, future=gate), gparams),
     }
-    commit = short_commit()
+    commit = git_commit(short=True)
     played = {}
     rows = []
     for tree, (runner, future_params) in runners.items():
@@ -75,7 +74,7 @@ def main() -> int:
         )
         rows.append(
             {
-                "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "date": utc_now(),
                 "commit": commit,
                 "game": args.game,
                 "gate": args.gate,

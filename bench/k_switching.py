@@ -1,6 +1,6 @@
 """What switching the budget between decisions costs: fixed k against mixed-k schedules.
 
-Usage: python bench/k_switching.py [--game tetris-rt-v0] [--split tuning] [--episodes 32]
+Usage: python -m bench.k_switching [--game tetris-rt-v0] [--split tuning] [--episodes 32]
            [--schedules rand1,2,3,4 rand2,4 seq2,4 rand1,2 seq4,4,4,1]
 
 The planner's tree models "always k" for the whole future: every edge at every depth is a
@@ -26,19 +26,17 @@ to bench/results/k_switching.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import datetime
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_CSV = ROOT / "bench" / "results" / "k_switching.csv"
+from bench._common import RESULTS, ROOT, append_rows, git_commit, utc_now
+
+RESULTS_CSV = RESULTS / "k_switching.csv"
 
 
 def schedule(name: str, seeds: np.ndarray):
@@ -54,25 +52,6 @@ def schedule(name: str, seeds: np.ndarray):
     except ValueError:
         raise bad from None
     return random_k(ks, seeds) if prefix == "rand" else cycle(ks)
-
-
-def short_commit() -> str:
-    """The repository's short HEAD hash (the `commit` column of the bench CSVs)."""
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
-
-
-def append_rows(path: str | Path, rows: list[dict]) -> None:
-    """Appends `rows` to the CSV at `path`, writing the header first when the file is new."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
 
 
 class CycleFuture:
@@ -120,6 +99,7 @@ def main() -> int:
 
     use_compile_cache()
     from gate.experiment import run_conditions
+    from harness.checkpoint import checkpoint_root
     from harness.stats import paired, standard_error
     from planner.batching import OptionRunner
     from planner.episodes import always, play, seeds_of
@@ -128,7 +108,7 @@ def main() -> int:
 
     for name in args.schedules:  # refuse a bad name before any play
         schedule(name, np.zeros(1))
-    pfile = str(planner_path(ROOT / "checkpoints", args.game))
+    pfile = str(planner_path(checkpoint_root(), args.game))
     pcfg, pparams, _ = load_planner(args.game, pfile)
     fixed = [f"k{k}" for k in pcfg.budgets]
     seeds = seeds_of(args.split, args.episodes)
@@ -150,13 +130,13 @@ def main() -> int:
             conditions=fixed,
             planner_file=pfile,
             out=args.out,
-            command=" ".join(["python", "bench/k_switching.py", *sys.argv[1:]]),
+            command=" ".join(["python", "-m", "bench.k_switching", *sys.argv[1:]]),
         )
         for n, f in files.items():
             rec = json.loads(Path(f).read_text())
             base[n], frames[n] = np.asarray(rec["returns"]), float(np.mean(rec["frames"]))
             seconds[n] = rec["seconds"]
-    commit = short_commit()
+    commit = git_commit(short=True)
     tree = f"tree_k {args.tree_k}" if args.tree_k else "the shipped tree (always k)"
     print(f"\n{args.game}, {tree}, {args.episodes} {args.split} seeds (paired):\n")
     print("| schedule | mean +- SE | " + " | ".join(f"minus {n}" for n in fixed) + " |")
@@ -170,7 +150,7 @@ def main() -> int:
         )
         print(f"| {name} | {returns.mean():.1f} +- {se:.1f} | {cells} |", flush=True)
         return {
-            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date": utc_now(),
             "commit": commit,
             "game": args.game,
             "split": args.split,

@@ -1,7 +1,7 @@
 """Training runs raced at equal CPU time: each pinned to its own core, snapshotted every N minutes.
 
 Usage:
-    python bench/strength_race.py --game speed-go-v0 --out runs/go-race --every 15 --minutes 120 \\
+    python -m bench.strength_race --game speed-go-v0 --out runs/go-race --every 15 --minutes 120 \\
         --run mlp="--symmetries" \\
         --run conv32x3="--symmetries --torso conv --channels 32 --blocks 3"
 
@@ -11,15 +11,15 @@ slows one run more than another, and the training log's wall time counts that). 
 `rtplan train-planner --game G --out OUT/NAME --devices 1 --seed S ... <its extra flags>`,
 pinned to its own core (`taskset -c i`). Every `--every` CPU minutes of a run, its latest
 `checkpoint.msgpack` (written every 5 iterations) is copied to `OUT/snaps/NAME-XXXmin.msgpack`,
-which `rtplan gtp --planner`, `bench/match.py --planner` and `--opponent-planner` load as they
-load a shipped planner. A run stops at `--minutes` CPU minutes.
+which `rtplan gtp --planner`, `python -m bench.match --planner` and `--opponent-planner` load
+as they load a shipped planner. A run stops at `--minutes` CPU minutes.
 
 Stop a race with `kill` (SIGTERM) or SIGINT: it stops its runs. Runs resume: run the same
 command again and every run continues from its last checkpoint (`--resume`), its CPU seconds so
 far kept in `OUT/NAME/cpu_seconds.json`.
 
-Then compare the snapshots with `bench/match.py` (head to head at equal minutes, and against an
-outside engine); docs/results.md has the commands and the tables.
+Then compare the snapshots with `python -m bench.match` (head to head at equal minutes, and
+against an outside engine); docs/results.md has the commands and the tables.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench._common import ROOT
+
 LEDGER = "cpu_seconds.json"
 POLL_S = 5.0
 

@@ -263,7 +263,7 @@ def test_quit_ends_the_engine(gtp):
 
 
 def test_fixed_budget_plays_its_option_whatever_the_clock(planner_file, tmp_path):
-    """`--budget 2` (bench/match.py's matches): option 2 on every move, even out of time."""
+    """`--budget 2` (bench.match's matches): option 2 on every move, even out of time."""
     gtp = Controller(planner_file, tmp_path / "stderr.txt", "--budget", "2")
     try:
         assert gtp("rtplan-budget") == "= 2 inf"  # the time manager would pick 4

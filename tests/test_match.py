@@ -1,9 +1,8 @@
-"""bench/match.py's logic: the GTP referee, coordinates, openings, the binomial SE."""
+"""bench.match's logic: the GTP referee, coordinates, openings, the binomial SE."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import random
 import shutil
@@ -13,18 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from bench import match
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load_match():
-    spec = importlib.util.spec_from_file_location("bench_match", ROOT / "bench" / "match.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-match = _load_match()
 
 #: A tiny GTP engine for the referee: it plays the first empty point (A9, B9, ... J1) and
 #: passes when there is none; no captures. `--resign-after N`: resigns at its N+1-th genmove.

@@ -1,28 +1,12 @@
-"""bench/strength_race.py's logic: snapshot times, run specs, CPU seconds."""
+"""bench.strength_race's logic: snapshot times, run specs, CPU seconds."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "strength_race", ROOT / "bench" / "strength_race.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-race = _load()
+from bench import strength_race as race
 
 
 def test_snapshots_fall_due_at_each_multiple_of_the_interval_once():

@@ -1,0 +1,1 @@
+"""Benchmarks and matches of rtplan, run from a checkout as `python -m bench.<script>`."""
