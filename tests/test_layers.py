@@ -67,6 +67,8 @@ def tree_copy(tmp_path_factory) -> Path:
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
         ("rtplan/wire.py", "import flax", {"client-no-jax"}),
         ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),
+        ("planner_service/_loading.py", "from planner_service import engine", {"acyclic"}),
+        ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),
     ],
 )
 def test_a_breach_fails_its_contract(tree_copy, module, line, broken):
