@@ -1,4 +1,4 @@
-"""The planner service's core: loaded planners, their compiled options, decisions, plans."""
+"""The planner service's core: served games compiled ahead, each request's decision and plan."""
 
 from __future__ import annotations
 
@@ -14,77 +14,43 @@ import jax
 import numpy as np
 
 import games
-from gate.compiled import CompiledGate
-from gate.policy import Gate, gate_path, load_gate
-from harness.checkpoint import CheckpointError
-from planner import Planner, PlannerConfig, landing_frame
-from planner.compiled import CompiledOptions
-from planner.store import PLANNER_FILE, load_planner, planner_path
+from gate.policy import gate_path
+from planner import landing_frame
+from planner.store import PLANNER_FILE, planner_path
+from planner_service._errors import (
+    BudgetError,
+    EngineError,
+    GateLoadError,
+    InvalidRequestError,
+    NoGateError,
+    NotLoadedError,
+    NotReadyError,
+    StateError,
+)
+from planner_service._loading import DeviceError, LoadedGame, load_game, resolve_device
 from rtplan import wire
 from rtplan.v1 import tensor_pb2
 
+__all__ = [
+    "GATE",
+    "BudgetError",
+    "Decision",
+    "DeviceError",
+    "Engine",
+    "EngineError",
+    "GateLoadError",
+    "InvalidRequestError",
+    "LoadedGame",
+    "NoGateError",
+    "NotLoadedError",
+    "NotReadyError",
+    "Plan",
+    "StateError",
+    "resolve_device",
+]
+
 #: The budget that lets the gate choose k.
 GATE = "gate"
-
-
-class EngineError(Exception):
-    """A request the engine cannot serve; the message names the cause."""
-
-
-class InvalidRequestError(EngineError):
-    """The request itself is wrong: budget not offered, malformed state (an unknown game raises
-    `games.UnknownGameError`)."""
-
-
-class BudgetError(InvalidRequestError):
-    """A forced k that is not one of the game's budgets."""
-
-
-class StateError(InvalidRequestError):
-    """A state that does not decode, or one there is nothing to plan for."""
-
-
-class NotLoadedError(EngineError):
-    """A registered game (or its gate) with no checkpoint loaded in this engine."""
-
-
-class NoGateError(NotLoadedError):
-    """A `gate` budget for a game whose gate checkpoint is not loaded."""
-
-
-class GateLoadError(EngineError):
-    """A gate checkpoint that is present but does not load (corrupt, or for another planner)."""
-
-
-class NotReadyError(EngineError):
-    """A request before `compile()` has finished."""
-
-
-class DeviceError(ValueError):
-    """A device spec that is malformed or names a device this machine does not have."""
-
-
-def resolve_device(spec: str) -> jax.Device:
-    """The JAX device of a spec: `cpu`, `cpu:N`, `cuda` or `cuda:N` (the N-th GPU).
-
-    Raises:
-        DeviceError: a malformed spec, no GPU backend, or an index past the devices present.
-    """
-    kind, _, index = spec.strip().lower().partition(":")
-    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
-        raise DeviceError(f"device {spec!r} is not one of cpu, cpu:N, cuda, cuda:N")
-    platform = "cpu" if kind == "cpu" else "gpu"
-    try:
-        devices = jax.devices(platform)
-    except RuntimeError:
-        have = ", ".join(str(d) for d in jax.devices())
-        raise DeviceError(
-            f"device {spec!r} not available: JAX has no {platform} backend here (devices: {have})"
-        ) from None
-    n = int(index or 0)
-    if n >= len(devices):
-        raise DeviceError(f"device {spec!r} not available: {len(devices)} {platform} device(s)")
-    return devices[n]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,31 +74,6 @@ class Plan:
     search_value: float  # MCTS value of the root
     cost: int  # clock ticks charged (clock games; 0 in committed games)
     search_ms: float  # wall time of the option on the device, transfers included
-
-
-@dataclasses.dataclass(frozen=True)
-class LoadedGame:
-    """One served game: its deterministic planner, parameters on the device, executables."""
-
-    game_id: str
-    config: PlannerConfig
-    planner: Planner
-    params: object
-    checkpoint: str
-    gate: Gate | None = None  # the gate picks k for `gate` requests; None: forced k only
-    gate_params: object = None  # its variables, on the device
-    gate_checkpoint: str | None = None
-    # The value, the options per k and (a `CompiledGate`) the gate's decision and options, at
-    # batch 1; compiled by `Engine.compile()`.
-    options: CompiledOptions | None = None
-
-    @property
-    def budgets(self) -> tuple[int, ...]:
-        return self.config.budgets
-
-    @property
-    def simulations(self) -> tuple[int, ...]:
-        return self.config.simulations
 
 
 class Engine:
@@ -183,7 +124,9 @@ class Engine:
         for game_id, path in checkpoints.items():
             games.game_class(game_id)  # UnknownGameError names the registered games
             gate = gates.get(game_id)
-            self._games[game_id] = self._load(game_id, str(path), gate and str(gate))
+            self._games[game_id] = load_game(
+                game_id, str(path), gate and str(gate), self.device, self._compiler_options
+            )
 
     @classmethod
     def from_dir(
@@ -224,36 +167,7 @@ class Engine:
         gates = {g: gate_path(root, g) for g in paths if gate_path(root, g).is_file()}
         return cls(paths, gates=gates, device=device, compiler_options=compiler_options)
 
-    # Loading and compilation -------------------------------------------------------------------
-
-    def _load(self, game_id: str, path: str, gate_file: str | None) -> LoadedGame:
-        cfg, params, _ = load_planner(game_id, path)
-        gate = gate_params = None
-        if gate_file is not None:
-            # Checked against the planner as shipped: the gate records that exact config.
-            gate, gate_params = _load_gate(gate_file, Planner(cfg), path)
-            gate_params = jax.device_put(gate_params, self.device)
-        # Serving plays the argmax of the improved policy: the same state always gets the same
-        # plan, whatever the seed (training samples with gumbel_scale 1).
-        cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
-        planner = Planner(cfg)
-        params = jax.device_put(params, self.device)
-        kw = dict(device=self.device, compiler_options=self._compiler_options)
-        if gate is None:
-            options = CompiledOptions(planner, params, **kw)
-        else:
-            options = CompiledGate(planner, params, gate, gate_params, **kw)
-        return LoadedGame(
-            game_id=game_id,
-            config=cfg,
-            planner=planner,
-            params=params,
-            checkpoint=path,
-            gate=gate,
-            gate_params=gate_params,
-            gate_checkpoint=gate_file,
-            options=options,
-        )
+    # Compilation -------------------------------------------------------------------------------
 
     def compile(self, *, workers: int | None = None) -> None:
         """Compiles and warms every game's value, options, gate decision and gated options
@@ -468,13 +382,3 @@ class Engine:
             cost=int(out.cost[0]),
             search_ms=search_ms,
         )
-
-
-def _load_gate(path: str, planner: Planner, planner_file: str) -> tuple[Gate, object]:
-    """(gate, params) of a gate file over `planner`; any failure names the file."""
-    try:
-        gate, params, _ = load_gate(path, planner, planner_file=planner_file)
-    except (CheckpointError, ValueError, OSError) as e:
-        game_id = planner.config.game_id
-        raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e
-    return gate, params

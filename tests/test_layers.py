@@ -30,11 +30,15 @@ def test_the_tree_keeps_its_contracts():
 
 
 def test_every_top_level_package_is_checked_and_shipped():
-    """A new top-level package (the gate, say) must join the contracts and the wheel."""
+    """A new top-level package (the gate, say) must join the contracts and the wheel; bench/
+    joins the contracts only (it runs from a checkout) and nothing shipped may import it."""
     found = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert found == set(PACKAGES) == set(CONTRACTS["acyclic"]["ancestors"])
-    shipped = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert {p.removesuffix("*") for p in shipped} == found
+    shipped = {
+        p.removesuffix("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    assert shipped == found - {"bench"}
+    assert set(CONTRACTS["shipped-no-bench"]["source_modules"]) == shipped
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +62,7 @@ def tree_copy(tmp_path_factory) -> Path:
         ("harness/_breach.py", "import games", {"layers"}),
         ("planner/_breach.py", "import grpc", {"core-no-services"}),
         ("harness/_breach.py", "import fastapi", {"core-no-services"}),
+        ("server/_breach.py", "import bench", {"shipped-no-bench"}),
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
         ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
         ("rtplan/live.py", "from rtplan.commands import GROUPS", {"layers", "acyclic"}),
@@ -67,6 +72,8 @@ def tree_copy(tmp_path_factory) -> Path:
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
         ("rtplan/wire.py", "import flax", {"client-no-jax"}),
         ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),
+        ("planner_service/_loading.py", "from planner_service import engine", {"acyclic"}),
+        ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),
     ],
 )
 def test_a_breach_fails_its_contract(tree_copy, module, line, broken):

@@ -1,0 +1,120 @@
+"""Loading a served game: the device, its planner and gate checkpoints, their compiled options."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import jax
+
+from gate.compiled import CompiledGate
+from gate.policy import Gate, load_gate
+from harness.checkpoint import CheckpointError
+from planner import Planner, PlannerConfig
+from planner.compiled import CompiledOptions
+from planner.store import load_planner
+from planner_service._errors import GateLoadError
+
+
+class DeviceError(ValueError):
+    """A device spec that is malformed or names a device this machine does not have."""
+
+
+def resolve_device(spec: str) -> jax.Device:
+    """The JAX device of a spec: `cpu`, `cpu:N`, `cuda` or `cuda:N` (the N-th GPU).
+
+    Raises:
+        DeviceError: a malformed spec, no GPU backend, or an index past the devices present.
+    """
+    kind, _, index = spec.strip().lower().partition(":")
+    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
+        raise DeviceError(f"device {spec!r} is not one of cpu, cpu:N, cuda, cuda:N")
+    platform = "cpu" if kind == "cpu" else "gpu"
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        have = ", ".join(str(d) for d in jax.devices())
+        raise DeviceError(
+            f"device {spec!r} not available: JAX has no {platform} backend here (devices: {have})"
+        ) from None
+    n = int(index or 0)
+    if n >= len(devices):
+        raise DeviceError(f"device {spec!r} not available: {len(devices)} {platform} device(s)")
+    return devices[n]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedGame:
+    """One served game: its deterministic planner, parameters on the device, executables."""
+
+    game_id: str
+    config: PlannerConfig
+    planner: Planner
+    params: object
+    checkpoint: str
+    gate: Gate | None = None  # the gate picks k for `gate` requests; None: forced k only
+    gate_params: object = None  # its variables, on the device
+    gate_checkpoint: str | None = None
+    # The value, the options per k and (a `CompiledGate`) the gate's decision and options, at
+    # batch 1; compiled by `Engine.compile()`.
+    options: CompiledOptions | None = None
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        return self.config.budgets
+
+    @property
+    def simulations(self) -> tuple[int, ...]:
+        return self.config.simulations
+
+
+def load_game(
+    game_id: str,
+    path: str,
+    gate_file: str | None,
+    device: jax.Device,
+    compiler_options: Mapping[str, object],
+) -> LoadedGame:
+    """One served game: its planner (and gate) on `device`, options ready to compile.
+
+    Raises:
+        ValueError / CheckpointError: a planner checkpoint that does not load.
+        GateLoadError: a gate that does not load over the planner (names the file).
+    """
+    cfg, params, _ = load_planner(game_id, path)
+    gate = gate_params = None
+    if gate_file is not None:
+        # Checked against the planner as shipped: the gate records that exact config.
+        gate, gate_params = load_gate_file(gate_file, Planner(cfg), path)
+        gate_params = jax.device_put(gate_params, device)
+    # Serving plays the argmax of the improved policy: the same state always gets the same
+    # plan, whatever the seed (training samples with gumbel_scale 1).
+    cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
+    planner = Planner(cfg)
+    params = jax.device_put(params, device)
+    kw = dict(device=device, compiler_options=compiler_options)
+    if gate is None:
+        options = CompiledOptions(planner, params, **kw)
+    else:
+        options = CompiledGate(planner, params, gate, gate_params, **kw)
+    return LoadedGame(
+        game_id=game_id,
+        config=cfg,
+        planner=planner,
+        params=params,
+        checkpoint=path,
+        gate=gate,
+        gate_params=gate_params,
+        gate_checkpoint=gate_file,
+        options=options,
+    )
+
+
+def load_gate_file(path: str, planner: Planner, planner_file: str) -> tuple[Gate, object]:
+    """(gate, params) of a gate file over `planner`; any failure names the file."""
+    try:
+        gate, params, _ = load_gate(path, planner, planner_file=planner_file)
+    except (CheckpointError, ValueError, OSError) as e:
+        game_id = planner.config.game_id
+        raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e
+    return gate, params

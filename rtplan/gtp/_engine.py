@@ -1,0 +1,211 @@
+"""The GTP engine: the Speed Go game (`_game.GtpGame`) answering GTP commands line by line."""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from games.go import COLUMNS, SIZE
+from rtplan.gtp._game import GAME_ID, GtpGame
+from rtplan.gtp._protocol import (
+    COMMANDS,
+    GtpError,
+    clean,
+    number,
+    parse_colour,
+    parse_vertex,
+    score_text,
+)
+from rtplan.gtp._time import Clock, TimeSettings
+
+
+class GtpEngine(GtpGame):
+    """A Speed Go game driven by GTP commands; `genmove` runs the planner's options.
+
+    The engine keeps the stack of JAX states (so `undo` pops one) and the move list (so `komi`
+    rebuilds the game with the new komi and replays it). Colours must alternate, black first:
+    pgx derives the side to move from the ply count, so `play` or `genmove` for the other colour
+    is refused (`? cannot play out of turn`); handicap stones are not supported. A finished game
+    (two passes, or pgx's ply cap) accepts no more moves until `undo` or `clear_board`.
+
+    Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
+    and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted
+    to ticks at the measured seconds per simulation and written into the state, and the budget
+    is the largest k whose measured search time fits `move_allowance`. A fixed `budget` (for
+    matches at one option) plays option k on every move, whatever the clocks say.
+    """
+
+    def handle(self, line: str) -> tuple[str | None, bool]:
+        """Answers one line of GTP input.
+
+        Returns:
+            (the answer with its trailing blank line, or None for a blank or comment line;
+            True after `quit`).
+        """
+        words = clean(line).split()
+        if not words:
+            return None, False
+        ident = ""
+        if words[0].isdigit():
+            ident, words = words[0], words[1:]
+            if not words:
+                return f"?{ident} missing command\n\n", False
+        name, args = words[0].lower(), words[1:]
+        try:
+            if name not in COMMANDS:
+                raise GtpError("unknown command")
+            text = getattr(self, "_cmd_" + name.replace("-", "_"))(args)
+        except GtpError as e:
+            return f"?{ident} {e}\n\n", False
+        except Exception as e:  # a bug must not end the game for the controller
+            self._log("".join(traceback.format_exception(e)).rstrip())
+            message = " ".join(str(e).split())  # one line: a blank one would end the answer
+            return f"?{ident} internal error: {type(e).__name__}: {message}\n\n", False
+        return f"={ident} {text}\n\n" if text else f"={ident}\n\n", name == "quit"
+
+    def serve(self, lines: Iterable[str], out: TextIO) -> int:
+        """Answers GTP commands from `lines` on `out` until `quit` or the end of input."""
+        for line in lines:
+            answer, done = self.handle(line)
+            if answer is not None:
+                out.write(answer)
+                out.flush()
+            if done:
+                break
+        return 0
+
+    @staticmethod
+    def _args(args: list[str], n: int, usage: str) -> list[str]:
+        if len(args) != n:
+            raise GtpError(f"syntax error: expected {usage}")
+        return args
+
+    def _cmd_protocol_version(self, args):
+        return "2"
+
+    def _cmd_name(self, args):
+        return "rtplan"
+
+    def _cmd_version(self, args):
+        from rtplan import __version__
+
+        return f"{__version__} ({GAME_ID} planner {Path(self.planner_file).name})"
+
+    def _cmd_known_command(self, args):
+        (name,) = self._args(args, 1, "known_command NAME")
+        return "true" if name.lower() in COMMANDS else "false"
+
+    def _cmd_list_commands(self, args):
+        return "\n".join(COMMANDS)
+
+    def _cmd_quit(self, args):
+        return ""
+
+    def _cmd_boardsize(self, args):
+        (size,) = self._args(args, 1, "boardsize SIZE")
+        if not size.isdigit():
+            raise GtpError(f"syntax error: board size must be an integer, got {size!r}")
+        if int(size) != SIZE:
+            raise GtpError(f"unacceptable size: {GAME_ID} is played on 9x9 only")
+        self._clear()
+        return ""
+
+    def _cmd_clear_board(self, args):
+        self._clear()
+        return ""
+
+    def _cmd_komi(self, args):
+        (text,) = self._args(args, 1, "komi FLOAT")
+        komi = number(text, "komi")
+        if komi != self.komi:
+            self.komi = komi
+            self._replay()  # the same moves on a game built with the new komi
+            if self.search_s:
+                # Compile the searches with the new komi now, before a genmove's clock runs.
+                self.warm_up()
+        return ""
+
+    def _cmd_play(self, args):
+        colour_text, vertex = self._args(args, 2, "play COLOR VERTEX")
+        colour, action = parse_colour(colour_text), parse_vertex(vertex)
+        self._check(colour, action)
+        self._apply(action, 0)
+        return ""
+
+    def _cmd_genmove(self, args):
+        (colour_text,) = self._args(args, 1, "genmove COLOR")
+        return self.genmove(parse_colour(colour_text))
+
+    def _cmd_undo(self, args):
+        if not self.moves:
+            raise GtpError("cannot undo")
+        self.states.pop()
+        self.moves.pop()
+        return ""
+
+    def _cmd_final_score(self, args):
+        import jax
+        from pgx._src.games.go import _count_scores  # pgx's own area count (pgx is pinned)
+
+        scores = jax.device_get(_count_scores(self.states[-1].inner.board._x, SIZE))
+        black, white = (float(x) for x in scores)  # pgx's colour 1 (black) first
+        return score_text(black, white, self.komi)
+
+    def _cmd_showboard(self, args):
+        letters = "   " + " ".join(COLUMNS)
+        rows = [letters]
+        for i, row in enumerate(self.board()):
+            stones = " ".join(row).replace("x", "X").replace("o", "O")
+            rows.append(f"{SIZE - i:2d} {stones} {SIZE - i}")
+        rows.append(letters)
+        rows.append(f"{'Black' if self.to_play == 0 else 'White'} to play, komi {self.komi:g}")
+        return "\n" + "\n".join(rows)
+
+    def _set_time(self, settings: TimeSettings) -> None:
+        self.settings = settings
+        self.clocks = [settings.fresh(), settings.fresh()]
+
+    def _cmd_time_settings(self, args):
+        args = self._args(args, 3, "time_settings MAIN BYO STONES")
+        main, byo, stones = (number(a, w) for a, w in zip(args, ("main", "byo", "stones")))
+        if min(main, byo, stones) < 0 or stones != int(stones):
+            raise GtpError("syntax error: time settings must be >= 0, stones an integer")
+        if byo > 0 and stones == 0:  # GTP: byo-yomi time without stones means no limit
+            self._set_time(TimeSettings())
+        else:
+            self._set_time(TimeSettings(main, byo, int(stones)))
+        return ""
+
+    def _cmd_kgs_time_settings(self, args):
+        if not args:
+            raise GtpError("syntax error: expected kgs-time_settings SYSTEM ...")
+        system, rest = args[0].lower(), [number(a, "time") for a in args[1:]]
+        if system == "none" and not rest:
+            self._set_time(TimeSettings())
+        elif system == "absolute" and len(rest) == 1:
+            self._set_time(TimeSettings(rest[0]))
+        elif system == "byoyomi" and len(rest) == 3:
+            # Japanese byo-yomi as Canadian with one stone per period (extra periods unused).
+            self._set_time(TimeSettings(rest[0], rest[1], 1))
+        elif system == "canadian" and len(rest) == 3:
+            self._set_time(TimeSettings(rest[0], rest[1], int(rest[2])))
+        else:
+            raise GtpError(f"syntax error: unknown time system or arguments {' '.join(args)!r}")
+        return ""
+
+    def _cmd_time_left(self, args):
+        colour_text, seconds, stones = self._args(args, 3, "time_left COLOR TIME STONES")
+        colour = parse_colour(colour_text)
+        seconds, stones = number(seconds, "time"), number(stones, "stones")
+        if seconds < 0 or stones < 0 or stones != int(stones):
+            raise GtpError("syntax error: time and stones must be >= 0, stones an integer")
+        self.clocks[colour] = Clock(seconds, int(stones))
+        return ""
+
+    def _cmd_rtplan_budget(self, args):
+        """Extension: the budget k the next genmove would use (0: the policy-only move)."""
+        k, allowance = self.budget()
+        return f"{k} {'inf' if math.isinf(allowance) else f'{allowance:.3f}'}"

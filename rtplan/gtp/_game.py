@@ -1,0 +1,244 @@
+"""One Speed Go game as the GTP engine plays it: JAX states, moves, clocks, the planner's moves."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple, TextIO
+
+from games import go
+from games.go import PASS, vertex_name
+from rtplan.gtp._protocol import GtpError
+from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
+
+GAME_ID = go.SpeedGo.id
+
+
+class _Compiled(NamedTuple):
+    game: object
+    init: Callable
+    step: Callable
+    options: object  # planner.compiled.CompiledOptions: the value (reflex move) and options
+
+
+class GtpGame:
+    """The game state and moves of `GtpEngine` (the GTP commands are its subclass's).
+
+    See `GtpEngine` for the rules it keeps (alternating colours, undo, komi, clocks).
+    """
+
+    def __init__(
+        self,
+        planner_file: str | Path,
+        *,
+        seed: int = 0,
+        resign_below: float | None = None,
+        budget: int | None = None,
+        log: TextIO | None = None,
+    ) -> None:
+        import jax
+
+        from planner.store import load_planner
+
+        self._log_to = log
+        self.planner_file = str(planner_file)
+        self.config, self.params, _ = load_planner(GAME_ID, self.planner_file)
+        if budget is not None and budget not in self.config.budgets:
+            raise ValueError(f"budget {budget} is not one of the planner's {self.config.budgets}")
+        #: The option every genmove plays (None: the time manager chooses).
+        self.fixed_budget = budget
+        self.seed = seed
+        self.resign_below = resign_below
+        self.komi = 7.5
+        self.settings = TimeSettings()
+        self.clocks = [Clock(), Clock()]
+        self.search_s: dict[int, float] = {}
+        self._key = jax.random.PRNGKey(seed)
+        self._clear()
+
+    @functools.cache  # noqa: B019 (one engine per process; the cache holds the compiled fns)
+    def _fns(self, komi: float) -> _Compiled:
+        """The game with this komi, its planner and their jitted functions (once per komi)."""
+        import jax
+
+        import games
+        from planner import Planner
+        from planner.compiled import CompiledOptions
+
+        params = {
+            **dict(self.config.game_params),
+            "initial_time": games.UNLIMITED_CLOCK,
+            "timeout": "reflex",
+            "komi": komi,
+        }
+        game = games.make(GAME_ID, **params)
+        planner = Planner(self.config, game=game)
+        return _Compiled(
+            game=game,
+            init=jax.jit(game.init),
+            step=jax.jit(game.step),
+            options=CompiledOptions(planner, self.params),
+        )
+
+    def warm_up(self) -> None:
+        """Compiles the step, the reflex move and every budget's option, and measures each
+        option's time (the median of three)."""
+        state = self.states[0]
+        self._step(state, 0, 0)
+        self._search(state, 0)
+        options = self._fns(self.komi).options
+        for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
+            self.search_s[k] = options.measure(k, state)
+        self._log(
+            "search times: "
+            + ", ".join(f"k={k} {1e3 * s:.1f} ms" for k, s in self.search_s.items())
+        )
+
+    def _step(self, state, action: int, cost: int):
+        import jax.numpy as jnp
+
+        return self._fns(self.komi).step(state, jnp.int32(action), jnp.int32(cost))
+
+    def _search(self, state, k: int) -> tuple[int, float]:
+        """(action, value) of option k from `state`; k = 0 is the policy-only reflex move.
+
+        The value is the search's root value (the network's for k = 0), for the player to move.
+        """
+        import jax
+
+        options = self._fns(self.komi).options
+        states = jax.tree.map(lambda x: x[None], state)
+        if k == 0:
+            out = options.evaluate(states)
+            return int(out.reflex[0]), float(out.value[0])
+        key = jax.random.fold_in(self._key, len(self.moves))
+        out = options.option(k, key[None], states)
+        return int(out.actions[0, 0]), float(out.search_value[0])
+
+    def _clear(self) -> None:
+        """An empty board; the clocks start again."""
+        self._clear_board()
+        self.clocks = [self.settings.fresh(), self.settings.fresh()]
+
+    def _clear_board(self) -> None:
+        import jax
+
+        self.states = [self._fns(self.komi).init(jax.random.PRNGKey(self.seed))]
+        self.moves: list[int] = []
+        # Black moves first; pgx draws which player id that is.
+        self.black_id = int(self.states[0].current_player)
+
+    def _replay(self) -> None:
+        """Plays the move list again on a fresh board (after the game was rebuilt)."""
+        moves = self.moves
+        self._clear_board()
+        for action in moves:
+            self._apply(action, 0)
+
+    @property
+    def to_play(self) -> int:
+        """The colour to move: 0 black, 1 white (black moves first; colours alternate)."""
+        return len(self.moves) % 2
+
+    @property
+    def over(self) -> bool:
+        return bool(self.states[-1].terminated)
+
+    def board(self) -> list[str]:
+        """9 rows, top first: "x" black, "o" white, "." empty."""
+        from games.render import render
+
+        return render(self._fns(self.komi).game, self.states[-1])["board"]
+
+    def _with_clocks(self, state):
+        """`state` with both GTP clocks written into the game's clocks, in ticks."""
+        import jax.numpy as jnp
+
+        import games
+
+        per_tick = self._seconds_per_tick()
+        ticks = []
+        for colour in (0, 1):
+            remaining = self.clocks[colour].remaining
+            # A fixed budget keeps the game's clocks full: an empty one would force the reflex.
+            if remaining is None or per_tick <= 0 or self.fixed_budget is not None:
+                ticks.append(games.UNLIMITED_CLOCK)
+            else:
+                ticks.append(min(int(remaining / per_tick), games.UNLIMITED_CLOCK))
+        by_id = ticks if self.black_id == 0 else ticks[::-1]
+        return state.replace(inner=state.inner.replace(clocks=jnp.asarray(by_id, jnp.int32)))
+
+    def _seconds_per_tick(self) -> float:
+        """Measured seconds per simulation (the slowest budget's ratio; 0 before warm_up)."""
+        return max(
+            (s / self.config.sims(k) for k, s in self.search_s.items()),
+            default=0.0,
+        )
+
+    def _check(self, colour: int, action: int) -> None:
+        """Raises GtpError unless `colour` may play `action` now."""
+        if self.over:
+            raise GtpError("game is over (undo or clear_board to go on)")
+        if colour != self.to_play:
+            raise GtpError("cannot play out of turn")
+        state = self.states[-1]
+        if action != PASS:
+            if not bool(state.legal_action_mask[action]):
+                raise GtpError("illegal move")
+            nxt = self._step(state, action, 0)
+            # A board move that ends the game before pgx's ply cap repeats a position (pgx's
+            # positional superko, which would lose the game for the mover).
+            if bool(nxt.terminated) and int(nxt.frame) < MAX_PLIES:
+                raise GtpError("illegal move (repeats an earlier position: positional superko)")
+
+    def _apply(self, action: int, cost: int) -> None:
+        state = self._with_clocks(self.states[-1])
+        self.states.append(self._step(state, action, cost))
+        self.moves.append(action)
+
+    def budget(self) -> tuple[int, float]:
+        """(budget k for the side to move, its allowance in seconds); k = 0 is the reflex move."""
+        colour = self.to_play
+        allowance = move_allowance(self.settings, self.clocks[colour], len(self.moves))
+        if self.fixed_budget is not None:
+            return self.fixed_budget, allowance
+        if math.isinf(allowance) or not self.search_s:
+            return max(self.config.budgets), allowance
+        return choose_budget(self.config.budgets, self.search_s.__getitem__, allowance), allowance
+
+    def genmove(self, colour: int) -> str:
+        """Plans and plays a move for `colour`; returns its vertex, "pass" or "resign"."""
+        if self.over:
+            return "pass"
+        if colour != self.to_play:
+            raise GtpError("cannot play out of turn")
+        start = time.perf_counter()
+        k, allowance = self.budget()
+        state = self._with_clocks(self.states[-1])
+        action, value = self._search(state, k)
+        took = time.perf_counter() - start
+        if k:
+            # Measured times feed the next choices (a running average with the warm-up's).
+            self.search_s[k] = 0.7 * self.search_s.get(k, took) + 0.3 * took
+        self.clocks[colour] = self.settings.spend(self.clocks[colour], took)
+        if self.resign_below is not None and value < self.resign_below:
+            self._log(f"genmove {'BW'[colour]}: resign (value {value:.2f})")
+            return "resign"
+        try:
+            self._check(colour, action)
+        except GtpError:
+            action = PASS  # the search picked a superko repetition: pass instead
+        self._apply(action, self.config.sims(k) if k else 0)
+        self._log(
+            f"genmove {'BW'[colour]}: {vertex_name(action)} k={k} "
+            f"({self.config.sims(k) if k else 0} simulations) in {1e3 * took:.0f} ms, "
+            f"allowance {allowance:.3g} s, value {value:+.2f}"
+        )
+        return vertex_name(action)
+
+    def _log(self, text: str) -> None:
+        if self._log_to is not None:
+            print(f"rtplan gtp: {text}", file=self._log_to, flush=True)
