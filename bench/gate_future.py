@@ -1,7 +1,7 @@
 """Does a tree that expects the gate's own budgets remove the cost of switching k?
 
 Usage: python -m bench.gate_future --game tetris-rt-v0
-           --gate checkpoints/tetris-rt-v0/gate-training/gate.msgpack
+           --gate archive/tetris-rt-v0/gate-training/gate.msgpack
            [--split tuning] [--episodes 32]
 
 The shipped tree models "always k": inside option k's search every edge below the root is a k-frame

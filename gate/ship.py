@@ -12,7 +12,8 @@ from harness.curve import plot_learning_curve
 from harness.run import LOG
 from planner.store import planner_path
 
-#: Names of the gate's provenance, log and curve beside the planner's own files.
+#: Names of the gate's provenance and curve beside the planner's own files, and of its log
+#: beside the planner's in the results.
 GATE_README = "gate.md"
 GATE_LOG = "gate-log.csv"
 GATE_CURVE = "gate_learning_curve.png"
@@ -21,7 +22,8 @@ GATE_CURVE = "gate_learning_curve.png"
 def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
     """Ships `<run>/gate.msgpack` (the run's best params) to `<dest_root>/<game>/gate.msgpack`,
     where the planner service, the env server and `rtplan eval` load it, with its provenance
-    (`gate.md`), log (`gate-log.csv`) and learning curve (`gate_learning_curve.png`).
+    (`gate.md`) and learning curve (`gate_learning_curve.png`); its log goes to
+    `results/<game>/training/gate-log.csv` (`harness.ship`).
 
     Raises:
         CheckpointError: the export does not load, or was trained over another planner than
@@ -47,7 +49,7 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
         notes=[
             f"- options' tree: `{tree}` (docs/gate.md); the gate picks among budgets "
             f"{meta.get('budgets')}",
-            f"- learning curve: `{GATE_CURVE}` (from `{GATE_LOG}`)",
+            f"- learning curve: `{GATE_CURVE}` (drawn from the training log)",
         ],
     )
     plot_learning_curve(run / LOG, path.parent / GATE_CURVE, f"{game} gate training")

@@ -1,4 +1,5 @@
-"""Ships a run's exported params with their provenance into `checkpoints/<game>/[variant/]`."""
+"""Ships a run's exported params with their provenance into `checkpoints/<game>/`, its log into
+`results/<game>/training/`; a variant (kept, not shipped) goes whole into `archive/<game>/`."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness import checkpoint as ckpt
+from harness.layout import ARCHIVE, RESULTS, TRAINING_LOGS
 from harness.run import BEST, LOG
 
 
 def ship(
     run_dir: str | Path,
-    dest_root: str | Path,
+    dest_root: str | Path | None,
     *,
     file_name: str,
     what: str,
@@ -23,23 +25,27 @@ def ship(
     readme: str = "README.md",
     log_name: str = LOG,
 ) -> Path:
-    """Copies `<run>/<file_name>` (+ its metadata and `log.csv`) to `<dest_root>/<game>/`.
+    """Copies `<run>/<file_name>` and its metadata to `<dest_root>/<game>/` with a provenance
+    README, and the run's `log.csv` to `<dest_root>/../results/<game>/training/<log_name>`: the
+    checkpoints folder holds only what ships (`harness.layout`), the log is a measurement.
 
-    A `variant` such as "train-k2" goes to `<dest_root>/<game>/<variant>/`, beside the game's
-    base checkpoint. A README.md states the command, seed, iteration, frames, git commit and the
-    evaluation of the shipped params (the best's when they are the run's best).
+    A `variant` such as "train-k2" is a planner kept for comparisons, not shipped: its params,
+    metadata, README and `log.csv` go to `<dest_root>/../archive/<game>/<variant>/`. The README
+    states the command, seed, iteration, frames, git commit and the evaluation of the shipped
+    params (the best's when they are the run's best).
 
     Args:
         run_dir: the run folder (`harness.run.Run`'s output).
-        dest_root: the checkpoints root.
+        dest_root: the checkpoints root (None: `harness.checkpoint.checkpoint_root()`); the
+            results and the archive are its siblings, as in a checkout.
         file_name: the exported params file (the algorithm's `export_file`).
         what: what the params are, for the README title (e.g. "planner").
         describe: `(eval columns, train_config dict) -> str`, the README's evaluation text
             (called with {} when the run recorded no evaluation).
         variant: an optional plain folder name.
         notes: extra README lines (e.g. files the caller adds to the folder).
-        readme, log_name: the names the provenance and the run's `log.csv` get there (a gate
-            ships beside its game's planner, whose README.md and log.csv those are).
+        readme, log_name: the names the provenance and the run's `log.csv` get (a gate ships
+            beside its game's planner, whose README.md and planner-log.csv those are).
 
     Returns:
         The shipped params file.
@@ -50,10 +56,18 @@ def ship(
     src = run / file_name
     meta = ckpt.load_metadata(src)  # verifies the file
     game = meta["game"]
-    dest = Path(dest_root) / game / (variant or "")
-    dest.mkdir(parents=True, exist_ok=True)
-    for name, as_name in ((file_name, file_name), (file_name + ".json",) * 2, (LOG, log_name)):
-        shutil.copyfile(run / name, dest / as_name)
+    root = ckpt.checkpoint_root(dest_root)
+    if variant is None:
+        dest = root / game
+        log = root.parent / RESULTS / game / TRAINING_LOGS / log_name
+    else:
+        dest = root.parent / ARCHIVE / game / variant
+        log = dest / LOG
+    for path in (dest / file_name, log):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    for name in (file_name, file_name + ".json"):
+        shutil.copyfile(run / name, dest / name)
+    shutil.copyfile(run / LOG, log)
     ev = meta.get("last_eval") or {}
     if meta.get("source") == "best" and (run / BEST).exists():
         best = ckpt.load_metadata(run / BEST)
@@ -80,6 +94,7 @@ def ship(
         f"{meta.get('frames', '?')} training frames, git commit `{meta.get('git_commit', '?')}`",
         "- evaluation of these params: "
         + (describe(ev, meta.get("train_config", {})) if ev else "none recorded"),
+        f"- training log: `{log.relative_to(root.parent).as_posix()}`",
         *notes,
         "",
     ]

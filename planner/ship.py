@@ -12,6 +12,9 @@ from harness.curve import plot_learning_curve
 from harness.run import LOG
 from planner.store import PLANNER_FILE, load_planner, save_planner
 
+#: The name of a shipped planner's training log in `results/<game>/training/`.
+PLANNER_LOG = "planner-log.csv"
+
 
 def ship(
     run_dir: str | Path,
@@ -19,8 +22,8 @@ def ship(
     variant: str | None = None,
     snapshot: str | Path | None = None,
 ) -> Path:
-    """Ships `<run>/planner.msgpack` to `<dest_root>/<game>/[<variant>/]` (`harness.ship`) with
-    the run's `learning_curve.png`.
+    """Ships `<run>/planner.msgpack` to `<dest_root>/<game>/` (a variant to the archive; the
+    log to the results: `harness.ship`) with the run's `learning_curve.png`.
 
     With `snapshot`, the params shipped are those of that training checkpoint of the run (a copy
     of its `checkpoint.msgpack`, e.g. one of `bench/strength_race.py`'s snapshots) instead of
@@ -33,10 +36,10 @@ def ship(
     """
     run = Path(run_dir)
     if snapshot is None:
-        return _ship(run, ckpt.checkpoint_root(dest_root), variant)
+        return _ship(run, dest_root, variant)
     with tempfile.TemporaryDirectory() as tmp:
         staged = _stage_snapshot(run, Path(snapshot), Path(tmp))
-        return _ship(staged, ckpt.checkpoint_root(dest_root), variant)
+        return _ship(staged, dest_root, variant)
 
 
 def _ship(staged: Path, dest_root, variant) -> Path:
@@ -47,11 +50,12 @@ def _ship(staged: Path, dest_root, variant) -> Path:
         what="planner",
         describe=_describe,
         variant=variant,
-        notes=["- learning curve: `learning_curve.png` (from `log.csv`)"],
+        notes=["- learning curve: `learning_curve.png` (drawn from the training log)"],
+        log_name=PLANNER_LOG,
     )
     game = ckpt.load_metadata(path)["game"]
     plot_learning_curve(
-        path.parent / LOG, path.parent / "learning_curve.png", f"{game} planner training"
+        staged / LOG, path.parent / "learning_curve.png", f"{game} planner training"
     )
     return path
 

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from harness.checkpoint import checkpoint_root
+from harness.layout import results_root
 
 
 class Settings(BaseSettings):
@@ -45,9 +46,9 @@ class Settings(BaseSettings):
     )
     record_dir: Path = Field(Path("replays"), description="where replay files are written")
     results_dir: Path = Field(
-        Path("results"),
-        description="folder of `rtplan report`'s figures and tables, shown on the results page "
-        "with checkpoint_dir/<game>/calibration",
+        default_factory=results_root,
+        description="the measured results (results/<game>/<topic>/: calibration, cross-eval, "
+        "training logs, `rtplan report`'s figures) the results page lists",
     )
     viewer_queue: int = Field(
         32,

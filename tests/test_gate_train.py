@@ -117,7 +117,8 @@ def test_train_gate_checkpoints_resumes_and_exports(tmp_path, planner_file, caps
     assert (dest / "README.md").read_text() == "the planner's"
     provenance = (dest / "gate.md").read_text()
     assert f"--out {out}" in provenance and "tree: `always-k`" in provenance
-    assert (dest / "gate-log.csv").read_text() == (out / "log.csv").read_text()
+    log = tmp_path / "results" / GAME / "training" / "gate-log.csv"  # beside the checkpoints
+    assert log.read_text() == (out / "log.csv").read_text() and not (dest / "gate-log.csv").exists()
     assert (dest / "gate_learning_curve.png").stat().st_size > 0
     (dest / "planner.msgpack").write_bytes(b"another planner")
     assert main(["ship-gate", "--run", str(out), "--dest", str(dest.parent)]) == 2

@@ -35,8 +35,8 @@ def test_every_route_answers_through_its_router(tmp_path):
             ("GET", "/v1/replays/nope.jsonl", 404, "not_found"),
             ("GET", "/v1/replays/nope.jsonl/boards", 404, "not_found"),
             ("GET", "/v1/replays/nope.jsonl/boards?count=65", 422, "invalid_request"),
-            ("GET", "/v1/results/files/results/x.png", 404, "not_found"),
-            ("GET", "/v1/results/files/elsewhere/x.png", 404, "not_found"),
+            ("GET", "/v1/results/files/x.png", 404, "not_found"),
+            ("GET", "/v1/results/files/snake-rt-v0/notes.txt", 404, "not_found"),
         ]
         for method, path, status, kind in refused:
             r = client.request(method, path, json={} if method == "POST" else None)

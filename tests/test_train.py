@@ -372,10 +372,22 @@ def test_ship_and_init_from(tmp_path):
     readme = (dest / "README.md").read_text()
     assert "rtplan train-planner" in readme and "seed 0" in readme and "evaluation" in readme
     assert (dest / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
-    # A variant goes beside the base checkpoint, which it leaves alone.
+    # Only what ships is in the checkpoints folder; the log is a result beside it.
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "README.md",
+        "learning_curve.png",
+        "planner.msgpack",
+        "planner.msgpack.json",
+    ]
+    log = tmp_path / "results" / "snake-rt-v0" / "training" / "planner-log.csv"
+    assert log.read_text() == (run / "log.csv").read_text()
+    assert "training log: `results/snake-rt-v0/training/planner-log.csv`" in readme
+    # A variant is kept whole in the archive; the base checkpoint is left alone.
     base_bytes = shipped.read_bytes()
     variant = ship(run, tmp_path / "checkpoints", variant="train-k2")
-    assert variant == dest / "train-k2" / "planner.msgpack" and shipped.read_bytes() == base_bytes
+    kept = tmp_path / "archive" / "snake-rt-v0" / "train-k2"
+    assert variant == kept / "planner.msgpack" and shipped.read_bytes() == base_bytes
+    assert (kept / "log.csv").read_text() == (run / "log.csv").read_text()
     assert (
         (variant.parent / "README.md")
         .read_text()
@@ -392,13 +404,15 @@ def test_ship_and_init_from(tmp_path):
     tree["params"] = jax.tree.map(lambda x: x + 1, tree["params"])
     snap = tmp_path / "snap-002.msgpack"
     ckpt.save(snap, tree, meta)
-    from_snap = ship(run, tmp_path / "snapped", snapshot=snap)
+    from_snap = ship(run, tmp_path / "snapped" / "checkpoints", snapshot=snap)
     _, snapped, snap_meta = load_planner("snake-rt-v0", from_snap)
     assert _leaves_equal(snapped, tree["params"])
     assert snap_meta["source"] == "snapshot snap-002.msgpack" and snap_meta["iteration"] == 2
     readme = (from_snap.parent / "README.md").read_text()
     assert "(snapshot snap-002.msgpack params of the run)" in readme and "iteration 2" in readme
-    assert [int(r["iteration"]) for r in _rows(from_snap.parent)] == [1, 2]
+    snap_log = tmp_path / "snapped" / "results" / "snake-rt-v0" / "training" / "planner-log.csv"
+    with open(snap_log) as f:
+        assert [int(r["iteration"]) for r in csv.DictReader(f)] == [1, 2]
     with pytest.raises(ValueError, match="not a training checkpoint"):
         ship(run, tmp_path / "snapped", snapshot=shipped)
     ckpt.save(snap, tree, dict(meta, seed=7))

@@ -37,8 +37,8 @@ LATE_TICK_MS = 1500
 #: CPU slow-down of the throttled page: it then draws Pac-Man in ~130 ms, so a server that
 #: waited for it would lag ~100 ms more each 33 ms frame, ~2.7 s by the end of a session.
 THROTTLE = 100
-#: The calibration output of a shipped planner (the results page's test lists it).
-CALIBRATION = Path("checkpoints/snake-rt-v0/calibration")
+#: The calibration output of a shipped planner, under results/ (the results page's test lists it).
+CALIBRATION = Path("snake-rt-v0/calibration")
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +121,7 @@ def server(chromium_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("web")
     root = write_checkpoints(tmp / "ckpt", GAMES)
     # The figures and table `rtplan calibrate` wrote for the shipped Snake planner.
-    shutil.copytree(ROOT / CALIBRATION, root / CALIBRATION.relative_to("checkpoints"))
-    (tmp / "results").mkdir()
+    shutil.copytree(ROOT / "results" / CALIBRATION, tmp / "results" / CALIBRATION)
     (tmp / "results" / "summary.json").write_text('{"games": 5}')
     with env_server(tmp, root, GAMES) as base:
         yield SimpleNamespace(base=base)
@@ -651,7 +650,7 @@ def test_the_page_keeps_up_with_a_30_fps_pacman_session(server, page):
 def test_results_page_lists_the_calibration_figures(server, page):
     listed = get(server.base, "/v1/results")["groups"]
     titles = [g["title"] for g in listed]
-    assert titles == ["snake-rt-v0 · calibration", "results"], titles
+    assert titles == ["results", "snake-rt-v0 · calibration"], titles
     page.goto(f"{server.base}/")
     page.click("text=results")
     section = page.locator('section[data-group="snake-rt-v0 · calibration"]')
@@ -661,7 +660,7 @@ def test_results_page_lists_the_calibration_figures(server, page):
     page.wait_for_function(
         "document.querySelector('section[data-group] img').naturalWidth > 0", timeout=10_000
     )
-    rows = (ROOT / CALIBRATION / "calibration.csv").read_text().strip().splitlines()
+    rows = (ROOT / "results" / CALIBRATION / "calibration.csv").read_text().strip().splitlines()
     table = section.locator('details[data-file="calibration.csv"] tr')
     assert table.count() == len(rows)
     assert table.first.locator("th").all_inner_texts() == rows[0].split(",")

@@ -29,12 +29,8 @@ function parseCSV(text) {
   return rows;
 }
 
-async function tableOf(entry) {
-  const details = el("details", null, { class: "table" });
-  details.dataset.file = entry.name;
-  const summary = el("summary");
-  summary.append(el("a", entry.name, { href: entry.url }));
-  details.append(summary);
+/** Fills `details` with the table of `entry`: CSV as an HTML table, anything else as text. */
+async function fillTable(details, entry) {
   const text = await (await fetch(entry.url)).text();
   if (entry.name.endsWith(".csv")) {
     const rows = parseCSV(text);
@@ -49,7 +45,28 @@ async function tableOf(entry) {
   } else {
     details.append(el("pre", text.slice(0, 20000)));
   }
-  details.open = true;
+}
+
+/** A table's <details>: CSV tables are fetched and shown open; JSON records (per-episode data,
+ * often large) are fetched when a reader opens them. */
+async function tableOf(entry) {
+  const details = el("details", null, { class: "table" });
+  details.dataset.file = entry.name;
+  const summary = el("summary");
+  summary.append(el("a", entry.name, { href: entry.url }));
+  details.append(summary);
+  if (entry.name.endsWith(".csv")) {
+    await fillTable(details, entry);
+    details.open = true;
+  } else {
+    let filled = false;
+    details.addEventListener("toggle", () => {
+      if (details.open && !filled) {
+        filled = true;
+        fillTable(details, entry);
+      }
+    });
+  }
   return details;
 }
 

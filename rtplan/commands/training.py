@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ship.add_argument(
         "--variant",
         default=None,
-        help="ship to <dest>/<game>/<variant>/ (e.g. train-k2) instead of replacing the base",
+        help="keep as a variant (e.g. train-k2): to <dest>/../archive/<game>/<variant>/, not "
+        "shipped, instead of replacing the base",
     )
     ship.add_argument(
         "--snapshot",
@@ -65,7 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ship_gate.set_defaults(handler=_ship_gate)
 
 
-_DEST_HELP = "destination root (default: the checkout's checkpoints/)"
+_DEST_HELP = (
+    "checkpoints root (default: the checkout's checkpoints/); the training log goes to "
+    "results/<game>/training/ beside it"
+)
 
 
 def _run_flags(parser: argparse.ArgumentParser, what: str) -> None:

@@ -1,0 +1,95 @@
+"""The checkout's folders besides the shipped checkpoints, and the one index of the results.
+
+- `checkpoints/<game>/` (`harness.checkpoint.checkpoint_root`): only what ships (in the wheel
+  and the image): the planner and gate params, their provenance READMEs and learning curves.
+- `results/<game>/<topic>/` (`results_root`): everything measured: calibration, cross-eval
+  tables, the planner's 100-episode evaluations, the training logs the curves are drawn from,
+  `rtplan eval`/`report`'s files. Committed, not shipped.
+- `archive/<game>/<run>/` (`archive_root`): the training runs kept in git (resumable state of
+  what shipped or was compared, the planners replaced, variants such as `train-k2`). Committed,
+  not shipped.
+- `runs/`: scratch output of commands (ignored by git).
+
+`result_index(root)` is the one listing of what `results/` holds, as the results page shows it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Folder names at the checkout's root.
+RESULTS, ARCHIVE = "results", "archive"
+#: The topic folder (under `results/<game>/`) of the training logs that ship copies there.
+TRAINING_LOGS = "training"
+
+#: What the results index lists, by file suffix.
+FIGURES, TABLES = (".png", ".svg"), (".csv", ".json")
+
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def results_root(explicit: str | os.PathLike | None = None) -> Path:
+    """`explicit` when given, else the checkout's `results/` (beside the packages) when the code
+    runs from a checkout, else `./results`."""
+    return _beside_packages(RESULTS, explicit)
+
+
+def archive_root(explicit: str | os.PathLike | None = None) -> Path:
+    """`explicit` when given, else the checkout's `archive/` (or `./archive` outside one)."""
+    return _beside_packages(ARCHIVE, explicit)
+
+
+def _beside_packages(name: str, explicit: str | os.PathLike | None) -> Path:
+    if explicit is not None:
+        return Path(explicit)
+    here = _CHECKOUT / name
+    return here if here.is_dir() else Path(name)
+
+
+@dataclass(frozen=True)
+class ResultGroup:
+    """One folder of the results: its figures and tables, as paths relative to the root."""
+
+    title: str
+    folder: Path
+    figures: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+
+
+def result_index(root: str | os.PathLike) -> list[ResultGroup]:
+    """Every folder under `root` (the root first, then depth first in name order) that holds
+    figures or tables. Titles are the folder's path with " · " between parts ("results" for
+    the root), e.g. "snake-rt-v0 · calibration"."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    groups = []
+    for folder, dirs, files in os.walk(base):
+        dirs.sort()
+        here = Path(folder)
+        rel = here.relative_to(base)
+        shown = sorted(f for f in files if Path(f).suffix in FIGURES + TABLES)
+        if not shown:
+            continue
+        as_rel = [(rel / f).as_posix() for f in shown]
+        groups.append(
+            ResultGroup(
+                title=" · ".join(rel.parts) or RESULTS,
+                folder=here,
+                figures=[p for p in as_rel if Path(p).suffix in FIGURES],
+                tables=[p for p in as_rel if Path(p).suffix in TABLES],
+            )
+        )
+    return groups
+
+
+def is_listed(root: str | os.PathLike, path: str) -> Path | None:
+    """The file `root/path` when the index lists it (a figure or table inside `root`), else
+    None: the one rule of which files the results page may fetch."""
+    base = Path(root).resolve()
+    target = (base / path).resolve()
+    if target.is_relative_to(base) and target.suffix in FIGURES + TABLES and target.is_file():
+        return target
+    return None

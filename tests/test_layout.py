@@ -1,0 +1,66 @@
+"""The checkout's folders (harness.layout): checkpoints/ holds only what ships, and the one index
+of results/ that the results page lists and serves from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import games
+from harness.layout import is_listed, result_index
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The only files a shipped game folder may hold: params, provenance, curves.
+SHIPPED = {
+    "planner.msgpack",
+    "planner.msgpack.json",
+    "README.md",
+    "learning_curve.png",
+    "gate.msgpack",
+    "gate.msgpack.json",
+    "gate.md",
+    "gate_learning_curve.png",
+}
+
+
+def test_checkpoints_hold_only_what_ships():
+    folders = sorted((ROOT / "checkpoints").iterdir())
+    assert [p.name for p in folders] == sorted(games.registered_games()), folders
+    for folder in folders:
+        names = {p.name for p in folder.iterdir()}
+        assert names <= SHIPPED, (folder, sorted(names - SHIPPED))
+        assert {"planner.msgpack", "planner.msgpack.json", "README.md"} <= names, folder
+        assert ("gate.msgpack" in names) == ("gate.md" in names), folder
+
+
+def test_the_index_lists_each_folder_with_figures_or_tables(tmp_path):
+    for rel in ("summary.json", "g/main.png", "g/calibration/c.csv", "g/calibration/c.png"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    (tmp_path / "g" / "notes").mkdir()
+    (tmp_path / "g" / "notes" / "todo.txt").write_text("not a result")
+    groups = result_index(tmp_path)
+    assert [g.title for g in groups] == ["results", "g", "g · calibration"]
+    assert groups[2].figures == ["g/calibration/c.png"] and groups[2].tables == [
+        "g/calibration/c.csv"
+    ]
+    assert groups[0].tables == ["summary.json"] and groups[0].folder == tmp_path
+    assert result_index(tmp_path / "missing") == []
+
+
+def test_only_listed_files_inside_the_root_are_served(tmp_path):
+    root = tmp_path / "results"
+    (root / "g").mkdir(parents=True)
+    (root / "g" / "t.csv").write_text("a,b")
+    (root / "g" / "notes.txt").write_text("x")
+    (tmp_path / "secret.csv").write_text("x")
+    assert is_listed(root, "g/t.csv") == (root / "g" / "t.csv").resolve()
+    assert is_listed(root, "g/notes.txt") is None  # not a figure or table
+    assert is_listed(root, "../secret.csv") is None  # outside the root
+    assert is_listed(root, "g/missing.csv") is None
+
+
+def test_the_checkouts_results_are_indexed_by_game_and_topic():
+    titles = {g.title for g in result_index(ROOT / "results")}
+    for game in ("snake-rt-v0", "tetris-rt-v0", "speed-hex-v0"):
+        assert f"{game} · calibration" in titles and f"{game} · training" in titles
