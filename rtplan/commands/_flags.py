@@ -6,9 +6,15 @@ import argparse
 from pathlib import Path
 
 
-def add_split(parser: argparse.ArgumentParser, *, default: str, help: str) -> None:
+def add_split(parser: argparse.ArgumentParser, default: str) -> None:
     """Adds `--split`: the seed range of the episodes played (planner/episodes.py `SPLITS`)."""
-    parser.add_argument("--split", choices=["eval", "tuning"], default=default, help=help)
+    parser.add_argument(
+        "--split",
+        choices=["eval", "tuning"],
+        default=default,
+        help="seed range: eval (reported numbers only) or tuning (model selection: calibration, "
+        f"the best fixed k); default {default}",
+    )
 
 
 def add_out(parser: argparse.ArgumentParser, what: str) -> None:

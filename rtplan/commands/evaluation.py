@@ -34,11 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-decisions", type=int, default=500, help="cap on decisions per committed episode"
     )
     cal.add_argument("--calls", type=int, default=50, help="timed batch-1 calls per count")
-    add_split(
-        cal,
-        default="tuning",
-        help="seed range of the quality episodes (default tuning: calibration is a selection)",
-    )
+    add_split(cal, "tuning")
     add_out(cal, "calibrate")
     cal.set_defaults(handler=_calibrate)
 
@@ -80,11 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="committed games: a cap on frames per episode, the same for every eval-k "
         "(ceil(F / k) options; default: each episode's end, as `rtplan eval` plays)",
     )
-    add_split(
-        cross,
-        default="eval",
-        help="seed range: eval (reported numbers, the seeds of `rtplan eval`) or tuning",
-    )
+    add_split(cross, "eval")
     add_out(cross, "cross-eval")
     cross.set_defaults(handler=_cross_eval)
 
@@ -98,11 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "summarises them.",
     )
     ev.add_argument("--game", required=True, help="committed-action game id")
-    add_split(
-        ev,
-        default="eval",
-        help="seed range: eval (reported numbers) or tuning (model selection, best fixed k)",
-    )
+    add_split(ev, "eval")
     ev.add_argument("--episodes", type=int, default=100, help="episodes (seeds) per condition")
     ev.add_argument(
         "--conditions",
