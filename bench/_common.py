@@ -65,3 +65,19 @@ def median_p95(times: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """(median, 95th percentile) of timings."""
     a = np.asarray(times)
     return float(np.median(a)), float(np.percentile(a, 95))
+
+
+def print_ratio_table(
+    columns: Sequence[str],
+    rows: Sequence[tuple[str, np.ndarray]],
+    *,
+    cell: Callable[[np.ndarray], str],
+) -> float:
+    """Prints a Markdown table of timed runs: each row's name, `cell(times)` and its median over
+    the first row's; returns that base median (ms), for rows timed otherwise."""
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    base = float(np.median(rows[0][1]))
+    for name, t in rows:
+        print(f"| {name} | {cell(t)} | {np.median(t) / base:.2f} |")
+    return base

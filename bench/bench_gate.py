@@ -36,7 +36,7 @@ os.environ["XLA_FLAGS"] = (
 import jax  # noqa: E402
 import numpy as np
 
-from bench._common import median_p95, time_calls  # noqa: E402
+from bench._common import median_p95, print_ratio_table, time_calls  # noqa: E402
 from gate import GateTrainConfig  # noqa: E402
 from gate.train import GatePPO  # noqa: E402
 
@@ -105,16 +105,13 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     per_step = (time.perf_counter() - start) * 1e3 / steps
     mix = ", ".join(f"k={k}: {(ks == k).sum()}" for k in budgets)
     print(f"\n## {game_id}: one meta-step at batch {batch} (ms, median / p95), mix {mix}\n")
-    print("| what | ms | x chosen alone |")
-    print("|---|---|---|")
-    base = np.median(alone)
-    for name, t in (
+    rows = [
         ("chosen options alone", alone),
         ("grouped (OptionRunner)", grouped),
         ("every option for every game", every),
         ("grouped, gate tree (--gate-tree gate)", gate_tree),
-    ):
-        print(f"| {name} | {_fmt(t)} | {np.median(t) / base:.2f} |")
+    ]
+    base = print_ratio_table(("what", "ms", "x chosen alone"), rows, cell=_fmt)
     print(f"| gate rollout, per meta-step (sampled k) | {per_step:.2f} | {per_step / base:.2f} |")
 
 

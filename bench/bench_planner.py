@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 import games
-from bench._common import median_p95, time_calls
+from bench._common import median_p95, print_ratio_table, time_calls
 from planner import Planner, default_config
 from planner.batching import OptionRunner
 
@@ -64,15 +64,13 @@ def mixed_ratio(game_id: str, batch: int, calls: int, seed: int = 0) -> None:
         every += time_calls(fn, params, keys, states, calls=calls, warmup=3)
     counts = {k: int((ks == k).sum()) for k in budgets}
     print(f"\n## Mixed-k batch ({game_id}, batch {batch}, k counts {counts})\n")
-    print("| run | median ms | ratio to chosen options alone |")
-    print("|---|---|---|")
-    base = np.median(alone)
-    for name, t in (
+    rows = [
         ("chosen options alone (sum of exact-size groups)", alone),
         ("grouped by k, padded to the ladder (OptionRunner)", grouped),
         ("every option for every game (reference)", every),
-    ):
-        print(f"| {name} | {np.median(t):.1f} | {np.median(t) / base:.2f} |")
+    ]
+    columns = ("run", "median ms", "ratio to chosen options alone")
+    print_ratio_table(columns, rows, cell=lambda t: f"{np.median(t):.1f}")
 
 
 def train_throughput(game_id: str, devices: int, iterations: int = 6) -> float:

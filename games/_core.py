@@ -33,6 +33,30 @@ class Board:
         actions = tuple(tuple(r * n + c for c in range(n)) for r in range(len(rows)))
         return cls(tuple(columns), tuple(rows), actions)
 
+    def name(self, action: int) -> str:
+        """The name of the cell `action` plays: its column label, then its row label ("A9").
+
+        Raises:
+            ValueError: `action` plays no cell.
+        """
+        for r, row in enumerate(self.actions):
+            if action in row:
+                return f"{self.columns[row.index(action)]}{self.rows[r]}"
+        raise ValueError(f"action {action} plays no cell")
+
+    def action(self, text: str) -> int:
+        """The action of the cell named `text` (any case; inverse of `name`).
+
+        Raises:
+            ValueError: no cell has that name.
+        """
+        text = text.strip()
+        columns = [c.lower() for c in self.columns]
+        col, row = text[:1].lower(), text[1:]
+        if col and col in columns and row.isdigit() and str(int(row)) in self.rows:
+            return self.actions[self.rows.index(str(int(row)))][columns.index(col)]
+        raise ValueError(f"invalid coordinate {text!r}")
+
 
 @struct.dataclass
 class State:

@@ -15,15 +15,13 @@ SIZE = 9
 COLUMNS = "ABCDEFGHJKLMNOPQRST"[:SIZE]
 #: pgx's pass action.
 PASS = SIZE * SIZE
+#: The points, named as GTP names them (rows counted from the bottom).
+BOARD = Board.row_major(COLUMNS, [str(SIZE - r) for r in range(SIZE)])
 
 
 def vertex_name(action: int) -> str:
     """The GTP vertex of a pgx action: row * 9 + col, row 0 at the top; 0 -> "A9", 81 -> "pass"."""
-    if action == PASS:
-        return "pass"
-    if not 0 <= action < PASS:
-        raise ValueError(f"Speed Go action {action} is not a point or pass")
-    return f"{COLUMNS[action % SIZE]}{SIZE - action // SIZE}"
+    return "pass" if action == PASS else BOARD.name(action)
 
 
 def parse_vertex(text: str) -> int:
@@ -32,13 +30,7 @@ def parse_vertex(text: str) -> int:
     Raises:
         ValueError: not a vertex of the 9x9 board.
     """
-    text = text.strip().upper()
-    if text == "PASS":
-        return PASS
-    col = COLUMNS.find(text[:1]) if text[:1] else -1
-    if col < 0 or not text[1:].isdigit() or not 1 <= int(text[1:]) <= SIZE:
-        raise ValueError(f"invalid coordinate {text!r}")
-    return (SIZE - int(text[1:])) * SIZE + col
+    return PASS if text.strip().lower() == "pass" else BOARD.action(text)
 
 
 class SpeedGo(ClockGame):
@@ -59,7 +51,7 @@ class SpeedGo(ClockGame):
     fallback_description = "pass"
     num_actions = 82
     action_names = tuple(vertex_name(a) for a in range(PASS + 1))
-    board = Board.row_major(COLUMNS, [str(SIZE - r) for r in range(SIZE)])
+    board = BOARD
     colour_names = ("black", "white")
     colour_plane = 16
     observation_shape = (9, 9, 19)

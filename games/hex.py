@@ -15,15 +15,13 @@ SIZE = 11
 COLUMNS = "abcdefghijk"
 #: pgx's swap action (legal on the second ply only).
 SWAP = SIZE * SIZE
+#: The cells: column letter, then row number from 1 at the top.
+BOARD = Board.row_major(COLUMNS, [str(r + 1) for r in range(SIZE)])
 
 
 def cell_name(action: int) -> str:
     """A cell's name: column letter, then row from 1 ("a1" is row 0, col 0); 121 -> "swap"."""
-    if action == SWAP:
-        return "swap"
-    if not 0 <= action < SWAP:
-        raise ValueError(f"Speed Hex action {action} is not a cell or swap")
-    return f"{COLUMNS[action % SIZE]}{action // SIZE + 1}"
+    return "swap" if action == SWAP else BOARD.name(action)
 
 
 def parse_cell(text: str) -> int:
@@ -32,13 +30,7 @@ def parse_cell(text: str) -> int:
     Raises:
         ValueError: not a cell of the 11x11 board.
     """
-    text = text.strip().lower()
-    if text == "swap":
-        return SWAP
-    col = COLUMNS.find(text[:1]) if text[:1] else -1
-    if col < 0 or not text[1:].isdigit() or not 1 <= int(text[1:]) <= SIZE:
-        raise ValueError(f"invalid cell {text!r}")
-    return (int(text[1:]) - 1) * SIZE + col
+    return SWAP if text.strip().lower() == "swap" else BOARD.action(text)
 
 
 class SpeedHex(ClockGame):
@@ -54,7 +46,7 @@ class SpeedHex(ClockGame):
     fallback_description = "the legal cell nearest the centre"
     num_actions = 122
     action_names = tuple(cell_name(a) for a in range(SWAP + 1))
-    board = Board.row_major(COLUMNS, [str(r + 1) for r in range(SIZE)])
+    board = BOARD
     colour_names = ("red", "blue")
     colour_plane = 2
     observation_shape = (11, 11, 6)

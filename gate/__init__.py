@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from harness.lazy import lazy_exports
 
 # The names load on first use (PEP 562), so `gate.train_config` imports without JAX: the CLI
 # builds its flags before `--devices` sets XLA's flags.
@@ -29,14 +29,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'gate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -33,7 +33,8 @@ The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `e
 `plot_learning_curve` draws a run's log (evaluation and episode returns against frames).
 
 `harness.stats` is every layer's one home for standard errors, paired differences and win-rate
-intervals.
+intervals. `harness.lazy.lazy_exports` loads a package's public names on first use (the planner
+and the gate, whose configs the CLI reads before JAX may load).
 """
 
 from harness.checkpoint import CheckpointError, checkpoint_root

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from harness.lazy import lazy_exports
 
 # The names load on first use (PEP 562), so `planner.train_config` imports without JAX: the CLI
 # reads the training config before `--devices` sets XLA's flags.
@@ -26,34 +26,6 @@ _EXPORTS = {
     "seeds_of": "planner.episodes",
 }
 
-__all__ = [
-    "AZNet",
-    "Actors",
-    "CheckpointError",
-    "CompiledOptions",
-    "Episodes",
-    "NetOutput",
-    "NetworkConfig",
-    "OptionOutput",
-    "Planner",
-    "PlannerConfig",
-    "config_from_dict",
-    "config_to_dict",
-    "default_config",
-    "landing_frame",
-    "play",
-    "play_match",
-    "seeds_of",
-]
+__all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'planner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # later lookups skip this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import queue
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -191,3 +193,18 @@ class AgentStream:
         self._outbox.put(None)
         self.call.cancel()
         self.channel.close()
+
+
+def post_session(base: str, **body) -> dict:
+    """Starts a session on the env server at `base` (POST /v1/sessions); its JSON answer."""
+    req = urllib.request.Request(
+        f"{base}/v1/sessions",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    return json.load(urllib.request.urlopen(req, timeout=180))
+
+
+def get_json(base: str, path: str) -> dict:
+    """The JSON answer of GET `path` on the env server at `base`."""
+    return json.load(urllib.request.urlopen(f"{base}{path}", timeout=30))

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -17,7 +16,7 @@ from websockets.sync.client import connect
 
 from rtplan.v1 import env_pb2, env_pb2_grpc
 from server.__main__ import _parser, main
-from support import write_checkpoints
+from support import get_json, post_session, write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +51,7 @@ def test_server_process_serves_rest_websockets_and_grpc(tmp_path):
         http = int(line.split("http on 127.0.0.1:")[1].split()[0])
         grpc_port = int(line.split("gRPC Env API on 127.0.0.1:")[1].split()[0])
         base = f"http://127.0.0.1:{http}"
-        health = json.load(urllib.request.urlopen(f"{base}/healthz", timeout=10))
+        health = get_json(base, "/healthz")
         assert health["status"] == "ok" and health["grpc_port"] == grpc_port
 
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
@@ -60,11 +59,7 @@ def test_server_process_serves_rest_websockets_and_grpc(tmp_path):
         snake = next(g for g in listed.games if g.game_id == "snake-rt-v0")
         assert list(snake.observation.shape) == [5, 5, 5]  # the checkpoint's board
 
-        body = json.dumps({"game": "snake-rt-v0", "agent": "reflex", "fps": 30, "max_frames": 12})
-        req = urllib.request.Request(
-            f"{base}/v1/sessions", data=body.encode(), headers={"content-type": "application/json"}
-        )
-        created = json.load(urllib.request.urlopen(req, timeout=60))
+        created = post_session(base, game="snake-rt-v0", agent="reflex", fps=30, max_frames=12)
         messages = []
         with connect(f"ws://127.0.0.1:{http}{created['viewer_path']}", open_timeout=10) as ws:
             try:

@@ -4,11 +4,9 @@ no other file knows its id."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import jax
@@ -192,37 +190,27 @@ def toy_server(toy, tmp_path_factory):
         planner.stop()
 
 
-def _post(base: str, **body) -> dict:
-    req = urllib.request.Request(
-        f"{base}/v1/sessions",
-        data=json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-    )
-    return json.load(urllib.request.urlopen(req, timeout=180))
-
-
-def _get(base: str, path: str) -> dict:
-    return json.load(urllib.request.urlopen(f"{base}{path}", timeout=30))
-
-
 def test_a_live_session_plays_it_with_the_planner(toy_server):
-    sid = _post(toy_server, game=TOY_ID, agent="planner", k=2, clock="simulated", max_frames=8)[
-        "id"
-    ]
+    from support import get_json, post_session
+
+    sid = post_session(
+        toy_server, game=TOY_ID, agent="planner", k=2, clock="simulated", max_frames=8
+    )["id"]
     deadline = time.monotonic() + 120
-    while (info := _get(toy_server, f"/v1/sessions/{sid}"))["status"] not in ("finished",):
+    while (info := get_json(toy_server, f"/v1/sessions/{sid}"))["status"] not in ("finished",):
         assert time.monotonic() < deadline, info
         time.sleep(0.2)
     assert info["frame"] == 8 and info["stats"]["planned"] >= 1, info
 
 
 def test_the_watch_page_draws_it_with_the_generic_grid(toy_server, tmp_path):
+    from support import post_session
     from test_web import CHROMIUM, FLAGS, PROBE, TOLERANCE, hex_rgb
 
     if os.environ.get("RTPLAN_SKIP_BROWSER") == "1":
         pytest.skip("RTPLAN_SKIP_BROWSER=1")
     playwright = pytest.importorskip("playwright.sync_api")
-    sid = _post(toy_server, game=TOY_ID, agent="planner", k=1, fps=4.0, max_frames=400)["id"]
+    sid = post_session(toy_server, game=TOY_ID, agent="planner", k=1, fps=4.0, max_frames=400)["id"]
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         page = browser.new_page(viewport={"width": 960, "height": 720})

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench._page import DRAWN, FLAGS
-from support import write_checkpoints
+from support import get_json, post_session, write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("pacman-rt-v0", "tetris-rt-v0", "snake-rt-v0", "speed-hex-v0", "speed-go-v0")
@@ -72,19 +72,6 @@ def browser(chromium_path, tmp_path_factory):
         context.close()
 
 
-def post(base: str, **body) -> dict:
-    req = urllib.request.Request(
-        f"{base}/v1/sessions",
-        data=json.dumps(body).encode(),
-        headers={"content-type": "application/json"},
-    )
-    return json.load(urllib.request.urlopen(req, timeout=180))
-
-
-def get(base: str, path: str) -> dict:
-    return json.load(urllib.request.urlopen(f"{base}{path}", timeout=30))
-
-
 @contextlib.contextmanager
 def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
     """`python -m server` on free ports over the checkpoints in `root`, with `game_ids` compiled
@@ -104,7 +91,7 @@ def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
         base = f"http://127.0.0.1:{int(line.split('http on 127.0.0.1:')[1].split()[0])}"
         with concurrent.futures.ThreadPoolExecutor(len(game_ids)) as pool:
             warm = [
-                pool.submit(post, base, game=g, agent="reflex", fps=50.0, max_frames=1)
+                pool.submit(post_session, base, game=g, agent="reflex", fps=50.0, max_frames=1)
                 for g in game_ids
             ]
             for future in warm:
@@ -163,11 +150,11 @@ def test_pages_are_served_beside_the_api(server):
     for name in ("lobby.js", "watch.js", "draw.js", "style.css"):
         text = urllib.request.urlopen(f"{server.base}/web/{name}", timeout=10).read().decode()
         assert "http://" not in text and "https://" not in text  # nothing from elsewhere
-    assert get(server.base, "/healthz")["status"] == "ok"  # the API still answers
+    assert get_json(server.base, "/healthz")["status"] == "ok"  # the API still answers
 
 
 def test_lobby_lists_a_live_session_and_starts_one(server, page):
-    live = post(server.base, game="snake-rt-v0", agent="reflex", fps=2.0)
+    live = post_session(server.base, game="snake-rt-v0", agent="reflex", fps=2.0)
     page.goto(f"{server.base}/")
     row = page.locator(f'tr[data-session="{live["id"]}"]')
     row.wait_for(timeout=10_000)
@@ -183,7 +170,7 @@ def test_lobby_lists_a_live_session_and_starts_one(server, page):
     link = page.locator("#start-result a")
     link.wait_for(timeout=30_000)
     sid = link.inner_text()
-    info = get(server.base, f"/v1/sessions/{sid}")
+    info = get_json(server.base, f"/v1/sessions/{sid}")
     assert (info["game"], info["agent"]) == ("tetris-rt-v0", "reflex")
     assert (info["config"]["fps"], info["config"]["seed"]) == (7.0, 3)
     page.locator(f'tr[data-session="{sid}"]').wait_for(timeout=10_000)
@@ -199,7 +186,7 @@ def test_lobby_lists_a_live_session_and_starts_one(server, page):
 
 def test_watch_page_follows_the_session(server, page):
     fps = 10.0
-    sid = post(server.base, game="tetris-rt-v0", agent="reflex", fps=fps)["id"]
+    sid = post_session(server.base, game="tetris-rt-v0", agent="reflex", fps=fps)["id"]
     page.goto(f"{server.base}/watch?session={sid}")
     page.wait_for_function("window.rtplanViewer.frame !== null", timeout=10_000)
     start, t0 = int(page.inner_text("#frame")), time.monotonic()
@@ -222,7 +209,7 @@ def test_watch_page_follows_the_session(server, page):
     assert reflex > 0
     stats = page.inner_text("#stats")
     assert "on time / late / fallback / invalid" in stats and "reflex" in stats
-    assert get(server.base, f"/v1/sessions/{sid}")["viewers"] >= 1
+    assert get_json(server.base, f"/v1/sessions/{sid}")["viewers"] >= 1
 
 
 def hex_rgb(colour: str) -> tuple[int, int, int]:
@@ -316,7 +303,7 @@ def has_pieces(game: str) -> str:
 def test_board_shows_the_pieces(server, page, game, tmp_path):
     from PIL import Image
 
-    sid = post(server.base, game=game, agent="reflex", fps=4.0)["id"]
+    sid = post_session(server.base, game=game, agent="reflex", fps=4.0)["id"]
     page.goto(f"{server.base}/watch?session={sid}")
     page.wait_for_function(
         f"(() => {{ const s = window.rtplanViewer.state; return s && ({has_pieces(game)}); }})()",
@@ -380,13 +367,13 @@ def watch_live(ws_url: str, frames: dict, timeout: float = 60.0) -> None:
 def test_replay_scrubs_to_the_recorded_frame(server, page):
     """A recorded session opens from the lobby's replay list; scrubbing to frame n (slider) and
     stepping to n+1 shows the board the live session showed at those frames."""
-    created = post(
+    created = post_session(
         server.base, game="tetris-rt-v0", agent="reflex", fps=8.0, max_frames=24, record=True
     )
     ws_url = server.base.replace("http", "ws") + created["viewer_path"]
     live: dict[int, dict] = {}
     watch_live(ws_url, live)
-    name = Path(get(server.base, f"/v1/sessions/{created['id']}")["replay"]).name
+    name = Path(get_json(server.base, f"/v1/sessions/{created['id']}")["replay"]).name
     n = max(live) - 6  # a frame the live viewer saw (it joins a few frames late at most)
     assert n - 1 in live and n + 1 in live, sorted(live)
 
@@ -433,7 +420,7 @@ def frame_with(page, condition: str, timeout: float = 20_000) -> dict:
 
 def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, page):
     fps = 3.0
-    created = post(server.base, game="tetris-rt-v0", agent="human", fps=fps)
+    created = post_session(server.base, game="tetris-rt-v0", agent="human", fps=fps)
     sid = created["id"]
     assert created["session"]["status"] == "waiting"  # until the player's page joins
     page.goto(f"{server.base}/watch?session={sid}#token={created['token']}")
@@ -457,13 +444,13 @@ def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, pa
     cols = lambda m: [c for _, c in m["state"]["piece_cells"]]  # noqa: E731
     assert before["state"]["piece"] == after["state"]["piece"]
     assert min(cols(after)) == min(cols(before)) - 1, (before["state"], after["state"])
-    stats = get(server.base, f"/v1/sessions/{sid}")["stats"]
+    stats = get_json(server.base, f"/v1/sessions/{sid}")["stats"]
     assert stats["on_time"] >= 1 and stats["fallback"] >= 1
 
 
 def test_human_speed_hex_click_places_a_stone_on_a_running_clock(server, page):
     # 0.125 FPS: a clock tick is 250 ms (32 per frame period), the 12-tick clock 3 s.
-    created = post(server.base, game="speed-hex-v0", agent="human", fps=0.125, seed=0)
+    created = post_session(server.base, game="speed-hex-v0", agent="human", fps=0.125, seed=0)
     page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
     page.wait_for_function(
         "(() => { const v = window.rtplanViewer;"
@@ -509,7 +496,7 @@ CLOCK0 = "Number(document.querySelector('#clock-rows span:nth-child(3)').textCon
 
 def test_human_speed_go_click_places_a_stone_on_a_running_clock(server, page):
     # 0.125 FPS: a clock tick is 250 ms (32 per frame period), the 300-tick clock 75 s.
-    created = post(server.base, game="speed-go-v0", agent="human", fps=0.125, seed=0)
+    created = post_session(server.base, game="speed-go-v0", agent="human", fps=0.125, seed=0)
     assert created["session"]["config"]["opponent"] == "reflex"  # no planner service here
     page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
     my_turn(page)
@@ -555,7 +542,7 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     link = page.locator("#start-result a")
     link.wait_for(timeout=30_000)
     sid = link.inner_text()
-    info = get(base, f"/v1/sessions/{sid}")
+    info = get_json(base, f"/v1/sessions/{sid}")
     assert (info["agent"], info["opponent"], info["opponent_k"]) == ("human", "planner", 2)
     row = page.locator(f'tr[data-session="{sid}"]')
     row.wait_for(timeout=10_000)
@@ -584,7 +571,7 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
         "document.getElementById('play-status').textContent.includes('(planner k=2')",
         timeout=10_000,
     )
-    stats = get(base, f"/v1/sessions/{sid}")["stats"]
+    stats = get_json(base, f"/v1/sessions/{sid}")["stats"]
     assert stats["decisions"] >= 1 and set(stats["k_histogram"]) == {"2"}
 
 
@@ -596,7 +583,7 @@ def test_a_throttled_page_never_delays_a_tick(server, page):
     cdp.send("Emulation.setCPUThrottlingRate", {"rate": THROTTLE})
     try:
         # A human session starts when the page joins, so the page is slow from frame 0.
-        created = post(server.base, game="pacman-rt-v0", agent="human", fps=fps)
+        created = post_session(server.base, game="pacman-rt-v0", agent="human", fps=fps)
         page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
         # 150 frames (5 s) are plenty to see the page fall behind; the game need not end.
         page.wait_for_function(
@@ -607,7 +594,7 @@ def test_a_throttled_page_never_delays_a_tick(server, page):
         got = page.evaluate(DRAWN)
     finally:
         cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
-    stats = get(server.base, f"/v1/sessions/{created['id']}")["stats"]
+    stats = get_json(server.base, f"/v1/sessions/{created['id']}")["stats"]
     # The page was slow: a board draw took tens of milliseconds (about 1-5 ms unthrottled), and
     # it skipped frames the session made.
     assert got["drawMs"] >= 20 and got["drawn"] < got["received"], got
@@ -626,7 +613,7 @@ def test_the_page_keeps_up_with_a_30_fps_pacman_session(server, page):
     """
     fps, runs = 30.0, []
     for seed in range(3):
-        created = post(server.base, game="pacman-rt-v0", agent="human", fps=fps, seed=seed)
+        created = post_session(server.base, game="pacman-rt-v0", agent="human", fps=fps, seed=seed)
         page.goto(f"{server.base}/watch?session={created['id']}#token={created['token']}")
         page.wait_for_function("window.rtplanViewer.ended", timeout=30_000)
         page.wait_for_timeout(100)  # the end message's draw
@@ -648,7 +635,7 @@ def test_the_page_keeps_up_with_a_30_fps_pacman_session(server, page):
 
 
 def test_results_page_lists_the_calibration_figures(server, page):
-    listed = get(server.base, "/v1/results")["groups"]
+    listed = get_json(server.base, "/v1/results")["groups"]
     titles = [g["title"] for g in listed]
     assert titles == ["results", "snake-rt-v0 · calibration"], titles
     page.goto(f"{server.base}/")

@@ -4,7 +4,8 @@
 // a module is drawn by GRID. A game module exports PALETTE, layout(f, view) (canvas size and
 // cell centres in CSS pixels), draw(ctx, f, L, annot, view), annotate(prev, f, prevAnnot,
 // view) (what one frame alone does not say: a heading, the last move, captures, a pass) and
-// caption(f, annot, view); `f` is a frame's rendered state (games/render.py).
+// caption(f, annot, view); `f` is a frame's rendered state (games/render.py). A click on a
+// board game's canvas plays the action of the nearest cell (actionAt below, web/play.js).
 
 // The board characters of the two colours (games/render.py STONE), and of an empty point.
 export const STONE_CHARS = ["x", "o"];
@@ -72,6 +73,18 @@ export function actionAt(x, y, f, L, view) {
     });
   });
   return best;
+}
+
+/** A ring of `radius` pixels in `colour` on each cell of the last move (`annot.lastMoves`). */
+export function markLastMoves(ctx, L, annot, radius, colour) {
+  for (const [r, c] of (annot && annot.lastMoves) || []) {
+    const [x, y] = L.center(r, c);
+    ctx.beginPath();
+    ctx.arc(x, y, radius, 0, 2 * Math.PI);
+    ctx.strokeStyle = colour;
+    ctx.lineWidth = 2.5;
+    ctx.stroke();
+  }
 }
 
 /** Stones placed and taken since `prev`, and what the move cost its mover's clock. `swapped`:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from rtplan.commands._errors import FAILED, CommandError
+from rtplan.commands._flags import add_out, add_split, out_dir
 from rtplan.jax_setup import check_map_count
 
 #: `calibrate`'s default simulation counts, by kind of game.
@@ -33,13 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-decisions", type=int, default=500, help="cap on decisions per committed episode"
     )
     cal.add_argument("--calls", type=int, default=50, help="timed batch-1 calls per count")
-    cal.add_argument(
-        "--split",
-        choices=["tuning", "eval"],
-        default="tuning",
-        help="seed range of the quality episodes (default tuning: calibration is a selection)",
-    )
-    cal.add_argument("--out", default=None, help="output folder (default runs/calibrate/<game>)")
+    add_split(cal, "tuning")
+    add_out(cal, "calibrate")
     cal.set_defaults(handler=_calibrate)
 
     cross = sub.add_parser(
@@ -80,13 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="committed games: a cap on frames per episode, the same for every eval-k "
         "(ceil(F / k) options; default: each episode's end, as `rtplan eval` plays)",
     )
-    cross.add_argument(
-        "--split",
-        choices=["eval", "tuning"],
-        default="eval",
-        help="seed range: eval (reported numbers, the seeds of `rtplan eval`) or tuning",
-    )
-    cross.add_argument("--out", default=None, help="output folder (default runs/cross-eval/<game>)")
+    add_split(cross, "eval")
+    add_out(cross, "cross-eval")
     cross.set_defaults(handler=_cross_eval)
 
     ev = sub.add_parser(
@@ -99,12 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "summarises them.",
     )
     ev.add_argument("--game", required=True, help="committed-action game id")
-    ev.add_argument(
-        "--split",
-        choices=["eval", "tuning"],
-        default="eval",
-        help="seed range: eval (reported numbers) or tuning (model selection, best fixed k)",
-    )
+    add_split(ev, "eval")
     ev.add_argument("--episodes", type=int, default=100, help="episodes (seeds) per condition")
     ev.add_argument(
         "--conditions",
@@ -157,7 +143,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         max_decisions=args.max_decisions,
         calls=args.calls,
-        out_dir=Path(args.out or Path("runs") / "calibrate" / args.game),
+        out_dir=out_dir(args, "calibrate"),
         split=args.split,
     )
     return 0
@@ -176,7 +162,7 @@ def _cross_eval(args: argparse.Namespace) -> int:
         sims_per_frame=args.sims_per_frame,
         episodes=args.episodes,
         max_frames=args.max_frames,
-        out_dir=Path(args.out or Path("runs") / "cross-eval" / args.game),
+        out_dir=out_dir(args, "cross-eval"),
         split=args.split,
         opponent=args.opponent,
     )

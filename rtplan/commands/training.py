@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 # Neither imports JAX: `--devices` must set XLA's flags before jax loads.
 from gate.train_config import GateTrainConfig
 from harness.config import add_flags
 from planner.train_config import TrainConfig
+from rtplan.commands._flags import add_out, out_dir
 from rtplan.jax_setup import check_map_count, set_device_count
 
 #: `TrainConfig` fields that are not `train-planner` flags (`--game` sets the game).
@@ -75,7 +75,7 @@ _DEST_HELP = (
 def _run_flags(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--game", required=True, help="registered game id, e.g. snake-rt-v0")
     parser.add_argument("--resume", action="store_true", help="continue <out>/checkpoint.msgpack")
-    parser.add_argument("--out", default=None, help=f"output folder (default runs/{what}/<game>)")
+    add_out(parser, what)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -101,7 +101,7 @@ def _train(args: argparse.Namespace, what: str, config_cls: type, trainer) -> in
     from harness.config import overrides
     from harness.run import run_config
 
-    out = Path(args.out or Path("runs") / what / args.game)
+    out = out_dir(args, what)
     games.game_class(args.game)
     given = overrides(config_cls, args)
     cfg = run_config(config_cls, out, resume=args.resume, given=given, game_id=args.game)

@@ -1,7 +1,7 @@
 // Speed Go (speed-go-v0): lines, star points, the GTP coordinates of the game description on
 // the edges, stones, the last move marked. A person plays by clicking a point (or pass).
 
-import { STONE_CHARS, actionAt as nearestAction, disc, rect, stoneAnnotate, stoneCaption } from "../draw.js";
+import { STONE_CHARS, disc, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
 
 export const PALETTE = { board: "#dcb35c", line: "#3a2c10", stones: ["#111111", "#f2f2f2"], mark: "#e0303a" };
 
@@ -64,14 +64,7 @@ export function draw(ctx, f, L, annot, view) {
       ctx.stroke();
     }
   }
-  for (const [r, c] of (annot && annot.lastMoves) || []) {
-    const [x, y] = L.center(r, c);
-    ctx.beginPath();
-    ctx.arc(x, y, 0.2 * s, 0, 2 * Math.PI);
-    ctx.strokeStyle = P.mark;
-    ctx.lineWidth = 2.5;
-    ctx.stroke();
-  }
+  markLastMoves(ctx, L, annot, 0.2 * s, P.mark);
 }
 
 /** The last move or a pass, and captures (stones taken from the board). */
@@ -82,5 +75,3 @@ export function annotate(prev, f, prevAnnot) {
 export function caption(f, annot, view, names) {
   return stoneCaption(f, annot, view, names, { captures: true });
 }
-
-export const actionAt = nearestAction;

@@ -3,7 +3,7 @@
 // ("x") joins columns 0 and n-1 (left and right edges), colour 1 ("o") rows 0 and n-1 (top and
 // bottom). A person plays by clicking a cell (or the swap button).
 
-import { STONE_CHARS, actionAt as nearestAction, rect, stoneAnnotate, stoneCaption } from "../draw.js";
+import { STONE_CHARS, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
 
 export const PALETTE = {
   background: "#1a2027", empty: "#e9dfc7", line: "#6b6254", stones: ["#d8383b", "#2f6fd6"],
@@ -69,14 +69,7 @@ export function draw(ctx, f, L, annot) {
       ctx.stroke();
     }
   }
-  for (const [r, c] of (annot && annot.lastMoves) || []) {
-    const [x, y] = L.center(r, c);
-    ctx.beginPath();
-    ctx.arc(x, y, 0.3 * R, 0, 2 * Math.PI);
-    ctx.strokeStyle = P.mark;
-    ctx.lineWidth = 2.5;
-    ctx.stroke();
-  }
+  markLastMoves(ctx, L, annot, 0.3 * R, P.mark);
 }
 
 /** The last move, or a swap (stones recoloured, none added). */
@@ -87,5 +80,3 @@ export function annotate(prev, f, prevAnnot) {
 export function caption(f, annot, view, names) {
   return stoneCaption(f, annot, view, names);
 }
-
-export const actionAt = nearestAction;
