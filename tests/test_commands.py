@@ -160,3 +160,29 @@ def test_one_checkpoint_root_from_any_directory(tmp_path, monkeypatch):
     )
     assert (checkpoint_root() / "snake-rt-v0" / "planner.msgpack").is_file()
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_shipped_folder_is_the_checkouts_else_the_installed_packages(monkeypatch):
+    """The rule both resolvers share (`harness.assets.shipped_dir`): the folder beside the
+    packages when it exists (a checkout), else the package data a wheel carries."""
+    import harness.assets
+    from server._routes_pages import find_web_dir
+
+    assert checkpoint_root() == ROOT / "checkpoints" and find_web_dir() == ROOT / "web"
+    monkeypatch.setattr(harness.assets, "CHECKOUT", ROOT / "no-checkout-here")
+    # What an installed wheel finds (setup.py copies the folders there; a checkout has none).
+    assert checkpoint_root() == ROOT / "harness" / "_assets" / "checkpoints"
+    assert find_web_dir() is None  # no index.html in server/_assets/web of a checkout
+    assert checkpoint_root(ROOT / "x") == ROOT / "x"  # the override first, always
+
+
+def test_every_service_takes_the_checkpoint_and_web_overrides(tmp_path):
+    from planner_service.__main__ import build_parser as planner_parser
+    from server.__main__ import _parser as server_parser
+
+    given = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--web-dir", str(tmp_path / "web")]
+    server = Settings(**settings_overrides(Settings, server_parser().parse_args(given)))
+    assert (server.checkpoint_dir, server.web_dir) == (tmp_path / "ckpt", tmp_path / "web")
+    args = planner_parser().parse_args(given[:2])
+    planner = PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args))
+    assert planner.checkpoint_dir == tmp_path / "ckpt"
