@@ -186,3 +186,47 @@ def test_every_service_takes_the_checkpoint_and_web_overrides(tmp_path):
     args = planner_parser().parse_args(given[:2])
     planner = PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args))
     assert planner.checkpoint_dir == tmp_path / "ckpt"
+
+
+@pytest.mark.parametrize("headless", [True, False])
+def test_the_demo_hands_its_overrides_to_the_demo_it_runs(headless, monkeypatch):
+    import rtplan.live
+
+    seen = {}
+    runner = "run_demo" if headless else "run_web_demo"
+    monkeypatch.setattr(rtplan.live, runner, lambda *a, **kw: seen.update(kw) or 0)
+    argv = ["demo", "--checkpoint-dir", "c", "--web-dir", "w", "--record-dir", "r"]
+    assert main(argv + (["--headless"] if headless else [])) == 0
+    assert (seen["checkpoint_dir"], seen["web_dir"], seen["record_dir"]) == ("c", "w", "r")
+
+
+def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path):
+    """`rtplan.processes.services` passes the folders to the env server and the planner
+    service (the processes faked: what they would print is what they are asked for)."""
+    from rtplan import processes
+
+    argvs = {}
+    said = {
+        "planner service bound to": "planner service bound to 127.0.0.1:1 (compiling)",
+        "rtplan env server:": "rtplan env server: http on 127.0.0.1:2 (REST), "
+        "gRPC Env API on 127.0.0.1:3",
+    }
+
+    class FakeChild:
+        def __init__(self, name, argv, *, echo=True):
+            argvs[name] = list(argv)
+
+        def wait_for(self, text, timeout):
+            return said.get(text, text)
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(processes, "Child", FakeChild)
+    ckpt, web = tmp_path / "ckpt", tmp_path / "web"
+    with processes.services("snake-rt-v0", checkpoint_dir=ckpt, web_dir=web) as addr:
+        assert addr["http"] == "http://127.0.0.1:2"
+    env, planner = argvs["env-server"], argvs["planner"]
+    assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
+    assert env[env.index("--web-dir") + 1] == str(web)
+    assert planner[planner.index("--checkpoint-dir") + 1] == str(ckpt)
