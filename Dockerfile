@@ -1,8 +1,19 @@
-# rtplan image: the package, its dependencies and the shipped checkpoints.
+# rtplan image: the installed wheel (the packages, with the shipped checkpoints and browser pages
+# as package data, setup.py) and its dependencies; nothing else of the tree.
 # EXTRAS=gpu installs the CUDA build of JAX (docker-compose.yml builds that one).
+
+# Stage 1: the wheel, built from the tree (.dockerignore keeps what it never needs out).
+FROM python:3.11-slim AS wheel
+WORKDIR /src
+COPY . .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheel .
+
+# Stage 2: the wheel installed; the tree stays behind in stage 1.
 FROM python:3.11-slim
 ARG EXTRAS=""
+COPY --from=wheel /wheel /tmp/wheel
+RUN pip install --no-cache-dir "$(ls /tmp/wheel/rtplan-*.whl)${EXTRAS:+[$EXTRAS]}" \
+    && rm -rf /tmp/wheel
+# The working directory of the services: relative folders (replays/, results/) land here.
 WORKDIR /app
-COPY . .
-RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}"
 CMD ["rtplan", "demo"]

@@ -32,11 +32,15 @@ The config (`harness.run.RunConfig`) is a frozen dataclass with `iterations`, `e
 `add_flags` turns into `--snake-case` flags and `run_config` merges with a resumed checkpoint's.
 `plot_learning_curve` draws a run's log (evaluation and episode returns against frames).
 
-`harness.stats` is every layer's one home for standard errors, paired differences and win-rate
-intervals. `harness.lazy.lazy_exports` loads a package's public names on first use (the planner
-and the gate, whose configs the CLI reads before JAX may load).
+`harness.assets.shipped_dir` finds a shipped folder (checkpoints/, web/): the checkout's, or
+an installed wheel's package data; `harness.layout` names the checkout's other folders (results/,
+archive/) and indexes the results. `harness.stats` is every layer's one home for standard
+errors, paired differences and win-rate intervals. `harness.lazy.lazy_exports` loads a
+package's public names on first use (the planner and the gate, whose configs the CLI reads
+before JAX may load).
 """
 
+from harness.assets import shipped_dir
 from harness.checkpoint import CheckpointError, checkpoint_root
 from harness.config import (
     add_flags,
@@ -71,6 +75,7 @@ __all__ = [
     "run_config",
     "settings_overrides",
     "ship",
+    "shipped_dir",
     "standard_error",
     "to_dict",
     "wilson_interval",

@@ -12,6 +12,8 @@ from typing import Any
 
 import msgpack
 
+from harness.assets import shipped_dir
+
 # The file is written atomically (temporary file, fsync, rename), so a killed writer leaves the
 # previous checkpoint intact. A JSON copy of the metadata is written beside it for people and
 # tools; the copy inside the file is the one that counts. Flax and JAX load on first use, so a
@@ -25,17 +27,18 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, corrupt, or does not fit the expected structure."""
 
 
-#: The folder name of the shipped checkpoints, at the checkout's root (`checkpoint_root`).
+#: The folder of the shipped checkpoints: the checkout's, or the wheel's copy (`checkpoint_root`).
 CHECKPOINTS = "checkpoints"
 
 
 def checkpoint_root(explicit: str | os.PathLike | None = None) -> Path:
     """The root of the checkpoint folders (`<root>/<game>/planner.msgpack`): `explicit` (a
-    `--checkpoint-dir` flag or a setting) when given, else the checkout's `checkpoints/` found
-    beside the packages, so that a command started from another directory still finds it."""
+    `--checkpoint-dir` flag or a setting) when given, else the checkout's `checkpoints/` beside
+    the packages, else the installed wheel's copy (`harness.assets.shipped_dir`), so that a
+    command started from any directory finds the shipped checkpoints."""
     if explicit is not None:
         return Path(explicit)
-    return Path(__file__).resolve().parents[1] / CHECKPOINTS
+    return shipped_dir(CHECKPOINTS, "harness")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -1,7 +1,8 @@
 """The checkout's folders besides the shipped checkpoints, and the one index of the results.
 
-- `checkpoints/<game>/` (`harness.checkpoint.checkpoint_root`): only what ships (in the wheel
-  and the image): the planner and gate params, their provenance READMEs and learning curves.
+- `checkpoints/<game>/` (`harness.checkpoint.checkpoint_root`, found by `harness.assets`): only
+  what ships (in the wheel and the image): the planner and gate params, their provenance READMEs
+  and learning curves.
 - `results/<game>/<topic>/` (`results_root`): everything measured: calibration, cross-eval
   tables, the planner's 100-episode evaluations, the training logs the curves are drawn from,
   `rtplan eval`/`report`'s files. Committed, not shipped.
@@ -19,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.assets import CHECKOUT
+
 #: Folder names at the checkout's root.
 RESULTS, ARCHIVE = "results", "archive"
 #: The topic folder (under `results/<game>/`) of the training logs that ship copies there.
@@ -26,9 +29,6 @@ TRAINING_LOGS = "training"
 
 #: What the results index lists, by file suffix.
 FIGURES, TABLES = (".png", ".svg"), (".csv", ".json")
-
-_CHECKOUT = Path(__file__).resolve().parents[1]
-
 
 def results_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` when given, else the checkout's `results/` (beside the packages) when the code
@@ -44,7 +44,7 @@ def archive_root(explicit: str | os.PathLike | None = None) -> Path:
 def _beside_packages(name: str, explicit: str | os.PathLike | None) -> Path:
     if explicit is not None:
         return Path(explicit)
-    here = _CHECKOUT / name
+    here = CHECKOUT / name
     return here if here.is_dir() else Path(name)
 
 

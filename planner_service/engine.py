@@ -52,6 +52,9 @@ __all__ = [
 #: The budget that lets the gate choose k.
 GATE = "gate"
 
+#: How a missing checkpoint's message names the override.
+_OVERRIDE = " (--checkpoint-dir or RTPLAN_PLANNER_CHECKPOINT_DIR names the checkpoints' folder)"
+
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
@@ -154,7 +157,9 @@ class Engine:
         if game_ids is None:
             wanted = [g for g in games.registered_games() if planner_path(root, g).is_file()]
             if not wanted:
-                raise NotLoadedError(f"no {PLANNER_FILE} of a registered game under {root}")
+                raise NotLoadedError(
+                    f"no {PLANNER_FILE} of a registered game under {root}{_OVERRIDE}"
+                )
         else:
             wanted = list(game_ids)
         paths = {}
@@ -162,7 +167,9 @@ class Engine:
             games.game_class(game_id)  # UnknownGameError names the registered games
             path = planner_path(root, game_id)
             if not path.is_file():
-                raise NotLoadedError(f"no planner checkpoint for {game_id}: {path} does not exist")
+                raise NotLoadedError(
+                    f"no planner checkpoint for {game_id}: {path} does not exist{_OVERRIDE}"
+                )
             paths[game_id] = path
         gates = {g: gate_path(root, g) for g in paths if gate_path(root, g).is_file()}
         return cls(paths, gates=gates, device=device, compiler_options=compiler_options)

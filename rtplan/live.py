@@ -50,19 +50,19 @@ def run_demo(
     every: int = 10,
     example_agent: bool = True,
     checkpoint_dir: Path | None = None,
+    record_dir: Path | None = None,
+    web_dir: Path | None = None,
 ) -> int:
-    """Runs the live demo headless, printing frames; returns an exit code.
+    """Runs the live demo headless, printing frames; returns an exit code. `example_agent`:
+    examples/random_agent.py plays a session of its own beside it (a checkout's file: skipped,
+    with a line that says so, where it is not there).
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
     """
-    from planner.store import planner_path  # JAX: only once the demo runs
-
-    ckpt = checkpoint_root(checkpoint_dir)
-    if not planner_path(ckpt, game).exists():
-        raise CheckpointError(f"no planner checkpoint for {game} in {ckpt}")
+    ckpt = _planner_root(checkpoint_dir, game)
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")
-    with services(game, checkpoint_dir=ckpt) as addr:
+    with services(game, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir) as addr:
         created = http_json(
             "POST",
             f"{addr['http']}/v1/sessions",
@@ -70,15 +70,18 @@ def run_demo(
         )
         sid = created["id"]
         print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
+        print(f"browse it:  {addr['http']}/ (the lobby)")
         print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
         print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
         print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
         agent = None
-        if example_agent:
+        if example_agent and not EXAMPLE_AGENT.is_file():
+            print("(no example agent: examples/random_agent.py comes with a checkout only)")
+        elif example_agent:
             agent = subprocess.Popen(
                 [
                     sys.executable,
-                    str(ROOT / "examples" / "random_agent.py"),
+                    str(EXAMPLE_AGENT),
                     "--address",
                     addr["grpc"],
                     "--game",
@@ -107,6 +110,24 @@ def run_demo(
     return 0
 
 
+#: The example agent the headless demo runs beside its session (a checkout's file).
+EXAMPLE_AGENT = ROOT / "examples" / "random_agent.py"
+
+
+def _planner_root(checkpoint_dir: Path | None, game: str) -> Path:
+    """The checkpoints' root (`checkpoint_root(checkpoint_dir)`), checked to hold `game`'s
+    planner; CheckpointError names where it looked and the override flag otherwise."""
+    from planner.store import planner_path  # JAX: only once the demo runs
+
+    ckpt = checkpoint_root(checkpoint_dir)
+    if not planner_path(ckpt, game).exists():
+        raise CheckpointError(
+            f"no planner checkpoint for {game}: none at {planner_path(ckpt, game)} "
+            "(--checkpoint-dir names the checkpoints' folder)"
+        )
+    return ckpt
+
+
 #: The web demo's lobby port when none is given (the env server's default).
 DEMO_HTTP_PORT = 8000
 
@@ -130,6 +151,7 @@ def run_web_demo(
     port: int = DEMO_HTTP_PORT,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
+    web_dir: Path | None = None,
 ) -> int:
     """The live web demo: the planner service and the env server, a game played by the planner
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
@@ -140,12 +162,9 @@ def run_web_demo(
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
     """
     from gate.policy import gate_path  # JAX: only once the demo runs
-    from planner.store import planner_path
 
-    ckpt = checkpoint_root(checkpoint_dir)
-    game = game or demo_game(ckpt)
-    if not planner_path(ckpt, game).exists():
-        raise CheckpointError(f"no planner checkpoint for {game} in {ckpt}")
+    game = game or demo_game(checkpoint_root(checkpoint_dir))
+    ckpt = _planner_root(checkpoint_dir, game)
     gated = gate_path(ckpt, game).exists()
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
     if not gated:
@@ -153,7 +172,9 @@ def run_web_demo(
     played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")
     try:
-        with services(game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir) as addr:
+        with services(
+            game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir
+        ) as addr:
             print(f"\nrtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
             print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
             while True:

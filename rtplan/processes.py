@@ -15,10 +15,18 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["ROOT", "Child", "http_json", "services"]
+__all__ = ["ROOT", "Child", "http_json", "service_cwd", "services"]
 
-#: The checkout (or install) root: the services run from here, as `python -m rtplan`.
+#: The checkout (or install) root: the folder that holds the packages.
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def service_cwd() -> Path | None:
+    """Where the services run: the checkout's root when the code runs from a checkout (its
+    pyproject.toml beside the packages), so that `python -m rtplan` imports its packages and
+    relative folders (replays/, results/) are the checkout's; None (the caller's directory) for
+    an installed package, whose root is site-packages."""
+    return ROOT if (ROOT / "pyproject.toml").is_file() else None
 
 
 #: What the services print once they have bound their ports (`python -m server`,
@@ -40,7 +48,7 @@ class Child:
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
-            cwd=ROOT,
+            cwd=service_cwd(),
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self._echo = echo
@@ -105,13 +113,14 @@ def services(
     http_port: int = 0,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
+    web_dir: Path | None = None,
 ) -> Iterator[dict]:
     """Starts the planner service (for the games) and the env server; yields their addresses.
 
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
-    prints them; the addresses yielded are read from those lines. `checkpoint_dir` and
-    `record_dir` default to the services' own defaults (`harness.checkpoint_root()` and
-    replays/).
+    prints them; the addresses yielded are read from those lines. `checkpoint_dir`,
+    `record_dir` and `web_dir` default to the services' own defaults (`harness.checkpoint_root()`,
+    replays/ and the shipped pages).
     """
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
     py = [sys.executable, "-m", "rtplan"]
@@ -127,6 +136,7 @@ def services(
             "0",
             *ckpt,
             *([] if record_dir is None else ["--record-dir", str(record_dir)]),
+            *([] if web_dir is None else ["--web-dir", str(web_dir)]),
             "--preload",
             *game_ids,
         ]

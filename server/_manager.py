@@ -85,7 +85,8 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         where = planner_path(settings.checkpoint_dir, cfg.game_id)
         raise SessionError(
             _PRECONDITION,
-            f"{' and '.join(needs)} needs a planner checkpoint of {cfg.game_id}; none at {where}",
+            f"{' and '.join(needs)} needs a planner checkpoint of {cfg.game_id}; none at {where} "
+            "(--checkpoint-dir or RTPLAN_SERVER_CHECKPOINT_DIR names the checkpoints' folder)",
         )
     bad = [k for k in cfg.ks if k not in budgets]
     if bad:

@@ -13,31 +13,40 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from harness.assets import shipped_dir
 from server._config import SessionError
 
 log = logging.getLogger("rtplan.server")
 
-#: The browser pages of a checkout or an editable install: web/ beside the packages.
-WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+#: The folder of the browser pages: the checkout's, or the installed wheel's copy.
+WEB = "web"
+
+
+def _web_candidate(configured: Path | None) -> Path:
+    """Where the pages are looked for: `configured`, else `harness.assets.shipped_dir`."""
+    return Path(configured) if configured is not None else shipped_dir(WEB, "server")
 
 
 def find_web_dir(configured: Path | None = None) -> Path | None:
-    """The folder of the browser pages: `configured`, else web/ beside the packages (a checkout,
-    an editable install), else ./web (a wheel installed in a checkout's copy, as in the image);
-    None when none of these holds an index.html."""
-    candidates = [Path(configured)] if configured is not None else [WEB_DIR, Path.cwd() / "web"]
-    return next((c for c in candidates if (c / "index.html").is_file()), None)
+    """The folder of the browser pages: `configured` (`--web-dir`, RTPLAN_SERVER_WEB_DIR) when
+    given, else the checkout's web/ beside the packages, else the installed wheel's copy
+    (`harness.assets.shipped_dir`); None when that folder holds no index.html."""
+    web = _web_candidate(configured)
+    return web if (web / "index.html").is_file() else None
 
 
 def mount_pages(app: FastAPI, configured: Path | None) -> None:
     """Finds the pages (`find_web_dir`), serves their files under /web/ and puts their folder
-    on `app.state.web_dir` (None, with a warning, when there are none)."""
+    on `app.state.web_dir` (None, with a warning that says where it looked, when there are
+    none)."""
     web = find_web_dir(configured)
     app.state.web_dir = web
     if web is None:
-        where = configured if configured is not None else f"{WEB_DIR} or ./web"
-        app.state.no_pages = f"no browser pages here: no index.html in {where}"
-        log.warning("no browser pages: no index.html in %s", where)
+        app.state.no_pages = (
+            f"no browser pages here: no index.html in {_web_candidate(configured)} "
+            "(--web-dir or RTPLAN_SERVER_WEB_DIR names the pages' folder)"
+        )
+        log.warning("%s", app.state.no_pages)
         return
     app.mount("/web", StaticFiles(directory=web), name="web")
 

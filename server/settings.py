@@ -78,6 +78,6 @@ class Settings(BaseSettings):
     grace_s: float = Field(1.0, ge=0, description="seconds open gRPC calls get at shutdown")
     web_dir: Path | None = Field(
         None,
-        description="folder of the browser pages served at / (default: the web/ folder beside "
-        "the installed packages, else ./web)",
+        description="folder of the browser pages served at / (default: the checkout's web/ "
+        "beside the packages, else the installed package's copy)",
     )

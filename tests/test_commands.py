@@ -160,3 +160,73 @@ def test_one_checkpoint_root_from_any_directory(tmp_path, monkeypatch):
     )
     assert (checkpoint_root() / "snake-rt-v0" / "planner.msgpack").is_file()
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_shipped_folder_is_the_checkouts_else_the_installed_packages(monkeypatch):
+    """The rule both resolvers share (`harness.assets.shipped_dir`): the folder beside the
+    packages when it exists (a checkout), else the package data a wheel carries."""
+    import harness.assets
+    from server._routes_pages import find_web_dir
+
+    assert checkpoint_root() == ROOT / "checkpoints" and find_web_dir() == ROOT / "web"
+    monkeypatch.setattr(harness.assets, "CHECKOUT", ROOT / "no-checkout-here")
+    # What an installed wheel finds (setup.py copies the folders there; a checkout has none).
+    assert checkpoint_root() == ROOT / "harness" / "_assets" / "checkpoints"
+    assert find_web_dir() is None  # no index.html in server/_assets/web of a checkout
+    assert checkpoint_root(ROOT / "x") == ROOT / "x"  # the override first, always
+
+
+def test_every_service_takes_the_checkpoint_and_web_overrides(tmp_path):
+    from planner_service.__main__ import build_parser as planner_parser
+    from server.__main__ import _parser as server_parser
+
+    given = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--web-dir", str(tmp_path / "web")]
+    server = Settings(**settings_overrides(Settings, server_parser().parse_args(given)))
+    assert (server.checkpoint_dir, server.web_dir) == (tmp_path / "ckpt", tmp_path / "web")
+    args = planner_parser().parse_args(given[:2])
+    planner = PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args))
+    assert planner.checkpoint_dir == tmp_path / "ckpt"
+
+
+@pytest.mark.parametrize("headless", [True, False])
+def test_the_demo_hands_its_overrides_to_the_demo_it_runs(headless, monkeypatch):
+    import rtplan.live
+
+    seen = {}
+    runner = "run_demo" if headless else "run_web_demo"
+    monkeypatch.setattr(rtplan.live, runner, lambda *a, **kw: seen.update(kw) or 0)
+    argv = ["demo", "--checkpoint-dir", "c", "--web-dir", "w", "--record-dir", "r"]
+    assert main(argv + (["--headless"] if headless else [])) == 0
+    assert (seen["checkpoint_dir"], seen["web_dir"], seen["record_dir"]) == ("c", "w", "r")
+
+
+def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path):
+    """`rtplan.processes.services` passes the folders to the env server and the planner
+    service (the processes faked: what they would print is what they are asked for)."""
+    from rtplan import processes
+
+    argvs = {}
+    said = {
+        "planner service bound to": "planner service bound to 127.0.0.1:1 (compiling)",
+        "rtplan env server:": "rtplan env server: http on 127.0.0.1:2 (REST), "
+        "gRPC Env API on 127.0.0.1:3",
+    }
+
+    class FakeChild:
+        def __init__(self, name, argv, *, echo=True):
+            argvs[name] = list(argv)
+
+        def wait_for(self, text, timeout):
+            return said.get(text, text)
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(processes, "Child", FakeChild)
+    ckpt, web = tmp_path / "ckpt", tmp_path / "web"
+    with processes.services("snake-rt-v0", checkpoint_dir=ckpt, web_dir=web) as addr:
+        assert addr["http"] == "http://127.0.0.1:2"
+    env, planner = argvs["env-server"], argvs["planner"]
+    assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
+    assert env[env.index("--web-dir") + 1] == str(web)
+    assert planner[planner.index("--checkpoint-dir") + 1] == str(ckpt)

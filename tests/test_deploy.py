@@ -8,6 +8,7 @@ image it builds installs an extra that exists.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -66,3 +67,14 @@ def test_compose_image_installs_an_extra_that_exists():
         assert service["build"]["args"]["EXTRAS"] in extras
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "ARG EXTRAS" in dockerfile and "${EXTRAS:+[$EXTRAS]}" in dockerfile
+
+
+def test_the_image_installs_the_wheel_and_nothing_else_of_the_tree():
+    """Stage 1 builds the wheel (which carries the pages and checkpoints, tests/test_wheel.py);
+    the image is stage 2, which copies in that wheel only."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    build, image = re.split(r"^FROM ", dockerfile, flags=re.M)[1:]
+    assert build.startswith("python:3.11-slim AS wheel") and "pip wheel" in build
+    copies = [line.split() for line in image.splitlines() if line.startswith("COPY")]
+    assert copies == [["COPY", "--from=wheel", "/wheel", "/tmp/wheel"]]
+    assert "pip install" in image and "/tmp/wheel/rtplan-" in image

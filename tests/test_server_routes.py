@@ -88,9 +88,17 @@ def test_a_server_without_pages_says_where_it_looked(tmp_path):
     assert r.status_code == 404
     assert r.json() == {
         "error": "not_found",
-        "detail": f"no browser pages here: no index.html in {tmp_path}",
+        "detail": f"no browser pages here: no index.html in {tmp_path} "
+        "(--web-dir or RTPLAN_SERVER_WEB_DIR names the pages' folder)",
     }
     for path in ("/watch", "/results", "/web/watch.js"):
         r = client.get(path)
         assert (r.status_code, r.json()) == (404, {"error": "http_error", "detail": "Not Found"})
     assert client.get("/v1/results").status_code == 200  # the API still answers
+
+
+def test_a_configured_web_dir_wins_over_the_shipped_pages(tmp_path):
+    (tmp_path / "index.html").write_text("<title>my lobby</title>")
+    client = TestClient(create_app(Settings(http_port=0, grpc_port=0, web_dir=tmp_path)))
+    assert client.get("/").text == "<title>my lobby</title>"
+    assert client.get("/web/index.html").text == "<title>my lobby</title>"

@@ -38,7 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--checkpoint-dir",
         default=None,
-        help="planner (and gate) checkpoints (default: the checkout's checkpoints/)",
+        help="planner (and gate) checkpoints (default: the checkout's checkpoints/, else the "
+        "installed package's)",
+    )
+    demo.add_argument(
+        "--web-dir",
+        default=None,
+        help="the browser pages (default: the checkout's web/, else the installed package's)",
     )
     demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
     demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
@@ -72,6 +78,8 @@ def _demo(args: argparse.Namespace) -> int:
             every=args.every,
             example_agent=not args.no_example_agent,
             checkpoint_dir=args.checkpoint_dir,
+            record_dir=args.record_dir,
+            web_dir=args.web_dir,
         )
     from rtplan.live import run_web_demo
 
@@ -84,6 +92,7 @@ def _demo(args: argparse.Namespace) -> int:
         port=args.port,
         checkpoint_dir=args.checkpoint_dir,
         record_dir=args.record_dir,
+        web_dir=args.web_dir,
     )
 
 

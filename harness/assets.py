@@ -1,0 +1,33 @@
+"""Where a folder the project ships (checkpoints/, web/) is: the checkout's, else the wheel's."""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+# A checkout (or its editable install) keeps the folders at its root, beside the packages. A
+# wheel carries them as package data of the package that owns them, `<package>/_assets/<name>`
+# (setup.py copies them there): an installed package then finds them wherever it runs from.
+
+#: The checkout's root: the folder that holds the packages.
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+#: The folder, inside its owner package, where a wheel carries a shipped folder (setup.py).
+ASSETS = "_assets"
+
+
+def shipped_dir(name: str, package: str) -> Path:
+    """The shipped folder `name`: the checkout's `<root>/name` when the code runs from a
+    checkout (that folder exists beside the packages), else the package data of the installed
+    `package` (`<package>/_assets/name`, through importlib.resources). The path may not exist
+    (an install without it): a caller that finds nothing there names it and its override flag.
+
+    Args:
+        name: the folder at the checkout's root ("checkpoints", "web").
+        package: the package that owns it in a wheel ("harness", "server").
+    """
+    checkout = CHECKOUT / name
+    if checkout.is_dir():
+        return checkout
+    # A wheel installs unpacked, so the package's resources are a real folder.
+    return Path(str(importlib.resources.files(package) / ASSETS / name))
