@@ -30,6 +30,7 @@ TRAINING_LOGS = "training"
 #: What the results index lists, by file suffix.
 FIGURES, TABLES = (".png", ".svg"), (".csv", ".json")
 
+
 def results_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` when given, else the checkout's `results/` (beside the packages) when the code
     runs from a checkout, else `./results`."""
