@@ -72,6 +72,8 @@ class ClockGame(Game):
     horizon: int | None = None
     #: The pgx plane that holds the colour of the player to move (constant over the board).
     colour_plane: int
+    #: The most plies a game can last (the proportional time manager's horizon).
+    max_plies: int
 
     def __init__(self, *, initial_time: int = 300, timeout: str = "reflex"):
         if timeout not in _TIMEOUT_MODES:

@@ -15,6 +15,8 @@ SIZE = 9
 COLUMNS = "ABCDEFGHJKLMNOPQRST"[:SIZE]
 #: pgx's pass action.
 PASS = SIZE * SIZE
+#: pgx ends a 9x9 game after 2 * 81 plies (scored like any other end).
+MAX_PLIES = 2 * SIZE * SIZE
 #: The points, named as GTP names them (rows counted from the bottom).
 BOARD = Board.row_major(COLUMNS, [str(SIZE - r) for r in range(SIZE)])
 
@@ -54,6 +56,7 @@ class SpeedGo(ClockGame):
     board = BOARD
     colour_names = ("black", "white")
     colour_plane = 16
+    max_plies = MAX_PLIES
     observation_shape = (9, 9, 19)
     #: The square's 8 rotations and reflections; area scoring, captures and superko are all
     #: invariant under them (komi is not positional).

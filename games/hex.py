@@ -49,6 +49,8 @@ class SpeedHex(ClockGame):
     board = BOARD
     colour_names = ("red", "blue")
     colour_plane = 2
+    #: Every ply fills a cell but the swap, which moves the first stone: at most 121 + 1.
+    max_plies = SIZE * SIZE + 1
     observation_shape = (11, 11, 6)
     #: The identity and the half turn: each player's two edges map to themselves, and pgx's
     #: neighbour offsets (dr, dc) are closed under negation. (The mirror that swaps the

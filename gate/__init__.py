@@ -8,6 +8,10 @@ from harness.lazy import lazy_exports
 # builds its flags before `--devices` sets XLA's flags.
 _EXPORTS = {
     "Batch": "gate.ppo",
+    "ClockChooser": "gate.clock_heuristics",
+    "ClockInputs": "gate.clock_heuristics",
+    "ClockOptions": "gate.clock_heuristics",
+    "clock_inputs": "gate.clock_heuristics",
     "CompiledGate": "gate.compiled",
     "GateConfig": "gate.train_config",
     "GateInputs": "gate.policy",

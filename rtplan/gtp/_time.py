@@ -6,16 +6,26 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable
 
-from games.go import SIZE
+from games.go import MAX_PLIES
 
-#: pgx ends a 9x9 game after 2 * 81 plies (see `games.go.SpeedGo`).
-MAX_PLIES = 2 * SIZE * SIZE
-#: The proportional time manager spends this fraction of its per-move share of the clock ...
-SAFETY = 0.8
-#: ... less this lag per move (GTP round trip, Python, the GUI), in seconds.
+# The proportional rule is the clock baselines' (one definition): SAFETY of the share per move,
+# at least MIN_MOVES_LEFT own moves expected.
+from gate.clock_heuristics import MIN_MOVES_LEFT, SAFETY, own_moves_left, proportional_allowance
+
+__all__ = [
+    "LAG_S",
+    "MAX_PLIES",
+    "MIN_MOVES_LEFT",
+    "SAFETY",
+    "Clock",
+    "TimeSettings",
+    "choose_budget",
+    "move_allowance",
+]
+
+#: The proportional time manager spends its allowance less this lag per move (GTP round trip,
+#: Python, the GUI), in seconds.
 LAG_S = 0.05
-#: It expects at least this many more moves of its own, however late the game.
-MIN_MOVES_LEFT = 5
 
 
 @dataclasses.dataclass
@@ -69,18 +79,17 @@ def move_allowance(settings: TimeSettings, clock: Clock, ply: int) -> float:
     In main time: the remaining time over the moves expected to be left (our share of the plies
     pgx allows), but at least a byo-yomi period's share per stone when there is byo-yomi. In
     byo-yomi: the period's remaining time over its remaining stones. Then `SAFETY` of that, less
-    `LAG_S`.
+    `LAG_S` (`gate.clock_heuristics.proportional_allowance`, the clock baselines' rule).
     """
     if clock.remaining is None:
         return math.inf
     if clock.stones > 0:
-        share = clock.remaining / clock.stones
+        allowance = proportional_allowance(clock.remaining, clock.stones, lag=LAG_S)
     else:
-        moves_left = max(MIN_MOVES_LEFT, (MAX_PLIES - ply + 1) // 2)
-        share = clock.remaining / moves_left
-        if settings.byo_stones > 0:
-            share = max(share, settings.byo_time / settings.byo_stones)
-    return max(SAFETY * share - LAG_S, 0.0)
+        byo = settings.byo_time / settings.byo_stones if settings.byo_stones > 0 else 0.0
+        moves_left = own_moves_left(ply, max_plies=MAX_PLIES)
+        allowance = proportional_allowance(clock.remaining, moves_left, floor=byo, lag=LAG_S)
+    return float(allowance)
 
 
 def choose_budget(
