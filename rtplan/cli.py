@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from rtplan.commands import GROUPS, run_command
 from rtplan.jax_setup import use_compile_cache
+from rtplan.processes import exit_with_parent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     use_compile_cache()  # before any jax import, here and in the services started
+    exit_with_parent()  # a service `rtplan.processes.Child` started goes when its parent goes
     parser = build_parser()
     (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     forwarded = sub.choices.get(argv[0]) if argv else None

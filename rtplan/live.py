@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from harness.checkpoint import CheckpointError, checkpoint_root
-from rtplan.processes import ROOT, http_json, services
+from rtplan.processes import ROOT, http_json, services, stop_on_signals
 
 
 def watch(ws_url: str, *, every: int = 1, max_frames: int = 0) -> dict | None:
@@ -62,51 +62,69 @@ def run_demo(
     """
     ckpt = _planner_root(checkpoint_dir, game)
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")
-    with services(game, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir) as addr:
-        created = http_json(
-            "POST",
-            f"{addr['http']}/v1/sessions",
-            {"game": game, "agent": "planner", "k": k, "fps": fps, "seed": seed, "record": True},
-        )
-        sid = created["id"]
-        print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
-        print(f"browse it:  {addr['http']}/ (the lobby)")
-        print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
-        print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
-        print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
-        agent = None
-        if example_agent and not EXAMPLE_AGENT.is_file():
-            print("(no example agent: examples/random_agent.py comes with a checkout only)")
-        elif example_agent:
-            agent = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(EXAMPLE_AGENT),
-                    "--address",
-                    addr["grpc"],
-                    "--game",
-                    game,
-                    "--fps",
-                    str(fps),
-                    "--max-frames",
-                    str(min(frames or 100, 100)),
-                ],
-                cwd=ROOT,
+    try:
+        with (
+            stop_on_signals(),
+            services(game, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir) as addr,
+        ):
+            created = http_json(
+                "POST",
+                f"{addr['http']}/v1/sessions",
+                {
+                    "game": game,
+                    "agent": "planner",
+                    "k": k,
+                    "fps": fps,
+                    "seed": seed,
+                    "record": True,
+                },
             )
-        watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
-        details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
-        with contextlib.suppress(RuntimeError):
-            http_json("DELETE", f"{addr['http']}/v1/sessions/{sid}", token=created["token"])
-        if agent is not None:
+            sid = created["id"]
+            print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
+            print(f"browse it:  {addr['http']}/ (the lobby)")
+            print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
+            print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
+            print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
+            agent = None
+            if example_agent and not EXAMPLE_AGENT.is_file():
+                print("(no example agent: examples/random_agent.py comes with a checkout only)")
+            elif example_agent:
+                agent = subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(EXAMPLE_AGENT),
+                        "--address",
+                        addr["grpc"],
+                        "--game",
+                        game,
+                        "--fps",
+                        str(fps),
+                        "--max-frames",
+                        str(min(frames or 100, 100)),
+                    ],
+                    cwd=ROOT,
+                )
             try:
-                agent.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-        stats = details.get("stats", {})
-        print(f"\nsession {sid}: frame {details['frame']}, return {details['episode_return']:.1f}")
-        print("stats: " + json.dumps(stats, sort_keys=True))
-        if details.get("replay"):
-            print(f"replay file: {details['replay']}")
+                watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
+                details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
+                with contextlib.suppress(RuntimeError):
+                    http_json("DELETE", f"{addr['http']}/v1/sessions/{sid}", token=created["token"])
+                if agent is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        agent.wait(timeout=120)
+            finally:
+                if agent is not None and agent.poll() is None:  # interrupted, or still playing
+                    agent.kill()
+                    agent.wait()
+            stats = details.get("stats", {})
+            print(
+                f"\nsession {sid}: frame {details['frame']}, return {details['episode_return']:.1f}"
+            )
+            print("stats: " + json.dumps(stats, sort_keys=True))
+            if details.get("replay"):
+                print(f"replay file: {details['replay']}")
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
+        print("\nrtplan demo: stopped", flush=True)
     return 0
 
 
@@ -172,9 +190,12 @@ def run_web_demo(
     played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")
     try:
-        with services(
-            game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir
-        ) as addr:
+        with (
+            stop_on_signals(),
+            services(
+                game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir
+            ) as addr,
+        ):
             print(f"\nrtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
             print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
             while True:
@@ -192,6 +213,6 @@ def run_web_demo(
                     flush=True,
                 )
                 seed += 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
         print("\nrtplan demo: stopped", flush=True)
     return 0

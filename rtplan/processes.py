@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -15,7 +16,15 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["ROOT", "Child", "http_json", "service_cwd", "services"]
+__all__ = [
+    "ROOT",
+    "Child",
+    "exit_with_parent",
+    "http_json",
+    "service_cwd",
+    "services",
+    "stop_on_signals",
+]
 
 #: The checkout (or install) root: the folder that holds the packages.
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,8 +44,63 @@ _ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on
 _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
 
 
+#: Set by `Child` in its process's environment: the child exits when its stdin (a pipe whose
+#: only writer is the parent) reaches end of file, as it does when the parent dies, SIGKILL
+#: included (`exit_with_parent`).
+EXIT_WITH_PARENT_ENV = "RTPLAN_EXIT_WITH_PARENT"
+#: Seconds a child whose parent died gets to stop on SIGTERM before it exits outright.
+_ORPHAN_GRACE_S = 5.0
+
+
+def exit_with_parent() -> None:
+    """In a process `Child` started: watches stdin on a daemon thread and, once the parent is
+    gone (end of file), stops this process as the parent would (SIGTERM), or outright after
+    `_ORPHAN_GRACE_S` (a start-up that is not listening for signals yet). Does nothing in a
+    process `Child` did not start. The variable is consumed: this process's own children do
+    not inherit it.
+
+    Why a pipe: the kernel closes it however the parent ends, on every OS, at once, and it needs
+    neither polling nor Linux's PR_SET_PDEATHSIG (which fires when the forking *thread* ends and
+    needs a `preexec_fn`, unsafe in a parent with threads, as the demo's output pumps are).
+    """
+    if os.environ.pop(EXIT_WITH_PARENT_ENV, "") != "1":
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
+            return  # no readable stdin: nothing to watch
+        with contextlib.suppress(OSError):  # the parent read our output: a broken pipe now
+            print("parent process gone: stopping", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(_ORPHAN_GRACE_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block SIGTERM and SIGHUP (where the OS has it) stop the main thread as Ctrl-C
+    does (KeyboardInterrupt), so that `kill <pid>` or a closed terminal runs the same clean-up
+    (`services` stops its children). Only the main thread can take signals: elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    before = {sig: signal.signal(sig, signal.default_int_handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 class Child:
-    """A service subprocess whose output lines are echoed with a prefix and can be waited on."""
+    """A service subprocess whose output lines are echoed with a prefix and can be waited on.
+    It exits when this process dies, however (its stdin: `exit_with_parent`)."""
 
     def __init__(self, name: str, argv: Sequence[str], *, echo: bool = True) -> None:
         self.name = name
@@ -44,12 +108,13 @@ class Child:
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
             list(argv),
+            stdin=subprocess.PIPE,  # never written: it closes when this process ends
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
             cwd=service_cwd(),
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", EXIT_WITH_PARENT_ENV: "1"},
         )
         self._echo = echo
         threading.Thread(target=self._pump, daemon=True).start()
@@ -88,6 +153,7 @@ class Child:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc.stdin.close()
 
 
 def http_json(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict:

@@ -80,8 +80,10 @@ async def replay_index(name: str, cache: Replays) -> dict[str, Any]:
 async def replay_boards(
     name: str,
     cache: Replays,
-    start: Annotated[int, Query(ge=0)] = 0,
-    count: Annotated[int, Query(ge=1, le=MAX_BOARDS)] = 16,
+    start: Annotated[int, Query(ge=0, description="an integer >= 0 (the first frame)")] = 0,
+    count: Annotated[
+        int, Query(ge=1, le=MAX_BOARDS, description=f"an integer in [1, {MAX_BOARDS}]")
+    ] = 16,
 ) -> dict[str, Any]:
     view = await cache.load(name)
     boards = await asyncio.to_thread(view.boards, start, count)

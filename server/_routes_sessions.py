@@ -28,22 +28,34 @@ class CreateSession(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    game: str = Field(max_length=100)
-    seed: int = Field(0, ge=0, lt=2**63)
-    fps: float | None = Field(None, gt=0)
+    game: str = Field(
+        max_length=100, description='a game id such as "snake-rt-v0" (GET /v1/games lists them)'
+    )
+    seed: int = Field(0, ge=0, lt=2**63, description="an integer in [0, 2**63)")
+    fps: float | None = Field(
+        None, gt=0, description="a number > 0 (frames per second; leave it out for the default)"
+    )
     agent: Literal["grpc", "reflex", "planner", "human"] = "grpc"
     #: Planner agent: a budget, or a sequence of budgets played in turn.
-    k: int | list[int] | None = None
+    k: int | list[int] | None = Field(
+        None,
+        description="a budget (an integer) or a list of budgets played in turn "
+        "(leave it out to let the gate pick)",
+    )
     fallback: Literal["game", "reflex"] = "game"
     clock: Literal["real_time", "real-time", "simulated"] = "real_time"
-    record: bool = False
+    record: bool = Field(False, description="true or false")
     #: Clock games: the built-in opponent; default (`SessionManager.resolve`): for a human, the
     #: planner when the planner service serves the game, else the reflex when a checkpoint
     #: exists, else random.
     opponent: Literal["reflex", "random", "planner"] | None = None
     #: Planner opponent: its budget k (default the game's largest); alone it implies "planner".
-    opponent_k: int | None = Field(None, ge=1)
-    max_frames: int = Field(0, ge=0)
+    opponent_k: int | None = Field(
+        None, ge=1, description="an integer >= 1 (the planner opponent's budget)"
+    )
+    max_frames: int = Field(
+        0, ge=0, description="an integer >= 0 (frames to play; 0: until the game ends)"
+    )
 
     @property
     def opponent_given(self) -> bool:

@@ -16,6 +16,7 @@ from rtplan import wire
 from rtplan.v1 import planner_pb2_grpc
 from server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
 from server._config import SessionError
+from server._invalid import explain
 from server._manager import SessionManager
 from server._routes_pages import find_web_dir
 from server._routes_replays import ReplayCache
@@ -97,11 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
-        parts = []
-        for err in exc.errors()[:5]:
-            loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
-            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-        return _error(422, "invalid_request", "; ".join(parts) or "invalid request")
+        route, content_type = request.scope.get("route"), request.headers.get("content-type", "")
+        return _error(422, "invalid_request", explain(exc.errors(), route, content_type))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):

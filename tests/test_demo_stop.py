@@ -1,0 +1,157 @@
+"""`rtplan demo --headless` leaves nothing behind: SIGTERM stops its services as Ctrl-C does, and
+after SIGKILL its services notice their parent is gone and exit; either way no child process is
+left and the ports are free."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from support import write_checkpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+PROC = Path("/proc")
+
+pytestmark = pytest.mark.skipif(not (PROC / "self" / "stat").exists(), reason="reads /proc")
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, start time) of a process, None once it is gone."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every live descendant of `pid`: pid -> start time (which tells a reused pid apart)."""
+    children: dict[int, list[int]] = {}
+    starts = {}
+    for entry in PROC.iterdir():
+        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
+            children.setdefault(st[1], []).append(int(entry.name))
+            starts[int(entry.name)] = st[2]
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = starts[child]
+            todo.append(child)
+    return found
+
+
+def alive(pid: int, start: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[0] != "Z" and st[2] == start  # a zombie has exited
+
+
+def port_free(port: int) -> bool:
+    """The port can be bound as a server binds it (SO_REUSEADDR: only a listener blocks it)."""
+    try:
+        socket.create_server(("127.0.0.1", port)).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    return write_checkpoints(tmp_path_factory.mktemp("ckpt"), ("snake-rt-v0",))
+
+
+def start_demo(checkpoints: Path, tmp_path: Path):
+    """The headless demo at 2 FPS (its game outlives the test), once its session plays and its
+    example agent runs: the process, its output, its descendants, and its HTTP and gRPC ports."""
+    cmd = [sys.executable, "-m", "rtplan", "demo", "--headless", "--game", "snake-rt-v0"]
+    cmd += ["--fps", "2", "--frames", "0", "--every", "1000"]
+    cmd += ["--checkpoint-dir", str(checkpoints), "--record-dir", str(tmp_path)]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the test can clean up after a failure
+    )
+    lines: list[str] = []
+    proc.reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    proc.reader.start()
+    deadline = time.monotonic() + 300  # a cold compile cache: the tiny planner compiles first
+    while not any(line.startswith("your agent:") for line in lines):
+        assert proc.poll() is None, "".join(lines)
+        assert time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.1)
+    out = "".join(lines)
+    http = int(re.search(r"browse it:  http://127\.0\.0\.1:(\d+)/", out).group(1))
+    grpc = int(re.search(r"--address 127\.0\.0\.1:(\d+)", out).group(1))
+    # The planner service, the env server and the example agent (started just after the line).
+    until = time.monotonic() + 10
+    while len(kids := descendants(proc.pid)) < 3 and time.monotonic() < until:
+        time.sleep(0.1)
+    return proc, lines, kids, (http, grpc)
+
+
+def assert_nothing_left(kids: dict[int, int], ports: tuple[int, int], lines, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [pid for pid, start in kids.items() if alive(pid, start)]
+        busy = [port for port in ports if not port_free(port)]
+        if not left and not busy:
+            return
+        time.sleep(0.2)
+    for pid in left:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    raise AssertionError(f"processes {left} still run, ports {busy} still bound:\n{''.join(lines)}")
+
+
+def commands(kids: dict[int, int]) -> list[str]:
+    out = []
+    for pid in kids:
+        with contextlib.suppress(OSError):
+            out.append((PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return out
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_the_demo_and_its_services(checkpoints, tmp_path, sig):
+    proc, lines, kids, ports = start_demo(checkpoints, tmp_path)
+    try:
+        cmdlines = commands(kids)
+        assert any("planner-service" in c for c in cmdlines), cmdlines
+        assert any("env-server" in c for c in cmdlines), cmdlines
+        assert any("random_agent.py" in c for c in cmdlines), cmdlines
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 0, "".join(lines)  # stopped as Ctrl-C stops it
+        proc.reader.join(timeout=10)
+        assert "rtplan demo: stopped" in "".join(lines)
+        assert_nothing_left(kids, ports, lines, timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(400)
+def test_after_sigkill_the_services_notice_and_exit(checkpoints, tmp_path):
+    proc, lines, kids, ports = start_demo(checkpoints, tmp_path)
+    try:
+        assert len(kids) >= 3, commands(kids)
+        proc.kill()  # no clean-up runs in the demo: its services see their stdin close
+        proc.wait(timeout=30)
+        assert_nothing_left(kids, ports, lines, timeout=30)
+    finally:
+        for pid, start in descendants(os.getpid()).items():
+            if pid in kids and alive(pid, start):
+                os.kill(pid, signal.SIGKILL)
