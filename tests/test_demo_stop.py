@@ -125,7 +125,11 @@ def commands(kids: dict[int, int]) -> list[str]:
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+# SIGHUP takes the same handler as SIGTERM (`rtplan.processes.stop_on_signals`): it runs in
+# `make test-slow`, which keeps the default suite's time down.
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)]
+)
 def test_sigterm_and_sighup_stop_the_demo_and_its_services(checkpoints, tmp_path, sig):
     proc, lines, kids, ports = start_demo(checkpoints, tmp_path)
     try:
