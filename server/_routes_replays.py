@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import grpc
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from server._config import SessionError
 from server._deps import AppSettings
 from server._replay_view import ReplayView
 from server.replay import ReplayError, list_replays, replay_file
+from server.replay_gif import MAX_GIF_FRAMES, gif_bytes
 
 #: Boards one request may render (Pac-Man renders in ~15 ms each: keep requests short).
 MAX_BOARDS = 64
@@ -88,3 +89,32 @@ async def replay_boards(
     view = await cache.load(name)
     boards = await asyncio.to_thread(view.boards, start, count)
     return {"start": start, "boards": boards}
+
+
+@router.get("/v1/replays/{name}/gif")
+async def replay_gif(
+    name: str,
+    cache: Replays,
+    every: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            description="an integer >= 1 (show every n-th frame; default: as few as "
+            f"keep the GIF within {MAX_GIF_FRAMES} frames)",
+        ),
+    ] = None,
+    max_frames: Annotated[
+        int, Query(ge=1, le=MAX_GIF_FRAMES, description=f"an integer in [1, {MAX_GIF_FRAMES}]")
+    ] = MAX_GIF_FRAMES,
+    fps: Annotated[
+        float | None, Query(gt=0, le=50, description="a number in (0, 50] (GIF frames a second)")
+    ] = None,
+) -> Response:
+    """The replay as an animated GIF (`server.replay_gif.gif_bytes`), downloaded as NAME.gif."""
+    view = await cache.load(name)
+    if every is None:  # the whole game, thinned to the bound
+        every = max(1, -(-len(view.frames) // max_frames))
+    data = await asyncio.to_thread(gif_bytes, view, fps=fps, every=every, max_frames=max_frames)
+    filename = name.removesuffix(".jsonl") + ".gif"
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    return Response(data, media_type="image/gif", headers=headers)

@@ -72,6 +72,7 @@ class Recorder:
                 "initial": state_digest(s.state),
                 "session": s.id,
                 "settings": s.config.to_dict(),
+                "gated": s.config.gated,
                 "checkpoint": str(checkpoint) if checkpoint else None,
                 "spec": s.runtime.describe(),
                 "created": created,
@@ -405,9 +406,29 @@ def replay_file(record_dir: Path, name: str) -> Path:
     return path
 
 
+def players(header: dict[str, Any]) -> dict[str, Any]:
+    """Who played a recorded session, as the session list has it (`agent`, `ks`, `gated`,
+    `opponent`, `opponent_k`: what web/api.js's `agentLabel` names), from a replay header.
+    Headers before `gated` was recorded: a planner without ks was gated, as live."""
+    settings = header.get("settings") or {}
+    agent, ks = settings.get("agent"), list(settings.get("ks") or [])
+    gated = header.get("gated", agent == "planner" and not ks)
+    clock_game = (header.get("spec") or {}).get("num_players") == 2
+    opponent = settings.get("opponent") if clock_game else None
+    opponent_k = settings.get("opponent_k") if opponent == "planner" else None
+    return {
+        "agent": agent,
+        "ks": ks,
+        "gated": bool(gated),
+        "opponent": opponent,
+        "opponent_k": opponent_k,
+    }
+
+
 def list_replays(record_dir: Path, *, limit: int = 200) -> list[dict[str, Any]]:
-    """The newest `limit` replay files of `record_dir`: name, game, seed, agent, created, frames
-    and whether the file has its end line (read from the header and the last line)."""
+    """The newest `limit` replay files of `record_dir`: name, game, seed, who played
+    (`players`), created, frames and whether the file has its end line (read from the header
+    and the last line)."""
     folder = Path(record_dir)
     if not folder.is_dir():
         return []
@@ -428,7 +449,6 @@ def list_replays(record_dir: Path, *, limit: int = 200) -> list[dict[str, Any]]:
             version = 0
         if not version:
             continue  # not a replay this rtplan reads
-        settings = header.get("settings") or {}
         frames = last.get("frames") if last.get("type") == "end" else last.get("frame", -1) + 1
         out.append(
             {
@@ -436,9 +456,8 @@ def list_replays(record_dir: Path, *, limit: int = 200) -> list[dict[str, Any]]:
                 "version": version,
                 "game": header.get("game"),
                 "seed": header.get("seed"),
-                "agent": settings.get("agent"),
-                "ks": settings.get("ks", []),
-                "fps": settings.get("fps"),
+                **players(header),
+                "fps": (header.get("settings") or {}).get("fps"),
                 "created": header.get("created"),
                 "frames": frames if isinstance(frames, int) else 0,
                 "complete": last.get("type") == "end",

@@ -208,3 +208,20 @@ def post_session(base: str, **body) -> dict:
 def get_json(base: str, path: str) -> dict:
     """The JSON answer of GET `path` on the env server at `base`."""
     return json.load(urllib.request.urlopen(f"{base}{path}", timeout=30))
+
+
+#: A recorded Snake replay (format version 1: 10 frames, 11 frame messages with the first state).
+REPLAY_V1 = Path(__file__).resolve().parent / "data" / "replay_v1.jsonl"
+
+
+def gated_replay(folder: Path, name: str = "gated.jsonl") -> Path:
+    """`REPLAY_V1` copied to `folder/name` as if a gated planner had played it (the header's
+    agent, ks and gated: what the pages label a session by)."""
+    lines = REPLAY_V1.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["settings"] = {**header["settings"], "agent": "planner", "ks": []}
+    header["gated"] = True
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    return path

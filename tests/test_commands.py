@@ -230,3 +230,29 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
     assert env[env.index("--web-dir") + 1] == str(web)
     assert planner[planner.index("--checkpoint-dir") + 1] == str(ckpt)
+
+
+def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, capsys):
+    """`rtplan replay-gif`: every 3rd frame of the 11, at most 3, each the board and the strip."""
+    import jax
+    from PIL import Image, ImageSequence
+
+    from games import make
+    from games.render import render
+    from server.replay import ReplayFile
+    from server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
+    from support import REPLAY_V1
+
+    out = tmp_path / "x.gif"
+    argv = ["replay-gif", str(REPLAY_V1), "--out", str(out), "--every", "3", "--max-frames", "3"]
+    assert main(argv) == 0
+    assert f"wrote {out}: 3 frames" in capsys.readouterr().out
+    rf = ReplayFile.read(REPLAY_V1)
+    game = make(rf.game_id)
+    width, height = board_size(render(game, game.init(jax.random.PRNGKey(0))))
+    gif = Image.open(out)
+    assert gif.size == (max(width, 160), height + STRIP_TEXT + STRIP_CHART)
+    assert sum(1 for _ in ImageSequence.Iterator(gif)) == 3
+    assert main(["replay-gif", str(REPLAY_V1), "--out", str(out)]) == 0
+    assert sum(1 for _ in ImageSequence.Iterator(Image.open(out))) == len(rf.frames) + 1
+    assert main(["replay-gif", str(tmp_path / "nope.jsonl")]) == USAGE

@@ -3,12 +3,16 @@ and a server without pages says where it looked."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from PIL import Image, ImageSequence
 
 from server import Settings, create_app
+from server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
+from support import gated_replay
 
 WEB = Path(__file__).resolve().parents[1] / "web"
 
@@ -35,6 +39,9 @@ def test_every_route_answers_through_its_router(tmp_path):
             ("GET", "/v1/replays/nope.jsonl", 404, "not_found"),
             ("GET", "/v1/replays/nope.jsonl/boards", 404, "not_found"),
             ("GET", "/v1/replays/nope.jsonl/boards?count=65", 422, "invalid_request"),
+            ("GET", "/v1/replays/nope.jsonl/gif", 404, "not_found"),
+            ("GET", "/v1/replays/notes.txt/gif", 404, "not_found"),
+            ("GET", "/v1/replays/nope.jsonl/gif?max_frames=601", 422, "invalid_request"),
             ("GET", "/v1/results/files/x.png", 404, "not_found"),
             ("GET", "/v1/results/files/snake-rt-v0/notes.txt", 404, "not_found"),
         ]
@@ -102,3 +109,29 @@ def test_a_configured_web_dir_wins_over_the_shipped_pages(tmp_path):
     client = TestClient(create_app(Settings(http_port=0, grpc_port=0, web_dir=tmp_path)))
     assert client.get("/").text == "<title>my lobby</title>"
     assert client.get("/web/index.html").text == "<title>my lobby</title>"
+
+
+def test_a_replay_is_labelled_as_its_session_and_downloads_as_a_gif(tmp_path):
+    """A gated session's replay: its listing and its hello's session carry the fields the pages
+    label an agent by (web/api.js `agentLabel`), equal; its GIF has a frame per frame message,
+    each the rendered board over the k/value strip."""
+    gated_replay(tmp_path / "replays")
+    settings = Settings(http_port=0, grpc_port=0, web_dir=WEB, record_dir=tmp_path / "replays")
+    with TestClient(create_app(settings)) as client:
+        (listed,) = client.get("/v1/replays").json()["replays"]
+        index = client.get("/v1/replays/gated.jsonl").json()
+        who = ("agent", "ks", "gated", "opponent", "opponent_k")
+        assert {k: listed[k] for k in who} == {k: index["hello"]["session"][k] for k in who}
+        assert (listed["agent"], listed["gated"]) == ("planner", True)
+
+        r = client.get("/v1/replays/gated.jsonl/gif")
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] == "image/gif"
+        assert 'filename="gated.gif"' in r.headers["content-disposition"]
+        gif = Image.open(io.BytesIO(r.content))
+        board = client.get("/v1/replays/gated.jsonl/boards?start=0&count=1").json()["boards"][0]
+        width, height = board_size(board)
+        assert gif.size == (max(width, 160), height + STRIP_TEXT + STRIP_CHART)
+        assert sum(1 for _ in ImageSequence.Iterator(gif)) == len(index["frames"]) == 11
+        thinned = client.get("/v1/replays/gated.jsonl/gif?max_frames=4").content
+        assert sum(1 for _ in ImageSequence.Iterator(Image.open(io.BytesIO(thinned)))) == 4

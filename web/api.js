@@ -28,12 +28,15 @@ export function opponentLabel(s) {
   return s.opponent === "planner" ? `planner k=${s.opponent_k}` : s.opponent;
 }
 
-/** Who plays: the agent (a planner with its budgets, or the gate's choice when it has none)
- * and, in a clock game, against whom. `s`: a session summary, a replay's listing, or a hello's
- * config with the session's opponent. */
+/** Who plays: the agent (a planner with its budgets, or the gate's choice) and, in a clock
+ * game, against whom. The one label of the lobby's sessions and replays and the watch and
+ * replay pages. `s`: a session summary (`GET /v1/sessions`, a hello's `session`) or a replay's
+ * listing (`GET /v1/replays`), which carry the same agent, ks, gated, opponent and opponent_k. */
 export function agentLabel(s) {
   let agent = s.agent;
-  if (s.agent === "planner") agent = s.ks.length ? `planner k=${s.ks.join(",")}` : "planner (gate)";
+  const ks = s.ks || [];
+  const gated = s.gated === undefined ? s.agent === "planner" && !ks.length : s.gated;
+  if (s.agent === "planner") agent = gated ? "planner (gate)" : `planner k=${ks.join(",")}`;
   return s.opponent ? `${agent} vs ${opponentLabel(s)}` : agent;
 }
 

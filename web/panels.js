@@ -140,7 +140,7 @@ export function drawHeader(hello) {
   const s = hello.session;
   setText("title", `${s.game} · ${s.id}`);
   const c = hello.config;
-  const who = agentLabel({ ...c, opponent: s.opponent, opponent_k: s.opponent_k });
+  const who = agentLabel(s);
   setText("agent", `${who} · ${c.fps} FPS · ${c.clock.replace("_", " ")}`);
 }
 

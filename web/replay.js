@@ -1,7 +1,8 @@
 // The watch page's replay mode (?replay=NAME): the recorded session's index (its hello, every
 // frame message and its end, as a live viewer got them) from GET /v1/replays/NAME, its rendered
 // boards fetched in chunks from /boards, and the frame controls: a slider, step buttons,
-// play/pause and a speed.
+// play/pause and a speed, the keys (arrows, Shift+arrows, Home/End, space), a link to the
+// frame on screen (?frame=N, kept in the address bar) and the GIF download.
 
 import { $, getJSON, setText } from "./api.js";
 import { HISTORY, annotate, historyEntry, model, viewer } from "./model.js";
@@ -41,6 +42,7 @@ function show(n) {
   R.want = null;
   R.n = n;
   $("scrub").value = String(n);
+  if (!R.playing) syncUrl(n);
   const f = R.index.frames[n];
   model.annot = annotate(n > 0 ? boards.get(n - 1) : null, boards.get(n), null);
   model.latest = { ...f, state: boards.get(n) };
@@ -56,12 +58,82 @@ function seek(n) {
   show(Math.max(0, Math.min(R.frames - 1, Math.round(n))));
 }
 
+/** Keeps the address bar on frame n (?frame=N), so that a copied link opens there; not while
+ * playing (browsers throttle history updates), and once playing stops. */
+function syncUrl(n) {
+  const url = new URL(location.href);
+  const was = url.searchParams.get("frame");
+  if (was === String(n) || (was === null && n === 0)) return; // a plain link opens at 0 too
+  url.searchParams.set("frame", String(n));
+  history.replaceState(history.state, "", url);
+}
+
+// Icons as SVG (the media-control characters are missing from stock fonts).
+const ICON = {
+  play: '<svg viewBox="0 0 16 16" width="14" height="14" aria-hidden="true" fill="currentColor"><path d="M4 3v10l8-5z"/></svg>',
+  pause:
+    '<svg viewBox="0 0 16 16" width="14" height="14" aria-hidden="true" fill="currentColor"><rect x="3" y="3" width="3.5" height="10"/><rect x="9.5" y="3" width="3.5" height="10"/></svg>',
+};
+
 let playClock = null; // {t, n}: when playing started, from which frame
 function setPlaying(on) {
   const R = viewer.replay;
+  const was = R.playing;
   R.playing = on && R.n < R.frames - 1;
   playClock = R.playing ? { t: performance.now(), n: R.n } : null;
-  $("playpause").textContent = R.playing ? "⏸" : "▶";
+  const button = $("playpause");
+  if (was !== R.playing || !button.dataset.state) {
+    button.innerHTML = R.playing ? ICON.pause : ICON.play;
+    button.setAttribute("aria-label", R.playing ? "pause" : "play");
+    button.dataset.state = R.playing ? "playing" : "paused";
+  }
+  if (was && !R.playing) syncUrl(R.n);
+}
+
+/** Steps `by` frames (and stops playing). */
+function step(by) {
+  setPlaying(false);
+  seek(viewer.replay.n + by);
+}
+
+/** The replay's keys: ←/→ one frame, Shift+←/→ ten, Home/End the first/last, space plays or
+ * pauses; not while typing in a field (the slider and the speed take their own keys). */
+function onKey(event) {
+  const t = event.target;
+  if (t instanceof HTMLElement && (t.closest("input, select, textarea") || t.isContentEditable)) return;
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const R = viewer.replay;
+  const act = {
+    ArrowLeft: () => step(event.shiftKey ? -10 : -1),
+    ArrowRight: () => step(event.shiftKey ? 10 : 1),
+    Home: () => step(-R.frames),
+    End: () => step(R.frames),
+    " ": () => setPlaying(!R.playing),
+  }[event.key];
+  if (!act) return;
+  event.preventDefault(); // no page scroll, and no click of a focused button
+  act();
+}
+
+/** The frame ?frame=N asks for, clamped to the replay; a note says when it was out of range. */
+function startFrame(frames) {
+  const asked = new URLSearchParams(location.search).get("frame");
+  if (asked === null || asked === "") return 0;
+  const n = Number(asked);
+  const last = frames - 1;
+  if (!Number.isInteger(n)) {
+    note(`?frame=${asked} is not a frame number: showing frame 0 (frames 0 to ${last})`);
+    return 0;
+  }
+  const clamped = Math.max(0, Math.min(last, n));
+  if (clamped !== n) note(`frame ${n} is out of range (this replay has frames 0 to ${last}): showing frame ${clamped}`);
+  return clamped;
+}
+
+function note(text) {
+  const p = $("replay-note");
+  p.textContent = text;
+  p.hidden = false;
 }
 
 /** Advances a playing replay to the frame its clock has reached (each animation frame). */
@@ -102,18 +174,17 @@ export async function openReplay(name) {
       setPlaying(false);
       seek(Number(scrub.value));
     });
-    $("rewind").addEventListener("click", () => seek(0));
-    $("back").addEventListener("click", () => {
-      setPlaying(false);
-      seek(viewer.replay.n - 1);
-    });
-    $("fwd").addEventListener("click", () => {
-      setPlaying(false);
-      seek(viewer.replay.n + 1);
-    });
+    $("rewind").addEventListener("click", () => step(-index.frames.length));
+    $("back").addEventListener("click", () => step(-1));
+    $("fwd").addEventListener("click", () => step(1));
+    $("end").addEventListener("click", () => step(index.frames.length));
     $("playpause").addEventListener("click", () => setPlaying(!viewer.replay.playing));
     $("speed").addEventListener("change", () => setPlaying(viewer.replay.playing));
-    seek(0);
+    document.addEventListener("keydown", onKey);
+    $("gif").href = `/v1/replays/${encodeURIComponent(name)}/gif`;
+    $("gif").setAttribute("download", name.replace(/\.jsonl$/, "") + ".gif");
+    setPlaying(false);
+    seek(startFrame(index.frames.length));
   } catch (e) {
     model.error = `cannot open replay ${name}: ${e.message}`;
   }
