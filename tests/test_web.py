@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench._page import DRAWN, FLAGS
-from support import get_json, post_session, write_checkpoints
+from support import gated_replay, get_json, post_session, write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("pacman-rt-v0", "tetris-rt-v0", "snake-rt-v0", "speed-hex-v0", "speed-go-v0")
@@ -408,6 +408,41 @@ def test_replay_scrubs_to_the_recorded_frame(server, page):
     page.click("#playpause")  # plays on to the last frame
     page.wait_for_function("window.rtplanViewer.frame === 24", timeout=20_000)
     assert page.evaluate("window.rtplanViewer.state")["frame"] == 24
+
+
+def test_a_replay_link_opens_at_its_frame_and_the_keys_step(server, page):
+    """?frame=N opens a replay at frame N and the address follows; ←/→ step one, Shift ten,
+    Home/End to the ends, space plays; an out-of-range frame is clamped with a note; the agent
+    is labelled as in the lobby's list; the GIF button links to the replay's GIF."""
+    record_dir = Path(get_json(server.base, "/v1/replays")["record_dir"])
+    name = gated_replay(record_dir, "gated-web.jsonl").name  # 11 frames: 0 .. 10
+    at = "window.rtplanViewer.frame === "
+    page.goto(f"{server.base}/watch?replay={name}&frame=4")
+    page.wait_for_function(at + "4", timeout=20_000)
+    assert page.inner_text("#agent").startswith("planner (gate) ·")
+    assert page.get_attribute("#gif", "href") == f"/v1/replays/{name}/gif"
+    for key, frame in [("ArrowRight", 5), ("ArrowLeft", 4), ("Shift+ArrowRight", 10)]:
+        page.keyboard.press(key)
+        page.wait_for_function(at + str(frame), timeout=5_000)
+    assert page.url.endswith(f"replay={name}&frame=10")
+    page.keyboard.press("Home")
+    page.wait_for_function(at + "0", timeout=5_000)
+    page.keyboard.press("End")
+    page.wait_for_function(at + "10", timeout=5_000)
+    page.keyboard.press("Home")
+    page.select_option("#speed", "32")
+    page.locator("body").click(position={"x": 5, "y": 5})  # focus off the speed field
+    page.keyboard.press(" ")  # plays to the end
+    page.wait_for_function(at + "10", timeout=10_000)
+    page.wait_for_function("location.search.endsWith('frame=10')", timeout=5_000)
+
+    page.goto(f"{server.base}/watch?replay={name}&frame=99")
+    page.wait_for_function(at + "10", timeout=20_000)
+    assert "frame 99 is out of range" in page.inner_text("#replay-note")
+    page.goto(f"{server.base}/")
+    row = page.locator(f'tr[data-replay="{name}"]')
+    row.wait_for(timeout=15_000)
+    assert "planner (gate)" in row.inner_text()
 
 
 def frame_with(page, condition: str, timeout: float = 20_000) -> dict:
