@@ -6,6 +6,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -256,6 +257,22 @@ def test_final_score_komi_and_game_over(fresh):
     assert gtp("play b d4") == "="
 
 
+def test_komi_answers_at_once_and_the_score_uses_it(fresh):
+    """komi is an input of the compiled functions: no recompiling (it once took 42 s)."""
+    gtp = fresh
+    gtp.ok("genmove b")  # the engine is warm
+    gtp.ok("clear_board")
+    gtp.ok("play b e5")
+    for komi, score in (("80.5", "B+0.5"), ("81.5", "W+0.5"), ("6.5", "B+74.5")):
+        start = time.perf_counter()
+        assert gtp(f"komi {komi}") == "="
+        assert time.perf_counter() - start < 1.0
+        assert gtp("final_score") == f"= {score}"
+    start = time.perf_counter()
+    gtp.ok("genmove w")  # the searches were not compiled again either
+    assert time.perf_counter() - start < 1.0
+
+
 def test_quit_ends_the_engine(gtp):
     """The last test of the shared engine (a later one would start another)."""
     assert gtp("5 quit") == "=5"
@@ -299,9 +316,26 @@ def test_cli_refuses_other_games_missing_planners_and_unknown_budgets(args, mess
 # ---- In process: scoring agrees with pgx, and the time manager's arithmetic -------------
 
 
-def test_final_score_agrees_with_pgx_at_the_end_of_random_games(planner_file):
+@pytest.fixture(scope="module")
+def local(planner_file) -> GtpEngine:
+    """An engine in this process (its step compiled; the searches only when a test plans)."""
+    return GtpEngine(planner_file)
+
+
+def test_komi_is_an_input_of_the_compiled_step(local):
+    """The game's own result (pgx's reward at two passes) follows the komi of the moment."""
+    for komi, black_wins in ((80.5, True), (81.5, False), (7.5, True)):
+        for line in ("clear_board", f"komi {komi}", "play b e5", "play w pass", "play b pass"):
+            assert local.handle(line)[0].startswith("="), line
+        state = local.states[-1]
+        assert bool(state.terminated)
+        assert (float(state.inner.rewards[local.black_id]) > 0) == black_wins, komi
+    assert local._fns.step._cache_size() == 1  # one compile for every komi
+
+
+def test_final_score_agrees_with_pgx_at_the_end_of_random_games(local):
     """Random games to two passes: final_score's winner is the one pgx pays."""
-    engine = GtpEngine(planner_file)
+    engine = local
     rng = random.Random(0)
     for game in range(3):
         engine.handle("clear_board")

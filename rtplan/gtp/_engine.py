@@ -25,8 +25,8 @@ from rtplan.gtp._time import Clock, TimeSettings
 class GtpEngine(GtpGame):
     """A Speed Go game driven by GTP commands; `genmove` runs the planner's options.
 
-    The engine keeps the stack of JAX states (so `undo` pops one) and the move list (so `komi`
-    rebuilds the game with the new komi and replays it). Colours must alternate, black first:
+    The engine keeps the stack of JAX states (so `undo` pops one) and the move list; komi is an
+    input of the compiled functions, so `komi` answers at once. Colours must alternate, black first:
     pgx derives the side to move from the ply count, so `play` or `genmove` for the other colour
     is refused (`? cannot play out of turn`); handicap stones are not supported. A finished game
     (two passes, or pgx's ply cap) accepts no more moves until `undo` or `clear_board`.
@@ -119,13 +119,8 @@ class GtpEngine(GtpGame):
 
     def _cmd_komi(self, args):
         (text,) = self._args(args, 1, "komi FLOAT")
-        komi = number(text, "komi")
-        if komi != self.komi:
-            self.komi = komi
-            self._replay()  # the same moves on a game built with the new komi
-            if self.search_s:
-                # Compile the searches with the new komi now, before a genmove's clock runs.
-                self.warm_up()
+        # Komi is an input of the compiled step and searches: nothing to rebuild or compile.
+        self.komi = number(text, "komi")
         return ""
 
     def _cmd_play(self, args):

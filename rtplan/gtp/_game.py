@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -9,8 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
+import numpy as np
+
 from games import go
 from games.go import PASS, vertex_name
+from planner.compiled import CompiledOptions
 from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
 
@@ -21,7 +25,43 @@ class _Compiled(NamedTuple):
     game: object
     init: Callable
     step: Callable
-    options: object  # planner.compiled.CompiledOptions: the value (reflex move) and options
+    options: CompiledOptions  # the value (reflex move) and options, komi an input
+
+
+@contextlib.contextmanager
+def _komi(game, komi):
+    """While tracing: pgx's Go reads `komi` (a traced scalar) where it reads its constant.
+
+    pgx uses komi only in `Game.rewards` (`scores[0] - self.komi > scores[1]`), so a traced
+    komi there makes komi an input of the compiled step and searches: `komi` answers at once
+    instead of compiling every function again.
+    """
+    rules = game._env._game  # pgx.go.Go's rules object (pgx is pinned)
+    constant = rules.komi
+    rules.komi = komi
+    try:
+        yield
+    finally:
+        rules.komi = constant
+
+
+class _KomiOptions(CompiledOptions):
+    """`CompiledOptions` whose executables take the current komi as their first input."""
+
+    def __init__(self, planner, params, game, komi: Callable[[], float]) -> None:
+        super().__init__(planner, params)
+        self._game = game
+        self._komi = komi
+
+    def _fn(self, kind: str, k: int) -> tuple[Callable, tuple]:
+        fn, lead = super()._fn(kind, k)
+        game = self._game
+
+        def with_komi(komi, *args):
+            with _komi(game, komi):
+                return fn(*args)
+
+        return with_komi, (np.float32(self._komi()), *lead)
 
 
 class GtpGame:
@@ -59,28 +99,31 @@ class GtpGame:
         self._key = jax.random.PRNGKey(seed)
         self._clear()
 
-    @functools.cache  # noqa: B019 (one engine per process; the cache holds the compiled fns)
-    def _fns(self, komi: float) -> _Compiled:
-        """The game with this komi, its planner and their jitted functions (once per komi)."""
+    @functools.cached_property
+    def _fns(self) -> _Compiled:
+        """The game, its planner and their jitted functions, compiled once: komi is an input."""
         import jax
 
         import games
         from planner import Planner
-        from planner.compiled import CompiledOptions
 
         params = {
             **dict(self.config.game_params),
             "initial_time": games.UNLIMITED_CLOCK,
             "timeout": "reflex",
-            "komi": komi,
         }
         game = games.make(GAME_ID, **params)
         planner = Planner(self.config, game=game)
+
+        def step(state, action, cost, komi):
+            with _komi(game, komi):
+                return game.step(state, action, cost)
+
         return _Compiled(
             game=game,
             init=jax.jit(game.init),
-            step=jax.jit(game.step),
-            options=CompiledOptions(planner, self.params),
+            step=jax.jit(step),
+            options=_KomiOptions(planner, self.params, game, lambda: self.komi),
         )
 
     def warm_up(self) -> None:
@@ -89,7 +132,7 @@ class GtpGame:
         state = self.states[0]
         self._step(state, 0, 0)
         self._search(state, 0)
-        options = self._fns(self.komi).options
+        options = self._fns.options
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
             self.search_s[k] = options.measure(k, state)
         self._log(
@@ -100,7 +143,7 @@ class GtpGame:
     def _step(self, state, action: int, cost: int):
         import jax.numpy as jnp
 
-        return self._fns(self.komi).step(state, jnp.int32(action), jnp.int32(cost))
+        return self._fns.step(state, jnp.int32(action), jnp.int32(cost), jnp.float32(self.komi))
 
     def _search(self, state, k: int) -> tuple[int, float]:
         """(action, value) of option k from `state`; k = 0 is the policy-only reflex move.
@@ -109,7 +152,7 @@ class GtpGame:
         """
         import jax
 
-        options = self._fns(self.komi).options
+        options = self._fns.options
         states = jax.tree.map(lambda x: x[None], state)
         if k == 0:
             out = options.evaluate(states)
@@ -126,17 +169,10 @@ class GtpGame:
     def _clear_board(self) -> None:
         import jax
 
-        self.states = [self._fns(self.komi).init(jax.random.PRNGKey(self.seed))]
+        self.states = [self._fns.init(jax.random.PRNGKey(self.seed))]
         self.moves: list[int] = []
         # Black moves first; pgx draws which player id that is.
         self.black_id = int(self.states[0].current_player)
-
-    def _replay(self) -> None:
-        """Plays the move list again on a fresh board (after the game was rebuilt)."""
-        moves = self.moves
-        self._clear_board()
-        for action in moves:
-            self._apply(action, 0)
 
     @property
     def to_play(self) -> int:
@@ -151,7 +187,7 @@ class GtpGame:
         """9 rows, top first: "x" black, "o" white, "." empty."""
         from games.render import render
 
-        return render(self._fns(self.komi).game, self.states[-1])["board"]
+        return render(self._fns.game, self.states[-1])["board"]
 
     def _with_clocks(self, state):
         """`state` with both GTP clocks written into the game's clocks, in ticks."""
