@@ -257,6 +257,46 @@ def test_final_score_komi_and_game_over(fresh):
     assert gtp("play b d4") == "="
 
 
+def test_handicap_commands(fresh):
+    """fixed_handicap, place_free_handicap, set_free_handicap: setup stones, white to move."""
+    gtp = fresh
+    assert gtp("fixed_handicap 2") == "= C3 G7"
+    assert gtp.board() == {"C3": "X", "G7": "X"}
+    assert gtp.ok("showboard").splitlines()[-1].startswith("White to play")
+    assert gtp("fixed_handicap 3") == "? board not empty"
+    assert gtp("set_free_handicap e5 d5") == "? board not empty"
+    vertex = gtp.ok("genmove w")
+    assert vertex.lower() == "pass" or gtp.board()[vertex] == "O"
+    gtp.ok("clear_board")
+    for n in ("1", "10"):
+        assert gtp(f"fixed_handicap {n}") == "? invalid number of stones"
+    assert gtp("fixed_handicap two").startswith("? syntax error")
+    assert gtp("fixed_handicap 9") == "= C3 G7 C7 G3 C5 G5 E3 E7 E5"
+    assert gtp("undo") == "="  # the setup is one step
+    assert gtp.board() == {}
+    assert gtp("fixed_handicap 5") == "= C3 G7 C7 G3 E5"
+    gtp.ok("clear_board")
+    vertices = gtp.ok("place_free_handicap 4").split()
+    assert gtp.board() == dict.fromkeys(vertices, "X") and len(vertices) == 4
+    gtp.ok("clear_board")
+    assert len(gtp.ok("place_free_handicap 12").split()) == 12
+    gtp.ok("clear_board")
+    for bad in ("c3", "c3 c3", "c3 pass", "c3 z9"):
+        assert gtp(f"set_free_handicap {bad}").startswith("? bad vertex list"), bad
+    assert gtp("set_free_handicap c3 g7 e5") == "="
+    assert gtp.board() == {"C3": "X", "G7": "X", "E5": "X"}
+    assert gtp("play w d4") == "="
+
+
+def test_handicap_stones_spend_no_plies(local):
+    """A setup starts pgx's state afresh from the position: ply 1, white to move, not ply 18."""
+    local.handle("clear_board")
+    assert local.handle("fixed_handicap 9")[0] == "= C3 G7 C7 G3 C5 G5 E3 E7 E5\n\n"
+    x = local.states[-1].inner.board._x
+    assert int(x.step_count) == 1 and int(x.consecutive_pass_count) == 0
+    assert local.to_play == 1
+
+
 def test_komi_answers_at_once_and_the_score_uses_it(fresh):
     """komi is an input of the compiled functions: no recompiling (it once took 42 s)."""
     gtp = fresh

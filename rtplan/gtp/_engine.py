@@ -8,12 +8,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from games.go import COLUMNS, SIZE
+from games.go import COLUMNS, PASS, SIZE, vertex_name
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (
     COMMANDS,
     GtpError,
     clean,
+    handicap_vertices,
     number,
     parse_colour,
     parse_vertex,
@@ -121,6 +122,41 @@ class GtpEngine(GtpGame):
         (text,) = self._args(args, 1, "komi FLOAT")
         # Komi is an input of the compiled step and searches: nothing to rebuild or compile.
         self.komi = number(text, "komi")
+        return ""
+
+    def _handicap_count(self, args) -> int:
+        (text,) = self._args(args, 1, "NUMBER_OF_STONES")
+        if not text.isdigit():
+            raise GtpError(f"syntax error: number of stones must be an integer, got {text!r}")
+        return int(text)
+
+    def _cmd_fixed_handicap(self, args):
+        vertices = handicap_vertices(self._handicap_count(args))
+        self.setup([parse_vertex(v) for v in vertices])
+        return " ".join(vertices)
+
+    def _cmd_place_free_handicap(self, args):
+        n = self._handicap_count(args)
+        if not 2 <= n < SIZE * SIZE:
+            raise GtpError("invalid number of stones")
+        # The fixed points (the engine's own choice up to 9), then the points nearest the centre.
+        vertices = handicap_vertices(min(n, 9))
+        rest = sorted(
+            (a for a in range(SIZE * SIZE) if vertex_name(a) not in vertices),
+            key=lambda a: (abs(a // SIZE - 4) + abs(a % SIZE - 4), a),
+        )
+        vertices += [vertex_name(a) for a in rest[: n - len(vertices)]]
+        self.setup([parse_vertex(v) for v in vertices])
+        return " ".join(vertices)
+
+    def _cmd_set_free_handicap(self, args):
+        try:
+            actions = [parse_vertex(v) for v in args]
+        except GtpError as e:
+            raise GtpError(f"bad vertex list ({e})") from None
+        if len(set(actions)) != len(actions) or PASS in actions or not 2 <= len(actions) < PASS:
+            raise GtpError("bad vertex list")
+        self.setup(actions)
         return ""
 
     def _cmd_play(self, args):

@@ -19,12 +19,15 @@ from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
 
 GAME_ID = go.SpeedGo.id
+#: `GtpGame.moves`' entry for a setup (handicap stones placed at once).
+SETUP = -1
 
 
 class _Compiled(NamedTuple):
     game: object
     init: Callable
     step: Callable
+    resume: Callable  # a state whose pgx position was edited -> its mask, player, observation
     options: CompiledOptions  # the value (reflex move) and options, komi an input
 
 
@@ -119,10 +122,25 @@ class GtpGame:
             with _komi(game, komi):
                 return game.step(state, action, cost)
 
+        def resume(state):
+            board = state.inner.board
+            x = board._x
+            board = board.replace(
+                current_player=board._player_order[x.color],
+                legal_action_mask=game._env._game.legal_action_mask(x),
+            )
+            board = board.replace(observation=game._env.observe(board))
+            return state.replace(
+                inner=state.inner.replace(board=board),
+                legal_action_mask=board.legal_action_mask,
+                current_player=board.current_player,
+            )
+
         return _Compiled(
             game=game,
             init=jax.jit(game.init),
             step=jax.jit(step),
+            resume=jax.jit(resume),
             options=_KomiOptions(planner, self.params, game, lambda: self.komi),
         )
 
@@ -176,8 +194,56 @@ class GtpGame:
 
     @property
     def to_play(self) -> int:
-        """The colour to move: 0 black, 1 white (black moves first; colours alternate)."""
-        return len(self.moves) % 2
+        """The colour to move next in pgx's state: 0 black, 1 white (pgx's ply parity)."""
+        return int(self.states[-1].inner.board._x.step_count) % 2
+
+    def _ready(self, state, colour: int, *, carry: int | None = None):
+        """`state` with `colour` to move: the position set up again when another colour is due.
+
+        pgx's colour to move is its ply count's parity. Moving the ply count on by one, with
+        that ply's superko hash left 0 (no position hashes to 0), hands the move to the other
+        colour without a pass: the board, the observation's history planes, the pass count and
+        the superko record are kept; the ko ban, the other colour's, is lifted. `carry`: set the
+        position up afresh, keeping the superko hashes of its last `carry` positions only.
+        """
+        import jax.numpy as jnp
+
+        x = state.inner.board._x
+        step = int(x.step_count)
+        if step % 2 == colour and carry is None:
+            return state
+        hashes, ko = np.asarray(x.hash_history), int(x.ko)
+        if carry is not None:
+            keep = min(carry, step)
+            kept = np.zeros_like(hashes)
+            kept[:keep] = hashes[step - keep : step]
+            hashes, step = kept, keep
+        if step % 2 != colour:
+            step, ko = step + 1, -1
+        x = x._replace(
+            step_count=jnp.int32(step), hash_history=jnp.asarray(hashes), ko=jnp.int32(ko)
+        )
+        board = state.inner.board.replace(_x=x)
+        return self._fns.resume(state.replace(inner=state.inner.replace(board=board)))
+
+    def stones(self) -> int:
+        """How many stones are on the board."""
+        return int(np.count_nonzero(np.asarray(self.states[-1].inner.board._x.board)))
+
+    def setup(self, actions: list[int]) -> None:
+        """Black stones on the empty board (handicap), then white to move; one `undo` step.
+
+        Raises:
+            GtpError: the board is not empty.
+        """
+        if self.stones() or self.over:
+            raise GtpError("board not empty")
+        state = self.states[-1]
+        for action in actions:
+            state = self._step(self._ready(state, 0), action, 0)
+        # A fresh start from the handicap position (its hash kept): no ply of pgx's cap spent.
+        self.states.append(self._ready(state, 1, carry=1))
+        self.moves.append(SETUP)
 
     @property
     def over(self) -> bool:
