@@ -154,7 +154,6 @@ def test_play_showboard_and_bad_moves(fresh):
         assert gtp(f"play b {vertex}").startswith("? invalid coordinate"), vertex
     assert gtp("play red a1").startswith("? invalid color")
     assert gtp("play b").startswith("? syntax error")
-    assert gtp("play w a1") == "? cannot play out of turn"
     # Suicide: white A1 inside black A2 + B1.
     for move in ("b a2", "w j9", "b b1"):
         assert gtp(f"play {move}") == "="
@@ -171,8 +170,38 @@ def test_a_superko_repetition_is_refused_with_its_reason(fresh):
     answer = gtp(f"play w {SUPERKO_REPEAT}")
     assert answer == "? illegal move (repeats an earlier position: positional superko)"
     assert gtp.board() == before  # nothing played; white is still to move, the game goes on
-    assert gtp("play b a5") == "? cannot play out of turn"
     assert gtp("play w pass") == "="
+    # White again (no black move between): the position is still an earlier one.
+    assert gtp(f"play w {SUPERKO_REPEAT}").endswith("positional superko)")
+    assert gtp.board() == before
+
+
+def test_consecutive_moves_of_one_colour(fresh):
+    """GTP v2 lets either colour move at any time (GUIs set up positions so)."""
+    gtp = fresh
+    assert gtp("play b e5") == "="
+    assert gtp("play b d5") == "="
+    assert gtp("play black c5") == "="
+    assert gtp.board() == {"E5": "X", "D5": "X", "C5": "X"}
+    assert gtp.ok("showboard").splitlines()[-1].startswith("White to play")
+    # White to move now, but black moves again, by genmove too; captures work as usual.
+    for vertex in ("a2", "b1"):
+        assert gtp(f"play w {vertex}") == "="
+    assert gtp("play b a1") == "? illegal move"  # suicide for black
+    for vertex in ("b2", "a3", "c1"):
+        assert gtp(f"play b {vertex}") == "="
+    assert gtp("play b a1") == "="  # now it captures A2 and B1
+    board = gtp.board()
+    assert "A2" not in board and "B1" not in board and board["A1"] == "X"
+    vertex = gtp.ok("genmove b")
+    assert vertex.lower() == "pass" or gtp.board()[vertex] == "X"
+    gtp.ok("undo")
+    # A pass and then the same colour's move: one pass only, the game goes on.
+    assert gtp("play w pass") == "="
+    assert gtp("play w g7") == "="
+    assert gtp("play b pass") == "="
+    assert gtp("play w pass") == "="
+    assert gtp("play b e1").startswith("? game is over")  # two passes end it
 
 
 def test_undo(fresh):
@@ -197,7 +226,6 @@ def test_genmove_plays_a_legal_move_that_shows_on_the_board(fresh):
     assert vertex.lower() == "pass" or (vertex != "E5" and parse_vertex(vertex) < 81)
     expected = {"E5": "X"} if vertex.lower() == "pass" else {"E5": "X", vertex: "O"}
     assert gtp.board() == expected
-    assert gtp("genmove w") == "? cannot play out of turn"
     black = gtp.ok("genmove black")
     assert black.lower() == "pass" or gtp.board()[black] == "X"
 

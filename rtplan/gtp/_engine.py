@@ -27,10 +27,10 @@ class GtpEngine(GtpGame):
     """A Speed Go game driven by GTP commands; `genmove` runs the planner's options.
 
     The engine keeps the stack of JAX states (so `undo` pops one) and the move list; komi is an
-    input of the compiled functions, so `komi` answers at once. Colours must alternate, black first:
-    pgx derives the side to move from the ply count, so `play` or `genmove` for the other colour
-    is refused (`? cannot play out of turn`); handicap stones are not supported. A finished game
-    (two passes, or pgx's ply cap) accepts no more moves until `undo` or `clear_board`.
+    input of the compiled functions, so `komi` answers at once. Either colour may move at any
+    time, as GTP allows (`GtpGame._ready` hands pgx's move to it without a pass); handicap
+    stones are a setup (`GtpGame.setup`). A finished game (two passes) accepts no more moves
+    until `undo` or `clear_board`.
 
     Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
     and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted
@@ -163,7 +163,7 @@ class GtpEngine(GtpGame):
         colour_text, vertex = self._args(args, 2, "play COLOR VERTEX")
         colour, action = parse_colour(colour_text), parse_vertex(vertex)
         self._check(colour, action)
-        self._apply(action, 0)
+        self._apply(colour, action, 0)
         return ""
 
     def _cmd_genmove(self, args):

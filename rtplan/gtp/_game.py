@@ -16,7 +16,7 @@ from games import go
 from games.go import PASS, vertex_name
 from planner.compiled import CompiledOptions
 from rtplan.gtp._protocol import GtpError
-from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
+from rtplan.gtp._time import Clock, TimeSettings, choose_budget, move_allowance
 
 GAME_ID = go.SpeedGo.id
 #: `GtpGame.moves`' entry for a setup (handicap stones placed at once).
@@ -70,7 +70,7 @@ class _KomiOptions(CompiledOptions):
 class GtpGame:
     """The game state and moves of `GtpEngine` (the GTP commands are its subclass's).
 
-    See `GtpEngine` for the rules it keeps (alternating colours, undo, komi, clocks).
+    See `GtpEngine` for the rules it keeps (either colour moving, undo, komi, clocks).
     """
 
     def __init__(
@@ -281,29 +281,27 @@ class GtpGame:
         )
 
     def _check(self, colour: int, action: int) -> None:
-        """Raises GtpError unless `colour` may play `action` now."""
+        """Raises GtpError unless `colour` may play `action` now (either colour may move)."""
         if self.over:
             raise GtpError("game is over (undo or clear_board to go on)")
-        if colour != self.to_play:
-            raise GtpError("cannot play out of turn")
-        state = self.states[-1]
+        state = self._ready(self.states[-1], colour)
         if action != PASS:
             if not bool(state.legal_action_mask[action]):
                 raise GtpError("illegal move")
             nxt = self._step(state, action, 0)
-            # A board move that ends the game before pgx's ply cap repeats a position (pgx's
-            # positional superko, which would lose the game for the mover).
-            if bool(nxt.terminated) and int(nxt.frame) < MAX_PLIES:
+            # pgx would end the game with a loss for the mover (positional superko).
+            if bool(nxt.inner.board._x.is_psk):
                 raise GtpError("illegal move (repeats an earlier position: positional superko)")
 
-    def _apply(self, action: int, cost: int) -> None:
-        state = self._with_clocks(self.states[-1])
+    def _apply(self, colour: int, action: int, cost: int) -> None:
+        state = self._with_clocks(self._ready(self.states[-1], colour))
         self.states.append(self._step(state, action, cost))
         self.moves.append(action)
 
-    def budget(self) -> tuple[int, float]:
-        """(budget k for the side to move, its allowance in seconds); k = 0 is the reflex move."""
-        colour = self.to_play
+    def budget(self, colour: int | None = None) -> tuple[int, float]:
+        """(budget k for `colour` (None: the side to move), its allowance in seconds); k = 0 is
+        the reflex move."""
+        colour = self.to_play if colour is None else colour
         allowance = move_allowance(self.settings, self.clocks[colour], len(self.moves))
         if self.fixed_budget is not None:
             return self.fixed_budget, allowance
@@ -315,11 +313,9 @@ class GtpGame:
         """Plans and plays a move for `colour`; returns its vertex, "pass" or "resign"."""
         if self.over:
             return "pass"
-        if colour != self.to_play:
-            raise GtpError("cannot play out of turn")
         start = time.perf_counter()
-        k, allowance = self.budget()
-        state = self._with_clocks(self.states[-1])
+        k, allowance = self.budget(colour)
+        state = self._with_clocks(self._ready(self.states[-1], colour))
         action, value = self._search(state, k)
         took = time.perf_counter() - start
         if k:
@@ -333,7 +329,7 @@ class GtpGame:
             self._check(colour, action)
         except GtpError:
             action = PASS  # the search picked a superko repetition: pass instead
-        self._apply(action, self.config.sims(k) if k else 0)
+        self._apply(colour, action, self.config.sims(k) if k else 0)
         self._log(
             f"genmove {'BW'[colour]}: {vertex_name(action)} k={k} "
             f"({self.config.sims(k) if k else 0} simulations) in {1e3 * took:.0f} ms, "
