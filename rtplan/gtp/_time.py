@@ -12,8 +12,11 @@ from games.go import SIZE
 MAX_PLIES = 2 * SIZE * SIZE
 #: The proportional time manager spends this fraction of its per-move share of the clock ...
 SAFETY = 0.8
-#: ... less this lag per move (GTP round trip, Python, the GUI), in seconds.
-LAG_S = 0.05
+#: ... less this lag per move (the GTP round trip over pipes and the engine's own Python around
+#: the search: a few ms here), in seconds. It was 50 ms, which zeroed every allowance under
+#: 5 s of sudden death (3 s / 81 moves * 0.8 = 30 ms) although a 96-simulation search takes
+#: 15-20 ms: every move was policy-only.
+LAG_S = 0.01
 #: It expects at least this many more moves of its own, however late the game.
 MIN_MOVES_LEFT = 5
 
