@@ -232,12 +232,16 @@ def test_genmove_plays_a_legal_move_that_shows_on_the_board(fresh):
 
 
 def test_self_play_to_the_end(fresh):
-    """genmove for both sides until two passes end the game (or pgx's ply cap does)."""
+    """genmove for both sides until two passes end the game (the controller's passes end it if
+    the tiny planners play on for 200 plies: no ply cap ends it any more)."""
     gtp = fresh
     moves = []
     while moves[-2:] != ["pass", "pass"]:
-        moves.append(gtp.ok(f"genmove {'bw'[len(moves) % 2]}").lower())
-        assert len(moves) <= 170
+        if len(moves) < 200:
+            moves.append(gtp.ok(f"genmove {'bw'[len(moves) % 2]}").lower())
+        else:
+            gtp.ok(f"play {'bw'[len(moves) % 2]} pass")
+            moves.append("pass")
     assert gtp("play b e5").startswith("? game is over")
     assert re.fullmatch(r"= (0|[BW]\+\d+(\.5)?)", gtp("final_score"))
 
@@ -389,6 +393,24 @@ def test_cli_refuses_other_games_missing_planners_and_unknown_budgets(args, mess
 def local(planner_file) -> GtpEngine:
     """An engine in this process (its step compiled; the searches only when a test plans)."""
     return GtpEngine(planner_file)
+
+
+def test_a_game_goes_on_past_pgx_ply_cap(local):
+    """pgx ends a 9x9 game at ply 162; the engine plays on (and genmove still plans)."""
+    engine = local
+    engine.handle("clear_board")
+    rng = random.Random(1)
+    for ply in range(180):
+        colour = "bw"[engine.to_play]
+        answer = "?"
+        for action in [*rng.sample(range(81), 81), 81]:  # pass only when nothing else is legal
+            answer, _ = engine.handle(f"play {colour} {vertex_name(action)}")
+            if answer.startswith("="):
+                break
+        assert answer.startswith("="), (ply, answer)
+        assert int(engine.states[-1].inner.board._x.step_count) < 162
+    assert len(engine.moves) == 180 and not engine.over
+    assert engine.handle(f"genmove {'bw'[engine.to_play]}")[0].startswith("=")
 
 
 def test_komi_is_an_input_of_the_compiled_step(local):

@@ -16,11 +16,18 @@ from games import go
 from games.go import PASS, vertex_name
 from planner.compiled import CompiledOptions
 from rtplan.gtp._protocol import GtpError
-from rtplan.gtp._time import Clock, TimeSettings, choose_budget, move_allowance
+from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
 
 GAME_ID = go.SpeedGo.id
 #: `GtpGame.moves`' entry for a setup (handicap stones placed at once).
 SETUP = -1
+#: pgx ends a 9x9 game at ply 162 (`MAX_PLIES`). Once its ply count reaches this, the engine
+#: starts pgx's state afresh from the position, ...
+REBASE_AT = MAX_PLIES - 42
+#: ... keeping the superko hashes of the last this many positions (a repetition of an older
+#: position is then allowed: such long cycles are practically unknown in real games). The 42
+#: plies left before the cap stay beyond what a search of <= 96 simulations looks ahead.
+CARRY = 40
 
 
 class _Compiled(NamedTuple):
@@ -204,12 +211,16 @@ class GtpGame:
         that ply's superko hash left 0 (no position hashes to 0), hands the move to the other
         colour without a pass: the board, the observation's history planes, the pass count and
         the superko record are kept; the ko ban, the other colour's, is lifted. `carry`: set the
-        position up afresh, keeping the superko hashes of its last `carry` positions only.
+        position up afresh, keeping the superko hashes of its last `carry` positions only; that
+        happens by itself once pgx's ply count reaches `REBASE_AT`, so pgx's cap never ends a
+        game (the engine counts its own plies in `moves`).
         """
         import jax.numpy as jnp
 
         x = state.inner.board._x
         step = int(x.step_count)
+        if carry is None and step >= REBASE_AT:
+            carry = CARRY
         if step % 2 == colour and carry is None:
             return state
         hashes, ko = np.asarray(x.hash_history), int(x.ko)
