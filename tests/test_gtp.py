@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from games.go import PASS
 from rtplan.gtp import (
     COMMANDS,
     LAG_S,
@@ -23,6 +24,7 @@ from rtplan.gtp import (
     parse_vertex,
     vertex_name,
 )
+from rtplan.gtp._board import own_eye
 from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
 GAME = "speed-go-v0"
@@ -330,6 +332,19 @@ def test_handicap_stones_spend_no_plies(local):
     assert local.to_play == 1
 
 
+#: Black everywhere but nine one-point eyes (B2, E2, H2, B5, ..., H8): every legal board move
+#: of black's fills one of its own eyes.
+EYES = {f"{c}{r}" for c in "BEH" for r in (2, 5, 8)}
+ALL_BLACK = [vertex_name(a) for a in range(81) if vertex_name(a) not in EYES]
+
+
+def test_genmove_passes_rather_than_fill_its_own_eyes(fresh):
+    gtp = fresh
+    assert gtp(f"set_free_handicap {' '.join(ALL_BLACK)}") == "="
+    gtp.ok("play w pass")
+    assert gtp("genmove b") == "= pass"
+
+
 def test_komi_answers_at_once_and_the_score_uses_it(fresh):
     """komi is an input of the compiled functions: no recompiling (it once took 42 s)."""
     gtp = fresh
@@ -411,6 +426,32 @@ def test_a_game_goes_on_past_pgx_ply_cap(local):
         assert int(engine.states[-1].inner.board._x.step_count) < 162
     assert len(engine.moves) == 180 and not engine.over
     assert engine.handle(f"genmove {'bw'[engine.to_play]}")[0].startswith("=")
+
+
+def test_move_guard(local):
+    """No opening pass, no own eye filled, no play on after the opponent's pass when lost."""
+    engine = local
+    engine.handle("clear_board")
+    empty = engine.states[-1]
+    assert engine._guard(empty, PASS, 0.0) < PASS  # the first move as black: never a pass
+    engine.handle(f"set_free_handicap {' '.join(ALL_BLACK)}")
+    black = engine._ready(engine.states[-1], 0)
+    for eye in EYES:
+        assert engine._guard(black, parse_vertex(eye), 0.9) == PASS, eye
+    assert engine._guard(black, PASS, 0.9) == PASS  # stones of its own: passing is allowed
+    engine.handle("clear_board")
+    for line in ("play b e5", "play w pass"):
+        engine.handle(line)
+    d4 = parse_vertex("d4")
+    assert engine._guard(engine.states[-1], d4, 0.0) == d4
+    assert engine._guard(engine.states[-1], d4, -0.95) == PASS  # lost: pass too
+    # own_eye's false eye: two of the opponent's stones on the diagonals.
+    board = np.zeros(81, int)
+    for vertex in ("d5", "f5", "e4", "e6"):
+        board[parse_vertex(vertex)] = 1
+    assert own_eye(board, parse_vertex("e5"))
+    board[parse_vertex("d4")] = board[parse_vertex("f6")] = -1
+    assert not own_eye(board, parse_vertex("e5"))
 
 
 def test_komi_is_an_input_of_the_compiled_step(local):

@@ -15,6 +15,7 @@ import numpy as np
 from games import go
 from games.go import PASS, vertex_name
 from planner.compiled import CompiledOptions
+from rtplan.gtp._board import own_eye
 from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
 
@@ -28,6 +29,9 @@ REBASE_AT = MAX_PLIES - 42
 #: position is then allowed: such long cycles are practically unknown in real games). The 42
 #: plies left before the cap stay beyond what a search of <= 96 simulations looks ahead.
 CARRY = 40
+#: After the opponent's pass, a search value below this (the mover's, in [-1, 1]) is a lost
+#: game: the engine passes too rather than play on inside its own area.
+LOST_VALUE = -0.9
 
 
 class _Compiled(NamedTuple):
@@ -336,6 +340,7 @@ class GtpGame:
         if self.resign_below is not None and value < self.resign_below:
             self._log(f"genmove {'BW'[colour]}: resign (value {value:.2f})")
             return "resign"
+        action = self._guard(state, action, value)
         try:
             self._check(colour, action)
         except GtpError:
@@ -347,6 +352,35 @@ class GtpGame:
             f"allowance {allowance:.3g} s, value {value:+.2f}"
         )
         return vertex_name(action)
+
+    def _guard(self, state, action: int, value: float) -> int:
+        """The move to play instead of the planner's `action` from `state` (its mover's):
+
+        - never a pass while the mover has no stone on the board (the first move as black):
+          the network's best board move instead;
+        - a pass instead of filling one of the mover's own eyes (`_board.own_eye`);
+        - a pass instead of any board move when the opponent has just passed and the search
+          value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
+          territory filled in (`--resign-below` resigns before this is reached).
+        """
+        x = state.inner.board._x
+        mine = np.sign(np.asarray(x.board)) * (1 if int(x.step_count) % 2 == 0 else -1)
+        if action == PASS:
+            mask = np.asarray(state.legal_action_mask).copy()
+            mask[PASS] = False
+            if not (mine == 1).any() and mask.any():
+                import jax.numpy as jnp
+
+                masked = state.replace(legal_action_mask=jnp.asarray(mask))
+                action, _ = self._search(masked, 0)
+            return action
+        if own_eye(mine, action):
+            self._log(f"{vertex_name(action)} fills an own eye: pass instead")
+            return PASS
+        if int(x.consecutive_pass_count) > 0 and value < LOST_VALUE:
+            self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
+            return PASS
+        return action
 
     def _log(self, text: str) -> None:
         if self._log_to is not None:
