@@ -24,7 +24,7 @@ from rtplan.gtp import (
     parse_vertex,
     vertex_name,
 )
-from rtplan.gtp._board import own_eye
+from rtplan.gtp._board import area_score, dead_stones, own_eye
 from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
 GAME = "speed-go-v0"
@@ -483,8 +483,42 @@ def test_final_score_agrees_with_pgx_at_the_end_of_random_games(local):
         state = engine.states[-1]
         assert bool(state.terminated)
         black_reward = float(state.inner.rewards[engine.black_id])
-        score, _ = engine.handle("final_score")
-        assert score.startswith("= B+" if black_reward > 0 else "= W+"), (score, black_reward)
+        # The area count (before dead stones are removed) is pgx's.
+        black, white = area_score(np.sign(np.asarray(state.inner.board._x.board)))
+        assert (black - white - 7.5 > 0) == (black_reward > 0), (black, white, black_reward)
+
+
+def test_final_score_removes_dead_stones(fresh):
+    """Black owns A-E, white F-J; a white stone in black's area and a black one in white's.
+    Counted alive they spoil both areas (W+7.5); dead, the areas count (B+1.5)."""
+    gtp = fresh
+    blacks = [f"E{r}" for r in range(1, 10)] + ["H5"]
+    assert gtp(f"set_free_handicap {' '.join(blacks)}") == "="
+    for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
+        assert gtp(f"play w {vertex}") == "="
+    assert gtp("final_score") == "= B+1.5"  # 45 - 36 - 7.5
+
+
+def test_dead_stone_estimate():
+    board = np.zeros(81, int)
+    # A white group in the corner with two one-point eyes (A9, C9) lives inside black's area.
+    for vertex in ("B9", "D9", "A8", "B8", "C8", "D8"):
+        board[parse_vertex(vertex)] = -1
+    for vertex in ("E9", "E8", "A7", "B7", "C7", "D7", "E7", "G3"):
+        board[parse_vertex(vertex)] = 1
+    assert not dead_stones(board).any()
+    board[parse_vertex("C9")] = -1  # one eye only: dead
+    dead = dead_stones(board)
+    assert {vertex_name(p) for p in np.flatnonzero(dead)} == {
+        "B9",
+        "C9",
+        "D9",
+        "A8",
+        "B8",
+        "C8",
+        "D8",
+    }
+    assert area_score(np.where(dead, 0, board)) == (81, 0)
 
 
 def test_time_manager():

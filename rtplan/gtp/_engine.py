@@ -8,7 +8,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 from games.go import COLUMNS, PASS, SIZE, vertex_name
+from rtplan.gtp._board import area_score, dead_stones
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (
     COMMANDS,
@@ -178,11 +181,9 @@ class GtpEngine(GtpGame):
         return ""
 
     def _cmd_final_score(self, args):
-        import jax
-        from pgx._src.games.go import _count_scores  # pgx's own area count (pgx is pinned)
-
-        scores = jax.device_get(_count_scores(self.states[-1].inner.board._x, SIZE))
-        black, white = (float(x) for x in scores)  # pgx's colour 1 (black) first
+        # Dead stones (estimated: `_board.dead_stones`) are removed before the area count.
+        board = np.sign(np.asarray(self.states[-1].inner.board._x.board))
+        black, white = area_score(np.where(dead_stones(board), 0, board))
         return score_text(black, white, self.komi)
 
     def _cmd_showboard(self, args):
