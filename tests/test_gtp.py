@@ -323,6 +323,15 @@ def test_handicap_commands(fresh):
     assert gtp("play w d4") == "="
 
 
+def test_fixed_handicap_points_are_gnu_gos():
+    """The same points as GNU Go's `fixed_handicap` (bench.match's table; GTP: any order)."""
+    from bench.match import GO_HANDICAP
+    from rtplan.gtp._protocol import handicap_vertices
+
+    for n, points in GO_HANDICAP.items():
+        assert {v.lower() for v in handicap_vertices(n)} == set(points.split()), n
+
+
 def test_handicap_stones_spend_no_plies(local):
     """A setup starts pgx's state afresh from the position: ply 1, white to move, not ply 18."""
     local.handle("clear_board")
@@ -359,6 +368,17 @@ def test_komi_answers_at_once_and_the_score_uses_it(fresh):
     start = time.perf_counter()
     gtp.ok("genmove w")  # the searches were not compiled again either
     assert time.perf_counter() - start < 1.0
+
+
+def test_final_score_removes_dead_stones(fresh):
+    """Black owns A-E, white F-J; a white stone in black's area and a black one in white's.
+    Counted alive they spoil both areas (W+7.5); dead, the areas count (B+1.5)."""
+    gtp = fresh
+    blacks = [f"E{r}" for r in range(1, 10)] + ["H5"]
+    assert gtp(f"set_free_handicap {' '.join(blacks)}") == "="
+    for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
+        assert gtp(f"play w {vertex}") == "="
+    assert gtp("final_score") == "= B+1.5"  # 45 - 36 - 7.5
 
 
 def test_quit_ends_the_engine(gtp):
@@ -486,17 +506,6 @@ def test_final_score_agrees_with_pgx_at_the_end_of_random_games(local):
         # The area count (before dead stones are removed) is pgx's.
         black, white = area_score(np.sign(np.asarray(state.inner.board._x.board)))
         assert (black - white - 7.5 > 0) == (black_reward > 0), (black, white, black_reward)
-
-
-def test_final_score_removes_dead_stones(fresh):
-    """Black owns A-E, white F-J; a white stone in black's area and a black one in white's.
-    Counted alive they spoil both areas (W+7.5); dead, the areas count (B+1.5)."""
-    gtp = fresh
-    blacks = [f"E{r}" for r in range(1, 10)] + ["H5"]
-    assert gtp(f"set_free_handicap {' '.join(blacks)}") == "="
-    for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
-        assert gtp(f"play w {vertex}") == "="
-    assert gtp("final_score") == "= B+1.5"  # 45 - 36 - 7.5
 
 
 def test_dead_stone_estimate():
