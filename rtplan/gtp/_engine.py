@@ -8,12 +8,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from games.go import COLUMNS, SIZE
+import numpy as np
+
+from games.go import COLUMNS, PASS, SIZE, vertex_name
+from rtplan.gtp._board import area_score, dead_stones
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (
     COMMANDS,
     GtpError,
     clean,
+    handicap_vertices,
     number,
     parse_colour,
     parse_vertex,
@@ -25,11 +29,11 @@ from rtplan.gtp._time import Clock, TimeSettings
 class GtpEngine(GtpGame):
     """A Speed Go game driven by GTP commands; `genmove` runs the planner's options.
 
-    The engine keeps the stack of JAX states (so `undo` pops one) and the move list (so `komi`
-    rebuilds the game with the new komi and replays it). Colours must alternate, black first:
-    pgx derives the side to move from the ply count, so `play` or `genmove` for the other colour
-    is refused (`? cannot play out of turn`); handicap stones are not supported. A finished game
-    (two passes, or pgx's ply cap) accepts no more moves until `undo` or `clear_board`.
+    The engine keeps the stack of JAX states (so `undo` pops one) and the move list; komi is an
+    input of the compiled functions, so `komi` answers at once. Either colour may move at any
+    time, as GTP allows (`GtpGame._ready` hands pgx's move to it without a pass); handicap
+    stones are a setup (`GtpGame.setup`). A finished game (two passes) accepts no more moves
+    until `undo` or `clear_board`.
 
     Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
     and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted
@@ -119,20 +123,50 @@ class GtpEngine(GtpGame):
 
     def _cmd_komi(self, args):
         (text,) = self._args(args, 1, "komi FLOAT")
-        komi = number(text, "komi")
-        if komi != self.komi:
-            self.komi = komi
-            self._replay()  # the same moves on a game built with the new komi
-            if self.search_s:
-                # Compile the searches with the new komi now, before a genmove's clock runs.
-                self.warm_up()
+        # Komi is an input of the compiled step and searches: nothing to rebuild or compile.
+        self.komi = number(text, "komi")
+        return ""
+
+    def _handicap_count(self, args) -> int:
+        (text,) = self._args(args, 1, "NUMBER_OF_STONES")
+        if not text.isdigit():
+            raise GtpError(f"syntax error: number of stones must be an integer, got {text!r}")
+        return int(text)
+
+    def _cmd_fixed_handicap(self, args):
+        vertices = handicap_vertices(self._handicap_count(args))
+        self.setup([parse_vertex(v) for v in vertices])
+        return " ".join(vertices)
+
+    def _cmd_place_free_handicap(self, args):
+        n = self._handicap_count(args)
+        if not 2 <= n < SIZE * SIZE:
+            raise GtpError("invalid number of stones")
+        # The fixed points (the engine's own choice up to 9), then the points nearest the centre.
+        vertices = handicap_vertices(min(n, 9))
+        rest = sorted(
+            (a for a in range(SIZE * SIZE) if vertex_name(a) not in vertices),
+            key=lambda a: (abs(a // SIZE - 4) + abs(a % SIZE - 4), a),
+        )
+        vertices += [vertex_name(a) for a in rest[: n - len(vertices)]]
+        self.setup([parse_vertex(v) for v in vertices])
+        return " ".join(vertices)
+
+    def _cmd_set_free_handicap(self, args):
+        try:
+            actions = [parse_vertex(v) for v in args]
+        except GtpError as e:
+            raise GtpError(f"bad vertex list ({e})") from None
+        if len(set(actions)) != len(actions) or PASS in actions or not 2 <= len(actions) < PASS:
+            raise GtpError("bad vertex list")
+        self.setup(actions)
         return ""
 
     def _cmd_play(self, args):
         colour_text, vertex = self._args(args, 2, "play COLOR VERTEX")
         colour, action = parse_colour(colour_text), parse_vertex(vertex)
         self._check(colour, action)
-        self._apply(action, 0)
+        self._apply(colour, action, 0)
         return ""
 
     def _cmd_genmove(self, args):
@@ -147,11 +181,9 @@ class GtpEngine(GtpGame):
         return ""
 
     def _cmd_final_score(self, args):
-        import jax
-        from pgx._src.games.go import _count_scores  # pgx's own area count (pgx is pinned)
-
-        scores = jax.device_get(_count_scores(self.states[-1].inner.board._x, SIZE))
-        black, white = (float(x) for x in scores)  # pgx's colour 1 (black) first
+        # Dead stones (estimated: `_board.dead_stones`) are removed before the area count.
+        board = np.sign(np.asarray(self.states[-1].inner.board._x.board))
+        black, white = area_score(np.where(dead_stones(board), 0, board))
         return score_text(black, white, self.komi)
 
     def _cmd_showboard(self, args):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -9,25 +10,78 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
+import numpy as np
+
 from games import go
 from games.go import PASS, vertex_name
+from planner.compiled import CompiledOptions
+from rtplan.gtp._board import own_eye
 from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
 
 GAME_ID = go.SpeedGo.id
+#: `GtpGame.moves`' entry for a setup (handicap stones placed at once).
+SETUP = -1
+#: pgx ends a 9x9 game at ply 162 (`MAX_PLIES`). Once its ply count reaches this, the engine
+#: starts pgx's state afresh from the position, ...
+REBASE_AT = MAX_PLIES - 42
+#: ... keeping the superko hashes of the last this many positions (a repetition of an older
+#: position is then allowed: such long cycles are practically unknown in real games). The 42
+#: plies left before the cap stay beyond what a search of <= 96 simulations looks ahead.
+CARRY = 40
+#: After the opponent's pass, a search value below this (the mover's, in [-1, 1]) is a lost
+#: game: the engine passes too rather than play on inside its own area.
+LOST_VALUE = -0.9
 
 
 class _Compiled(NamedTuple):
     game: object
     init: Callable
     step: Callable
-    options: object  # planner.compiled.CompiledOptions: the value (reflex move) and options
+    resume: Callable  # a state whose pgx position was edited -> its mask, player, observation
+    options: CompiledOptions  # the value (reflex move) and options, komi an input
+
+
+@contextlib.contextmanager
+def _komi(game, komi):
+    """While tracing: pgx's Go reads `komi` (a traced scalar) where it reads its constant.
+
+    pgx uses komi only in `Game.rewards` (`scores[0] - self.komi > scores[1]`), so a traced
+    komi there makes komi an input of the compiled step and searches: `komi` answers at once
+    instead of compiling every function again.
+    """
+    rules = game._env._game  # pgx.go.Go's rules object (pgx is pinned)
+    constant = rules.komi
+    rules.komi = komi
+    try:
+        yield
+    finally:
+        rules.komi = constant
+
+
+class _KomiOptions(CompiledOptions):
+    """`CompiledOptions` whose executables take the current komi as their first input."""
+
+    def __init__(self, planner, params, game, komi: Callable[[], float]) -> None:
+        super().__init__(planner, params)
+        self._game = game
+        self._komi = komi
+
+    def _fn(self, kind: str, k: int) -> tuple[Callable, tuple]:
+        fn, lead = super()._fn(kind, k)
+        game = self._game
+
+        def with_komi(komi, *args):
+            with _komi(game, komi):
+                return fn(*args)
+
+        return with_komi, (np.float32(self._komi()), *lead)
 
 
 class GtpGame:
     """The game state and moves of `GtpEngine` (the GTP commands are its subclass's).
 
-    See `GtpEngine` for the rules it keeps (alternating colours, undo, komi, clocks).
+    See `GtpEngine` for the rules it keeps (either colour moving, undo, komi, clocks).
     """
 
     def __init__(
@@ -59,28 +113,46 @@ class GtpGame:
         self._key = jax.random.PRNGKey(seed)
         self._clear()
 
-    @functools.cache  # noqa: B019 (one engine per process; the cache holds the compiled fns)
-    def _fns(self, komi: float) -> _Compiled:
-        """The game with this komi, its planner and their jitted functions (once per komi)."""
+    @functools.cached_property
+    def _fns(self) -> _Compiled:
+        """The game, its planner and their jitted functions, compiled once: komi is an input."""
         import jax
 
         import games
         from planner import Planner
-        from planner.compiled import CompiledOptions
 
         params = {
             **dict(self.config.game_params),
             "initial_time": games.UNLIMITED_CLOCK,
             "timeout": "reflex",
-            "komi": komi,
         }
         game = games.make(GAME_ID, **params)
         planner = Planner(self.config, game=game)
+
+        def step(state, action, cost, komi):
+            with _komi(game, komi):
+                return game.step(state, action, cost)
+
+        def resume(state):
+            board = state.inner.board
+            x = board._x
+            board = board.replace(
+                current_player=board._player_order[x.color],
+                legal_action_mask=game._env._game.legal_action_mask(x),
+            )
+            board = board.replace(observation=game._env.observe(board))
+            return state.replace(
+                inner=state.inner.replace(board=board),
+                legal_action_mask=board.legal_action_mask,
+                current_player=board.current_player,
+            )
+
         return _Compiled(
             game=game,
             init=jax.jit(game.init),
-            step=jax.jit(game.step),
-            options=CompiledOptions(planner, self.params),
+            step=jax.jit(step),
+            resume=jax.jit(resume),
+            options=_KomiOptions(planner, self.params, game, lambda: self.komi),
         )
 
     def warm_up(self) -> None:
@@ -89,7 +161,7 @@ class GtpGame:
         state = self.states[0]
         self._step(state, 0, 0)
         self._search(state, 0)
-        options = self._fns(self.komi).options
+        options = self._fns.options
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
             self.search_s[k] = options.measure(k, state)
         self._log(
@@ -100,7 +172,7 @@ class GtpGame:
     def _step(self, state, action: int, cost: int):
         import jax.numpy as jnp
 
-        return self._fns(self.komi).step(state, jnp.int32(action), jnp.int32(cost))
+        return self._fns.step(state, jnp.int32(action), jnp.int32(cost), jnp.float32(self.komi))
 
     def _search(self, state, k: int) -> tuple[int, float]:
         """(action, value) of option k from `state`; k = 0 is the policy-only reflex move.
@@ -109,7 +181,7 @@ class GtpGame:
         """
         import jax
 
-        options = self._fns(self.komi).options
+        options = self._fns.options
         states = jax.tree.map(lambda x: x[None], state)
         if k == 0:
             out = options.evaluate(states)
@@ -126,22 +198,67 @@ class GtpGame:
     def _clear_board(self) -> None:
         import jax
 
-        self.states = [self._fns(self.komi).init(jax.random.PRNGKey(self.seed))]
+        self.states = [self._fns.init(jax.random.PRNGKey(self.seed))]
         self.moves: list[int] = []
         # Black moves first; pgx draws which player id that is.
         self.black_id = int(self.states[0].current_player)
 
-    def _replay(self) -> None:
-        """Plays the move list again on a fresh board (after the game was rebuilt)."""
-        moves = self.moves
-        self._clear_board()
-        for action in moves:
-            self._apply(action, 0)
-
     @property
     def to_play(self) -> int:
-        """The colour to move: 0 black, 1 white (black moves first; colours alternate)."""
-        return len(self.moves) % 2
+        """The colour to move next in pgx's state: 0 black, 1 white (pgx's ply parity)."""
+        return int(self.states[-1].inner.board._x.step_count) % 2
+
+    def _ready(self, state, colour: int, *, carry: int | None = None):
+        """`state` with `colour` to move: the position set up again when another colour is due.
+
+        pgx's colour to move is its ply count's parity. Moving the ply count on by one, with
+        that ply's superko hash left 0 (no position hashes to 0), hands the move to the other
+        colour without a pass: the board, the observation's history planes, the pass count and
+        the superko record are kept; the ko ban, the other colour's, is lifted. `carry`: set the
+        position up afresh, keeping the superko hashes of its last `carry` positions only; that
+        happens by itself once pgx's ply count reaches `REBASE_AT`, so pgx's cap never ends a
+        game (the engine counts its own plies in `moves`).
+        """
+        import jax.numpy as jnp
+
+        x = state.inner.board._x
+        step = int(x.step_count)
+        if carry is None and step >= REBASE_AT:
+            carry = CARRY
+        if step % 2 == colour and carry is None:
+            return state
+        hashes, ko = np.asarray(x.hash_history), int(x.ko)
+        if carry is not None:
+            keep = min(carry, step)
+            kept = np.zeros_like(hashes)
+            kept[:keep] = hashes[step - keep : step]
+            hashes, step = kept, keep
+        if step % 2 != colour:
+            step, ko = step + 1, -1
+        x = x._replace(
+            step_count=jnp.int32(step), hash_history=jnp.asarray(hashes), ko=jnp.int32(ko)
+        )
+        board = state.inner.board.replace(_x=x)
+        return self._fns.resume(state.replace(inner=state.inner.replace(board=board)))
+
+    def stones(self) -> int:
+        """How many stones are on the board."""
+        return int(np.count_nonzero(np.asarray(self.states[-1].inner.board._x.board)))
+
+    def setup(self, actions: list[int]) -> None:
+        """Black stones on the empty board (handicap), then white to move; one `undo` step.
+
+        Raises:
+            GtpError: the board is not empty.
+        """
+        if self.stones() or self.over:
+            raise GtpError("board not empty")
+        state = self.states[-1]
+        for action in actions:
+            state = self._step(self._ready(state, 0), action, 0)
+        # A fresh start from the handicap position (its hash kept): no ply of pgx's cap spent.
+        self.states.append(self._ready(state, 1, carry=1))
+        self.moves.append(SETUP)
 
     @property
     def over(self) -> bool:
@@ -151,7 +268,7 @@ class GtpGame:
         """9 rows, top first: "x" black, "o" white, "." empty."""
         from games.render import render
 
-        return render(self._fns(self.komi).game, self.states[-1])["board"]
+        return render(self._fns.game, self.states[-1])["board"]
 
     def _with_clocks(self, state):
         """`state` with both GTP clocks written into the game's clocks, in ticks."""
@@ -179,29 +296,27 @@ class GtpGame:
         )
 
     def _check(self, colour: int, action: int) -> None:
-        """Raises GtpError unless `colour` may play `action` now."""
+        """Raises GtpError unless `colour` may play `action` now (either colour may move)."""
         if self.over:
             raise GtpError("game is over (undo or clear_board to go on)")
-        if colour != self.to_play:
-            raise GtpError("cannot play out of turn")
-        state = self.states[-1]
+        state = self._ready(self.states[-1], colour)
         if action != PASS:
             if not bool(state.legal_action_mask[action]):
                 raise GtpError("illegal move")
             nxt = self._step(state, action, 0)
-            # A board move that ends the game before pgx's ply cap repeats a position (pgx's
-            # positional superko, which would lose the game for the mover).
-            if bool(nxt.terminated) and int(nxt.frame) < MAX_PLIES:
+            # pgx would end the game with a loss for the mover (positional superko).
+            if bool(nxt.inner.board._x.is_psk):
                 raise GtpError("illegal move (repeats an earlier position: positional superko)")
 
-    def _apply(self, action: int, cost: int) -> None:
-        state = self._with_clocks(self.states[-1])
+    def _apply(self, colour: int, action: int, cost: int) -> None:
+        state = self._with_clocks(self._ready(self.states[-1], colour))
         self.states.append(self._step(state, action, cost))
         self.moves.append(action)
 
-    def budget(self) -> tuple[int, float]:
-        """(budget k for the side to move, its allowance in seconds); k = 0 is the reflex move."""
-        colour = self.to_play
+    def budget(self, colour: int | None = None) -> tuple[int, float]:
+        """(budget k for `colour` (None: the side to move), its allowance in seconds); k = 0 is
+        the reflex move."""
+        colour = self.to_play if colour is None else colour
         allowance = move_allowance(self.settings, self.clocks[colour], len(self.moves))
         if self.fixed_budget is not None:
             return self.fixed_budget, allowance
@@ -213,11 +328,9 @@ class GtpGame:
         """Plans and plays a move for `colour`; returns its vertex, "pass" or "resign"."""
         if self.over:
             return "pass"
-        if colour != self.to_play:
-            raise GtpError("cannot play out of turn")
         start = time.perf_counter()
-        k, allowance = self.budget()
-        state = self._with_clocks(self.states[-1])
+        k, allowance = self.budget(colour)
+        state = self._with_clocks(self._ready(self.states[-1], colour))
         action, value = self._search(state, k)
         took = time.perf_counter() - start
         if k:
@@ -227,17 +340,47 @@ class GtpGame:
         if self.resign_below is not None and value < self.resign_below:
             self._log(f"genmove {'BW'[colour]}: resign (value {value:.2f})")
             return "resign"
+        action = self._guard(state, action, value)
         try:
             self._check(colour, action)
         except GtpError:
             action = PASS  # the search picked a superko repetition: pass instead
-        self._apply(action, self.config.sims(k) if k else 0)
+        self._apply(colour, action, self.config.sims(k) if k else 0)
         self._log(
             f"genmove {'BW'[colour]}: {vertex_name(action)} k={k} "
             f"({self.config.sims(k) if k else 0} simulations) in {1e3 * took:.0f} ms, "
             f"allowance {allowance:.3g} s, value {value:+.2f}"
         )
         return vertex_name(action)
+
+    def _guard(self, state, action: int, value: float) -> int:
+        """The move to play instead of the planner's `action` from `state` (its mover's):
+
+        - never a pass while the mover has no stone on the board (the first move as black):
+          the network's best board move instead;
+        - a pass instead of filling one of the mover's own eyes (`_board.own_eye`);
+        - a pass instead of any board move when the opponent has just passed and the search
+          value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
+          territory filled in (`--resign-below` resigns before this is reached).
+        """
+        x = state.inner.board._x
+        mine = np.sign(np.asarray(x.board)) * (1 if int(x.step_count) % 2 == 0 else -1)
+        if action == PASS:
+            mask = np.asarray(state.legal_action_mask).copy()
+            mask[PASS] = False
+            if not (mine == 1).any() and mask.any():
+                import jax.numpy as jnp
+
+                masked = state.replace(legal_action_mask=jnp.asarray(mask))
+                action, _ = self._search(masked, 0)
+            return action
+        if own_eye(mine, action):
+            self._log(f"{vertex_name(action)} fills an own eye: pass instead")
+            return PASS
+        if int(x.consecutive_pass_count) > 0 and value < LOST_VALUE:
+            self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
+            return PASS
+        return action
 
     def _log(self, text: str) -> None:
         if self._log_to is not None:

@@ -15,6 +15,9 @@ COMMANDS = (
     "boardsize",
     "clear_board",
     "komi",
+    "fixed_handicap",
+    "place_free_handicap",
+    "set_free_handicap",
     "play",
     "genmove",
     "undo",
@@ -70,3 +73,24 @@ def score_text(black: float, white: float, komi: float) -> str:
     if margin == 0:
         return "0"
     return f"{'B' if margin > 0 else 'W'}+{abs(margin):g}"
+
+
+#: GTP's fixed handicap points on 9x9 (GTP v2 section 4.1.1 with 19x19's D4 Q16 ... K10 moved
+#: to the 3-3 points, the sides' midpoints and the centre).
+_CORNERS = ("C3", "G7", "C7", "G3")
+_SIDES = ("C5", "G5", "E3", "E7")
+
+
+def handicap_vertices(n: int) -> list[str]:
+    """The vertices of `fixed_handicap n` on 9x9: the corners first, the centre for odd n >= 5.
+
+    Raises:
+        GtpError: n is not in 2..9 ("invalid number of stones").
+    """
+    if not 2 <= n <= 9:
+        raise GtpError("invalid number of stones")
+    if n <= 4:
+        return list(_CORNERS[:n])
+    if n % 2 == 0:
+        return [*_CORNERS, *_SIDES[: n - 4]]
+    return [*_CORNERS, *_SIDES[: n - 5], "E5"]

@@ -23,9 +23,11 @@ __all__ = [
     "move_allowance",
 ]
 
-#: The proportional time manager spends its allowance less this lag per move (GTP round trip,
-#: Python, the GUI), in seconds.
-LAG_S = 0.05
+#: The proportional time manager spends its allowance less this lag per move (the GTP round trip
+#: over pipes and the engine's own Python around the search: a few ms here), in seconds. It was
+#: 50 ms, which zeroed every allowance under 5 s of sudden death (3 s / 81 moves * 0.8 = 30 ms)
+#: although a 96-simulation search takes 15-20 ms: every move was policy-only.
+LAG_S = 0.01
 
 
 @dataclasses.dataclass

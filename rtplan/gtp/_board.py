@@ -1,0 +1,108 @@
+"""Go board judgements the engine makes on the host: own eyes, dead stones, the area count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from games.go import SIZE
+
+
+def neighbours(point: int) -> list[int]:
+    """The on-board orthogonal neighbours of a point (row * 9 + col)."""
+    r, c = divmod(point, SIZE)
+    out = []
+    for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        if 0 <= r + dr < SIZE and 0 <= c + dc < SIZE:
+            out.append((r + dr) * SIZE + c + dc)
+    return out
+
+
+def own_eye(board: np.ndarray, point: int) -> bool:
+    """Whether `point` is an eye of the player whose stones are +1 on `board` `[81]` (-1 the
+    opponent's, 0 empty): empty, every orthogonal neighbour ours, and at most one diagonal the
+    opponent's (none on the edge), the usual rule of thumb for an eye that is not false.
+    Filling one is never a useful move under area scoring."""
+    if board[point] != 0 or any(board[n] != 1 for n in neighbours(point)):
+        return False
+    r, c = divmod(point, SIZE)
+    diagonals = [
+        (r + dr) * SIZE + c + dc
+        for dr in (-1, 1)
+        for dc in (-1, 1)
+        if 0 <= r + dr < SIZE and 0 <= c + dc < SIZE
+    ]
+    theirs = sum(board[d] == -1 for d in diagonals)
+    return theirs == 0 if len(diagonals) < 4 else theirs <= 1
+
+
+#: `dead_stones` judges a region only up to this many points (five of the nine columns): in a
+#: larger one the enclosed side may still live, or the game is far from over.
+MAX_REGION = 45
+#: An eye space of at least this many points counts as two eyes (room to make them).
+BIG_EYE = 7
+
+
+def _components(points: set[int]) -> list[set[int]]:
+    """The orthogonally connected components of a set of points."""
+    left, out = set(points), []
+    while left:
+        todo, comp = [left.pop()], set()
+        while todo:
+            p = todo.pop()
+            comp.add(p)
+            for n in neighbours(p):
+                if n in left:
+                    left.discard(n)
+                    todo.append(n)
+        out.append(comp)
+    return out
+
+
+def _enclosed(board: np.ndarray, sign: int) -> list[set[int]]:
+    """The regions (as point sets) where colour `sign`'s stones enclose stones of -`sign`
+    without two eyes (see `dead_stones`)."""
+    out = []
+    for region in _components({p for p in range(SIZE * SIZE) if board[p] != sign}):
+        if len(region) > MAX_REGION or not any(board[p] == -sign for p in region):
+            continue
+        eyes = 0
+        for space in _components({p for p in region if board[p] == 0}):
+            if all(board[n] != sign for p in space for n in neighbours(p)):
+                eyes += 2 if len(space) >= BIG_EYE else 1
+        if eyes < 2:
+            out.append(region)
+    return out
+
+
+def dead_stones(board: np.ndarray) -> np.ndarray:
+    """`[81]` bool: the stones estimated dead on `board` `[81]` (+1 black, -1 white, 0 empty).
+
+    A region is a connected set of points that are not colour c's stones (empty points and
+    the other colour's stones), bounded by c's stones and the edge. The other colour's stones
+    in a region of at most `MAX_REGION` points are dead when they have fewer than two eyes
+    there (an eye: a pocket of empty points of the region touching none of c's stones; one of
+    `BIG_EYE` points or more counts as two). Regions are judged smallest first, each time on
+    the board with the stones found dead so far removed, so a dead stone inside an area does
+    not spoil the eyes of the area's owner.
+    """
+    board = np.array(board)
+    dead = np.zeros(SIZE * SIZE, bool)
+    while True:
+        regions = [r for sign in (1, -1) for r in _enclosed(board, sign)]
+        if not regions:
+            return dead
+        region = min(regions, key=len)
+        stones = [p for p in region if board[p] != 0]
+        dead[stones] = True
+        board[stones] = 0
+
+
+def area_score(board: np.ndarray) -> tuple[int, int]:
+    """(black, white) area: stones plus empty regions that reach only that colour (pgx's
+    count) on `board` `[81]` (+1 black, -1 white, 0 empty)."""
+    score = {1: int((board == 1).sum()), -1: int((board == -1).sum())}
+    for space in _components({p for p in range(SIZE * SIZE) if board[p] == 0}):
+        reach = {int(board[n]) for p in space for n in neighbours(p)} - {0}
+        if len(reach) == 1:
+            score[reach.pop()] += len(space)
+    return score[1], score[-1]
