@@ -46,9 +46,11 @@ def test_mixed_k_batch_equals_one_by_one():
     runner = OptionRunner(planner, max_batch=8)
     mixed = runner(params, keys, states, ks)
     assert mixed.actions.shape == (5, 4)  # padded to the largest budget
+    # One jitted option for the loop: it compiles once per k (a new jit per game recompiled).
+    option = jax.jit(planner.option, static_argnums=3)
     for i, k in enumerate(ks):
         one = jax.tree.map(lambda x, i=i: x[i : i + 1], (keys, states))
-        single = jax.jit(planner.option, static_argnums=3)(params, one[0], one[1], int(k))
+        single = option(params, one[0], one[1], int(k))
         np.testing.assert_array_equal(mixed.actions[i, :k], single.actions[0])
         assert (np.asarray(mixed.actions[i, k:]) == -1).all()
         np.testing.assert_array_equal(mixed.next_state.frame[i], single.next_state.frame[0])
