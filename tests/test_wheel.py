@@ -23,7 +23,8 @@ import pytest
 import setuptools
 
 ROOT = Path(__file__).resolve().parents[1]
-GAME = "snake-rt-v0"  # its planner compiles fast
+#: No gate: its planner service compiles 5 executables, not 10 (cold: 76 s here, Snake 158 s).
+GAME = "speed-hex-v0"
 SHIPPED_GAMES = sorted(p.parent.name for p in ROOT.glob("checkpoints/*/planner.msgpack"))
 #: Never in the wheel: the checkout's other folders.
 NOT_SHIPPED = ("tests/", "bench/", "archive/", "results/", "runs/", "examples/", "docs/")
