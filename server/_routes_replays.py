@@ -11,8 +11,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from server._config import SessionError
 from server._deps import AppSettings
+from server._replay_folder import list_replays, replay_file
 from server._replay_view import ReplayView
-from server.replay import ReplayError, list_replays, replay_file
+from server.replay import ReplayError
 from server.replay_gif import MAX_GIF_FRAMES, gif_bytes
 
 #: Boards one request may render (Pac-Man renders in ~15 ms each: keep requests short).
