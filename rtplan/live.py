@@ -179,24 +179,38 @@ def run_web_demo(
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
     """
+    import games
     from gate.policy import gate_path  # JAX: only once the demo runs
+    from planner.store import planner_path
 
     game = game or demo_game(checkpoint_root(checkpoint_dir))
     ckpt = _planner_root(checkpoint_dir, game)
     gated = gate_path(ckpt, game).exists()
+    # Every game with a planner here, so the lobby's planner sessions of any game can run.
+    served = [g for g in games.registered_games() if planner_path(ckpt, g).exists()]
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
     if not gated:
         body["k"] = k
     played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
-    print(f"starting the planner service and the env server for {game} (compiling takes a while)")
+    print(
+        f"starting the planner service for {', '.join(served)} and the env server for {game} "
+        "(compiling takes a while; the compile cache makes the next start faster)"
+    )
+    start = time.monotonic()
     try:
         with (
             stop_on_signals(),
             services(
-                game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir
+                game,
+                planner_games=served,
+                http_port=port,
+                checkpoint_dir=ckpt,
+                record_dir=record_dir,
+                web_dir=web_dir,
             ) as addr,
         ):
-            print(f"\nrtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
+            print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
+            print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
             print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
             while True:
                 created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
