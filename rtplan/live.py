@@ -167,6 +167,7 @@ def run_web_demo(
     frames: int = 0,
     seed: int = 0,
     port: int = DEMO_HTTP_PORT,
+    planner_games: list[str] | None = None,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
     web_dir: Path | None = None,
@@ -174,10 +175,12 @@ def run_web_demo(
     """The live web demo: the planner service and the env server, a game played by the planner
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
-    Returns an exit code.
+    `planner_games`: what the planner service serves besides `game` (None: every game with a
+    checkpoint, so that the lobby's planner sessions of any game run). Returns an exit code.
 
     Raises:
-        CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
+        CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`
+            or of one of `planner_games`.
     """
     import games
     from gate.policy import gate_path  # JAX: only once the demo runs
@@ -186,8 +189,12 @@ def run_web_demo(
     game = game or demo_game(checkpoint_root(checkpoint_dir))
     ckpt = _planner_root(checkpoint_dir, game)
     gated = gate_path(ckpt, game).exists()
-    # Every game with a planner here, so the lobby's planner sessions of any game can run.
-    served = [g for g in games.registered_games() if planner_path(ckpt, g).exists()]
+    wanted = games.registered_games() if planner_games is None else [game, *planner_games]
+    served = [g for g in dict.fromkeys(wanted) if planner_path(ckpt, g).exists()]
+    if missing := [g for g in planner_games or () if g not in served]:
+        raise CheckpointError(
+            f"--planner-games: no planner checkpoint for {', '.join(missing)} under {ckpt}"
+        )
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
     if not gated:
         body["k"] = k
