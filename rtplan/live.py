@@ -167,6 +167,7 @@ def run_web_demo(
     frames: int = 0,
     seed: int = 0,
     port: int = DEMO_HTTP_PORT,
+    planner_games: list[str] | None = None,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
     web_dir: Path | None = None,
@@ -174,29 +175,57 @@ def run_web_demo(
     """The live web demo: the planner service and the env server, a game played by the planner
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
-    Returns an exit code.
+    `planner_games`: what the planner service serves besides `game` (None: the clock games, which
+    a person plays against the planner in the lobby; ["all"]: every game with a checkpoint, ~14
+    minutes of compiles on a cold cache here against ~4 for one game). The lobby offers planner
+    sessions only for what it serves. Returns an exit code.
 
     Raises:
-        CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
+        CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`
+            or of one of `planner_games`.
     """
+    import games
     from gate.policy import gate_path  # JAX: only once the demo runs
+    from planner.store import planner_path
 
     game = game or demo_game(checkpoint_root(checkpoint_dir))
     ckpt = _planner_root(checkpoint_dir, game)
     gated = gate_path(ckpt, game).exists()
+    if planner_games == ["all"]:
+        wanted = list(games.registered_games())
+    elif planner_games is None:  # the demo's game, and the games a person plays against it
+        clock = [g for g in games.registered_games() if games.game_class(g).num_players == 2]
+        wanted = [game, *clock]
+    else:
+        wanted = [game, *planner_games]
+    served = [g for g in dict.fromkeys(wanted) if planner_path(ckpt, g).exists()]
+    if missing := [g for g in planner_games or () if g not in served and g != "all"]:
+        raise CheckpointError(
+            f"--planner-games: no planner checkpoint for {', '.join(missing)} under {ckpt}"
+        )
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
     if not gated:
         body["k"] = k
     played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
-    print(f"starting the planner service and the env server for {game} (compiling takes a while)")
+    print(
+        f"starting the planner service for {', '.join(served)} and the env server for {game} "
+        "(compiling takes a while; the compile cache makes the next start faster)"
+    )
+    start = time.monotonic()
     try:
         with (
             stop_on_signals(),
             services(
-                game, http_port=port, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir
+                game,
+                planner_games=served,
+                http_port=port,
+                checkpoint_dir=ckpt,
+                record_dir=record_dir,
+                web_dir=web_dir,
             ) as addr,
         ):
-            print(f"\nrtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
+            print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
+            print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
             print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
             while True:
                 created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})

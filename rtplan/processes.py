@@ -175,13 +175,15 @@ def services(
     game_ids: str | Sequence[str],
     *,
     planner: bool = True,
+    planner_games: Sequence[str] | None = None,
     echo: bool = True,
     http_port: int = 0,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
     web_dir: Path | None = None,
 ) -> Iterator[dict]:
-    """Starts the planner service (for the games) and the env server; yields their addresses.
+    """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
+    (`game_ids` compiled at start-up, the others on first use); yields their addresses.
 
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
     prints them; the addresses yielded are read from those lines. `checkpoint_dir`,
@@ -208,7 +210,8 @@ def services(
         ]
         planner_port = None
         if planner:
-            argv = [*py, "planner-service", "--port", "0", "--games", ",".join(game_ids), *ckpt]
+            served = ",".join(game_ids if planner_games is None else planner_games)
+            argv = [*py, "planner-service", "--port", "0", "--games", served, *ckpt]
             plan = Child("planner", argv, echo=echo)
             children.append(plan)
             # It binds before it compiles: the env server starts (and compiles) meanwhile.

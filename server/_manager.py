@@ -10,10 +10,10 @@ import grpc
 
 import games
 from planner.store import planner_path
-from rtplan.v1 import planner_pb2
 from server._agents import make_agent, make_opponent
 from server._config import AGENT_KINDS, CLOCKS, FALLBACKS, OPPONENTS, SessionConfig, SessionError
 from server._human import HumanAgent
+from server._planner_caps import PlannerCapabilities, check_session
 from server._runtime import Runtimes
 from server.session import Session
 from server.settings import Settings
@@ -102,67 +102,6 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         )
 
 
-#: Seconds the planner service gets to say whether it has a gate (a gated session's creation).
-GATE_QUERY_TIMEOUT_S = 10.0
-
-
-async def _check_gate(cfg: SessionConfig, planner_stub, address: str | None) -> None:
-    """A gated session needs a gate for its game on the planner service: asks the service."""
-    if not cfg.gated:
-        return
-    try:
-        reply = await planner_stub.ListGames(
-            planner_pb2.ListPlannerGamesRequest(), timeout=GATE_QUERY_TIMEOUT_S
-        )
-    except grpc.aio.AioRpcError as e:
-        raise SessionError(
-            _PRECONDITION,
-            f"the planner agent without k plays the gate, but the planner service at {address} "
-            f"did not say whether it has one ({e.code().name}: {e.details()}); pass k to force "
-            "a budget",
-        ) from None
-    served = {g.game_id: g for g in reply.games}
-    if cfg.game_id not in served or not served[cfg.game_id].gate:
-        why = "no gate" if cfg.game_id in served else "no planner"
-        raise SessionError(
-            _PRECONDITION,
-            f"the planner agent without k plays the gate, but the planner service at {address} "
-            f"has {why} for {cfg.game_id}; pass k (a budget or a k-sequence) to force one",
-        )
-
-
-async def _planner_budgets(planner_stub, game_id: str) -> tuple[int, ...] | None:
-    """The budgets the planner service plans `game_id` with (None: it does not serve it).
-
-    Raises:
-        grpc.aio.AioRpcError: the service did not answer.
-    """
-    reply = await planner_stub.ListGames(
-        planner_pb2.ListPlannerGamesRequest(), timeout=GATE_QUERY_TIMEOUT_S
-    )
-    served = {g.game_id: tuple(g.budgets) for g in reply.games}
-    return served.get(game_id)
-
-
-async def _check_planner_opponent(cfg: SessionConfig, planner_stub, address: str | None) -> None:
-    """A planner opponent needs its game and k on the planner service: asks the service."""
-    try:
-        budgets = await _planner_budgets(planner_stub, cfg.game_id)
-    except grpc.aio.AioRpcError as e:
-        raise SessionError(
-            _PRECONDITION,
-            f"the planner opponent plays through the planner service at {address}, which did "
-            f"not answer ({e.code().name}: {e.details()}); choose opponent 'reflex' or 'random'",
-        ) from None
-    if budgets is None or cfg.opponent_k not in budgets:
-        why = f"no planner for {cfg.game_id}" if budgets is None else f"budgets {list(budgets)}"
-        raise SessionError(
-            _PRECONDITION,
-            f"the planner opponent at k={cfg.opponent_k} needs that budget of {cfg.game_id} on "
-            f"the planner service at {address}, which has {why}",
-        )
-
-
 class SessionManager:
     """Creates and tracks sessions; one per server, on `app.state`."""
 
@@ -170,6 +109,8 @@ class SessionManager:
         self.settings = settings
         self.runtimes = runtimes
         self.planner_stub = planner_stub
+        #: What the planner service serves (asked when needed, kept a few seconds).
+        self.planner = PlannerCapabilities(planner_stub, settings.planner_address)
         self._sessions: dict[str, Session] = {}
 
     def __len__(self) -> int:
@@ -190,10 +131,11 @@ class SessionManager:
     async def resolve(self, cfg: SessionConfig, *, opponent_given: bool) -> SessionConfig:
         """Fills server defaults of a clock game's opponent.
 
-        Unless an opponent was asked for: a human plays the planner opponent when the planner
-        service serves the game at the game's largest budget, else (any agent) the opponent is
-        the reflex when a checkpoint exists, else random. A planner opponent asked for without
-        its k plays the game's largest budget. Nothing is checked here (`create` does).
+        Unless an opponent was asked for: a human plays the planner opponent at the largest of
+        the game's budgets that the planner service plans, else (any agent) the opponent is the
+        reflex when a checkpoint exists, else random. A planner opponent asked for without its
+        k plays the largest budget the service plans (else the game's largest, which `create`
+        refuses). Nothing is checked here (`create` does).
         """
         try:
             game, checkpoint, budgets, _ = self.runtimes.info(cfg.game_id)
@@ -203,20 +145,21 @@ class SessionManager:
             return cfg
         if opponent_given:
             if cfg.opponent_plans and not cfg.opponent_k and budgets:
-                cfg = dataclasses.replace(cfg, opponent_k=max(budgets))
+                k = max(await self._planned(cfg.game_id, budgets), default=max(budgets))
+                cfg = dataclasses.replace(cfg, opponent_k=k)
             return cfg
-        if cfg.agent == "human" and budgets and await self._plans(cfg.game_id, max(budgets)):
-            return dataclasses.replace(cfg, opponent="planner", opponent_k=max(budgets))
+        planned = await self._planned(cfg.game_id, budgets) if cfg.agent == "human" else ()
+        if planned:
+            return dataclasses.replace(cfg, opponent="planner", opponent_k=max(planned))
         return dataclasses.replace(cfg, opponent="reflex" if checkpoint else "random")
 
-    async def _plans(self, game_id: str, k: int) -> bool:
-        """The planner service answers and plans `game_id` at budget k."""
+    async def _planned(self, game_id: str, budgets) -> tuple[int, ...]:
+        """The budgets among `budgets` that the planner service plans `game_id` at (none when
+        there is no service, it does not answer, or does not serve the game)."""
         if self.planner_stub is None:
-            return False
-        try:
-            return k in (await _planner_budgets(self.planner_stub, game_id) or ())
-        except grpc.aio.AioRpcError:
-            return False
+            return ()
+        caps = await self.planner.get()
+        return tuple(k for k in budgets if caps.refusal(game_id, k=k) is None)
 
     async def create(self, cfg: SessionConfig, *, owned_by_stream: bool = False) -> Session:
         """Validates `cfg`, builds the game runtime if needed, and starts a session.
@@ -233,9 +176,9 @@ class SessionManager:
                 "try later",
             )
         _check_game(cfg, self.runtimes, s)
-        await _check_gate(cfg, self.planner_stub, s.planner_address)
-        if cfg.opponent_plans and self.runtimes.info(cfg.game_id)[0].num_players == 2:
-            await _check_planner_opponent(cfg, self.planner_stub, s.planner_address)
+        clock_game = self.runtimes.info(cfg.game_id)[0].num_players == 2
+        if cfg.agent == "planner" or (clock_game and cfg.opponent_plans):
+            check_session(cfg, await self.planner.get(), clock_game=clock_game)
         runtime = await self.runtimes.get(cfg.game_id)
         plans = dict(planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s)
         agent = HumanAgent() if cfg.agent == "human" else make_agent(cfg, **plans)

@@ -120,8 +120,15 @@ async def healthz(manager: Manager, settings: AppSettings, grpc_port: GrpcPort) 
 
 
 @router.get("/v1/games")
-async def list_games(runtimes: GameRuntimes) -> dict[str, Any]:
-    return {"games": [runtimes.describe(g) for g in games.registered_games()]}
+async def list_games(runtimes: GameRuntimes, manager: Manager) -> dict[str, Any]:
+    """Each game as this server runs it, with `planner`: what the planner service offers for it
+    (`available`, the `budgets` it plans, `gate`, and the `reason` when it cannot plan it)."""
+    caps = await manager.planner.get()
+    return {
+        "games": [
+            {**runtimes.describe(g), "planner": caps.describe(g)} for g in games.registered_games()
+        ]
+    }
 
 
 @router.post("/v1/sessions", status_code=201)

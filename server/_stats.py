@@ -115,6 +115,7 @@ class SessionStats:
             **self._counts(),
             "planner_misses": self.planner_misses,
             "planner_errors": self.planner_errors,
+            "last_planner_error": self.last_planner_error,
             "late_ticks": self.late_ticks,
             "max_tick_lag_ms": round(self.max_tick_lag_ms, 3),
             "viewer_drops": viewer_drops,

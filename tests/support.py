@@ -101,6 +101,16 @@ def write_checkpoints(root: Path, game_ids=("snake-rt-v0",), seed: int = 0) -> P
     return root
 
 
+def write_planner(root: Path, game_id: str, seed: int = 0, **config) -> Path:
+    """Writes `planner_path(root, game)`: a fresh tiny network whose config has the `config`
+    fields changed (e.g. fewer budgets); returns `root`."""
+    cfg = dataclasses.replace(tiny_config(game_id), **config)
+    save_planner(
+        planner_path(root, game_id), cfg, Planner(cfg).init_params(jax.random.PRNGKey(seed))
+    )
+    return Path(root)
+
+
 @functools.lru_cache(maxsize=8)
 def planner_fns(cfg: PlannerConfig):
     """(planner, jitted option with static k) of a config, shared by every user in a process."""

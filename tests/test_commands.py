@@ -198,6 +198,10 @@ def test_the_demo_hands_its_overrides_to_the_demo_it_runs(headless, monkeypatch)
     argv = ["demo", "--checkpoint-dir", "c", "--web-dir", "w", "--record-dir", "r"]
     assert main(argv + (["--headless"] if headless else [])) == 0
     assert (seen["checkpoint_dir"], seen["web_dir"], seen["record_dir"]) == ("c", "w", "r")
+    if not headless:
+        assert seen["planner_games"] is None  # every game with a checkpoint
+        assert main([*argv, "--planner-games", "tetris-rt-v0,snake-rt-v0"]) == 0
+        assert seen["planner_games"] == ["tetris-rt-v0", "snake-rt-v0"]
 
 
 def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path):
@@ -230,6 +234,14 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
     assert env[env.index("--web-dir") + 1] == str(web)
     assert planner[planner.index("--checkpoint-dir") + 1] == str(ckpt)
+    assert planner[planner.index("--games") + 1] == "snake-rt-v0"
+    # The planner service may serve more games than the env server compiles at start-up.
+    served = ["snake-rt-v0", "speed-go-v0"]
+    with processes.services("snake-rt-v0", planner_games=served, checkpoint_dir=ckpt):
+        pass
+    env, planner = argvs["env-server"], argvs["planner"]
+    assert planner[planner.index("--games") + 1] == "snake-rt-v0,speed-go-v0"
+    assert env[env.index("--preload") + 1 : env.index("--planner-address")] == ["snake-rt-v0"]
 
 
 def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, capsys):

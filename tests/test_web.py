@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,13 +117,16 @@ def server(chromium_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planner_server(chromium_path, tmp_path_factory):
-    """The env server for Speed Hex with the real Planner service (on a thread of this process)
-    at its `planner_address`."""
-    from support import start_planner
+    """The env server for Speed Hex (budgets 2 and 4) with the real Planner service (on a thread
+    of this process) at its `planner_address`, which plans Speed Hex at k=2 only; the env server
+    also has a Snake checkpoint, which the planner service does not serve."""
+    from support import start_planner, write_planner
 
     tmp = tmp_path_factory.mktemp("web-planner")
-    root = write_checkpoints(tmp / "ckpt", ("speed-hex-v0",))
-    planner = start_planner(root)
+    root = write_checkpoints(tmp / "ckpt", ("speed-hex-v0", "snake-rt-v0"))
+    planner = start_planner(
+        write_planner(tmp / "planner", "speed-hex-v0", budgets=(2,), simulations=(2,))
+    )
     try:
         with env_server(tmp, root, ("speed-hex-v0",), "--planner-address", planner.address) as b:
             yield SimpleNamespace(base=b)
@@ -558,6 +562,39 @@ def test_human_speed_go_click_places_a_stone_on_a_running_clock(server, page):
     assert page.evaluate(PROBE, [[r, c, hex_rgb(stone), TOLERANCE]])[0] >= 0.2
 
 
+def test_lobby_offers_only_what_the_planner_service_serves(planner_server, page):
+    base = planner_server.base
+    page.goto(f"{base}/")
+    page.wait_for_function(
+        "document.querySelector('select[name=\"game\"]').options.length > 0", timeout=10_000
+    )
+    planner = page.locator('select[name="agent"] option[value="planner"]')
+    page.select_option('select[name="game"]', "snake-rt-v0")
+    assert planner.is_disabled()
+    assert "does not serve snake-rt-v0" in planner.get_attribute("title")
+    assert page.locator('select[name="agent"]').input_value() == "reflex"
+    title = page.locator('select[name="game"] option[value="snake-rt-v0"]').get_attribute("title")
+    assert "does not serve snake-rt-v0" in title
+    # The API refuses it too, before a session starts.
+    r = urllib.request.Request(
+        f"{base}/v1/sessions",
+        data=json.dumps({"game": "snake-rt-v0", "agent": "planner", "k": 2}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(r, timeout=30)
+    assert refused.value.code == 409
+    page.select_option('select[name="game"]', "speed-hex-v0")
+    assert planner.is_enabled() and not planner.get_attribute("title")
+    k4 = page.locator('select[name="k"] option[value="4"]')
+    assert k4.is_disabled() and "does not plan speed-hex-v0 at k=4" in k4.get_attribute("title")
+    assert page.locator('select[name="k"]').input_value() == "2"
+    page.select_option('select[name="agent"]', "human")
+    opponent = page.locator('select[name="opponent"]')
+    assert opponent.locator('option[value="planner:4"]').is_disabled()
+    assert opponent.input_value() == "planner:2"  # the largest budget the service plans
+
+
 def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server, page):
     base = planner_server.base
     page.goto(f"{base}/")
@@ -570,7 +607,7 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     assert opponent.is_visible()
     labels = opponent.locator("option").all_inner_texts()
     assert labels == ["planner (k=2)", "planner (k=4)", "reflex", "random"], labels
-    assert opponent.input_value() == "planner:4"  # a person's default: the largest budget
+    assert opponent.input_value() == "planner:2"  # the largest budget the service plans
     page.select_option('select[name="opponent"]', "planner:2")
     page.fill('input[name="fps"]', "0.125")  # a clock tick is 250 ms, the 12-tick clock 3 s
     page.click('form#start button[type="submit"]')

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
-    root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0",))
+    root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0", "speed-hex-v0"))
     # Port 0: the env server binds a free port itself and the demo prints the lobby's address.
     cmd = [sys.executable, "-m", "rtplan", "demo", "--port", "0", "--fps", "20"]
     cmd += ["--frames", "6", "--checkpoint-dir", str(root), "--record-dir", str(tmp_path)]
@@ -41,6 +41,11 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             "<title>rtplan · lobby</title>"
             in urllib.request.urlopen(base, timeout=30).read().decode()
         )
+        # Its planner service serves every game with a checkpoint, not only the demo's game.
+        listed = json.load(urllib.request.urlopen(f"{base}/v1/games", timeout=30))["games"]
+        served = {g["id"] for g in listed if g["planner"]["available"]}
+        assert served == {"snake-rt-v0", "speed-hex-v0"}, listed
+        assert any(re.search(r"rtplan demo: started in \d+ s", line) for line in lines)
         # The demo's game: the planner agent at the forced k (no gate here), 6 frames, then the
         # next game: the lobby lists both.
         while True:

@@ -9,7 +9,6 @@ const REFRESH_MS = 1000;
 const form = document.getElementById("start");
 const result = document.getElementById("start-result");
 let games = [];
-let plannerAvailable = false;
 
 function watchLink(id) {
   return el("a", id, { href: `/watch?session=${encodeURIComponent(id)}` });
@@ -109,35 +108,64 @@ async function refresh() {
   }
 }
 
-/** The clock games' opponents this server offers for `game`: the planner at each budget (with
- * a planner service and a checkpoint), the reflex (with a checkpoint), random. */
-function opponents(game) {
-  const list = [];
-  if (plannerAvailable && game.checkpoint) {
-    for (const b of game.budgets) list.push({ value: `planner:${b}`, label: `planner (k=${b})` });
+/** Why the planner service cannot play `game` (at budget `k` when given), or "" when it can:
+ * GET /v1/games says what the service serves (`game.planner`). */
+function plannerRefusal(game, k) {
+  const p = game.planner || { available: false, budgets: [], reason: "no planner service" };
+  if (!game.checkpoint) return `${game.id} has no planner checkpoint here`;
+  if (!p.available) return p.reason;
+  if (k != null && !p.budgets.includes(k)) {
+    return `the planner service does not plan ${game.id} at k=${k} (its budgets: ${p.budgets.join(", ")})`;
   }
-  if (game.checkpoint) list.push({ value: "reflex", label: "reflex" });
-  list.push({ value: "random", label: "random" });
+  return "";
+}
+
+/** An <option>, disabled with its reason as the tooltip when `why` is set. */
+function choice(value, label, why) {
+  const o = el("option", label, why ? { value, title: why } : { value });
+  o.disabled = Boolean(why);
+  return o;
+}
+
+/** The clock games' opponents for `game`: the planner at each of the game's budgets (disabled
+ * where the planner service does not plan it), the reflex (with a checkpoint), random. */
+function opponents(game) {
+  const list = game.budgets.map((b) => choice(`planner:${b}`, `planner (k=${b})`, plannerRefusal(game, b)));
+  list.push(choice("reflex", "reflex", game.checkpoint ? "" : `${game.id} has no planner checkpoint here`));
+  list.push(choice("random", "random", ""));
   return list;
 }
 
 /** The opponent the server picks when none is asked for: a person plays the planner at the
- * game's largest budget when a planner service is there, else the reflex, else random. */
+ * largest budget the planner service plans, else the reflex, else random. */
 function defaultOpponent(game, agent) {
-  if (agent === "human" && plannerAvailable && game.checkpoint && game.budgets.length) {
-    return `planner:${Math.max(...game.budgets)}`;
-  }
+  const planned = game.budgets.filter((b) => !plannerRefusal(game, b));
+  if (agent === "human" && planned.length) return `planner:${Math.max(...planned)}`;
   return game.checkpoint ? "reflex" : "random";
+}
+
+/** Selects the first enabled option of `select` when its value is disabled (or none). */
+function firstEnabled(select) {
+  const current = select.selectedOptions[0];
+  if (current && !current.disabled) return;
+  const ok = [...select.options].find((o) => !o.disabled);
+  if (ok) select.value = ok.value;
 }
 
 function updateForm(event) {
   const game = games.find((g) => g.id === form.game.value);
   const k = form.k;
   if (!event || event.target === form.game) {
-    k.replaceChildren(...(game ? game.budgets : []).map((b) => el("option", b, { value: b })));
+    k.replaceChildren(...(game ? game.budgets : []).map((b) => choice(b, b, plannerRefusal(game, b))));
+    firstEnabled(k);
   }
   const planner = form.agent.querySelector('option[value="planner"]');
-  planner.disabled = !plannerAvailable || !game || !game.checkpoint;
+  let why = game ? plannerRefusal(game) : "no game";
+  if (!why && ![...k.options].some((o) => !o.disabled)) {
+    why = k.options.length ? k.options[0].title : `${game.id} has no budgets here`;
+  }
+  planner.disabled = Boolean(why);
+  planner.title = why;
   if (planner.disabled && form.agent.value === "planner") form.agent.value = "reflex";
   k.disabled = form.agent.value !== "planner";
   // Clock games: who plays player 1; a new game or agent picks the server's default again.
@@ -146,7 +174,7 @@ function updateForm(event) {
   opponent.closest("label").hidden = !clock;
   opponent.disabled = !clock;
   if (clock && (!event || event.target === form.game || event.target === form.agent)) {
-    opponent.replaceChildren(...opponents(game).map((o) => el("option", o.label, { value: o.value })));
+    opponent.replaceChildren(...opponents(game));
     opponent.value = defaultOpponent(game, form.agent.value);
   }
   const button = form.querySelector("button");
@@ -197,12 +225,15 @@ form.addEventListener("submit", async (event) => {
 async function init() {
   try {
     const [health, listed] = await Promise.all([getJSON("/healthz"), getJSON("/v1/games")]);
-    plannerAvailable = Boolean(health.planner_address);
     games = listed.games;
     document.getElementById("server").textContent =
       `${health.version} · planner ${health.planner_address || "not connected"}`;
     form.game.replaceChildren(
-      ...games.map((g) => el("option", g.id + (g.checkpoint ? "" : " (no checkpoint)"), { value: g.id })),
+      ...games.map((g) => {
+        const why = plannerRefusal(g);
+        const label = g.id + (!g.checkpoint ? " (no checkpoint)" : why ? " (no planner)" : "");
+        return el("option", label, why ? { value: g.id, title: why } : { value: g.id });
+      }),
     );
     updateForm();
   } catch (e) {

@@ -168,6 +168,10 @@ export function drawPanels(f) {
   else {
     rows.push(
       ["planner misses / errors", `${b.planner_misses} / ${b.planner_errors}`],
+    );
+    // Why the planner failed, as the service said it (e.g. a game it does not serve).
+    if (b.last_planner_error) rows.push(["last planner error", b.last_planner_error]);
+    rows.push(
       ["late ticks (max lag)", `${b.late_ticks} (${b.max_tick_lag_ms} ms)`],
       ["viewer drops", b.viewer_drops],
       ["page", `${viewer.rate.received} msgs/s · ${viewer.rate.drawn} draws/s`],

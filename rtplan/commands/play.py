@@ -46,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="the browser pages (default: the checkout's web/, else the installed package's)",
     )
+    demo.add_argument(
+        "--planner-games",
+        default=None,
+        help="comma-separated games the planner service serves besides the demo's, or 'all' "
+        "(default: the clock games, played against the planner in the lobby; each game adds "
+        "compile time to the first start, the compile cache the next)",
+    )
     demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
     demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
     demo.add_argument(
@@ -90,6 +97,7 @@ def _demo(args: argparse.Namespace) -> int:
         frames=args.frames or 0,
         seed=args.seed,
         port=args.port,
+        planner_games=args.planner_games.split(",") if args.planner_games else None,
         checkpoint_dir=args.checkpoint_dir,
         record_dir=args.record_dir,
         web_dir=args.web_dir,

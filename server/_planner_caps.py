@@ -1,0 +1,154 @@
+"""What the planner service serves (games, budgets, gates), asked over gRPC and kept briefly, and
+the one check every planner path of a session (agent, gate, opponent) goes through."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import grpc
+
+from rtplan.v1 import planner_pb2
+from server._config import SessionConfig, SessionError
+
+#: Seconds the planner service gets to list what it serves.
+QUERY_TIMEOUT_S = 10.0
+#: Seconds an answer is reused (a restarted planner service is seen after this long); an
+#: unreachable service is asked again by the next session's creation.
+CACHE_S = 5.0
+
+_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedGame:
+    """One game the planner service plans."""
+
+    budgets: tuple[int, ...]
+    gate: bool  # a gate checkpoint is loaded: the planner agent may play without k
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """The planner service's answer: what it serves, or why nothing can be planned."""
+
+    address: str | None
+    games: Mapping[str, ServedGame] = dataclasses.field(default_factory=dict)
+    #: Why the service plans nothing: no address configured, or it did not answer (None: it did).
+    error: str | None = None
+
+    def refusal(self, game_id: str, *, k: int | None = None, gate: bool = False) -> str | None:
+        """Why the planner cannot play `game_id` (at budget `k`, or with its gate), as the
+        end of a sentence; None when it can."""
+        if self.error is not None:
+            return self.error
+        served = self.games.get(game_id)
+        if served is None:
+            have = ", ".join(self.games) or "no game"
+            return (
+                f"the planner service at {self.address} does not serve {game_id} (it serves {have})"
+            )
+        if gate and not served.gate:
+            return f"the planner service at {self.address} has no gate for {game_id}"
+        if k is not None and k not in served.budgets:
+            return (
+                f"the planner service at {self.address} does not plan {game_id} at k={k} "
+                f"(its budgets: {list(served.budgets)})"
+            )
+        return None
+
+    def describe(self, game_id: str) -> dict[str, Any]:
+        """JSON of what the planner service offers for `game_id` (GET /v1/games): `available`,
+        the `budgets` it plans, whether it has a `gate`, and the `reason` when unavailable."""
+        reason = self.refusal(game_id)
+        served = self.games.get(game_id)
+        return {
+            "available": reason is None,
+            "budgets": list(served.budgets) if served and reason is None else [],
+            "gate": bool(served and served.gate and reason is None),
+            "reason": reason or "",
+        }
+
+
+def check_session(cfg: SessionConfig, caps: Capabilities, *, clock_game: bool) -> None:
+    """Refuses (409) a session whose planner agent (forced k, k-sequence or gate) or planner
+    opponent the planner service cannot play, before it starts.
+
+    Raises:
+        SessionError: FAILED_PRECONDITION, one sentence naming what cannot run and why.
+    """
+    if cfg.agent == "planner":
+        if cfg.gated:
+            why = caps.refusal(cfg.game_id, gate=True)
+            if why is not None:
+                raise SessionError(
+                    _PRECONDITION,
+                    f"the planner agent without k plays the gate, but {why}; pass k (a budget "
+                    "or a k-sequence) to force one",
+                )
+        for k in dict.fromkeys(cfg.ks):
+            why = caps.refusal(cfg.game_id, k=k)
+            if why is not None:
+                raise SessionError(
+                    _PRECONDITION,
+                    f"the planner agent at k={k} cannot play: {why}; choose a budget it serves "
+                    "or agent 'reflex'",
+                )
+    if clock_game and cfg.opponent_plans:
+        why = caps.refusal(cfg.game_id, k=cfg.opponent_k)
+        if why is not None:
+            raise SessionError(
+                _PRECONDITION,
+                f"the planner opponent at k={cfg.opponent_k} cannot play: {why}; choose "
+                "opponent 'reflex' or 'random'",
+            )
+
+
+class PlannerCapabilities:
+    """Asks the planner service what it serves (`ListGames`); keeps a good answer `CACHE_S`."""
+
+    def __init__(
+        self,
+        stub,
+        address: str | None,
+        *,
+        cache_s: float = CACHE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._stub = stub
+        self._address = address
+        self._cache_s = cache_s
+        self._clock = clock
+        self._last: Capabilities | None = None
+        self._at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> Capabilities:
+        """What the service serves now: a recent answer, else asks it (one query at a time)."""
+        if self._stub is None:
+            return Capabilities(
+                self._address,
+                error="this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS)",
+            )
+        async with self._lock:
+            fresh = self._last is not None and self._clock() - self._at < self._cache_s
+            if not (fresh and self._last.error is None):
+                self._last, self._at = await self._ask(), self._clock()
+            return self._last
+
+    async def _ask(self) -> Capabilities:
+        try:
+            reply = await self._stub.ListGames(
+                planner_pb2.ListPlannerGamesRequest(), timeout=QUERY_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError as e:
+            return Capabilities(
+                self._address,
+                error=f"the planner service at {self._address} did not answer "
+                f"({e.code().name}: {e.details()})",
+            )
+        served = {g.game_id: ServedGame(tuple(g.budgets), g.gate) for g in reply.games}
+        return Capabilities(self._address, served)

@@ -1,0 +1,145 @@
+"""Truthful capabilities: the env server asks the planner service what it serves (games, budgets,
+gates), lists it in GET /v1/games, and refuses (409, before the session starts) every planner
+path it cannot play: the planner agent at a k, gated, and the planner opponent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from fastapi.testclient import TestClient
+
+from planner_service import BackgroundService, Engine
+from rtplan.v1 import planner_pb2 as pb
+from rtplan.v1 import planner_pb2_grpc
+from server import Settings, create_app
+from server._config import SessionConfig
+from server._planner_caps import Capabilities, PlannerCapabilities, ServedGame
+from support import write_checkpoints, write_planner
+
+SNAKE, HEX = "snake-rt-v0", "speed-hex-v0"
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory):
+    """An env server with Snake and Hex checkpoints (Hex budgets 2 and 4) whose real planner
+    service (gRPC on port 0, not compiled: listing needs no compile) serves Hex at k=2 only."""
+    tmp = tmp_path_factory.mktemp("caps")
+    root = write_checkpoints(tmp / "env", (SNAKE, HEX))
+    planner_root = write_planner(tmp / "planner", HEX, budgets=(2,), simulations=(2,))
+    service = BackgroundService(Engine.from_dir(planner_root)).start(compile=False)
+    settings = Settings(
+        http_port=0,
+        grpc_port=0,
+        checkpoint_dir=root,
+        record_dir=tmp / "replays",
+        planner_address=service.address,
+    )
+    try:
+        with TestClient(create_app(settings)) as client:
+            yield client, service
+    finally:
+        service.stop()
+
+
+def test_the_listing_rpc_says_what_the_service_loaded(partial):
+    _, service = partial
+    with grpc.insecure_channel(service.address) as channel:
+        stub = planner_pb2_grpc.PlannerStub(channel)
+        (listed,) = stub.ListGames(pb.ListPlannerGamesRequest(), timeout=10).games
+    assert (listed.game_id, list(listed.budgets), listed.gate) == (HEX, [2], False)
+    assert listed.checkpoint.endswith(f"{HEX}/planner.msgpack")
+
+
+def test_the_game_list_says_what_the_planner_can_play(partial):
+    client, service = partial
+    listed = {g["id"]: g for g in client.get("/v1/games").json()["games"]}
+    assert listed[HEX]["budgets"] == [2, 4]  # the env server's checkpoint
+    assert listed[HEX]["planner"] == {
+        "available": True,
+        "budgets": [2],
+        "gate": False,
+        "reason": "",
+    }
+    snake = listed[SNAKE]["planner"]
+    assert not snake["available"] and snake["budgets"] == [] and not snake["gate"]
+    assert snake["reason"] == (
+        f"the planner service at {service.address} does not serve {SNAKE} (it serves {HEX})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"game": SNAKE, "agent": "planner", "k": 2}, f"does not serve {SNAKE}"),
+        ({"game": SNAKE, "agent": "planner"}, f"does not serve {SNAKE}"),
+        ({"game": HEX, "agent": "planner", "k": 4}, f"does not plan {HEX} at k=4"),
+        ({"game": HEX, "agent": "planner", "k": [2, 4]}, "the planner agent at k=4 cannot play"),
+        ({"game": HEX, "agent": "planner"}, f"has no gate for {HEX}; pass k"),
+        ({"game": HEX, "agent": "reflex", "opponent_k": 4}, "the planner opponent at k=4"),
+        (
+            {"game": HEX, "agent": "human", "opponent": "planner", "opponent_k": 4},
+            "its budgets: [2]",
+        ),
+    ],
+)
+def test_what_the_planner_cannot_play_is_refused_before_it_starts(partial, body, says):
+    client, _ = partial
+    r = client.post("/v1/sessions", json=body)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "failed_precondition" and says in r.json()["detail"], r.text
+    assert r.json()["detail"].count(". ") == 0  # one sentence
+    assert client.get("/v1/sessions").json()["sessions"] == []  # nothing started
+
+
+def test_default_opponents_are_among_what_the_planner_plays(partial):
+    client, _ = partial
+    manager = client.app.state.manager
+
+    def resolve(**kw):
+        cfg = SessionConfig(game_id=HEX, **kw)
+        return client.portal.call(lambda: manager.resolve(cfg, opponent_given="opponent" in kw))
+
+    # A person plays the planner at the largest budget it serves (2), not the game's (4).
+    assert resolve(agent="human").opponent_k == 2
+    assert resolve(agent="human", opponent="planner").opponent_k == 2
+    assert resolve(agent="reflex").opponent == "reflex"
+
+
+class _Stub:
+    """A planner stub whose ListGames answers `games` (or fails when `down`), counting calls."""
+
+    def __init__(self) -> None:
+        self.calls, self.down = 0, False
+
+    async def ListGames(self, request, timeout):  # noqa: N802 (the gRPC method's name)
+        self.calls += 1
+        if self.down:
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "down"
+            )
+        return pb.ListPlannerGamesResponse(games=[pb.PlannerGame(game_id=HEX, budgets=[2, 4])])
+
+
+def test_answers_are_kept_briefly_and_an_unreachable_service_is_asked_again():
+    now = [0.0]
+    stub = _Stub()
+    caps = PlannerCapabilities(stub, "here:1", cache_s=5.0, clock=lambda: now[0])
+
+    async def scenario():
+        first = await caps.get()
+        assert first.games == {HEX: ServedGame((2, 4), False)} and first.error is None
+        now[0] = 4.0
+        assert await caps.get() is first and stub.calls == 1  # kept
+        now[0], stub.down = 6.0, True
+        down = await caps.get()
+        assert stub.calls == 2 and down.error.endswith("did not answer (UNAVAILABLE: down)")
+        assert down.refusal(HEX, k=2) == down.error
+        stub.down = False
+        assert (await caps.get()).error is None and stub.calls == 3  # asked again at once
+
+    asyncio.run(scenario())
+    no_address = asyncio.run(PlannerCapabilities(None, None).get())
+    assert "no planner_address" in no_address.describe(HEX)["reason"]
+    assert Capabilities("x", {HEX: ServedGame((2,), True)}).describe(HEX)["gate"]
