@@ -41,7 +41,7 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             "<title>rtplan · lobby</title>"
             in urllib.request.urlopen(base, timeout=30).read().decode()
         )
-        # Its planner service serves every game with a checkpoint, not only the demo's game.
+        # Its planner service serves the demo's game and the clock games (played against it).
         listed = json.load(urllib.request.urlopen(f"{base}/v1/games", timeout=30))["games"]
         served = {g["id"] for g in listed if g["planner"]["available"]}
         assert served == {"snake-rt-v0", "speed-hex-v0"}, listed
