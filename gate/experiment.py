@@ -134,14 +134,16 @@ def run_conditions(
         "command": command,
     }
     gate_sha = file_sha256(gate_file) if needs_gate else None
-    # Doubling group sizes: a bounded compile set (`planner.episodes.eval_runner`).
-    runner = eval_runner(planner, episodes)
-    # The gate's conditions play its options as it was trained to (its tree); the others, always k.
+    # Doubling group sizes: a bounded compile set (`planner.episodes.eval_runner`). The gate's
+    # conditions play its options as it was trained to (its tree), the others always k: two
+    # runners whose executables would add up (XLA:CPU maps ~1,000 regions per option: Tetris'
+    # gate and random-k conditions together peaked at 63k of the kernel's default 65,530), so
+    # the gate's conditions play first and their runner is released before the others'.
     has_future = needs_gate and gate.future is not None
-    gate_runner = eval_runner(planner, episodes, future=gate.future) if has_future else runner
+    runners = _RunnerSlot(planner, episodes)
     features = jax.jit(trigger_features(game_id)) if game_id in FEATURES else None
     written = {}
-    for name in names:
+    for name in sorted(names, key=lambda n: not n.startswith("gate")):
         path = condition_file(out, game_id, split, name)
         if path.exists() and not force:
             old = json.loads(path.read_text())
@@ -166,7 +168,7 @@ def run_conditions(
             is_gate = name.startswith("gate")
             # Trigger features only where the report uses them: the gate's own play.
             ep = play(
-                gate_runner if is_gate else runner,
+                runners.get(gate.future if is_gate and has_future else None),
                 pparams,
                 seeds,
                 choose,
@@ -189,4 +191,26 @@ def run_conditions(
             f"({seconds:.0f} s)"
         )
         written[name] = path
-    return written
+    return {name: written[name] for name in names}
+
+
+class _RunnerSlot:
+    """One evaluation runner at a time: asking for another future (the gate's tree, or none)
+    drops the held runner and clears JAX's caches, so its executables (and the memory maps of
+    their code) are freed before the next runner compiles its own."""
+
+    def __init__(self, planner: Planner, episodes: int) -> None:
+        self.planner, self.episodes = planner, episodes
+        self.held = None
+        self.future = None
+        self.built = 0
+
+    def get(self, future):
+        if self.held is None or future is not self.future:
+            if self.held is not None:
+                self.held = None
+                jax.clear_caches()
+            self.held = eval_runner(self.planner, self.episodes, future=future)
+            self.future = future
+            self.built += 1
+        return self.held

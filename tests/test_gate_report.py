@@ -134,3 +134,24 @@ def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):
     bad.write_bytes(b"not a checkpoint")
     assert main([*base, "--gate", str(bad), "--conditions", "gate", "--out", str(tmp_path)]) == 2
     assert "rtplan eval: error:" in capsys.readouterr().err
+
+
+def test_one_evaluation_runner_is_held_at_a_time():
+    """Switching between the gate's tree and always-k drops the held runner (its executables
+    are freed with it), so the two runners' compile sets never add up; the same future reuses."""
+    import gc
+    import weakref
+
+    from gate.experiment import _RunnerSlot
+
+    cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
+    slot = _RunnerSlot(Planner(cfg), episodes=4)
+    plain = slot.get(None)
+    assert slot.get(None) is plain and slot.built == 1
+    gone = weakref.ref(plain)
+    del plain
+    future = object()  # any future other than None asks for the gate's runner
+    tree = slot.get(future)
+    gc.collect()
+    assert gone() is None, "the always-k runner outlived the switch"
+    assert slot.get(future) is tree and slot.built == 2
