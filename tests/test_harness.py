@@ -283,14 +283,18 @@ def test_ship_copies_the_export_with_its_provenance(tmp_path):
     )
     assert shipped == tmp_path / "ck" / "toy-v0" / "toy.msgpack"
     assert shipped.read_bytes() == (run / "toy.msgpack").read_bytes()
-    assert (shipped.parent / LOG).read_text() == (run / LOG).read_text()
+    # The log is a result beside the checkpoints root, not a shipped file.
+    assert not (shipped.parent / LOG).exists()
+    log = tmp_path / "results" / "toy-v0" / "training" / LOG
+    assert log.read_text() == (run / LOG).read_text()
     readme = (shipped.parent / "README.md").read_text().splitlines()
     assert readme[0] == "# toy-v0 toy checkpoint"
     assert "`toy train`" in readme[3] and "best params" in readme[3]
     # The shipped params are the best's: their iteration and evaluation, not the last ones.
     assert "iteration 4, 40 training frames" in readme[4]
     assert readme[5] == "- evaluation of these params: score 5.0 at 4 (lr 0.25)"
-    assert readme[6] == "- x"
+    assert readme[6] == "- training log: `results/toy-v0/training/log.csv`"
+    assert readme[7] == "- x"
     # A resumed run's README names the command that set it up, then the resuming one.
     _toy(run, ToyConfig(iterations=8), resume=True, argv=["toy", "--resume"]).run()
     shipped = ship(run, tmp_path / "ck", file_name="toy.msgpack", what="toy", describe=describe)
