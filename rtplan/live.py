@@ -62,70 +62,86 @@ def run_demo(
     """
     ckpt = _planner_root(checkpoint_dir, game)
     print(f"starting the planner service and the env server for {game} (compiling takes a while)")
-    try:
-        with (
-            stop_on_signals(),
-            services(game, checkpoint_dir=ckpt, record_dir=record_dir, web_dir=web_dir) as addr,
-        ):
-            created = http_json(
-                "POST",
-                f"{addr['http']}/v1/sessions",
-                {
-                    "game": game,
-                    "agent": "planner",
-                    "k": k,
-                    "fps": fps,
-                    "seed": seed,
-                    "record": True,
-                },
-            )
-            sid = created["id"]
-            print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
-            print(f"browse it:  {addr['http']}/ (the lobby)")
-            print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
-            print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
-            print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
-            agent = None
-            if example_agent and not EXAMPLE_AGENT.is_file():
-                print("(no example agent: examples/random_agent.py comes with a checkout only)")
-            elif example_agent:
-                agent = subprocess.Popen(
-                    [
-                        sys.executable,
-                        str(EXAMPLE_AGENT),
-                        "--address",
-                        addr["grpc"],
-                        "--game",
-                        game,
-                        "--fps",
-                        str(fps),
-                        "--max-frames",
-                        str(min(frames or 100, 100)),
-                    ],
-                    cwd=ROOT,
-                )
-            try:
-                watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
-                details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
-                with contextlib.suppress(RuntimeError):
-                    http_json("DELETE", f"{addr['http']}/v1/sessions/{sid}", token=created["token"])
-                if agent is not None:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        agent.wait(timeout=120)
-            finally:
-                if agent is not None and agent.poll() is None:  # interrupted, or still playing
-                    agent.kill()
-                    agent.wait()
-            stats = details.get("stats", {})
-            print(
-                f"\nsession {sid}: frame {details['frame']}, return {details['episode_return']:.1f}"
-            )
-            print("stats: " + json.dumps(stats, sort_keys=True))
-            if details.get("replay"):
-                print(f"replay file: {details['replay']}")
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
-        print("\nrtplan demo: stopped", flush=True)
+    with stop_on_signals() as stopping:
+        try:
+            with services(
+                game,
+                checkpoint_dir=ckpt,
+                record_dir=record_dir,
+                web_dir=web_dir,
+                stopping=stopping,
+            ) as addr:
+                _headless_session(addr, game, k, fps, frames, seed, every, example_agent)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
+            print("\nrtplan demo: stopped", flush=True)
     return 0
+
+
+def _headless_session(
+    addr: dict,
+    game: str,
+    k: int,
+    fps: float,
+    frames: int,
+    seed: int,
+    every: int,
+    example_agent: bool,
+) -> None:
+    """`run_demo`'s session: started, watched to its end (or `frames`), summarised."""
+    created = http_json(
+        "POST",
+        f"{addr['http']}/v1/sessions",
+        {
+            "game": game,
+            "agent": "planner",
+            "k": k,
+            "fps": fps,
+            "seed": seed,
+            "record": True,
+        },
+    )
+    sid = created["id"]
+    print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
+    print(f"browse it:  {addr['http']}/ (the lobby)")
+    print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
+    print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
+    print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
+    agent = None
+    if example_agent and not EXAMPLE_AGENT.is_file():
+        print("(no example agent: examples/random_agent.py comes with a checkout only)")
+    elif example_agent:
+        agent = subprocess.Popen(
+            [
+                sys.executable,
+                str(EXAMPLE_AGENT),
+                "--address",
+                addr["grpc"],
+                "--game",
+                game,
+                "--fps",
+                str(fps),
+                "--max-frames",
+                str(min(frames or 100, 100)),
+            ],
+            cwd=ROOT,
+        )
+    try:
+        watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
+        details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
+        with contextlib.suppress(RuntimeError):
+            http_json("DELETE", f"{addr['http']}/v1/sessions/{sid}", token=created["token"])
+        if agent is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agent.wait(timeout=120)
+    finally:
+        if agent is not None and agent.poll() is None:  # interrupted, or still playing
+            agent.kill()
+            agent.wait()
+    stats = details.get("stats", {})
+    print(f"\nsession {sid}: frame {details['frame']}, return {details['episode_return']:.1f}")
+    print("stats: " + json.dumps(stats, sort_keys=True))
+    if details.get("replay"):
+        print(f"replay file: {details['replay']}")
 
 
 #: The example agent the headless demo runs beside its session (a checkout's file).
@@ -212,36 +228,40 @@ def run_web_demo(
         "(compiling takes a while; the compile cache makes the next start faster)"
     )
     start = time.monotonic()
-    try:
-        with (
-            stop_on_signals(),
-            services(
+    with stop_on_signals() as stopping:
+        try:
+            with services(
                 game,
                 planner_games=served,
                 http_port=port,
                 checkpoint_dir=ckpt,
                 record_dir=record_dir,
                 web_dir=web_dir,
-            ) as addr,
-        ):
-            print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
-            print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
-            print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
-            while True:
-                created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
-                sid = created["id"]
-                print(f"game {seed}: {addr['http']}/watch?session={sid}", flush=True)
-                while True:
-                    info = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
-                    if info["status"] not in ("waiting", "running"):
-                        break
-                    time.sleep(0.5)
-                print(
-                    f"game {seed} {info['status']} ({info['reason']}) at frame {info['frame']}, "
-                    f"return {info['episode_return']:.1f}; starting the next",
-                    flush=True,
-                )
-                seed += 1
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
-        print("\nrtplan demo: stopped", flush=True)
+                stopping=stopping,
+            ) as addr:
+                print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
+                print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
+                print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
+                _games_until_stopped(addr, body, seed)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
+            print("\nrtplan demo: stopped", flush=True)
     return 0
+
+
+def _games_until_stopped(addr: dict, body: dict, seed: int) -> None:
+    """`run_web_demo`'s loop: a session of `body` from `seed` on, the next when it ends."""
+    while True:
+        created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
+        sid = created["id"]
+        print(f"game {seed}: {addr['http']}/watch?session={sid}", flush=True)
+        while True:
+            info = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
+            if info["status"] not in ("waiting", "running"):
+                break
+            time.sleep(0.5)
+        print(
+            f"game {seed} {info['status']} ({info['reason']}) at frame {info['frame']}, "
+            f"return {info['episode_return']:.1f}; starting the next",
+            flush=True,
+        )
+        seed += 1

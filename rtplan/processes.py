@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import re
@@ -23,6 +24,9 @@ __all__ = [
     "http_json",
     "service_cwd",
     "services",
+    "STOP_DEADLINE_S",
+    "Stopping",
+    "stop_all",
     "stop_on_signals",
 ]
 
@@ -81,21 +85,58 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+#: Seconds a process has, from its first stop signal, to finish its clean-up and exit; past
+#: that it prints every thread's stack on stderr and exits with code 1 (`stop_on_signals`). The
+#: services get `Child.GRACE_S` to stop and are then killed, so only a bug reaches it.
+STOP_DEADLINE_S = 60.0
+
+
+class Stopping:
+    """The state `stop_on_signals` shares with the clean-up: whether a stop signal arrived, and
+    whether a second one asks to hurry (kill the services instead of waiting for them)."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.hurry = threading.Event()
+
+
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """Within the block SIGTERM and SIGHUP (where the OS has it) stop the main thread as Ctrl-C
-    does (KeyboardInterrupt), so that `kill <pid>` or a closed terminal runs the same clean-up
-    (`services` stops its children). Only the main thread can take signals: elsewhere a no-op."""
+def stop_on_signals(*, deadline_s: float = STOP_DEADLINE_S) -> Iterator[Stopping]:
+    """Within the block SIGINT, SIGTERM and SIGHUP (where the OS has it) stop the main thread:
+    the first one raises KeyboardInterrupt there, so that Ctrl-C, `kill <pid>` or a closed
+    terminal all run the same clean-up (`services` stops its children). Later signals raise
+    nothing, so they cannot break the clean-up half way: they set `Stopping.hurry` (the children
+    are killed at once).
+
+    The first signal means the process is on its way out, and two things hold from then on,
+    after the block too: the handlers stay (a late signal cannot turn a clean exit into a death
+    by signal), and if the process has not exited `deadline_s` later, faulthandler prints where
+    every thread is and exits with code 1 (a hang becomes a diagnosis). Without a signal the
+    handlers are restored when the block is left. Only the main thread can take signals:
+    elsewhere the block just yields a `Stopping` that no signal sets.
+    """
+    stopping = Stopping()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stopping
         return
-    signals = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    before = {sig: signal.signal(sig, signal.default_int_handler) for sig in signals}
+
+    def on_signal(signum: int, frame) -> None:
+        if stopping.requested.is_set():
+            stopping.hurry.set()
+            return
+        stopping.requested.set()
+        faulthandler.dump_traceback_later(deadline_s, exit=True)
+        raise KeyboardInterrupt
+
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    signals = [getattr(signal, n) for n in names if hasattr(signal, n)]
+    before = {sig: signal.signal(sig, on_signal) for sig in signals}
     try:
-        yield
+        yield stopping
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        if not stopping.requested.is_set():
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
 
 
 class Child:
@@ -145,15 +186,32 @@ class Child:
                     raise RuntimeError(f"{self.name}: no '{text}' after {timeout:.0f} s")
                 self._cond.wait(0.5)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdin.close()
+    #: Seconds a service gets to stop on SIGTERM before it is killed.
+    GRACE_S = 10.0
+
+    def stop(self, timeout: float = GRACE_S) -> None:
+        """Stops the child: SIGTERM, then SIGKILL after `timeout` seconds."""
+        stop_all([self], timeout)
+
+
+def stop_all(
+    children: Sequence[Child], timeout: float = Child.GRACE_S, hurry: threading.Event | None = None
+) -> None:
+    """Stops the children together: SIGTERM to each, one shared `timeout` for all of them to
+    exit, then SIGKILL to the rest (at once when `hurry` is set: a second Ctrl-C)."""
+    for child in children:
+        if child.proc.poll() is None:
+            child.proc.terminate()
+    end = time.monotonic() + timeout
+    while any(c.proc.poll() is None for c in children):
+        if time.monotonic() > end or (hurry is not None and hurry.is_set()):
+            break
+        time.sleep(0.05)
+    for child in children:
+        if child.proc.poll() is None:
+            child.proc.kill()
+        child.proc.wait()
+        child.proc.stdin.close()
 
 
 def http_json(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict:
@@ -181,6 +239,7 @@ def services(
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
     web_dir: Path | None = None,
+    stopping: Stopping | None = None,
 ) -> Iterator[dict]:
     """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
     (`game_ids` compiled at start-up, the others on first use); yields their addresses.
@@ -188,7 +247,8 @@ def services(
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
     prints them; the addresses yielded are read from those lines. `checkpoint_dir`,
     `record_dir` and `web_dir` default to the services' own defaults (`harness.checkpoint_root()`,
-    replays/ and the shipped pages).
+    replays/ and the shipped pages). On the way out both services are stopped together
+    (`stop_all`), and killed at once once `stopping.hurry` is set (`stop_on_signals`).
     """
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
     py = [sys.executable, "-m", "rtplan"]
@@ -232,5 +292,4 @@ def services(
             "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
         }
     finally:
-        for child in reversed(children):
-            child.stop()
+        stop_all(children[::-1], hurry=None if stopping is None else stopping.hurry)
