@@ -109,13 +109,15 @@ function drawEvalBar(f, L) {
   const me = agentColour(f.state);
   const top = two ? stones[1 - me] : "#0c1014";
   const bottom = two ? stones[me] : "#5bd68a";
-  ctx.fillStyle = top;
-  ctx.fillRect(0, 0, BAR_WIDTH, H);
-  if (d == null) {
+  if (d == null) { // no planner here (yet): an empty bar, neither side's colour
+    ctx.fillStyle = "#0c1014";
+    ctx.fillRect(0, 0, BAR_WIDTH, H);
     thinking.value = thinking.share = null;
     canvas.title = "no planner value yet";
     return;
   }
+  ctx.fillStyle = top;
+  ctx.fillRect(0, 0, BAR_WIDTH, H);
   const share = Math.max(0, Math.min(1, (d.value - lo) / (hi - lo)));
   ctx.fillStyle = bottom;
   ctx.fillRect(0, H - share * H, BAR_WIDTH, share * H);
