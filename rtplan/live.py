@@ -220,6 +220,7 @@ def run_web_demo(
             f"--planner-games: no planner checkpoint for {', '.join(missing)} under {ckpt}"
         )
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
+    body["featured"] = True  # /tv shows it, and follows each next game
     if not gated:
         body["k"] = k
     played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
@@ -241,6 +242,7 @@ def run_web_demo(
             ) as addr:
                 print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
                 print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
+                print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
                 print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
                 _games_until_stopped(addr, body, seed)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped

@@ -14,6 +14,7 @@ from server._agents import make_agent, make_opponent
 from server._config import AGENT_KINDS, CLOCKS, FALLBACKS, OPPONENTS, SessionConfig, SessionError
 from server._human import HumanAgent
 from server._planner_caps import PlannerCapabilities, check_session
+from server._replay_folder import Retention, prune_replays
 from server._runtime import Runtimes
 from server.session import Session
 from server.settings import Settings
@@ -112,6 +113,20 @@ class SessionManager:
         #: What the planner service serves (asked when needed, kept a few seconds).
         self.planner = PlannerCapabilities(planner_stub, settings.planner_address)
         self._sessions: dict[str, Session] = {}
+        #: The session `/tv` shows first while it is live (the demo's game): `create(featured=)`.
+        self._featured: str | None = None
+
+    @property
+    def retention(self) -> Retention:
+        """The record folder's retention policy, from the settings."""
+        s = self.settings
+        return Retention(max_count=s.replay_keep, max_age_s=s.replay_max_age_days * 86400.0)
+
+    def prune_replays(self) -> list[str]:
+        """Deletes the replay files beyond the retention policy (never a recording in progress);
+        blocking (a folder scan): call it off the event loop. Returns the names deleted."""
+        recording = {s.replay_path.name for s in self._sessions.values() if s.replay_path}
+        return prune_replays(self.settings.record_dir, self.retention, keep=recording)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -121,6 +136,33 @@ class SessionManager:
 
     def list(self) -> list[Session]:
         return list(self._sessions.values())
+
+    def ordered(self, *, status: str | None = None, game: str | None = None) -> list[Session]:
+        """The sessions live first (running, then waiting), then the ended ones, newest first
+        within each; `status` "live" or "ended" (or a status) and `game` filter them."""
+        rank = {"running": 0, "waiting": 1}
+        out = sorted(self._sessions.values(), key=lambda s: (rank.get(s.status, 2), -s.created))
+        if status == "live":
+            out = [s for s in out if s.live]
+        elif status == "ended":
+            out = [s for s in out if not s.live]
+        elif status:
+            out = [s for s in out if s.status == status]
+        return [s for s in out if not game or s.config.game_id == game]
+
+    def featured(self) -> Session | None:
+        """What `/tv` shows: the featured session (the demo's game) while it is live, else the
+        newest running session that a person does not wait for, else the newest live one, else
+        the session that ended last (its final board and result)."""
+        chosen = self._sessions.get(self._featured) if self._featured else None
+        if chosen is not None and chosen.live:
+            return chosen
+        ordered = self.ordered()
+        if ordered and ordered[0].live:
+            return ordered[0]
+        if chosen is not None:
+            return chosen
+        return ordered[0] if ordered else None
 
     def get(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)
@@ -161,8 +203,12 @@ class SessionManager:
         caps = await self.planner.get()
         return tuple(k for k in budgets if caps.refusal(game_id, k=k) is None)
 
-    async def create(self, cfg: SessionConfig, *, owned_by_stream: bool = False) -> Session:
-        """Validates `cfg`, builds the game runtime if needed, and starts a session.
+    async def create(
+        self, cfg: SessionConfig, *, owned_by_stream: bool = False, featured: bool = False
+    ) -> Session:
+        """Validates `cfg`, builds the game runtime if needed, and starts a session (`featured`:
+        the one `/tv` shows while it is live). A recorded session first prunes the record folder
+        to its retention policy.
 
         Raises:
             SessionError: the first problem with the request, or the server is full.
@@ -180,6 +226,8 @@ class SessionManager:
         if cfg.agent == "planner" or (clock_game and cfg.opponent_plans):
             check_session(cfg, await self.planner.get(), clock_game=clock_game)
         runtime = await self.runtimes.get(cfg.game_id)
+        if cfg.record:
+            await asyncio.to_thread(self.prune_replays)
         plans = dict(planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s)
         agent = HumanAgent() if cfg.agent == "human" else make_agent(cfg, **plans)
         session = Session(
@@ -194,6 +242,8 @@ class SessionManager:
             owned_by_stream=owned_by_stream,
         )
         self._sessions[session.id] = session
+        if featured:
+            self._featured = session.id
         session.start()
         self._prune()
         return session

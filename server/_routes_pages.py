@@ -1,5 +1,6 @@
-"""The pages router: the lobby at /, the watch page at /watch, the results page at /results, and
-their files under /web/ (every file of the web folder, so a new module needs no route)."""
+"""The pages router: the lobby at /, the watch page at /watch (and at /tv, where it follows the
+featured game), the results page at /results, and their files under /web/ (every file of the
+web folder, so a new module needs no route)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,12 @@ async def lobby(page: Annotated[Path, Depends(_lobby)]) -> FileResponse:
 
 @router.get("/watch")
 async def watch_page(page: Annotated[Path, Depends(_page("watch.html"))]) -> FileResponse:
+    return FileResponse(page)
+
+
+@router.get("/tv")
+async def tv_page(page: Annotated[Path, Depends(_page("watch.html"))]) -> FileResponse:
+    """The watch page in TV mode: it shows the featured game and follows the next (watch.js)."""
     return FileResponse(page)
 
 

@@ -65,12 +65,24 @@ def get_replays(request: Request) -> ReplayCache:
 Replays = Annotated[ReplayCache, Depends(get_replays)]
 
 
+#: Replays one page lists at most.
+MAX_REPLAY_PAGE = 200
+
+
 @router.get("/v1/replays")
-async def replays(settings: AppSettings) -> dict[str, Any]:
-    return {
-        "record_dir": str(settings.record_dir),
-        "replays": await asyncio.to_thread(list_replays, settings.record_dir),
-    }
+async def replays(
+    settings: AppSettings,
+    offset: Annotated[int, Query(ge=0, description="an integer >= 0 (replays skipped)")] = 0,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_REPLAY_PAGE, description=f"an integer in [1, {MAX_REPLAY_PAGE}]")
+    ] = 50,
+    game: Annotated[str | None, Query(max_length=100, description="a game id")] = None,
+) -> dict[str, Any]:
+    """A page of the record folder's replays, newest first (`list_replays`), with `total`."""
+    page = await asyncio.to_thread(
+        list_replays, settings.record_dir, offset=offset, limit=limit, game=game
+    )
+    return {"record_dir": str(settings.record_dir), **page}
 
 
 @router.get("/v1/replays/{name}")

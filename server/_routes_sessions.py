@@ -6,10 +6,10 @@ import asyncio
 import hmac
 import json
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import grpc
-from fastapi import APIRouter, WebSocket
+from fastapi import APIRouter, Query, WebSocket
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.websockets import WebSocketDisconnect
 
@@ -21,6 +21,10 @@ from server._viewers import Viewer
 from server.env_service import SERVER_VERSION
 
 router = APIRouter()
+
+#: Sessions one page lists at most (a server keeps `keep_finished` ended ones and
+#: `max_sessions` live ones).
+MAX_PAGE = 500
 
 
 class CreateSession(BaseModel):
@@ -56,6 +60,8 @@ class CreateSession(BaseModel):
     max_frames: int = Field(
         0, ge=0, description="an integer >= 0 (frames to play; 0: until the game ends)"
     )
+    #: The session /tv shows first while it is live (the demo's game).
+    featured: bool = Field(False, description="true or false")
 
     @property
     def opponent_given(self) -> bool:
@@ -143,7 +149,7 @@ async def create_session(
     cfg = await manager.resolve(
         body.config(settings.default_fps), opponent_given=body.opponent_given
     )
-    session = await manager.create(cfg)
+    session = await manager.create(cfg, featured=body.featured)
     return {
         "id": session.id,
         "token": session.token,
@@ -154,8 +160,35 @@ async def create_session(
 
 
 @router.get("/v1/sessions")
-async def list_sessions(manager: Manager) -> dict[str, Any]:
-    return {"sessions": [s.summary() for s in manager.list()]}
+async def list_sessions(
+    manager: Manager,
+    offset: Annotated[int, Query(ge=0, description="an integer >= 0 (sessions skipped)")] = 0,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_PAGE, description=f"an integer in [1, {MAX_PAGE}]")
+    ] = MAX_PAGE,
+    status: Annotated[
+        Literal["live", "ended", "waiting", "running", "finished", "stopped", "failed"] | None,
+        Query(description='"live", "ended" or a session status'),
+    ] = None,
+    game: Annotated[str | None, Query(max_length=100, description="a game id")] = None,
+) -> dict[str, Any]:
+    """A page of the sessions, live first (running, waiting), then ended, newest first."""
+    listed = manager.ordered(status=status, game=game)
+    page = listed[offset : offset + limit]
+    return {
+        "sessions": [s.summary() for s in page],
+        "total": len(listed),
+        "live": manager.live_count(),
+        "offset": offset,
+        "limit": limit,
+    }
+
+
+@router.get("/v1/featured")
+async def featured_session(manager: Manager) -> dict[str, Any]:
+    """The session /tv shows (`SessionManager.featured`), or null when there is none."""
+    s = manager.featured()
+    return {"session": None if s is None else s.summary()}
 
 
 @router.get("/v1/sessions/{session_id}")
@@ -186,7 +219,7 @@ async def watch(websocket: WebSocket, session_id: str) -> None:
     except SessionError as e:
         await websocket.close(code=4404, reason=e.message[:120])
         return
-    viewer = session.viewers.join()
+    viewer = session.viewers.join(session.viewer_frame_text)
     player = PlayerLink(session, lambda msg: viewer.put(json.dumps(msg)))
     try:
         await websocket.send_text(json.dumps(session.viewer_hello()))

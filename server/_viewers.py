@@ -34,10 +34,14 @@ class ViewerHub:
         """Frames lost to full viewer queues, over every viewer this session had."""
         return self._dropped_by_gone + sum(v.dropped for v in self._viewers)
 
-    def join(self) -> Viewer:
-        """A new viewer; after the session ended it gets the final message and the end."""
+    def join(self, render: Callable[[], str] | None = None) -> Viewer:
+        """A new viewer; after the session ended it gets the last frame (the one broadcast, or
+        `render`'s when nobody watched), the final message and the end, so that a page opened
+        late still shows the final board."""
         viewer = Viewer(self.maxsize)
         if self.closed:
+            if render is not None:
+                viewer.put(self.current(render))
             if self._last is not None:
                 viewer.put(self._last)
             viewer.close()

@@ -3,6 +3,7 @@ its error handlers, and the routers of sessions, replays, results and pages."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
@@ -70,6 +71,9 @@ async def _lifespan(app: FastAPI):
     app.state.replays = ReplayCache(settings.record_dir)
     app.state.grpc_server = server
     app.state.grpc_port = port
+    pruned = await asyncio.to_thread(manager.prune_replays)
+    if pruned:
+        log.info("deleted %d replay files beyond the retention policy", len(pruned))
     try:
         for game_id in settings.preload:
             await runtimes.get(game_id)

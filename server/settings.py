@@ -45,6 +45,15 @@ class Settings(BaseSettings):
         "gRPC Join.token)",
     )
     record_dir: Path = Field(Path("replays"), description="where replay files are written")
+    replay_keep: int = Field(
+        1000,
+        ge=0,
+        description="replay files the record folder keeps (the newest; older ones are deleted "
+        "when a recording starts and at start-up); 0: no limit",
+    )
+    replay_max_age_days: float = Field(
+        30.0, ge=0, description="replay files older than this many days are deleted; 0: no limit"
+    )
     results_dir: Path = Field(
         default_factory=results_root,
         description="the measured results (results/<game>/<topic>/: calibration, cross-eval, "

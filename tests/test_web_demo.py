@@ -48,6 +48,10 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
         served = {g["id"] for g in listed if g["planner"]["available"]}
         assert served == {"snake-rt-v0", "speed-hex-v0"}, listed
         assert any(re.search(r"rtplan demo: started in \d+ s", line) for line in lines)
+        # The address it prints to watch: /tv, which shows the demo's (featured) game.
+        assert any(f"watch at {base}/tv" in line for line in lines), lines
+        featured = json.load(urllib.request.urlopen(f"{base}/v1/featured", timeout=30))
+        assert featured["session"]["game"] == "snake-rt-v0", featured
         # The demo's game: the planner agent at the forced k (no gate here), 6 frames, then the
         # next game: the lobby lists both.
         while True:

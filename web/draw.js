@@ -120,6 +120,18 @@ export function stoneAnnotate(prev, f, prevAnnot, { swaps = false } = {}) {
   return annot;
 }
 
+/** A stone game's move in the move list: the action's name ("c3", "pass", "swap"). */
+export function stoneMoveLabel(action, names) {
+  return names[action] ?? String(action);
+}
+
+/** The colour of budget `i` of `count` (index order): blue for the smallest, red for the largest,
+ * so that a game with 7 budgets (Hex: 2 to 128) reads as well as one with 2. */
+export function budgetColour(i, count) {
+  const t = count > 1 ? i / (count - 1) : 0;
+  return `hsl(${Math.round(210 - 200 * t)}, 70%, ${Math.round(58 - 6 * t)}%)`;
+}
+
 /** Who is to play, the last move by its cell names, captures if asked, a loss on time. */
 export function stoneCaption(f, annot, view, names, { captures = false } = {}) {
   const colours = view.colour_names;

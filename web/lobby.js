@@ -1,7 +1,7 @@
-// The lobby: the server's sessions (GET /v1/sessions, polled), a form that starts one
-// (POST /v1/sessions) and the recorded replays (GET /v1/replays). Tokens of the sessions
-// started here stay in sessionStorage so that this tab can stop them (DELETE needs the token)
-// and play its human sessions on the watch page.
+// The lobby: the server's sessions (GET /v1/sessions, polled, live first, a page at a time), a
+// form that starts one (POST /v1/sessions) and the recorded replays (GET /v1/replays, paged).
+// Tokens of the sessions started here stay in sessionStorage so that this tab can stop them
+// (DELETE needs the token) and play its human sessions on the watch page.
 
 import { agentLabel, el, getJSON, loadToken, saveToken } from "./api.js";
 
@@ -78,10 +78,54 @@ function replayRow(r) {
   return tr;
 }
 
+// The lists come a page at a time (GET ?offset=&limit=, with filters), live sessions first.
+const PAGE = 20;
+
+/** A list's pager: its filters, the offset shown, and the buttons that page it. */
+function pager(id, load) {
+  const box = document.getElementById(id);
+  const state = { offset: 0, total: 0 };
+  for (const b of box.querySelectorAll("button[data-step]")) {
+    b.addEventListener("click", () => {
+      state.offset = Math.max(0, state.offset + Number(b.dataset.step) * PAGE);
+      load();
+    });
+  }
+  for (const s of box.querySelectorAll("select")) {
+    s.addEventListener("change", () => {
+      state.offset = 0;
+      load();
+    });
+  }
+  state.show = (total, count) => {
+    state.total = total;
+    if (state.offset && state.offset >= total) {
+      state.offset = Math.max(0, Math.floor((total - 1) / PAGE) * PAGE); // the list shrank
+      load();
+      return;
+    }
+    const range = box.querySelector("[data-range]");
+    range.textContent = total ? `${state.offset + 1}–${state.offset + count} of ${total}` : "";
+    box.querySelector('[data-step="-1"]').disabled = state.offset === 0;
+    box.querySelector('[data-step="1"]').disabled = state.offset + PAGE >= total;
+  };
+  return state;
+}
+
+/** The query of a page: offset, limit and the filters that are set. */
+function pageQuery(state, filters) {
+  const q = new URLSearchParams({ offset: state.offset, limit: PAGE });
+  for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
+  return q.toString();
+}
+
+const replayPager = pager("replays-pager", refreshReplays);
 let replaysShown = "";
 async function refreshReplays() {
   try {
-    const { replays } = await getJSON("/v1/replays");
+    const q = pageQuery(replayPager, { game: document.getElementById("replays-game").value });
+    const { replays, total } = await getJSON(`/v1/replays?${q}`);
+    replayPager.show(total, replays.length);
     const key = JSON.stringify(replays);
     if (key === replaysShown) return; // keep the rows (and a hovered link) as they are
     replaysShown = key;
@@ -93,12 +137,16 @@ async function refreshReplays() {
   }
 }
 
+const sessionPager = pager("sessions-pager", refresh);
 async function refresh() {
   const err = document.getElementById("list-error");
   try {
-    const { sessions } = await getJSON("/v1/sessions");
-    const order = { running: 0, waiting: 1 };
-    sessions.sort((a, b) => (order[a.status] ?? 2) - (order[b.status] ?? 2) || b.created - a.created);
+    const q = pageQuery(sessionPager, {
+      status: document.getElementById("sessions-status").value,
+      game: document.getElementById("sessions-game").value,
+    });
+    const { sessions, total } = await getJSON(`/v1/sessions?${q}`); // live first, newest first
+    sessionPager.show(total, sessions.length);
     document.querySelector("#sessions tbody").replaceChildren(...sessions.map(row));
     document.getElementById("empty").hidden = sessions.length > 0;
     err.hidden = true;
@@ -235,6 +283,9 @@ async function init() {
         return el("option", label, why ? { value: g.id, title: why } : { value: g.id });
       }),
     );
+    for (const id of ["sessions-game", "replays-game"]) {
+      document.getElementById(id).append(...games.map((g) => el("option", g.id, { value: g.id })));
+    }
     updateForm();
   } catch (e) {
     result.className = "error";

@@ -6,13 +6,16 @@ import { carryAnnot, loadGame } from "./draw.js";
 
 export const HISTORY = 118; // frames in the strip and the charts
 export const RECENT = 64; // frame messages kept in viewer.frames
+export const GAME_LOG = 8192; // decisions and moves kept for the whole-game charts
 
 export const model = {
   hello: null,
   latest: null, // the newest frame message
   previous: null, // the frame message before it
   annot: null,
-  history: [], // {frame, kind, k, latency}
+  history: [], // {frame, kind, k, latency, probabilities, value}
+  decisions: [], // the planner's decisions of the whole game: {frame, k, gated, probabilities, value}
+  moves: [], // a clock game's moves: {frame, action, source} (the report of each frame)
   end: null,
   error: null,
   dirty: false,
@@ -45,17 +48,32 @@ window.rtplanViewer = viewer;
 export let game = null;
 let gameLoad = null; // the module's promise, once asked for
 
+/** Forgets the session shown (the TV page's next game): the model, what the page drew and
+ * the drawing module (the next hello loads its game's; a module loaded before comes from the
+ * browser's module map at once). */
+export function resetModel() {
+  Object.assign(model, {
+    hello: null, latest: null, previous: null, annot: null, history: [], decisions: [], moves: [],
+    end: null, error: null, dirty: true,
+  });
+  Object.assign(viewer, { frame: null, state: null, layout: null, ended: false, frames: [] });
+  game = null;
+  gameLoad = null;
+}
+
 /** The game description's view (`spec.view`: drawing module, board cells, colour names). */
 export const view = () => model.hello.spec.view;
 
 /** Loads the drawing module once the hello is here; resolves when it can draw. */
 export function ensureGame() {
   if (!gameLoad && model.hello) {
-    gameLoad = loadGame(view()).then((g) => {
+    const load = loadGame(view()).then((g) => {
+      if (gameLoad !== load) return; // the page moved on to another game (resetModel)
       game = g;
       viewer.palette = g.PALETTE;
       model.dirty = true;
     });
+    gameLoad = load;
   }
   return gameLoad;
 }
@@ -66,12 +84,45 @@ export function annotate(prev, f, prevAnnot) {
   return game ? game.annotate(prev, f, prevAnnot, view()) : carryAnnot(prevAnnot);
 }
 
+/** The agent's (player 0's) colour in a clock game, from a rendered state (0 without one). */
+export function agentColour(st) {
+  if (!st || st.to_play_colour === undefined) return 0;
+  return st.to_play === 0 ? st.to_play_colour : 1 - st.to_play_colour;
+}
+
 /** The strip's colour key of a frame's report: its answer's source when on time, else why not. */
 export function kindOf(report) {
   return report.provenance === "on_time" ? report.answer_source : report.provenance;
 }
 
-/** One frame's entry in the charts' history, from its report. */
+/** One frame's entry in the charts' history, from its report (with its option's decision:
+ * the gate's probabilities and the planner's value, when the planner decided it). */
 export function historyEntry(report) {
-  return { frame: report.frame, kind: kindOf(report), k: report.k, latency: report.latency_ms };
+  const d = report.decision;
+  return {
+    frame: report.frame,
+    kind: kindOf(report),
+    k: report.k,
+    latency: report.latency_ms,
+    probabilities: d ? d.probabilities : null,
+    value: d ? d.value : null,
+  };
+}
+
+/** Adds what frame report `report` tells the whole-game charts: its option's decision (once
+ * per decision) and, in a clock game, its move. */
+export function logReport(report) {
+  const d = report.decision;
+  const last = model.decisions[model.decisions.length - 1];
+  if (d && (!last || last.frame !== d.frame)) {
+    model.decisions.push(d);
+    if (model.decisions.length > GAME_LOG) model.decisions.shift();
+  }
+  if (model.hello && model.hello.spec.num_players === 2) {
+    const moves = model.moves;
+    if (!moves.length || moves[moves.length - 1].frame < report.frame) {
+      moves.push({ frame: report.frame, action: report.action, source: report.answer_source });
+      if (moves.length > GAME_LOG) moves.shift();
+    }
+  }
 }

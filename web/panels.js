@@ -3,7 +3,7 @@
 // and the status line. Each draws from the model (model.js).
 
 import { $, agentLabel, el, setText } from "./api.js";
-import { HISTORY, model, view, viewer } from "./model.js";
+import { HISTORY, agentColour, model, view, viewer } from "./model.js";
 
 // The colour of each action's provenance (the strip and its legend).
 const KINDS = {
@@ -54,20 +54,37 @@ function drawStrip() {
   });
 }
 
+/** The budget of each frame's option on an index scale: one row per budget of the game, so
+ * Hex's 2 .. 128 read as well as Tetris' 1, 2 (a k outside the budgets goes on a log scale). */
 function drawKChart() {
   const [ctx, W, H] = chartContext("kchart");
-  const budgets = (model.hello && model.hello.spec.budgets) || [];
-  const kmax = Math.max(1, ...budgets, ...model.history.map((h) => h.k || 0));
+  const budgets = ((model.hello && model.hello.spec.budgets) || []).slice().sort((a, b) => a - b);
+  const ks = model.history.map((h) => h.k).filter((k) => k != null);
+  const rows = budgets.length ? budgets : [...new Set(ks)].sort((a, b) => a - b);
+  const n = Math.max(1, rows.length);
+  const top = 6;
+  const rowY = (i) => H - 4 - ((H - 4 - top) * (i + 1)) / n;
+  const yOf = (k) => {
+    const i = rows.indexOf(k);
+    if (i >= 0) return rowY(i);
+    const [lo, hi] = [Math.min(...rows, k), Math.max(...rows, k)];
+    return rowY(((n - 1) * Math.log(k / lo)) / Math.log(Math.max(hi / lo, 1.0001)));
+  };
+  ctx.font = "9px system-ui, sans-serif";
+  const labelled = n <= 4 ? rows : [rows[0], rows[Math.floor((n - 1) / 2)], rows[n - 1]];
+  ctx.fillStyle = "#1c242c";
+  rows.forEach((k, i) => ctx.fillRect(0, Math.round(rowY(i)), W, 1));
   const step = W / HISTORY;
   ctx.fillStyle = "#4fb3ff";
   model.history.forEach((h, i) => {
     if (h.k == null) return;
-    const y = H - 4 - ((H - 8) * h.k) / kmax;
+    const y = yOf(h.k);
     ctx.fillRect(i * step, y, Math.max(1, step), H - y);
   });
-  ctx.fillStyle = "#8a96a3";
-  ctx.font = "10px system-ui, sans-serif";
-  ctx.fillText(`k ≤ ${kmax}`, 3, 11);
+  ctx.fillStyle = "#dde3ea";
+  rows.forEach((k, i) => {
+    if (labelled.includes(k)) ctx.fillText(`k=${k}`, 3, rowY(i) + 9);
+  });
 }
 
 function drawLatencyChart(period) {
@@ -136,9 +153,9 @@ export function drawClocks(f) {
 }
 
 /** The title and the agent line, from the hello. */
-export function drawHeader(hello) {
+export function drawHeader(hello, prefix = "") {
   const s = hello.session;
-  setText("title", `${s.game} · ${s.id}`);
+  setText("title", `${prefix}${s.game} · ${s.id}`);
   const c = hello.config;
   const who = agentLabel(s);
   setText("agent", `${who} · ${c.fps} FPS · ${c.clock.replace("_", " ")}`);
@@ -211,4 +228,39 @@ export function drawStatus() {
   } else if (hello && hello.session.status === "waiting") {
     setText("status", hello.config.agent === "human" ? "waiting for the player's page" : "waiting for the agent");
   }
+}
+
+/** Who won (a clock game) or what the agent scored, once the game shown is over: the live
+ * session's end (or its last frame), or a replay's last frame; "" before. */
+export function resultText() {
+  const f = model.latest;
+  if (!f || !model.hello) return "";
+  const R = viewer.replay;
+  const end = R ? R.index.end : model.end;
+  const over = R ? R.n === R.frames - 1 && Boolean(end || f.done) : Boolean(end || f.done);
+  if (!over) return "";
+  const ret = end ? end.episode_return : f.episode_return;
+  // How a game ends by its rules or its frame limit; any other reason (stopped, failed) is said.
+  const natural = { terminated: "", truncated: " at the horizon", max_frames: " (max frames)" };
+  if (end && !(end.reason in natural)) {
+    return `${end.status}: ${end.reason} · return ${Number(ret).toFixed(1)}`;
+  }
+  const why = end ? natural[end.reason] : "";
+  if (model.hello.spec.num_players === 2) {
+    const names = view().colour_names;
+    const me = agentColour(f.state);
+    const onTime = f.state && f.state.timed_out ? " on time" : "";
+    if (ret > 0) return `agent (${names[me]}) won${onTime}${why}`;
+    if (ret < 0) return `opponent (${names[1 - me]}) won${onTime}${why}`;
+    return why ? `no winner${why}` : "a draw";
+  }
+  return `the agent scored ${Number(ret).toFixed(ret % 1 ? 1 : 0)}${why}`;
+}
+
+/** The result banner over the board (hidden until the game shown is over). */
+export function drawResult() {
+  const text = resultText();
+  const banner = $("result");
+  banner.hidden = !text;
+  setText("result", text);
 }

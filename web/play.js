@@ -67,7 +67,9 @@ export function startPlaying(msg, sendMessage) {
       if (!st || st.to_play !== msg.player) return;
       const box = canvas.getBoundingClientRect();
       const at = (game && game.actionAt) || actionAt;
-      const action = at(event.clientX - box.left, event.clientY - box.top, st, viewer.layout, view());
+      const scale = viewer.layout.width / box.width; // a board shown smaller (a phone's screen)
+      const [x, y] = [(event.clientX - box.left) * scale, (event.clientY - box.top) * scale];
+      const action = at(x, y, st, viewer.layout, view());
       if (action >= 0) sendAction(action);
     });
   }

@@ -5,7 +5,7 @@
 // frame on screen (?frame=N, kept in the address bar) and the GIF download.
 
 import { $, getJSON, setText } from "./api.js";
-import { HISTORY, annotate, historyEntry, model, viewer } from "./model.js";
+import { HISTORY, annotate, historyEntry, logReport, model, viewer } from "./model.js";
 
 const CHUNK = 32; // boards fetched per request
 const boards = new Map(); // frame -> rendered board
@@ -90,6 +90,12 @@ function setPlaying(on) {
   if (was && !R.playing) syncUrl(R.n);
 }
 
+/** Shows frame n (and stops playing): a click on the move list. */
+function jump(n) {
+  setPlaying(false);
+  seek(n);
+}
+
 /** Steps `by` frames (and stops playing). */
 function step(by) {
   setPlaying(false);
@@ -166,8 +172,9 @@ export async function openReplay(name) {
     // The server sends the hello a live viewer of the session got, and its end message.
     const index = await getJSON(`/v1/replays/${encodeURIComponent(name)}`);
     const fps = index.hello.config.fps;
-    viewer.replay = { name, index, frames: index.frames.length, n: 0, want: null, playing: false, fps, seek };
+    viewer.replay = { name, index, frames: index.frames.length, n: 0, want: null, playing: false, fps, seek: jump };
     model.hello = index.hello;
+    for (const f of index.frames) if (f.previous) logReport(f.previous); // the whole game's charts
     const scrub = $("scrub");
     scrub.max = String(index.frames.length - 1);
     scrub.addEventListener("input", () => {

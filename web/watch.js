@@ -2,18 +2,27 @@
 // or a recorded replay (?replay=NAME, replay.js) scrubbed frame by frame. Messages only update
 // the model (model.js); a requestAnimationFrame loop draws the newest frame, so a fast session
 // never queues drawing work behind it. In a human session the page that holds the session's
-// token plays it (play.js). The side panels are panels.js.
+// token plays it (play.js). The side panels are panels.js, the thinking panels thinking.js.
+// At /tv the page shows the featured game (GET /v1/featured: the demo's, else the newest live
+// one) and, once it is over and its result has been on screen a while, the next.
 
-import { $, setText } from "./api.js";
+import { $, getJSON, setText } from "./api.js";
 import { carryAnnot } from "./draw.js";
-import { HISTORY, RECENT, annotate, ensureGame, game, historyEntry, model, view, viewer } from "./model.js";
-import { drawClocks, drawHeader, drawLegend, drawPanels, drawStatus, sizeCanvas } from "./panels.js";
+import {
+  HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
+} from "./model.js";
+import { drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas } from "./panels.js";
 import { drawPlayStatus, sessionToken, startPlaying } from "./play.js";
 import { drawReplayPosition, openReplay, replayTick } from "./replay.js";
+import { drawThinking, resetThinking } from "./thinking.js";
 
 const params = new URLSearchParams(location.search);
-const sessionId = params.get("session");
-const replayName = params.get("replay");
+const tv = location.pathname === "/tv";
+let sessionId = tv ? null : params.get("session");
+const replayName = tv ? null : params.get("replay");
+
+const TV_POLL_MS = 1000; // how often the TV page asks for the featured game
+const TV_HOLD_MS = 4000; // how long a finished game's result stays before the next game
 
 // Live sessions ----------------------------------------------------------------------------
 
@@ -30,6 +39,7 @@ function onFrame(msg) {
   if (msg.previous) {
     model.history.push(historyEntry(msg.previous));
     if (model.history.length > HISTORY) model.history.shift();
+    logReport(msg.previous);
   }
 }
 
@@ -39,11 +49,12 @@ function onMessage(event) {
   if (msg.type === "hello") {
     model.hello = msg;
     // A player's game starts when it joins: join once the board can be drawn.
-    const token = sessionToken(sessionId);
+    const token = tv ? null : sessionToken(sessionId);
     ensureGame().then(() => token && send({ type: "play", token }));
   } else if (msg.type === "frame") onFrame(msg);
   else if (msg.type === "end") {
     model.end = msg;
+    model.endedAt = performance.now();
     viewer.ended = true;
   } else if (msg.type === "player") startPlaying(msg, send);
   else if (msg.type === "error") {
@@ -62,13 +73,49 @@ function connect() {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   const ws = new WebSocket(`${proto}://${location.host}/v1/sessions/${encodeURIComponent(sessionId)}/ws`);
   socket = ws;
-  ws.onmessage = onMessage;
+  ws.onmessage = (event) => ws === socket && onMessage(event);
   ws.onclose = (event) => {
+    if (ws !== socket) return; // a session the TV page has left
     if (!model.end) {
       model.error = event.code === 4404 ? `no session ${sessionId}` : `connection closed (${event.code})`;
     }
     model.dirty = true;
   };
+}
+
+// The TV page ------------------------------------------------------------------------------
+
+/** Read by the tests: the session on screen and how many the page has shown. */
+viewer.tv = tv ? { session: null, shown: 0 } : null;
+
+/** Shows session `id` from its start: a fresh model, panels and socket. */
+function tune(id) {
+  const old = socket;
+  socket = null;
+  if (old) old.close();
+  resetModel();
+  resetThinking();
+  $("clocks").hidden = true;
+  sessionId = id;
+  viewer.tv.session = id;
+  viewer.tv.shown += 1;
+  connect();
+}
+
+/** Asks for the featured game; tunes to it when nothing is on screen, or when the game on
+ * screen is over and its result has been shown `TV_HOLD_MS`. */
+async function tvPoll() {
+  try {
+    const { session } = await getJSON("/v1/featured");
+    const over = !sessionId || model.error || (model.end && performance.now() - model.endedAt >= TV_HOLD_MS);
+    if (session && session.id !== sessionId && over) tune(session.id);
+    else if (!session && !sessionId) {
+      setText("status", "no game on air yet: start one in the lobby; this page shows it when it starts");
+    }
+  } catch (e) {
+    setText("status", `cannot ask for the featured game: ${e.message}`);
+  }
+  setTimeout(tvPoll, TV_POLL_MS);
 }
 
 // Drawing ---------------------------------------------------------------------------------
@@ -89,7 +136,7 @@ function drawPage() {
   ensureGame();
   const hello = model.hello;
   if (hello) {
-    drawHeader(hello);
+    drawHeader(hello, tv ? "TV · " : "");
     if (viewer.replay) drawReplayPosition();
   }
   const f = model.latest;
@@ -103,8 +150,10 @@ function drawPage() {
     viewer.frame = f.frame;
     setText("caption", game.caption(st, model.annot || carryAnnot(null), view(), hello.spec.action_names));
     drawPanels(f);
+    drawThinking(f, L);
     drawPlayStatus(f);
   }
+  drawResult();
   drawLegend();
   drawStatus();
   viewer.drawn += 1;
@@ -130,6 +179,7 @@ function loop(now) {
   requestAnimationFrame(loop);
 }
 
-if (replayName) openReplay(replayName);
+if (tv) tvPoll();
+else if (replayName) openReplay(replayName);
 else connect();
 requestAnimationFrame(loop);

@@ -1,7 +1,7 @@
 // Speed Go (speed-go-v0): lines, star points, the GTP coordinates of the game description on
 // the edges, stones, the last move marked. A person plays by clicking a point (or pass).
 
-import { STONE_CHARS, disc, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
+import { STONE_CHARS, stoneMoveLabel, disc, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
 
 export const PALETTE = { board: "#dcb35c", line: "#3a2c10", stones: ["#111111", "#f2f2f2"], mark: "#e0303a" };
 
@@ -75,3 +75,6 @@ export function annotate(prev, f, prevAnnot) {
 export function caption(f, annot, view, names) {
   return stoneCaption(f, annot, view, names, { captures: true });
 }
+
+/** A move in the move list (web/thinking.js): the action's name. */
+export const moveLabel = stoneMoveLabel;

@@ -3,7 +3,7 @@
 // ("x") joins columns 0 and n-1 (left and right edges), colour 1 ("o") rows 0 and n-1 (top and
 // bottom). A person plays by clicking a cell (or the swap button).
 
-import { STONE_CHARS, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
+import { STONE_CHARS, stoneMoveLabel, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
 
 export const PALETTE = {
   background: "#1a2027", empty: "#e9dfc7", line: "#6b6254", stones: ["#d8383b", "#2f6fd6"],
@@ -80,3 +80,6 @@ export function annotate(prev, f, prevAnnot) {
 export function caption(f, annot, view, names) {
   return stoneCaption(f, annot, view, names);
 }
+
+/** A move in the move list (web/thinking.js): the action's name. */
+export const moveLabel = stoneMoveLabel;
