@@ -189,6 +189,22 @@ class Child:
     #: Seconds a service gets to stop on SIGTERM before it is killed.
     GRACE_S = 10.0
 
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self) -> None:
+        """Asks the child to stop (SIGTERM), if it still runs."""
+        if self.running:
+            self.proc.terminate()
+
+    def kill(self) -> None:
+        """Kills the child if it still runs, and reaps it."""
+        if self.running:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdin.close()
+
     def stop(self, timeout: float = GRACE_S) -> None:
         """Stops the child: SIGTERM, then SIGKILL after `timeout` seconds."""
         stop_all([self], timeout)
@@ -200,18 +216,14 @@ def stop_all(
     """Stops the children together: SIGTERM to each, one shared `timeout` for all of them to
     exit, then SIGKILL to the rest (at once when `hurry` is set: a second Ctrl-C)."""
     for child in children:
-        if child.proc.poll() is None:
-            child.proc.terminate()
+        child.terminate()
     end = time.monotonic() + timeout
-    while any(c.proc.poll() is None for c in children):
+    while any(c.running for c in children):
         if time.monotonic() > end or (hurry is not None and hurry.is_set()):
             break
         time.sleep(0.05)
     for child in children:
-        if child.proc.poll() is None:
-            child.proc.kill()
-        child.proc.wait()
-        child.proc.stdin.close()
+        child.kill()
 
 
 def http_json(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict:

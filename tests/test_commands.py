@@ -223,7 +223,12 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
         def wait_for(self, text, timeout):
             return said.get(text, text)
 
-        def stop(self):
+        running = False
+
+        def terminate(self):
+            pass
+
+        def kill(self):
             pass
 
     monkeypatch.setattr(processes, "Child", FakeChild)

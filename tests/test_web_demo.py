@@ -13,8 +13,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from support import write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
