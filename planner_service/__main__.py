@@ -65,7 +65,13 @@ async def _run(settings: PlannerServiceSettings) -> int:
     def bound(port: int) -> None:  # `rtplan.processes.services` reads the port from this line
         print(f"planner service bound to {settings.host}:{port} (compiling)", flush=True)
 
-    serving = asyncio.ensure_future(serve(settings, engine=engine, bound=bound))
+    served = engine.game_ids
+
+    def ready(game_id: str) -> None:  # `rtplan.processes.services` waits for its first game's
+        n = served.index(game_id) + 1
+        print(f"planner service: {game_id} ready ({n}/{len(served)} games)", flush=True)
+
+    serving = asyncio.ensure_future(serve(settings, engine=engine, bound=bound, on_ready=ready))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait((serving, stopping), return_when=asyncio.FIRST_COMPLETED)
     if not serving.done():  # stopped while compiling

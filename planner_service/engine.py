@@ -6,7 +6,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -83,7 +83,8 @@ class Engine:
     """Serves planning requests for a set of games on one device (no gRPC here).
 
     Search is deterministic (`gumbel_scale = 0`), at batch 1, one executable per budget k.
-    Call `compile()` once before serving: until it returns, requests raise `NotReadyError`.
+    Call `compile()` once before serving: a request for a game whose executables are not
+    compiled yet raises `NotReadyError`.
     Executables are compiled ahead of time, so a request can never trigger a compile (a
     mismatched input raises instead). Methods are thread-safe; JAX releases the GIL while a
     search runs.
@@ -117,6 +118,8 @@ class Engine:
         self.device = resolve_device(device) if isinstance(device, str) else device
         self._ready = threading.Event()
         self._stop = threading.Event()
+        #: Per served game: set once its executables are compiled (games compile in load order).
+        self._game_ready: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._compiled = 0
         self._compiler_options = dict(compiler_options or {})
@@ -130,6 +133,7 @@ class Engine:
             self._games[game_id] = load_game(
                 game_id, str(path), gate and str(gate), self.device, self._compiler_options
             )
+            self._game_ready[game_id] = threading.Event()
 
     @classmethod
     def from_dir(
@@ -176,23 +180,29 @@ class Engine:
 
     # Compilation -------------------------------------------------------------------------------
 
-    def compile(self, *, workers: int | None = None) -> None:
+    def compile(
+        self, *, workers: int | None = None, on_ready: Callable[[str], None] | None = None
+    ) -> None:
         """Compiles and warms every game's value, options, gate decision and gated options
-        (`CompiledOptions.warm_jobs`) at batch 1, and its wire codec.
+        (`CompiledOptions.warm_jobs`) at batch 1, and its wire codec, one game after another in
+        load order: each game serves as soon as its own executables are ready (`ready_games`),
+        so the first game listed plans while the others still compile.
 
         Runs each once on the game's first state, so the first real request pays no trace.
-        XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap them.
+        XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap a
+        game's executables. `on_ready(game_id)` is called (on this thread) as each game is ready.
         """
-        jobs = []
-        for loaded in self._games.values():
-            # One jitted init compiles faster than its ops one by one.
-            state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
-            # The wire codec traces the game's state layout once: here, not in a request.
-            wire.state_to_proto(loaded.planner.game, state)
-            jobs += loaded.options.warm_jobs(jax.device_get(state))
         workers = workers or min(4, os.cpu_count() or 1)
         with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
-            list(pool.map(self._warm, jobs))
+            for game_id, loaded in self._games.items():
+                # One jitted init compiles faster than its ops one by one.
+                state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
+                # The wire codec traces the game's state layout once: here, not in a request.
+                wire.state_to_proto(loaded.planner.game, state)
+                list(pool.map(self._warm, loaded.options.warm_jobs(jax.device_get(state))))
+                self._game_ready[game_id].set()
+                if on_ready is not None:
+                    on_ready(game_id)
         self._ready.set()
 
     def close(self) -> None:
@@ -208,8 +218,13 @@ class Engine:
 
     @property
     def ready(self) -> bool:
-        """True once `compile()` has finished."""
+        """True once `compile()` has finished: every game serves."""
         return self._ready.is_set()
+
+    @property
+    def ready_games(self) -> tuple[str, ...]:
+        """The games compiled so far (they serve), in load order."""
+        return tuple(g for g, event in self._game_ready.items() if event.is_set())
 
     @property
     def progress(self) -> tuple[int, int]:
@@ -343,9 +358,13 @@ class Engine:
 
     def _serving(self, game_id: str) -> LoadedGame:
         loaded = self.loaded(game_id)
-        if not self.ready:
+        if not self._game_ready[game_id].is_set():
             done, total = self.progress
-            raise NotReadyError(f"planner still compiling ({done}/{total} executables ready)")
+            ready = ", ".join(self.ready_games) or "none yet"
+            raise NotReadyError(
+                f"the planner for {game_id} is still compiling ({done}/{total} executables "
+                f"ready; games ready: {ready})"
+            )
         return loaded
 
     @staticmethod

@@ -195,12 +195,15 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         if self.engine.ready:
             status, detail = pb.HealthResponse.SERVING, f"{what} compiled"
         else:
-            status, detail = pb.HealthResponse.NOT_SERVING, f"compiling: {done}/{total} ({what})"
+            ready = ", ".join(self.engine.ready_games) or "none yet"
+            status = pb.HealthResponse.NOT_SERVING
+            detail = f"compiling: {done}/{total} ({what}); games ready: {ready}"
         return pb.HealthResponse(status=status, detail=detail, device=str(self.engine.device))
 
     @_statuses
     async def ListGames(self, request, context) -> pb.ListPlannerGamesResponse:
         games = [self.engine.loaded(g) for g in self.engine.game_ids]
+        ready = set(self.engine.ready_games)
         return pb.ListPlannerGamesResponse(
             games=[
                 pb.PlannerGame(
@@ -209,6 +212,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                     simulations=g.simulations,
                     gate=g.gate is not None,
                     checkpoint=g.checkpoint,
+                    compiling=g.game_id not in ready,
                 )
                 for g in games
             ]
@@ -283,16 +287,20 @@ async def serve(
     *,
     engine: eng.Engine | None = None,
     bound: Callable[[int], None] | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Starts the service and returns once it is SERVING.
 
-    The server answers at once (Health NOT_SERVING, Plan UNAVAILABLE) while every budget
-    compiles on a thread. Stop it with `await server.stop(grace)`.
+    The server answers at once while the games compile on a thread, one after another: Health
+    is NOT_SERVING until all are compiled, and Plan for a game not compiled yet is UNAVAILABLE.
+    Stop it with `await server.stop(grace)`.
 
     Args:
         settings: host, port, device, checkpoints, games, max_concurrent.
         engine: an engine to serve instead of loading one from `settings`.
         bound: called with the bound port once the server answers, before compiling.
+        on_ready: called with each game's id once it plans (`Engine.compile`), on the compile
+            thread.
 
     Returns:
         (started server, bound port).
@@ -305,7 +313,7 @@ async def serve(
     if bound is not None:
         bound(port)
     try:
-        await _compile(engine)
+        await _compile(engine, on_ready)
     except BaseException:
         engine.close()
         await server.stop(None)
@@ -313,7 +321,7 @@ async def serve(
     return server, port
 
 
-async def _compile(engine: eng.Engine) -> None:
+async def _compile(engine: eng.Engine, on_ready: Callable[[str], None] | None = None) -> None:
     """`engine.compile()` on a daemon thread, so a shutdown need not wait for it."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
@@ -329,7 +337,7 @@ async def _compile(engine: eng.Engine) -> None:
     def work() -> None:
         error = None
         try:
-            engine.compile()
+            engine.compile(on_ready=on_ready)
         except BaseException as e:
             error = e
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more

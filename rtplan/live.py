@@ -191,10 +191,11 @@ def run_web_demo(
     """The live web demo: the planner service and the env server, a game played by the planner
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
-    `planner_games`: what the planner service serves besides `game` (None: the clock games, which
-    a person plays against the planner in the lobby; ["all"]: every game with a checkpoint, ~14
-    minutes of compiles on a cold cache here against ~4 for one game). The lobby offers planner
-    sessions only for what it serves. Returns an exit code.
+    `planner_games`: what the planner service serves besides `game` (None or ["all"]: every game
+    with a checkpoint). The demo's game compiles first and its game starts once it plans; the
+    others compile after it, one by one, and the lobby offers each as it becomes ready (on a
+    cold compile cache here ~4 minutes for the first game, ~14 for all five). Returns an exit
+    code.
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`
@@ -207,11 +208,8 @@ def run_web_demo(
     game = game or demo_game(checkpoint_root(checkpoint_dir))
     ckpt = _planner_root(checkpoint_dir, game)
     gated = gate_path(ckpt, game).exists()
-    if planner_games == ["all"]:
-        wanted = list(games.registered_games())
-    elif planner_games is None:  # the demo's game, and the games a person plays against it
-        clock = [g for g in games.registered_games() if games.game_class(g).num_players == 2]
-        wanted = [game, *clock]
+    if planner_games in (None, ["all"]):
+        wanted = [game, *games.registered_games()]
     else:
         wanted = [game, *planner_games]
     served = [g for g in dict.fromkeys(wanted) if planner_path(ckpt, g).exists()]

@@ -254,7 +254,9 @@ def services(
     stopping: Stopping | None = None,
 ) -> Iterator[dict]:
     """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
-    (`game_ids` compiled at start-up, the others on first use); yields their addresses.
+    (`game_ids` compiled at start-up, the others on first use); yields their addresses once the
+    planner service plans every one of `game_ids`. It compiles those first and the rest of
+    `planner_games` after, one by one (its ListGames says which are ready).
 
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
     prints them; the addresses yielded are read from those lines. `checkpoint_dir`,
@@ -282,8 +284,10 @@ def services(
         ]
         planner_port = None
         if planner:
-            served = ",".join(game_ids if planner_games is None else planner_games)
-            argv = [*py, "planner-service", "--port", "0", "--games", served, *ckpt]
+            others = [] if planner_games is None else planner_games
+            first = [g for g in game_ids if planner_games is None or g in planner_games]
+            served = list(dict.fromkeys([*first, *others]))
+            argv = [*py, "planner-service", "--port", "0", "--games", ",".join(served), *ckpt]
             plan = Child("planner", argv, echo=echo)
             children.append(plan)
             # It binds before it compiles: the env server starts (and compiles) meanwhile.
@@ -295,8 +299,8 @@ def services(
         http, grpc_port = map(
             int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600)).groups()
         )
-        if planner:
-            plan.wait_for("planner service listening on", timeout=900)
+        for game_id in first if planner else ():
+            plan.wait_for(f"planner service: {game_id} ready", timeout=900)
         yield {
             "http": f"http://127.0.0.1:{http}",
             "ws": f"ws://127.0.0.1:{http}",

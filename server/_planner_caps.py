@@ -19,6 +19,8 @@ QUERY_TIMEOUT_S = 10.0
 #: Seconds an answer is reused (a restarted planner service is seen after this long); an
 #: unreachable service is asked again by the next session's creation.
 CACHE_S = 5.0
+#: ... or this long while one of its games is still compiling.
+COMPILING_CACHE_S = 1.0
 
 _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -29,6 +31,7 @@ class ServedGame:
 
     budgets: tuple[int, ...]
     gate: bool  # a gate checkpoint is loaded: the planner agent may play without k
+    ready: bool = True  # compiled: it plans now (the service compiles its games in turn)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,11 @@ class Capabilities:
             return (
                 f"the planner service at {self.address} does not serve {game_id} (it serves {have})"
             )
+        if not served.ready:
+            return (
+                f"the planner service at {self.address} is still compiling {game_id} "
+                "(it serves each game once compiled; try again shortly)"
+            )
         if gate and not served.gate:
             return f"the planner service at {self.address} has no gate for {game_id}"
         if k is not None and k not in served.budgets:
@@ -62,11 +70,13 @@ class Capabilities:
 
     def describe(self, game_id: str) -> dict[str, Any]:
         """JSON of what the planner service offers for `game_id` (GET /v1/games): `available`,
-        the `budgets` it plans, whether it has a `gate`, and the `reason` when unavailable."""
+        the `budgets` it plans, whether it has a `gate`, the `reason` when unavailable, and
+        whether it is `compiling` (available soon: the lobby asks again)."""
         reason = self.refusal(game_id)
         served = self.games.get(game_id)
         return {
             "available": reason is None,
+            "compiling": bool(self.error is None and served and not served.ready),
             "budgets": list(served.budgets) if served and reason is None else [],
             "gate": bool(served and served.gate and reason is None),
             "reason": reason or "",
@@ -134,7 +144,10 @@ class PlannerCapabilities:
                 error="this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS)",
             )
         async with self._lock:
-            fresh = self._last is not None and self._clock() - self._at < self._cache_s
+            age = self._clock() - self._at
+            fresh = self._last is not None and age < self._cache_s
+            if fresh and not all(g.ready for g in self._last.games.values()):
+                fresh = age < COMPILING_CACHE_S  # a game is about to become ready
             if not (fresh and self._last.error is None):
                 self._last, self._at = await self._ask(), self._clock()
             return self._last
@@ -150,5 +163,7 @@ class PlannerCapabilities:
                 error=f"the planner service at {self._address} did not answer "
                 f"({e.code().name}: {e.details()})",
             )
-        served = {g.game_id: ServedGame(tuple(g.budgets), g.gate) for g in reply.games}
+        served = {
+            g.game_id: ServedGame(tuple(g.budgets), g.gate, not g.compiling) for g in reply.games
+        }
         return Capabilities(self._address, served)

@@ -24,11 +24,13 @@ SNAKE, HEX = "snake-rt-v0", "speed-hex-v0"
 @pytest.fixture(scope="module")
 def partial(tmp_path_factory):
     """An env server with Snake and Hex checkpoints (Hex budgets 2 and 4) whose real planner
-    service (gRPC on port 0, not compiled: listing needs no compile) serves Hex at k=2 only."""
+    service (gRPC on port 0, compiled fast: a game still compiling is refused as such) serves
+    Hex at k=2 only."""
     tmp = tmp_path_factory.mktemp("caps")
     root = write_checkpoints(tmp / "env", (SNAKE, HEX))
     planner_root = write_planner(tmp / "planner", HEX, budgets=(2,), simulations=(2,))
-    service = BackgroundService(Engine.from_dir(planner_root)).start(compile=False)
+    fast = {"xla_backend_optimization_level": 0}
+    service = BackgroundService(Engine.from_dir(planner_root, compiler_options=fast)).start()
     settings = Settings(
         http_port=0,
         grpc_port=0,
@@ -58,6 +60,7 @@ def test_the_game_list_says_what_the_planner_can_play(partial):
     assert listed[HEX]["budgets"] == [2, 4]  # the env server's checkpoint
     assert listed[HEX]["planner"] == {
         "available": True,
+        "compiling": False,
         "budgets": [2],
         "gate": False,
         "reason": "",
@@ -111,7 +114,7 @@ class _Stub:
     """A planner stub whose ListGames answers `games` (or fails when `down`), counting calls."""
 
     def __init__(self) -> None:
-        self.calls, self.down = 0, False
+        self.calls, self.down, self.compiling = 0, False, False
 
     async def ListGames(self, request, timeout):  # noqa: N802 (the gRPC method's name)
         self.calls += 1
@@ -119,7 +122,8 @@ class _Stub:
             raise grpc.aio.AioRpcError(
                 grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "down"
             )
-        return pb.ListPlannerGamesResponse(games=[pb.PlannerGame(game_id=HEX, budgets=[2, 4])])
+        game = pb.PlannerGame(game_id=HEX, budgets=[2, 4], compiling=self.compiling)
+        return pb.ListPlannerGamesResponse(games=[game])
 
 
 def test_answers_are_kept_briefly_and_an_unreachable_service_is_asked_again():
@@ -143,3 +147,25 @@ def test_answers_are_kept_briefly_and_an_unreachable_service_is_asked_again():
     no_address = asyncio.run(PlannerCapabilities(None, None).get())
     assert "no planner_address" in no_address.describe(HEX)["reason"]
     assert Capabilities("x", {HEX: ServedGame((2,), True)}).describe(HEX)["gate"]
+
+
+def test_a_game_still_compiling_is_refused_by_name_and_asked_about_again_soon():
+    now = [0.0]
+    stub = _Stub()
+    stub.compiling = True
+    caps = PlannerCapabilities(stub, "here:1", cache_s=5.0, clock=lambda: now[0])
+
+    async def scenario():
+        first = await caps.get()
+        assert first.games == {HEX: ServedGame((2, 4), False, ready=False)}
+        assert "is still compiling speed-hex-v0" in first.refusal(HEX, k=2)
+        shown = first.describe(HEX)
+        assert shown["compiling"] and not shown["available"] and shown["budgets"] == []
+        now[0] = 0.5
+        assert await caps.get() is first and stub.calls == 1
+        now[0], stub.compiling = 1.5, False  # past COMPILING_CACHE_S: asked again
+        ready = await caps.get()
+        assert stub.calls == 2 and ready.refusal(HEX, k=2) is None
+        assert not ready.describe(HEX)["compiling"]
+
+    asyncio.run(scenario())

@@ -90,6 +90,7 @@ class Service:
     held_stub: planner_pb2_grpc.PlannerStub
     before: tuple  # (Health, Plan status) before compile() ended
     reference: dict  # game id -> Future of the in-process option's output
+    midway: dict  # what the service said once Snake was compiled and Hex was not yet
 
 
 def _reference(path, game_id: str, k: int, seed: int):
@@ -117,7 +118,17 @@ def service(tmp_path_factory):
     # The in-process references compile alongside the engine (XLA compiles off the GIL).
     pool = concurrent.futures.ThreadPoolExecutor(2)
     reference = {g: pool.submit(_reference, planner_path(root, g), g, 2, 7) for g in CONFIGS}
-    engine.compile()
+    midway = {}
+
+    def ready(game_id: str) -> None:  # on the compile thread, before the next game compiles
+        if game_id == SNAKE:
+            midway["health"] = stub.Health(pb.HealthRequest(), timeout=10)
+            listed = stub.ListGames(pb.ListPlannerGamesRequest(), timeout=10).games
+            midway["ready"] = {g.game_id: not g.compiling for g in listed}
+            midway[SNAKE] = _call(stub, _request(SNAKE, k=2))
+            midway[HEX] = _call(stub, _request(HEX, k=2))
+
+    engine.compile(on_ready=ready)
     held = _HeldEngine(engine)
     held_service = BackgroundService(held, max_concurrent=2).start()  # compiled: no compile
     held_channel = grpc.insecure_channel(held_service.address)
@@ -129,6 +140,7 @@ def service(tmp_path_factory):
         planner_pb2_grpc.PlannerStub(held_channel),
         (health, early),
         reference,
+        midway,
     )
     pool.shutdown()
     held.free.set()
@@ -229,6 +241,22 @@ def test_health_is_not_serving_until_every_budget_is_compiled(service):
     assert code == grpc.StatusCode.UNAVAILABLE and "still compiling" in details
     now = service.stub.Health(pb.HealthRequest(), timeout=5)
     assert now.status == pb.HealthResponse.SERVING and now.device == "cpu:0"
+
+
+def test_each_game_plans_once_its_own_budgets_are_compiled(service):
+    """Games compile in load order; Snake plans while Hex still compiles, which is refused by
+    name, and Health stays NOT_SERVING until every game is compiled."""
+    midway = service.midway
+    assert midway["ready"] == {SNAKE: True, HEX: False}
+    assert midway["health"].status == pb.HealthResponse.NOT_SERVING
+    assert f"games ready: {SNAKE}" in midway["health"].detail
+    code, _, _, responses = midway[SNAKE]
+    assert code == grpc.StatusCode.OK and any(r.HasField("action") for r in responses)
+    code, details, _, _ = midway[HEX]
+    assert code == grpc.StatusCode.UNAVAILABLE
+    assert f"the planner for {HEX} is still compiling" in details and SNAKE in details
+    listed = service.stub.ListGames(pb.ListPlannerGamesRequest(), timeout=5).games
+    assert not any(g.compiling for g in listed)
 
 
 def test_list_games_and_version(service):

@@ -41,9 +41,18 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             "<title>rtplan · lobby</title>"
             in urllib.request.urlopen(base, timeout=30).read().decode()
         )
-        # Its planner service serves the demo's game and the clock games (played against it).
-        listed = json.load(urllib.request.urlopen(f"{base}/v1/games", timeout=30))["games"]
-        served = {g["id"] for g in listed if g["planner"]["available"]}
+        # Its planner service serves every game with a checkpoint: the demo's game first (it
+        # plays now), then Hex, offered as "compiling" until it is ready.
+        while True:
+            listed = json.load(urllib.request.urlopen(f"{base}/v1/games", timeout=30))["games"]
+            planner = {g["id"]: g["planner"] for g in listed}
+            assert planner["snake-rt-v0"]["available"], planner
+            hex_ = planner["speed-hex-v0"]
+            assert hex_["available"] or hex_["compiling"], planner
+            if hex_["available"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        served = {g for g, p in planner.items() if p["available"]}
         assert served == {"snake-rt-v0", "speed-hex-v0"}, listed
         assert any(re.search(r"rtplan demo: started in \d+ s", line) for line in lines)
         # The address it prints to watch: /tv, which shows the demo's (featured) game.

@@ -6,6 +6,8 @@
 import { agentLabel, el, getJSON, loadToken, saveToken } from "./api.js";
 
 const REFRESH_MS = 1000;
+/** How often the game list is asked again while a planner is still compiling. */
+const COMPILING_POLL_MS = 2000;
 const form = document.getElementById("start");
 const result = document.getElementById("start-result");
 let games = [];
@@ -270,23 +272,33 @@ form.addEventListener("submit", async (event) => {
   refresh();
 });
 
+/** The game list from GET /v1/games into the form (the selected game kept). While a game's
+ * planner is still compiling (the service compiles its games in turn), asks again shortly. */
+async function loadGames() {
+  const selected = form.game.value;
+  games = (await getJSON("/v1/games")).games;
+  form.game.replaceChildren(
+    ...games.map((g) => {
+      const why = plannerRefusal(g);
+      const state = g.planner && g.planner.compiling ? " (planner compiling)" : " (no planner)";
+      const label = g.id + (!g.checkpoint ? " (no checkpoint)" : why ? state : "");
+      return el("option", label, why ? { value: g.id, title: why } : { value: g.id });
+    }),
+  );
+  if (selected && games.some((g) => g.id === selected)) form.game.value = selected;
+  updateForm();
+  if (games.some((g) => g.planner && g.planner.compiling)) setTimeout(loadGames, COMPILING_POLL_MS);
+}
+
 async function init() {
   try {
-    const [health, listed] = await Promise.all([getJSON("/healthz"), getJSON("/v1/games")]);
-    games = listed.games;
+    const health = await getJSON("/healthz");
     document.getElementById("server").textContent =
       `${health.version} · planner ${health.planner_address || "not connected"}`;
-    form.game.replaceChildren(
-      ...games.map((g) => {
-        const why = plannerRefusal(g);
-        const label = g.id + (!g.checkpoint ? " (no checkpoint)" : why ? " (no planner)" : "");
-        return el("option", label, why ? { value: g.id, title: why } : { value: g.id });
-      }),
-    );
+    await loadGames();
     for (const id of ["sessions-game", "replays-game"]) {
       document.getElementById(id).append(...games.map((g) => el("option", g.id, { value: g.id })));
     }
-    updateForm();
   } catch (e) {
     result.className = "error";
     result.textContent = `cannot reach the server: ${e.message}`;

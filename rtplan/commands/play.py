@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--planner-games",
         default=None,
         help="comma-separated games the planner service serves besides the demo's, or 'all' "
-        "(default: the clock games, played against the planner in the lobby; each game adds "
-        "compile time to the first start, the compile cache the next)",
+        "(default: every game with a checkpoint; the demo's game compiles first, the others "
+        "after it, each offered in the lobby once ready)",
     )
     demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
     demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")

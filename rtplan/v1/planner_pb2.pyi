@@ -102,18 +102,20 @@ class HealthResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[HealthResponse.ServingStatus, str]] = ..., detail: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
 
 class PlannerGame(_message.Message):
-    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint")
+    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
     SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     GATE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    COMPILING_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     budgets: _containers.RepeatedScalarFieldContainer[int]
     simulations: _containers.RepeatedScalarFieldContainer[int]
     gate: bool
     checkpoint: str
-    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ...) -> None: ...
+    compiling: bool
+    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ...) -> None: ...
 
 class ListPlannerGamesRequest(_message.Message):
     __slots__ = ()

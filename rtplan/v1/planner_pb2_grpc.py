@@ -66,7 +66,8 @@ class PlannerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Health(self, request, context):
-        """SERVING only after every budget of every loaded game is compiled.
+        """SERVING only after every budget of every loaded game is compiled; a game plans as soon as
+        its own budgets are (ListGames says which are still compiling).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
