@@ -38,8 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _run_flags(gate, "gate")
     add_flags(gate, GateTrainConfig, exclude=("game_id",))
+    # The settings both kinds share (--num-envs, --lr, ...) are one flag; the rest are the
+    # clock gate's own.
     committed = {f.name for f in flag_fields(GateTrainConfig)}
-    add_flags(gate, ClockGateTrainConfig, exclude=committed | {"game_id"})
+    shared = {f.name for f in flag_fields(ClockGateTrainConfig)} & committed
+    add_flags(gate, ClockGateTrainConfig, exclude=shared | {"game_id"})
     gate.set_defaults(handler=_train_gate)
 
     ship = sub.add_parser(
