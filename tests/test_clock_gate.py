@@ -333,6 +333,7 @@ def planner_file(planner, tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow  # ~3-4 min on this 2-core box: three runs, each compiling its own steps
 def test_train_gate_on_a_clock_game_resumes_exactly(planner_file, planner, tmp_path):
     straight, split = tmp_path / "straight", tmp_path / "split"
     base = ["train-gate", "--game", GAME, "--planner", planner_file, *TINY]
