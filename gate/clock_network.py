@@ -11,7 +11,8 @@ from gate.clock_train_config import ClockGateConfig
 
 __all__ = [
     "MASKED_LOGIT",
-    "NO_OPTION",     "ClockGateInputs",
+    "NO_OPTION",
+    "ClockGateInputs",
     "ClockGateNet",
     "time_features",
     "unroll",

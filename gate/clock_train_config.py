@@ -52,9 +52,7 @@ class ClockGateTrainConfig:
     gate_encoder: int = knob(64, "Width of the gate's board and planner-feature encoders.")
     gate_hidden: int = knob(128, "GRU state size.")
     gate_head: int = knob(128, "Hidden units of the gate's head.")
-    eval_every: int = knob(
-        5, "Evaluate every this many iterations (and after the last); 0: never."
-    )
+    eval_every: int = knob(5, "Evaluate every this many iterations (and after the last); 0: never.")
     eval_seeds: int = knob(
         8, "Tuning openings per evaluation clock (each played twice, colours swapped)."
     )

@@ -203,9 +203,7 @@ def make_clock_update(
 ):
     """`make_update` for the clock gate: the samples are `ClockChunks` `[N]` (whole chunks are
     permuted, so each keeps its plies in order and its stored GRU states)."""
-    loss = functools.partial(
-        clock_ppo_loss, net=net, clip=clip, vf_coef=vf_coef, ent_coef=ent_coef
-    )
+    loss = functools.partial(clock_ppo_loss, net=net, clip=clip, vf_coef=vf_coef, ent_coef=ent_coef)
     return _epochs(loss, optimizer, epochs=epochs, minibatches=minibatches)
 
 

@@ -18,6 +18,7 @@ from gate.gae import side_gae
 from gate.ppo import Batch, ClockChunks, clock_ppo_loss, ppo_terms
 from harness import checkpoint as ckpt
 from planner import Planner
+from planner.actors import where
 from planner.store import planner_path, save_planner
 from rtplan.cli import main
 from support import tiny_config
@@ -181,8 +182,7 @@ def test_gate_choices_do_not_depend_on_the_opponent(gate, planner):
         out = planner.evaluate(pparams, s)
         new, option = player.choose(carry, s, out, jax.random.split(jax.random.PRNGKey(0), 2))
         turn = s.current_player == me
-        carry = jax.tree.map(lambda a, b: jnp.where(turn.reshape(-1, *(1,) * (a.ndim - 1)), a, b),
-                             new, carry)  # fmt: skip
+        carry = where(turn, new, carry)
         mine.append(np.where(np.asarray(turn), np.asarray(option), -1))
     # Self-play replay: both sides are gates (the opponent with other params) in one unroll.
     carry2 = jnp.zeros((2, 2, SMALL.hidden))
@@ -352,9 +352,11 @@ def test_train_gate_on_a_clock_game_resumes_exactly(planner_file, planner, tmp_p
     gate, params, _ = load_clock_gate(split / "gate.msgpack", planner, planner_file=planner_file)
     player = clock_gate_player(gate, params)
     states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(0), 3))
-    out = planner.evaluate(ckpt.load(planner_file, {"params": _pparams(planner)})[0]["params"],
-                           states)  # fmt: skip
-    carry, option = jax.jit(player.choose)(player.init(3), states, out, jnp.zeros((3, 2), jnp.uint32))
+    pparams = ckpt.load(planner_file, {"params": _pparams(planner)})[0]["params"]
+    out = planner.evaluate(pparams, states)
+    carry, option = jax.jit(player.choose)(
+        player.init(3), states, out, jnp.zeros((3, 2), jnp.uint32)
+    )
     assert option.shape == (3,) and option.dtype == jnp.int32
     assert carry.last.tolist() == option.tolist()
 

@@ -125,7 +125,9 @@ def _train(
         foreign = sorted(set(overrides(other_cls, args)) - set(given))
         if foreign:
             flags = ", ".join("--" + f.replace("_", "-") for f in foreign)
-            raise ValueError(f"{flags}: not a setting of {args.game}'s gate ({config_cls.__name__})")
+            raise ValueError(
+                f"{flags}: not a setting of {args.game}'s gate ({config_cls.__name__})"
+            )
     cfg = run_config(config_cls, out, resume=args.resume, given=given, game_id=args.game)
     run = trainer(cfg, out, resume=args.resume, argv=args.argv, progress=not args.no_progress)
     row = run.run()
