@@ -82,6 +82,8 @@ class OptionRunner:
         self._mesh = Mesh(np.array(jax.devices()[:devices]), (AXIS,)) if devices > 1 else None
         self.ladder = bucket_ladder(max_batch, growth, devices)
         self.max_k = max(planner.config.budgets)
+        # A committed option plays k actions, a clock option one move (k labels its budget).
+        self._width = 1 if planner.two_player else self.max_k
         self._group = {k: jax.jit(functools.partial(self._run_group, k=k)) for k in self.budgets}
         self._empty = jax.jit(self._empty_output)
 
@@ -100,7 +102,7 @@ class OptionRunner:
         out = self.planner.option(
             params, keys, states, k, future=self.future, future_params=future_params
         )
-        pad = self.max_k - k
+        pad = self._width - out.actions.shape[1]
         return out.replace(
             actions=jnp.pad(out.actions, ((0, 0), (0, pad)), constant_values=-1),
             planned=jnp.pad(out.planned, ((0, 0), (0, pad)), constant_values=False),
@@ -162,7 +164,7 @@ class OptionRunner:
 
         Returns:
             An `OptionOutput` over the batch with `actions`/`planned` padded to the largest
-            budget (`-1` / False past a game's own k).
+            budget (`-1` / False past a game's own k); in clock games one move each.
         """
         self._check_future(future_params)
         ks = np.asarray(ks)

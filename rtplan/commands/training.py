@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-# Neither imports JAX: `--devices` must set XLA's flags before jax loads.
+# None imports JAX: `--devices` must set XLA's flags before jax loads.
+from gate.clock_train_config import ClockGateTrainConfig
 from gate.train_config import GateTrainConfig
-from harness.config import add_flags
+from harness.config import add_flags, flag_fields
 from planner.train_config import TrainConfig
 from rtplan.commands._flags import add_out, out_dir
 from rtplan.jax_setup import check_map_count, set_device_count
@@ -32,10 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="train a game's gate (PPO over the frozen planner's budgeted options)",
         description="Trains the gate that picks the budget k of each option. Flags left out take "
         "the checkpoint's values with --resume, else gate.train_config.GateTrainConfig's "
-        "defaults.",
+        "defaults; on a clock game (speed-hex-v0, speed-go-v0) the recurrent clock gate, "
+        "gate.clock_train_config.ClockGateTrainConfig's (flags of the other kind are refused).",
     )
     _run_flags(gate, "gate")
     add_flags(gate, GateTrainConfig, exclude=("game_id",))
+    # The settings both kinds share (--num-envs, --lr, ...) are one flag; the rest are the
+    # clock gate's own.
+    committed = {f.name for f in flag_fields(GateTrainConfig)}
+    shared = {f.name for f in flag_fields(ClockGateTrainConfig)} & committed
+    add_flags(gate, ClockGateTrainConfig, exclude=shared | {"game_id"})
     gate.set_defaults(handler=_train_gate)
 
     ship = sub.add_parser(
@@ -90,13 +97,23 @@ def _train_planner(args: argparse.Namespace) -> int:
 def _train_gate(args: argparse.Namespace) -> int:
     set_device_count(args.devices)
     check_map_count()
+    import games
+    from games.clock import ClockGame
+
+    if issubclass(games.game_class(args.game), ClockGame):
+        from gate.clock_train import clock_gate_trainer
+
+        return _train(args, "gate", ClockGateTrainConfig, clock_gate_trainer, GateTrainConfig)
     from gate.train import gate_trainer
 
-    return _train(args, "gate", GateTrainConfig, gate_trainer)
+    return _train(args, "gate", GateTrainConfig, gate_trainer, ClockGateTrainConfig)
 
 
-def _train(args: argparse.Namespace, what: str, config_cls: type, trainer) -> int:
-    """Builds the run of `train-<what>` from the flags (and a resumed checkpoint) and trains."""
+def _train(
+    args: argparse.Namespace, what: str, config_cls: type, trainer, other_cls: type | None = None
+) -> int:
+    """Builds the run of `train-<what>` from the flags (and a resumed checkpoint) and trains.
+    Flags that only `other_cls` (the other kind of gate) has are refused."""
     import games
     from harness.config import overrides
     from harness.run import run_config
@@ -104,6 +121,13 @@ def _train(args: argparse.Namespace, what: str, config_cls: type, trainer) -> in
     out = out_dir(args, what)
     games.game_class(args.game)
     given = overrides(config_cls, args)
+    if other_cls is not None:
+        foreign = sorted(set(overrides(other_cls, args)) - set(given))
+        if foreign:
+            flags = ", ".join("--" + f.replace("_", "-") for f in foreign)
+            raise ValueError(
+                f"{flags}: not a setting of {args.game}'s gate ({config_cls.__name__})"
+            )
     cfg = run_config(config_cls, out, resume=args.resume, given=given, game_id=args.game)
     run = trainer(cfg, out, resume=args.resume, argv=args.argv, progress=not args.no_progress)
     row = run.run()

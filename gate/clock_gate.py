@@ -1,0 +1,185 @@
+"""The clock gate over a frozen planner: its inputs, masked decision, player and checkpoint.
+
+Hidden-state semantics. The gate keeps one GRU state per game *for its own side*: zeroed when
+the game starts (`ClockPlayer.init`, and at every episode start of a training rollout) and
+stepped only on the plies where the gate moves. The opponent's moves never touch it; the gate
+sees the opponent only through the board and the opponent's clock in its inputs. So the gate
+chooses the same against any opponent that leads to the same boards and clocks (a heuristic,
+another engine, a human), and in self-play each side is a separate gate with its own state
+(`ClockGate.step` is called with that side's state; training keeps them by player id).
+
+Options: 0 is policy-only (cost 0), i >= 1 the budget `budgets[i - 1]` (`ClockOptions`).
+Options the mover's clock cannot pay are masked (`affordable`), so an empty clock leaves
+policy-only alone (in reflex mode the game plays it at cost 0 anyway).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+import games
+from gate.clock_heuristics import ClockOptions, affordable, clock_inputs
+from gate.clock_network import MASKED_LOGIT, NO_OPTION, ClockGateInputs, ClockGateNet, time_features
+from gate.clock_train_config import ClockGateConfig
+from gate.policy import check_trained_over
+from harness import checkpoint as ckpt
+from planner.configs import config_from_dict, config_to_dict
+from planner.network import NetOutput
+from planner.options import Planner
+
+__all__ = [
+    "CLOCK_GATE_KIND",
+    "ClockGate",
+    "ClockGateCarry",
+    "ClockPlayer",
+    "clock_gate_player",
+    "load_clock_gate",
+]
+
+#: Metadata "kind" of a clock gate's exported params.
+CLOCK_GATE_KIND = "clock-gate"
+
+
+@struct.dataclass
+class ClockGateCarry:
+    """The gate's memory of `[B]` games, for its own side."""
+
+    h: jax.Array  # [B, hidden] GRU state
+    last: jax.Array  # [B] int32 its last option in this game (NO_OPTION: none yet)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockPlayer:
+    """A clock-game player that picks an option per own move.
+
+    `init(B)` is the carry of B new games (call it at every game start); `choose(carry,
+    states [B] (this player to move), planner_out at states, keys [B]) -> (carry, [B] int32
+    option index)`: 0 policy-only, i the budget `budgets[i - 1]`.
+    """
+
+    name: str
+    init: Callable[[int], Any]
+    choose: Callable[[Any, games.State, NetOutput, jax.Array], tuple[Any, jax.Array]]
+
+
+class ClockGate:
+    """The recurrent gate of a clock game over a frozen `Planner`. Pure methods."""
+
+    def __init__(self, planner: Planner, config: ClockGateConfig) -> None:
+        if not planner.two_player:
+            raise ValueError(f"{planner.config.game_id} is not a clock game")
+        self.planner = planner
+        self.config = config
+        self.options = ClockOptions.of(planner)
+        self.num_options = len(self.options.budgets) + 1
+        self.net = ClockGateNet(config, self.num_options)
+
+    def inputs(self, states: games.State, out: NetOutput, last: jax.Array) -> ClockGateInputs:
+        """The gate's inputs at `[B]` states with the planner's output `out` at them."""
+        obs, _ = jax.vmap(self.planner.inputs)(states)
+        c = clock_inputs(states)
+        return ClockGateInputs(
+            obs=obs.astype(jnp.bfloat16),
+            features=out.features,
+            value=out.value,
+            time=time_features(c.my_time, c.opp_time, c.initial_time),
+            last=last.astype(jnp.int32),
+        )
+
+    def mask(self, states: games.State) -> jax.Array:
+        """`[B, n]` bool: the options the mover's clock can pay (policy-only always)."""
+        return affordable(self.options, clock_inputs(states).my_time)
+
+    def zero_carry(self, batch: int) -> ClockGateCarry:
+        return ClockGateCarry(
+            h=jnp.zeros((batch, self.config.hidden), jnp.float32),
+            last=jnp.full((batch,), NO_OPTION, jnp.int32),
+        )
+
+    def apply(self, params, h: jax.Array, x: ClockGateInputs, mask: jax.Array):
+        """(`[B, hidden]` next state, `[B, n]` masked logits, `[B]` value)."""
+        h, logits, value = self.net.apply(params, h, x)
+        return h, jnp.where(mask, logits, MASKED_LOGIT), value
+
+    def step(self, params, carry: ClockGateCarry, states: games.State, out: NetOutput):
+        """One own ply of `[B]` games: (next carry without `last` updated, inputs, masked
+        logits, value, mask). The caller picks the option and sets `last`."""
+        x = self.inputs(states, out, carry.last)
+        mask = self.mask(states)
+        h, logits, value = self.apply(params, carry.h, x, mask)
+        return carry.replace(h=h), x, logits, value, mask
+
+    def init_params(self, key: jax.Array):
+        """Fresh gate variables."""
+        planner_params = jax.eval_shape(self.planner.init_params, key)
+        states = jax.eval_shape(lambda k: jax.vmap(self.planner.game.init)(k[None]), key)
+        out = jax.eval_shape(self.planner.evaluate, planner_params, states)
+        x = jax.eval_shape(lambda s, o: self.inputs(s, o, jnp.zeros((1,), jnp.int32)), states, out)
+        x = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), x)
+        h = jnp.zeros((1, self.config.hidden), jnp.float32)
+        return jax.jit(self.net.init)(key, h, x)
+
+    def metadata(self) -> dict:
+        """What `load_clock_gate` checks: the network shape and the planner it gates."""
+        return {
+            "game": self.planner.config.game_id,
+            "budgets": list(self.options.budgets),
+            "simulations": list(self.options.simulations),
+            "clock_gate_config": dataclasses.asdict(self.config),
+            "planner_config": config_to_dict(self.planner.config),
+        }
+
+
+def clock_gate_player(
+    gate: ClockGate, params, *, greedy: bool = True, name: str = "gate"
+) -> ClockPlayer:
+    """The gate as a `ClockPlayer`: argmax of its masked logits (`greedy`, deployed), else a
+    sample from them with the per-game keys. Jit `choose` at the call site."""
+
+    def choose(carry: ClockGateCarry, states, out, keys):
+        carry, _, logits, _, _ = gate.step(params, carry, states, out)
+        if greedy:
+            option = jnp.argmax(logits, -1)
+        else:
+            option = jax.vmap(jax.random.categorical)(keys, logits)
+        option = option.astype(jnp.int32)
+        return carry.replace(last=option), option
+
+    return ClockPlayer(name=name, init=gate.zero_carry, choose=choose)
+
+
+def load_clock_gate(path, planner: Planner, *, planner_file=None):
+    """(`ClockGate`, params, metadata) from a clock gate checkpoint over `planner`.
+
+    Raises:
+        harness.checkpoint.CheckpointError: not a clock gate, another game or budgets, another
+            planner shape, or (with `planner_file`) another planner's weights.
+    """
+    meta = ckpt.load_metadata(path)
+    game_id = planner.config.game_id
+    if meta.get("kind") != CLOCK_GATE_KIND:
+        raise ckpt.CheckpointError(f"{path} holds a {meta.get('kind')!r}, not a clock gate")
+    if meta.get("game") != game_id:
+        raise ckpt.CheckpointError(f"{path} is a gate for {meta.get('game')}, not {game_id}")
+    try:
+        trained_over = config_from_dict(meta["planner_config"])
+    except (KeyError, TypeError, ValueError):
+        trained_over = None
+    if trained_over != planner.config:
+        raise ckpt.CheckpointError(f"{path} was trained over a planner of another shape")
+    if meta.get("planner_sha256") and planner_file is not None:
+        check_trained_over(meta, planner_file, path)
+    try:
+        config = ClockGateConfig(**meta["clock_gate_config"])
+    except (KeyError, TypeError) as err:
+        raise ckpt.CheckpointError(f"{path}: bad clock_gate_config: {err}") from err
+    gate = ClockGate(planner, config)
+    template = {"params": jax.eval_shape(gate.init_params, jax.random.PRNGKey(0))}
+    tree, meta = ckpt.load(path, template)
+    return gate, tree["params"], dict(meta, checkpoint=str(path))

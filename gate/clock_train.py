@@ -1,0 +1,502 @@
+"""The clock gate's trainer: recurrent PPO by self-play over random clocks, options grouped."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+import games
+from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
+from gate.clock_heuristics import always, clock_inputs, policy_only
+from gate.clock_network import NO_OPTION
+from gate.clock_train_config import TRAIN_CLOCKS, ClockGateTrainConfig
+from gate.gae import side_gae
+from gate.policy import file_sha256
+from gate.ppo import ClockChunks, make_clock_update
+from harness import checkpoint as ckpt
+from harness.checkpoint import checkpoint_root
+from harness.run import Run
+from planner.actors import where
+from planner.batching import SKIP, OptionRunner
+from planner.episodes import TUNING_SEED_BASE, seeds_of
+from planner.options import OptionOutput, Planner
+from planner.store import load_planner, planner_path
+
+__all__ = ["EXPORT", "ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer", "opening"]
+
+#: The exported params of a run folder (`ship-gate` copies it to checkpoints/<game>/).
+EXPORT = "gate.msgpack"
+
+
+@struct.dataclass
+class SelfPlay:
+    """The running self-play games `[B]`; both sides are the gate, each with its own state."""
+
+    states: games.State  # [B]
+    carry: jax.Array  # [B, 2, hidden] each side's GRU state, by player id
+    last: jax.Array  # [B, 2] int32 each side's last option (NO_OPTION: none yet)
+    start: jax.Array  # [B] bool the next ply is the first of its episode
+    keys: jax.Array  # [B, 2] per-game keys (option sampling, search, the next opening)
+    spent: jax.Array  # [B] int32 ticks both sides spent in the running episode
+
+
+@struct.dataclass
+class ClockGateState:
+    """Everything that changes during a run (all of it is checkpointed: a resume is exact)."""
+
+    params: Any  # gate variables
+    opt_state: Any  # Adam state
+    games: SelfPlay  # [B] games in flight
+    key: jax.Array  # [2] learner key (minibatch order)
+
+
+def opening(game: games.Game, key: jax.Array, max_plies: int) -> games.State:
+    """One game from `key`: `init(key)`, then an even number in [0, `max_plies`] of uniformly
+    random moves drawn from `fold_in(key, 2)` (`planner.episodes.play_match`'s openings)."""
+    state = game.init(key)
+    if max_plies < 2:
+        return state
+    n_key, move_key = jax.random.split(jax.random.fold_in(key, 2))
+    plies = 2 * jax.random.randint(n_key, (), 0, max_plies // 2 + 1)
+    return games.random_opening(game, state, move_key, plies, max_plies=max_plies)
+
+
+def _stack(steps: list):
+    return jax.tree.map(lambda *x: jnp.stack(x), *steps)
+
+
+@functools.lru_cache(maxsize=4)
+def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
+    return OptionRunner(Planner(pcfg), max_batch=max_batch, devices=devices)
+
+
+class ClockGatePPO:
+    """Recurrent PPO of a clock game's gate by self-play, driven by `harness.run.Run`.
+
+    One iteration:
+
+    1. Rollout: `plies` host steps of `num_envs` auto-reset games. Each episode draws T0 from
+       `TRAIN_CLOCKS` and starts from a random opening (keys split from `PRNGKey(seed)`: the
+       train range, disjoint from the tuning and evaluation seeds). Each ply: one jitted call
+       evaluates the frozen planner and steps the mover's gate (its own GRU state, by player id)
+       and samples an option among those its clock can pay; the `OptionRunner` runs each
+       chosen budget once per group of games that chose it (only the chosen options are
+       computed; policy-only is the masked argmax of the planner's logits, free); one jitted
+       call applies the moves and starts new games where one ended (zeroed GRU states).
+       The MCTS move is the planner's own option move (`Planner.option`: mctx's Gumbel action
+       at the planner's gumbel_scale, 0 when shipped, i.e. deterministic), exactly as every
+       evaluation and the services play it.
+    2. Per-side GAE (`gate.gae.side_gae`, gamma per own move), then `epochs` x `minibatches`
+       Adam steps of the clipped loss over chunks of `chunk` plies replayed from their stored
+       GRU states (`gate.ppo.clock_ppo_loss`).
+    """
+
+    kind = CLOCK_GATE_KIND
+    export_file = EXPORT
+    progress = {"loss": "loss", "budget": "mean_budget", "ent": "entropy", "eval": "eval_score"}
+
+    def __init__(self, cfg: ClockGateTrainConfig) -> None:
+        self.cfg = cfg
+        self.name = f"clock gate {cfg.game_id}"
+        path = cfg.planner or str(planner_path(checkpoint_root(), cfg.game_id))
+        if not Path(path).exists():
+            raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
+        pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
+        self.planner_file = path
+        self.planner_sha256 = file_sha256(path)
+        self.planner_commit = pmeta.get("git_commit")
+        self.planner = Planner(pcfg)
+        self.game = self.planner.game
+        self.gate = ClockGate(self.planner, cfg.gate_config)
+        self.options = self.gate.options
+        if cfg.eval_opponent and cfg.eval_opponent not in self.options.budgets:
+            raise ValueError(
+                f"eval_opponent={cfg.eval_opponent} is not 0 or one of {self.options.budgets}"
+            )
+        self.n = self.gate.num_options
+        self._ks = np.asarray((SKIP, *self.options.budgets))  # option index -> runner budget
+        self._sims = self.options.costs.astype(np.int64)  # option index -> ticks
+        self.runner = _runner(pcfg, max(cfg.num_envs, 2 * cfg.eval_seeds, 1), cfg.devices)
+        self.optimizer = optax.chain(
+            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
+        )
+        self.columns = (
+            "loss",
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "approx_kl",
+            "clip_frac",
+            "grad_norm",
+            "mean_budget",
+            *(f"opt_{b}" for b in ("policy", *self.options.budgets)),
+            "no_choice",
+            "episodes",
+            "episode_plies",
+            "clock_used",
+            "option_cost_ratio",
+            "padded_cost_ratio",
+            "rollout_s",
+            "learn_s",
+            *(f"eval_t{t}" for t in cfg.eval_t0s),
+            "eval_score",
+            "eval_budget",
+        )
+        self._decide = jax.jit(self._decide_fn)
+        self._finish = jax.jit(self._finish_fn)
+        self._fresh_games = jax.jit(self._fresh_games_fn)
+        self._start_games = jax.jit(self._start_games_fn, static_argnums=1)
+        self._bootstrap = jax.jit(self._bootstrap_fn)
+        self._learn = jax.jit(self._learn_fn)
+        self._evaluate_net = jax.jit(self.planner.evaluate)
+        self._match_choose = jax.jit(self._match_choose_fn)
+        self._apply = jax.jit(self._apply_fn)
+
+    # ---- pure pieces (jitted in __init__) ----
+
+    def _fresh_games_fn(self, keys: jax.Array) -> games.State:
+        """New training games `[B]` from per-game keys: an opening and a T0 drawn per game."""
+
+        def one(key):
+            init_key, t0_key = jax.random.split(key)
+            state = opening(self.game, init_key, self.cfg.opening_plies)
+            t0 = jnp.asarray(TRAIN_CLOCKS, jnp.int32)[
+                jax.random.randint(t0_key, (), 0, len(TRAIN_CLOCKS))
+            ]
+            return self.game.set_initial_time(state, t0)
+
+        return jax.vmap(one)(keys)
+
+    def _start_games_fn(self, key: jax.Array, n: int) -> SelfPlay:
+        keys = jax.random.split(key, (n, 2))
+        return SelfPlay(
+            states=self._fresh_games_fn(keys[:, 0]),
+            carry=jnp.zeros((n, 2, self.gate.config.hidden), jnp.float32),
+            last=jnp.full((n, 2), NO_OPTION, jnp.int32),
+            start=jnp.ones((n,), bool),
+            keys=keys[:, 1],
+            spent=jnp.zeros((n,), jnp.int32),
+        )
+
+    def _decide_fn(self, params, planner_params, sp: SelfPlay):
+        split = jax.vmap(lambda k: jax.random.split(k, 4))(sp.keys)
+        carried, sample, search, reset = (split[:, i] for i in range(4))
+        states = sp.states
+        out = self.planner.evaluate(planner_params, states)
+        mover = states.current_player
+
+        def side(x):
+            return jnp.take_along_axis(x, mover.reshape(-1, *(1,) * (x.ndim - 1)), 1)[:, 0]
+
+        own = ClockGateCarry(h=side(sp.carry), last=side(sp.last))
+        new, x, logits, value, mask = self.gate.step(params, own, states, out)
+        option = jax.vmap(jax.random.categorical)(sample, logits).astype(jnp.int32)
+        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), option[:, None], 1)[:, 0]
+        is_mover = jnp.arange(2)[None, :] == mover[:, None]
+        sp = sp.replace(
+            carry=jnp.where(is_mover[..., None], new.h[:, None, :], sp.carry),
+            last=jnp.where(is_mover, option[:, None], sp.last),
+            keys=carried,
+        )
+        record = dict(
+            inputs=x,
+            mover=mover,
+            start=sp.start,
+            decides=jnp.ones_like(sp.start),
+            mask=mask,
+            action=option,
+            log_prob=log_prob,
+            value=value,
+        )
+        reflex = self.planner.masked_argmax(out.logits, states.legal_action_mask)
+        return sp, record, option, reflex, search, reset
+
+    def _apply_fn(self, states, option, reflex, out: OptionOutput):
+        """The next states and costs: policy-only plays `reflex` for free, else the option."""
+        po = option == 0
+        free = jax.vmap(self.game.step)(states, reflex, jnp.zeros_like(reflex))
+        return where(po, free, out.next_state), jnp.where(po, 0, out.cost)
+
+    def _finish_fn(self, sp: SelfPlay, option, reflex, out: OptionOutput, reset_keys):
+        nxt, cost = self._apply_fn(sp.states, option, reflex, out)
+        done = nxt.done
+        spent = sp.spent + cost
+        t0 = sp.states.inner.initial_time
+        stats = dict(
+            episodes=done.sum(),
+            plies_sum=jnp.where(done, nxt.frame, 0).sum(),
+            clock_used_sum=jnp.where(done, spent / jnp.maximum(2.0 * t0, 1.0), 0.0).sum(),
+        )
+        record = dict(reward=nxt.inner.rewards, done=done)
+        fresh = self._fresh_games_fn(reset_keys)
+        sp = SelfPlay(
+            states=where(done, fresh, nxt),
+            carry=jnp.where(done[:, None, None], 0.0, sp.carry),
+            last=jnp.where(done[:, None], NO_OPTION, sp.last),
+            start=done,
+            keys=sp.keys,
+            spent=jnp.where(done, 0, spent),
+        )
+        return sp, record, stats
+
+    def _bootstrap_fn(self, params, planner_params, sp: SelfPlay):
+        """`[B, 2]` each side's value at its next decision: the mover's gate value at the
+        current state, and minus it for the other side (zero-sum: its next state is unseen)."""
+        states = sp.states
+        out = self.planner.evaluate(planner_params, states)
+        mover = states.current_player
+        h = jnp.take_along_axis(sp.carry, mover[:, None, None], 1)[:, 0]
+        last = jnp.take_along_axis(sp.last, mover[:, None], 1)[:, 0]
+        _, _, _, value, _ = self.gate.step(params, ClockGateCarry(h=h, last=last), states, out)
+        return jnp.where(jnp.arange(2)[None, :] == mover[:, None], value[:, None], -value[:, None])
+
+    def _learn_fn(self, params, opt_state, steps: dict, carries, bootstrap, key):
+        cfg = self.cfg
+        adv, target = side_gae(
+            steps["reward"],
+            steps["value"],
+            steps["done"],
+            steps["mover"],
+            steps["decides"],
+            bootstrap,
+            gamma=cfg.gamma,
+            lam=cfg.lam,
+        )
+        length = cfg.chunk
+
+        def chunked(x):  # [T, B, ...] -> [C * B, L, ...] (chunk-major, then game)
+            t, b = x.shape[:2]
+            x = x.reshape(t // length, length, b, *x.shape[2:])
+            return jnp.swapaxes(x, 1, 2).reshape(t // length * b, length, *x.shape[3:])
+
+        batch = ClockChunks(
+            inputs=jax.tree.map(chunked, steps["inputs"]),
+            carry=carries.reshape(-1, *carries.shape[2:]),
+            mover=chunked(steps["mover"]),
+            start=chunked(steps["start"]),
+            decides=chunked(steps["decides"]),
+            mask=chunked(steps["mask"]),
+            action=chunked(steps["action"]),
+            log_prob=chunked(steps["log_prob"]),
+            advantage=chunked(adv),
+            target=chunked(target),
+        )
+        update = make_clock_update(
+            self.gate.net,
+            self.optimizer,
+            epochs=cfg.epochs,
+            minibatches=cfg.minibatches,
+            clip=cfg.clip,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.ent_coef,
+        )
+        return update(params, opt_state, batch, key)
+
+    # ---- rollout ----
+
+    def _options(self, states, option: np.ndarray, keys, alive=None):
+        """Runs each game's chosen budget, grouped (policy-only and `~alive` games skipped)."""
+        ks = self._ks[option]
+        if alive is not None:
+            ks = np.where(alive, ks, SKIP)
+        return self.runner(self.planner_params, keys, states, ks)
+
+    def rollout(self, params, sp: SelfPlay):
+        """`plies` plies of every game: (games, time-major steps, chunk carries, stats)."""
+        import time
+
+        steps, stats, carries = [], [], []
+        cost = dict(chosen=0, padded=0, every=0)
+        option_s = 0.0
+        for t in range(self.cfg.plies):
+            if t % self.cfg.chunk == 0:
+                carries.append(sp.carry)
+            sp_next, record, option, reflex, search, reset = self._decide(
+                params, self.planner_params, sp
+            )
+            option = np.asarray(option)
+            start = time.perf_counter()
+            out = self._options(sp.states, option, search)
+            option_s += time.perf_counter() - start
+            self._count_cost(option, cost)
+            sp, rec2, stat = self._finish(sp_next, option, reflex, out, reset)
+            steps.append(dict(record, **rec2))
+            stats.append(stat)
+        return sp, _stack(steps), jnp.stack(carries), jax.device_get(_stack(stats)), cost
+
+    def _count_cost(self, option: np.ndarray, cost: dict) -> None:
+        """Simulations run: the chosen options, as padded by the runner's ladder, and what
+        computing every option for every game would cost (the reference's way)."""
+        for i in set(option.tolist()) - {0}:
+            n = int((option == i).sum())
+            cost["chosen"] += n * self._sims[i]
+            cost["padded"] += self.runner.bucket(n) * self._sims[i]
+        cost["every"] += len(option) * int(self._sims.sum())
+
+    # ---- harness.Algorithm ----
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            **self.gate.metadata(),
+            "planner_checkpoint": self.planner_file,
+            "planner_sha256": self.planner_sha256,
+            "planner_git_commit": self.planner_commit,
+            "train_clocks": list(TRAIN_CLOCKS),
+            "tuning_seed_base": TUNING_SEED_BASE,
+        }
+
+    def _fresh(self, key: jax.Array):
+        params = self.gate.init_params(key)
+        return params, self.optimizer.init(params)
+
+    def init(self) -> ClockGateState:
+        key, init_key, games_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed), 3)
+        params, opt_state = self._fresh(init_key)
+        return ClockGateState(
+            params=params,
+            opt_state=opt_state,
+            games=self._start_games(games_key, self.cfg.num_envs),
+            key=key,
+        )
+
+    def step(self, state: ClockGateState) -> tuple[ClockGateState, dict]:
+        import time
+
+        key, learn_key = jax.random.split(state.key)
+        start = time.perf_counter()
+        sp, steps, carries, stats, cost = self.rollout(state.params, state.games)
+        boot = self._bootstrap(state.params, self.planner_params, sp)
+        rollout_s = time.perf_counter() - start
+        params, opt_state, lstats = self._learn(
+            state.params, state.opt_state, steps, carries, boot, learn_key
+        )
+        metrics = {k: float(v) for k, v in jax.device_get(lstats).items()}
+        metrics["learn_s"] = time.perf_counter() - start - rollout_s
+        metrics["rollout_s"] = rollout_s
+        option = np.asarray(steps["action"])
+        metrics["mean_budget"] = float(self.options.budget(option).mean())
+        for i, b in enumerate(("policy", *self.options.budgets)):
+            metrics[f"opt_{b}"] = float((option == i).mean())
+        metrics["no_choice"] = float((np.asarray(steps["mask"]).sum(-1) <= 1).mean())
+        episodes = int(stats["episodes"].sum())
+        metrics["episodes"] = episodes
+        metrics["frames"] = option.size
+        metrics["episode_plies"] = float(stats["plies_sum"].sum()) / episodes if episodes else None
+        metrics["clock_used"] = (
+            float(stats["clock_used_sum"].sum()) / episodes if episodes else None
+        )
+        metrics["option_cost_ratio"] = cost["chosen"] / cost["every"]
+        metrics["padded_cost_ratio"] = cost["padded"] / max(cost["chosen"], 1)
+        new = ClockGateState(params=params, opt_state=opt_state, games=sp, key=key)
+        return new, metrics
+
+    # ---- evaluation: the greedy gate against always-k on tuning openings ----
+
+    def _match_choose_fn(self, params, carry, states, out, keys):
+        return clock_gate_player(self.gate, params).choose(carry, states, out, keys)
+
+    def match(self, params, seeds: np.ndarray, t0: int, opponent) -> tuple[np.ndarray, np.ndarray]:
+        """The greedy gate against `opponent` (a `ClockChooser`) from each seed's opening
+        (`opening(PRNGKey(seed))`) at clock `t0`, once with each colour.
+
+        Returns:
+            (`[2S]` the gate's scores in {0, 0.5, 1} (unfinished: 0.5), its budgets played).
+        """
+        n = len(seeds)
+        keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.concatenate([seeds, seeds]), jnp.uint32))
+        states = jax.jit(jax.vmap(lambda k: opening(self.game, k, self.cfg.opening_plies)))(keys)
+        states = jax.vmap(self.game.set_initial_time, (0, None))(states, t0)
+        first = np.arange(2 * n) < n
+        gate_id = jnp.where(first, states.current_player, 1 - states.current_player)
+        carry = self.gate.zero_carry(2 * n)
+        move_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        score = np.zeros(2 * n)
+        alive = np.ones(2 * n, bool)
+        budgets = []
+        opp = jax.jit(opponent)
+        for _ in range(self.game.max_plies + 2):
+            if not alive.any():
+                break
+            pair = jax.vmap(lambda k: jax.random.split(k))(move_keys)
+            move_keys, sub = pair[:, 0], pair[:, 1]
+            out = self._evaluate_net(self.planner_params, states)
+            gate_turn = np.asarray(states.current_player == gate_id)
+            new_carry, g_opt = self._match_choose(params, carry, states, out, sub)
+            o_opt = opp(clock_inputs(states, out), sub)
+            mine = jnp.asarray(gate_turn & alive)
+            carry = where(mine, new_carry, carry)
+            option = np.where(gate_turn, np.asarray(g_opt), np.asarray(o_opt))
+            budgets.append(self.options.budget(option[gate_turn & alive]))
+            result = self._options(states, option, sub, alive)
+            reflex = self.planner.masked_argmax(out.logits, states.legal_action_mask)
+            nxt, _ = self._apply(states, jnp.asarray(option), reflex, result)
+            reward = np.asarray(jnp.take_along_axis(nxt.inner.rewards, gate_id[:, None], 1)[:, 0])
+            score += np.where(alive, reward, 0.0)
+            states = where(jnp.asarray(alive), nxt, states)
+            alive &= ~np.asarray(nxt.done)
+        return (score + 1.0) / 2.0, np.concatenate(budgets)
+
+    def evaluate(self, state: ClockGateState, iteration: int) -> tuple[float, dict]:
+        """The greedy gate against always-`eval_opponent` (policy-only for 0) at each of
+        `eval_clocks` on the first `eval_seeds` tuning openings, colours swapped; the score is
+        the mean over the clocks."""
+        del iteration
+        cfg = self.cfg
+        seeds = seeds_of("tuning", cfg.eval_seeds)
+        k = cfg.eval_opponent
+        opponent = always(self.options, k) if k else policy_only(self.options)
+        columns, all_budgets = {}, []
+        for t0 in cfg.eval_t0s:
+            score, budgets = self.match(state.params, seeds, t0, opponent)
+            columns[f"eval_t{t0}"] = float(score.mean())
+            all_budgets.append(budgets)
+        mean = float(np.mean(list(columns.values()))) if columns else 0.0
+        columns["eval_score"] = mean
+        columns["eval_budget"] = float(np.concatenate(all_budgets).mean()) if all_budgets else 0.0
+        return mean, columns
+
+    def params(self, state: ClockGateState):
+        return jax.device_get(state.params)
+
+    def save(self, state: ClockGateState) -> tuple[dict, dict]:
+        return ckpt.learner_tree(state.params, state.opt_state, state.key, games=state.games), {}
+
+    def template(self, meta: dict) -> dict:
+        saved = meta.get("clock_gate_config")
+        if saved != dataclasses.asdict(self.gate.config) or meta.get("budgets") != list(
+            self.options.budgets
+        ):
+            raise ckpt.CheckpointError(
+                f"the checkpoint holds a clock gate {saved} over budgets {meta.get('budgets')}, "
+                f"but this run asks for {dataclasses.asdict(self.gate.config)} over "
+                f"{self.options.budgets}"
+            )
+        games_shape = jax.eval_shape(
+            lambda k: self._start_games_fn(k, self.cfg.num_envs), jax.random.PRNGKey(0)
+        )
+        return ckpt.learner_template(self._fresh, games=games_shape)
+
+    def restore(self, tree: dict, meta: dict) -> ClockGateState:
+        del meta
+        return ClockGateState(
+            params=tree["params"],
+            opt_state=tree["opt_state"],
+            games=jax.tree.map(jnp.asarray, tree["games"]),
+            key=jnp.asarray(tree["key"]),
+        )
+
+
+def clock_gate_trainer(
+    cfg: ClockGateTrainConfig, out_dir: str | Path, **kwargs: Any
+) -> Run[ClockGateState]:
+    """A `harness.run.Run` of clock-gate PPO into `out_dir` (kwargs: `Run`'s resume, argv,
+    progress, tensorboard). `run()` trains; `state` holds the `ClockGateState`."""
+    return Run(ClockGatePPO(cfg), cfg, out_dir, **kwargs)

@@ -1,0 +1,108 @@
+"""Settings of one clock-gate training run (`rtplan train-gate` on a clock game); imports no JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.config import knob
+
+#: T0 per episode in self-play, drawn uniformly (the paper's set, reference-notes section 5c).
+TRAIN_CLOCKS = (100, 300, 600, 900, 1200, 1800, 2300, 2900, 3500, 4100, 4800, 5700)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockGateConfig:
+    """Shape of the recurrent clock gate (`gate.clock_network.ClockGateNet`)."""
+
+    #: Width of the board encoder (one Dense over the flattened planes: small convs are slow on
+    #: XLA:CPU) and of the planner-feature encoder.
+    encoder: int = 64
+    #: Hidden units of the time-feature encoder.
+    time_hidden: int = 32
+    #: GRU state size.
+    hidden: int = 128
+    #: Hidden units of the policy/value head after the GRU.
+    head_hidden: int = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockGateTrainConfig:
+    """Settings of one recurrent PPO run of a clock game's gate (self-play over random clocks)."""
+
+    game_id: str = knob(help="Registered clock game id (speed-hex-v0, speed-go-v0).")
+    planner: str | None = knob(
+        None, "Frozen planner checkpoint; None: checkpoints/<game>/planner.msgpack."
+    )
+    iterations: int = knob(200, "PPO updates (rollout + epochs) of the whole run.")
+    num_envs: int = knob(16, "Games played in parallel (self-play: both sides are the gate).")
+    plies: int = knob(64, "Plies per game per rollout (each ply is one side's decision).")
+    chunk: int = knob(16, "Plies per recurrent training chunk (each stores its start state).")
+    epochs: int = knob(4, "Passes over each rollout.")
+    minibatches: int = knob(4, "Minibatches of chunks per pass (they must divide the chunks).")
+    gamma: float = knob(0.99, "Discount per own move (per-side GAE).")
+    lam: float = knob(0.95, "GAE lambda.")
+    clip: float = knob(0.2, "PPO ratio clip epsilon.")
+    lr: float = knob(3e-4, "Adam learning rate (constant).")
+    ent_coef: float = knob(0.01, "Entropy bonus coefficient (the reference's clock PPO: 0.01).")
+    vf_coef: float = knob(0.5, "Weight of the value loss 0.5 * MSE.")
+    max_grad_norm: float = knob(1.0, "Global gradient-norm clip.")
+    opening_plies: int = knob(
+        6, "Training games start from an even number of random moves, up to this many."
+    )
+    gate_encoder: int = knob(64, "Width of the gate's board and planner-feature encoders.")
+    gate_hidden: int = knob(128, "GRU state size.")
+    gate_head: int = knob(128, "Hidden units of the gate's head.")
+    eval_every: int = knob(5, "Evaluate every this many iterations (and after the last); 0: never.")
+    eval_seeds: int = knob(
+        8, "Tuning openings per evaluation clock (each played twice, colours swapped)."
+    )
+    eval_clocks: str = knob("300,2300", "Comma-separated T0s of the in-training evaluation.")
+    eval_opponent: int = knob(
+        32, "Budget of the always-k opponent of the in-training evaluation (a budget or 0)."
+    )
+    checkpoint_every: int = knob(
+        2, "Write the checkpoint every this many iterations (and after the last)."
+    )
+    seed: int = knob(0, "Seed of the gate parameters, the training openings and the samples.")
+    devices: int = knob(1, "Devices each option group is split across (jax.shard_map).")
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "num_envs", "plies", "chunk", "epochs", "minibatches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.plies % self.chunk:
+            raise ValueError(f"chunk={self.chunk} does not divide plies={self.plies}")
+        if self.num_chunks % self.minibatches:
+            raise ValueError(
+                f"minibatches={self.minibatches} does not divide the {self.num_chunks} chunks "
+                f"({self.num_envs} games x {self.plies // self.chunk} chunks each)"
+            )
+        if self.opening_plies < 0:
+            raise ValueError(f"opening_plies must be >= 0, got {self.opening_plies}")
+        for name in ("eval_every", "checkpoint_every", "eval_seeds"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        self.eval_t0s  # noqa: B018  (parses, so a bad list fails at start-up)
+
+    @property
+    def num_chunks(self) -> int:
+        """Training chunks per rollout: `num_envs` x `plies / chunk`."""
+        return self.num_envs * (self.plies // self.chunk)
+
+    @property
+    def eval_t0s(self) -> tuple[int, ...]:
+        """The in-training evaluation's clocks."""
+        try:
+            t0s = tuple(int(t) for t in self.eval_clocks.split(",") if t.strip())
+        except ValueError as e:
+            raise ValueError(f"eval_clocks must list ints, got {self.eval_clocks!r}") from e
+        if any(t < 0 for t in t0s):
+            raise ValueError(f"eval_clocks must be >= 0, got {t0s}")
+        return t0s
+
+    @property
+    def gate_config(self) -> ClockGateConfig:
+        """The gate network's shape."""
+        return ClockGateConfig(
+            encoder=self.gate_encoder, hidden=self.gate_hidden, head_hidden=self.gate_head
+        )

@@ -1,0 +1,381 @@
+"""The recurrent clock gate: per-side GAE, GRU resets inside chunks, the opponent-independent
+hidden state, the masked recurrent PPO loss by hand, and a tiny `train-gate` run with resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gate.clock_gate import ClockGate, clock_gate_player, load_clock_gate
+from gate.clock_network import MASKED_LOGIT, ClockGateInputs, unroll
+from gate.clock_train_config import ClockGateConfig
+from gate.gae import side_gae
+from gate.ppo import Batch, ClockChunks, clock_ppo_loss, ppo_terms
+from harness import checkpoint as ckpt
+from planner import Planner
+from planner.actors import where
+from planner.store import planner_path, save_planner
+from rtplan.cli import main
+from support import tiny_config
+
+GAME = "speed-hex-v0"
+SMALL = ClockGateConfig(encoder=8, time_hidden=8, hidden=6, head_hidden=8)
+
+
+@pytest.fixture(scope="module")
+def planner():
+    cfg = dataclasses.replace(tiny_config(GAME), budgets=(2, 8), simulations=(2, 8))
+    return Planner(cfg)
+
+
+@pytest.fixture(scope="module")
+def gate(planner):
+    return ClockGate(planner, SMALL)
+
+
+def _inputs(gate, key, shape):
+    """Random `ClockGateInputs` of leading `shape`."""
+    h, w, c = gate.planner.input_shape
+    f = gate.planner.config.network.features
+    k = jax.random.split(key, 5)
+    return ClockGateInputs(
+        obs=jax.random.bernoulli(k[0], 0.3, (*shape, h, w, c)).astype(jnp.bfloat16),
+        features=jax.random.normal(k[1], (*shape, f)),
+        value=jax.random.uniform(k[2], shape, minval=-1, maxval=1),
+        time=jax.random.uniform(k[3], (*shape, 5)),
+        last=jax.random.randint(k[4], shape, -1, gate.num_options),
+    )
+
+
+# ---- per-side GAE ------------------------------------------------------------------------------
+
+
+def _side_gae_loop(reward, value, done, mover, decides, bootstrap, gamma, lam):
+    """Plain Python: each (game, side) sequence of own decisions, standard GAE over it."""
+    t_len, b_len = value.shape
+    adv = np.zeros((t_len, b_len))
+    for b in range(b_len):
+        for side in (0, 1):
+            # (ply, reward collected until the next own decision, ends before it)
+            decisions = []
+            for t in range(t_len):
+                if decides[t, b] and mover[t, b] == side:
+                    decisions.append([t, 0.0, False])
+                if decisions and not decisions[-1][2]:
+                    decisions[-1][1] += reward[t, b, side]
+                if done[t, b] and decisions:
+                    decisions[-1][2] = True
+            next_a, next_v = 0.0, bootstrap[b, side]
+            for i in reversed(range(len(decisions))):
+                t, r, ended = decisions[i]
+                live = 0.0 if ended else 1.0
+                delta = r + gamma * live * next_v - value[t, b]
+                a = delta + gamma * lam * live * next_a
+                adv[t, b] = a
+                next_a, next_v = a, value[t, b]
+    return adv
+
+
+def test_side_gae_matches_a_plain_loop():
+    rng = np.random.default_rng(0)
+    t_len, b_len = 17, 4
+    done = rng.random((t_len, b_len)) < 0.15
+    # Movers alternate inside an episode; a new episode starts with a random side.
+    mover = np.zeros((t_len, b_len), np.int32)
+    for b in range(b_len):
+        p = rng.integers(2)
+        for t in range(t_len):
+            mover[t, b] = p
+            p = rng.integers(2) if done[t, b] else 1 - p
+    reward = np.zeros((t_len, b_len, 2), np.float32)
+    winner = rng.integers(2, size=(t_len, b_len))
+    reward[..., 0] = np.where(done, np.where(winner == 0, 1.0, -1.0), 0.0)
+    reward[..., 1] = -reward[..., 0]
+    value = rng.uniform(-1, 1, (t_len, b_len)).astype(np.float32)
+    decides = rng.random((t_len, b_len)) < 0.8  # some plies are another player's
+    bootstrap = rng.uniform(-1, 1, (b_len, 2)).astype(np.float32)
+    adv, target = side_gae(
+        jnp.asarray(reward),
+        jnp.asarray(value),
+        jnp.asarray(done),
+        jnp.asarray(mover),
+        jnp.asarray(decides),
+        jnp.asarray(bootstrap),
+        gamma=0.9,
+        lam=0.8,
+    )
+    want = _side_gae_loop(reward, value, done, mover, decides, bootstrap, 0.9, 0.8)
+    np.testing.assert_allclose(np.asarray(adv), want, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(target), np.where(decides, want + value, 0), atol=1e-5)
+
+
+def test_side_gae_terminal_reward_reaches_the_loser():
+    # One game, four plies, sides 0, 1, 0, 1; side 1 wins on the last ply.
+    reward = np.zeros((4, 1, 2), np.float32)
+    reward[3, 0] = (-1.0, 1.0)
+    adv, target = side_gae(
+        jnp.asarray(reward),
+        jnp.zeros((4, 1)),
+        jnp.asarray([[False], [False], [False], [True]]),
+        jnp.asarray([[0], [1], [0], [1]]),
+        jnp.ones((4, 1), bool),
+        jnp.full((1, 2), 7.0),  # never used: the episode ends
+        gamma=0.5,
+        lam=1.0,
+    )
+    # Side 0: ply 2 gets -1 (the opponent's winning reply), ply 0 gets 0.5 * -1.
+    np.testing.assert_allclose(np.asarray(target)[:, 0], [-0.5, 0.5, -1.0, 1.0])
+
+
+# ---- the GRU state: resets inside chunks, one state per side ------------------------------------
+
+
+def test_chunk_spanning_a_reset_equals_two_separate_runs(gate):
+    params = gate.init_params(jax.random.PRNGKey(0))
+    t_len, b_len, cut = 7, 3, 4
+    xs = _inputs(gate, jax.random.PRNGKey(1), (t_len, b_len))
+    mover = jnp.asarray(np.arange(t_len)[:, None] % 2 * np.ones((1, b_len), np.int32))
+    start = np.zeros((t_len, b_len), bool)
+    start[cut] = True  # a new episode at ply 4 in every game
+    decides = jnp.ones((t_len, b_len), bool)
+    carry0 = jax.random.normal(jax.random.PRNGKey(2), (b_len, 2, SMALL.hidden))
+    _, logits, values = unroll(gate.net, params, carry0, xs, mover, jnp.asarray(start), decides)
+
+    def part(sl, carry):
+        x = jax.tree.map(lambda a: a[sl], xs)
+        no = jnp.zeros((sl.stop - (sl.start or 0), b_len), bool)
+        return unroll(gate.net, params, carry, x, mover[sl], no, decides[sl])
+
+    _, l1, v1 = part(slice(0, cut), carry0)
+    _, l2, v2 = part(slice(cut, t_len), jnp.zeros_like(carry0))
+    np.testing.assert_allclose(logits, jnp.concatenate([l1, l2]), atol=1e-6)
+    np.testing.assert_allclose(values, jnp.concatenate([v1, v2]), atol=1e-6)
+    # Without the reset flag the second part would differ (the state carries over).
+    _, l_no, _ = unroll(gate.net, params, carry0, xs, mover, jnp.zeros_like(start), decides)
+    assert not np.allclose(l_no[cut:], l2)
+
+
+def test_gate_choices_do_not_depend_on_the_opponent(gate, planner):
+    """The player steps its state on its own plies only: the same boards and clocks at its
+    plies give the same choices whatever moved in between (another gate, or nothing)."""
+    pparams = planner.init_params(jax.random.PRNGKey(0))
+    params = gate.init_params(jax.random.PRNGKey(3))
+    other = gate.init_params(jax.random.PRNGKey(4))
+    game = planner.game
+    states = jax.vmap(game.init)(jax.random.split(jax.random.PRNGKey(5), 2))
+    states = jax.vmap(game.set_initial_time, (0, None))(states, 20)
+    seq, rng = [], np.random.default_rng(1)
+    for _ in range(8):  # random legal moves, each charged a random cost
+        seq.append(states)
+        legal = np.asarray(states.legal_action_mask)
+        actions = jnp.asarray([rng.choice(np.flatnonzero(row)) for row in legal])
+        states = jax.vmap(game.step)(states, actions, jnp.asarray(rng.integers(0, 4, 2)))
+    me = seq[0].current_player  # the gate is the first mover in both games
+    player = clock_gate_player(gate, params)
+    carry, mine = player.init(2), []
+    for s in seq:
+        out = planner.evaluate(pparams, s)
+        new, option = player.choose(carry, s, out, jax.random.split(jax.random.PRNGKey(0), 2))
+        turn = s.current_player == me
+        carry = where(turn, new, carry)
+        mine.append(np.where(np.asarray(turn), np.asarray(option), -1))
+    # Self-play replay: both sides are gates (the opponent with other params) in one unroll.
+    carry2 = jnp.zeros((2, 2, SMALL.hidden))
+    last = -np.ones((2, 2), np.int32)
+    for t, s in enumerate(seq):
+        out = planner.evaluate(pparams, s)
+        p = np.asarray(s.current_player)
+        x = gate.inputs(s, out, jnp.asarray(last[np.arange(2), p]))
+        h = carry2[jnp.arange(2), p]
+        use = np.where(p == np.asarray(me), 0, 1)
+        outs = [gate.apply(w, h, x, gate.mask(s)) for w in (params, other)]
+        h_new = jnp.where(use[:, None] == 0, outs[0][0], outs[1][0])
+        logits = jnp.where(use[:, None] == 0, outs[0][1], outs[1][1])
+        option = np.asarray(jnp.argmax(logits, -1))
+        carry2 = carry2.at[jnp.arange(2), p].set(h_new)
+        last[np.arange(2), p] = option
+        want = mine[t]
+        got = np.where(p == np.asarray(me), option, -1)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_unaffordable_options_are_masked(gate, planner):
+    pparams = planner.init_params(jax.random.PRNGKey(0))
+    params = gate.init_params(jax.random.PRNGKey(1))
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(2), 3))
+    # Clocks of 0, 5 and 100 ticks: budgets cost 2 and 8 ticks.
+    clocks = jnp.asarray([[0, 0], [5, 5], [100, 100]], jnp.int32)
+    states = states.replace(inner=states.inner.replace(clocks=clocks))
+    out = planner.evaluate(pparams, states)
+    carry, _, logits, _, mask = gate.step(params, gate.zero_carry(3), states, out)
+    np.testing.assert_array_equal(mask, [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    player = clock_gate_player(gate, params, greedy=False)
+    for i in range(20):
+        _, option = player.choose(gate.zero_carry(3), states, out, jax.random.split(keys[i % 3], 3))
+        assert np.all(np.asarray(mask)[np.arange(3), np.asarray(option)])
+    assert int(jnp.argmax(logits[0])) == 0  # an empty clock plays policy-only
+
+
+def test_runner_mixes_clock_budgets_in_one_batch(planner):
+    """Clock options play one move whatever the budget, so groups of different budgets fit one
+    output (the runner once padded them to the largest budget's width)."""
+    from planner.batching import OptionRunner
+
+    params = planner.init_params(jax.random.PRNGKey(0))
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 3))
+    keys = jax.random.split(jax.random.PRNGKey(2), 3)
+    out = OptionRunner(planner, max_batch=4)(params, keys, states, np.array([2, 8, 0]))
+    assert out.actions.shape == (3, 1)
+    np.testing.assert_array_equal(np.asarray(out.cost), [2, 8, 0])
+
+
+# ---- recurrent PPO loss by hand -----------------------------------------------------------------
+
+
+def test_clock_ppo_loss_matches_a_hand_computation(gate):
+    params = gate.init_params(jax.random.PRNGKey(0))
+    n, length = 2, 3
+    rng = np.random.default_rng(2)
+    xs = _inputs(gate, jax.random.PRNGKey(6), (n, length))
+    carry = jax.random.normal(jax.random.PRNGKey(7), (n, 2, SMALL.hidden))
+    mover = np.array([[0, 1, 0], [1, 0, 1]], np.int32)
+    start = np.array([[False, False, True], [False, False, False]])
+    decides = np.array([[True, True, True], [True, False, True]])
+    mask = np.ones((n, length, gate.num_options), bool)
+    mask[0, 1, 1:] = False  # no choice there: out of the policy terms, in the value term
+    mask[1, 2, 2] = False
+    action = np.array([[1, 0, 2], [0, 1, 1]], np.int32)
+    chunks = ClockChunks(
+        inputs=xs,
+        carry=carry,
+        mover=jnp.asarray(mover),
+        start=jnp.asarray(start),
+        decides=jnp.asarray(decides),
+        mask=jnp.asarray(mask),
+        action=jnp.asarray(action),
+        log_prob=jnp.asarray(rng.normal(-1.0, 0.3, (n, length)), jnp.float32),
+        advantage=jnp.asarray(rng.normal(size=(n, length)), jnp.float32),
+        target=jnp.asarray(rng.normal(size=(n, length)), jnp.float32),
+    )
+    coefs = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01)
+    loss, aux = clock_ppo_loss(params, gate.net, chunks, **coefs)
+
+    # By hand: step the network ply by ply per chunk, one state per side.
+    logits, values = np.zeros((n, length, gate.num_options)), np.zeros((n, length))
+    for i in range(n):
+        h = np.array(carry[i])
+        for t in range(length):
+            if start[i, t]:
+                h[:] = 0
+            x = jax.tree.map(lambda a, i=i, t=t: a[i, t][None], xs)
+            h_new, lg, v = gate.net.apply(params, jnp.asarray(h[mover[i, t]])[None], x)
+            logits[i, t], values[i, t] = np.asarray(lg[0]), float(v[0])
+            if decides[i, t]:
+                h[mover[i, t]] = np.asarray(h_new[0])
+    logits = np.where(mask, logits, MASKED_LOGIT)
+    top = logits.max(-1, keepdims=True)
+    log_p = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+    new_lp = np.take_along_axis(log_p, action[..., None], -1)[..., 0]
+    ratio = np.exp(new_lp - np.asarray(chunks.log_prob))
+    pol = decides & (mask.sum(-1) > 1)
+    adv = np.asarray(chunks.advantage)
+    m = adv[pol].mean()
+    a = (adv - m) / (np.sqrt(((adv[pol] - m) ** 2).mean()) + 1e-8)
+    surr = np.minimum(ratio * a, np.clip(ratio, 0.8, 1.2) * a)
+    policy_loss = -surr[pol].mean()
+    value_loss = 0.5 * ((values - np.asarray(chunks.target)) ** 2)[decides].mean()
+    p = np.exp(log_p)
+    entropy = (-(p * log_p).sum(-1))[pol].mean()
+    want = policy_loss + 0.5 * value_loss - 0.01 * entropy
+    assert float(aux["policy_loss"]) == pytest.approx(policy_loss, abs=1e-5)
+    assert float(aux["value_loss"]) == pytest.approx(value_loss, abs=1e-5)
+    assert float(aux["entropy"]) == pytest.approx(entropy, abs=1e-5)
+    assert float(loss) == pytest.approx(want, abs=1e-5)
+
+
+def test_ppo_terms_without_masks_are_unchanged():
+    rng = np.random.default_rng(3)
+    logits = jnp.asarray(rng.normal(size=(6, 4)), jnp.float32)
+    batch = Batch(
+        inputs=None,
+        action=jnp.asarray(rng.integers(0, 4, 6), jnp.int32),
+        log_prob=jnp.asarray(rng.normal(-1.4, 0.2, 6), jnp.float32),
+        advantage=jnp.asarray(rng.normal(size=6), jnp.float32),
+        target=jnp.asarray(rng.normal(size=6), jnp.float32),
+    )
+    baseline = jnp.asarray(rng.normal(size=6), jnp.float32)
+    coefs = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01)
+    plain, _ = ppo_terms(logits, baseline, batch, **coefs)
+    ones = jnp.ones(6, bool)
+    masked, _ = ppo_terms(logits, baseline, batch, policy_mask=ones, value_mask=ones, **coefs)
+    assert float(masked) == pytest.approx(float(plain), abs=1e-5)
+
+
+# ---- train-gate on a clock game: harness, resume, export, player --------------------------------
+
+TINY = [
+    "--num-envs", "2", "--plies", "6", "--chunk", "3", "--epochs", "1", "--minibatches", "2",
+    "--eval-every", "0", "--checkpoint-every", "1", "--gate-encoder", "8", "--gate-hidden", "8",
+    "--gate-head", "8", "--eval-opponent", "2", "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def planner_file(planner, tmp_path_factory):
+    path = planner_path(tmp_path_factory.mktemp("ck"), GAME)
+    save_planner(path, planner.config, planner.init_params(jax.random.PRNGKey(0)))
+    return str(path)
+
+
+@pytest.mark.slow  # ~3-4 min on this 2-core box: three runs, each compiling its own steps
+def test_train_gate_on_a_clock_game_resumes_exactly(planner_file, planner, tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    base = ["train-gate", "--game", GAME, "--planner", planner_file, *TINY]
+    assert main([*base, "--out", str(straight), "--iterations", "2"]) == 0
+    assert main([*base, "--out", str(split), "--iterations", "1"]) == 0
+    assert main([*base, "--out", str(split), "--iterations", "2", "--resume"]) == 0
+    a, meta = ckpt.load(straight / "checkpoint.msgpack", _template(straight))
+    b, _ = ckpt.load(split / "checkpoint.msgpack", _template(split))
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert meta["iteration"] == 2
+    log = (split / "log.csv").read_text().splitlines()
+    assert len(log) == 3 and "mean_budget" in log[0] and "option_cost_ratio" in log[0]
+    exported = json.loads((split / "gate.msgpack.json").read_text())
+    assert exported["kind"] == "clock-gate" and exported["game"] == GAME
+    gate, params, _ = load_clock_gate(split / "gate.msgpack", planner, planner_file=planner_file)
+    player = clock_gate_player(gate, params)
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(0), 3))
+    pparams = ckpt.load(planner_file, {"params": _pparams(planner)})[0]["params"]
+    out = planner.evaluate(pparams, states)
+    carry, option = jax.jit(player.choose)(
+        player.init(3), states, out, jnp.zeros((3, 2), jnp.uint32)
+    )
+    assert option.shape == (3,) and option.dtype == jnp.int32
+    assert carry.last.tolist() == option.tolist()
+
+
+def test_train_gate_refuses_the_other_kinds_flags(planner_file, tmp_path):
+    argv = ["train-gate", "--game", GAME, "--planner", planner_file, "--out", str(tmp_path)]
+    assert main([*argv, "--meta-steps", "4", *TINY]) != 0
+
+
+def _pparams(planner):
+    return jax.eval_shape(planner.init_params, jax.random.PRNGKey(0))
+
+
+def _template(run):
+    """The checkpoint template of a run folder, from its own metadata."""
+    from gate.clock_train import ClockGatePPO
+    from gate.clock_train_config import ClockGateTrainConfig
+    from harness.config import from_dict
+
+    meta = ckpt.load_metadata(run / "checkpoint.msgpack")
+    algo = ClockGatePPO(from_dict(ClockGateTrainConfig, meta["train_config"]))
+    return algo.template(meta)
