@@ -203,7 +203,7 @@ class Session:
     def starts_in_s(self) -> float:
         """Seconds until frame 0's clock starts (the countdown); 0 once it has."""
         if self.starts_at is None:
-            return self.countdown_s if self.status == "waiting" else 0.0
+            return 0.0
         return max(0.0, self.starts_at - time.monotonic())
 
     @property

@@ -111,7 +111,8 @@ def server(chromium_path, tmp_path_factory):
     # The figures and table `rtplan calibrate` wrote for the shipped Snake planner.
     shutil.copytree(ROOT / "results" / CALIBRATION, tmp / "results" / CALIBRATION)
     (tmp / "results" / "summary.json").write_text('{"games": 5}')
-    with env_server(tmp, root, GAMES) as base:
+    # No countdown before a person's frame 0 here: its own tests are in test_web_play.py.
+    with env_server(tmp, root, GAMES, "--human-countdown-s", "0") as base:
         yield SimpleNamespace(base=base)
 
 
