@@ -720,7 +720,8 @@ def test_results_page_lists_the_calibration_figures(server, page):
     section.wait_for(timeout=10_000)
     img = section.locator("img")
     assert img.get_attribute("src").endswith("/calibration.png")
-    assert "made by rtplan calibrate --game snake-rt-v0" in section.locator("figcaption").inner_text()
+    caption = section.locator("figcaption").inner_text()
+    assert "made by rtplan calibrate --game snake-rt-v0" in caption
     page.wait_for_function(
         "document.querySelector('section[data-group] img').naturalWidth > 0", timeout=10_000
     )

@@ -17,7 +17,6 @@ import pytest
 from support import get_json, write_checkpoints
 from test_web import ROOT, browser, chromium_path, env_server, page  # noqa: F401
 
-
 #: Where the page's screenshots go when set.
 SHOTS = os.environ.get("RTPLAN_SCREENSHOT_DIR")
 
