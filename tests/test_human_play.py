@@ -122,3 +122,18 @@ def test_a_buffered_pacman_turn_applies_at_the_first_legal_frame():
         assert s.pending_turn is None
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("timeout", ["reflex", "strict"])
+def test_the_increment_goes_to_a_clock_with_time_left_only(timeout):
+    import jax
+
+    game = games.make("speed-hex-v0", initial_time=10, timeout=timeout)
+    state = game.init(jax.random.PRNGKey(0))
+    mover = int(state.current_player)
+    cell = int(np.flatnonzero(np.asarray(state.legal_action_mask))[0])
+    moved = game.step(state, cell, 4, 3)  # 4 ticks thought, 3 back
+    assert int(moved.inner.clocks[mover]) == 10 - 4 + 3
+    spent = game.step(state, cell, 10, 3)  # the whole clock: no increment (strict: lost)
+    assert int(spent.inner.clocks[mover]) == 0
+    assert bool(spent.inner.timed_out) == (timeout == "strict")
