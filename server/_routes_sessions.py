@@ -62,9 +62,13 @@ class CreateSession(BaseModel):
     )
     #: Clock games in real time: a time control in seconds, e.g. 1+1 is 60 and 1.
     time_s: float = Field(
-        0.0, ge=0, description="seconds on each side's clock (0: the game's clock in ticks)"
+        0.0,
+        ge=0,
+        description="a number of seconds >= 0 (each side's clock; 0: the game's, in ticks)",
     )
-    increment_s: float = Field(0.0, ge=0, description="seconds given back after each move")
+    increment_s: float = Field(
+        0.0, ge=0, description="a number of seconds >= 0 (given back after each move)"
+    )
     #: The session /tv shows first while it is live (the demo's game).
     featured: bool = Field(False, description="true or false")
 
