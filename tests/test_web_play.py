@@ -48,8 +48,12 @@ def test_snake_does_not_move_before_the_countdown_ends(server, page):
     assert get_json(server.base, f"/v1/sessions/{created['id']}")["frame"] == 0
     page.wait_for_function("window.rtplanViewer.frames.some(m => m.frame >= 1)", timeout=10_000)
     moved_at = page.evaluate("window.rtplanViewer.frames.find(m => m.frame >= 1).receivedAt")
-    # Frame 0's deadline is a period after the countdown: the snake's first step comes then.
-    assert moved_at - joined >= COUNTDOWN_S * 1e3 + 1e3 / 9 - 150, moved_at - joined
+    # Frame 0's deadline is a period after the countdown: the snake's first step comes then
+    # (less what a loaded machine may delay frame 0's message by: ticks lag up to ~0.4 s here).
+    assert first["starts_in_ms"] == pytest.approx(COUNTDOWN_S * 1e3, abs=50)
+    waited = moved_at - first["receivedAt"]
+    assert waited >= COUNTDOWN_S * 1e3 + 1e3 / 9 - 400, waited
+    assert moved_at > joined
     page.wait_for_function("document.getElementById('result').hidden", timeout=5_000)
 
 
@@ -66,9 +70,10 @@ def test_a_human_hex_game_at_1_plus_1_lasts_at_least_its_clock(server, page):
     sid = page.inner_text("#start-result a")
     info = get_json(server.base, f"/v1/sessions/{sid}")
     assert (info["config"]["time_s"], info["config"]["increment_s"]) == (60.0, 1.0)
-    page.click("#start-result a")
+    page.click("#start-result a")  # the lobby kept the token: this tab plays
+    page.wait_for_url(f"**/watch?session={sid}")
     page.wait_for_function(
-        "(() => { const v = window.rtplanViewer; return v.player && v.state"
+        "(() => { const v = window.rtplanViewer; return v && v.player && v.state"
         " && v.state.to_play === 0 && !document.querySelector('#result.countdown'); })()",
         timeout=30_000,
     )
