@@ -59,6 +59,9 @@ class GameRecord:
     #: Keyboard keys (`KeyboardEvent.key`) by action name for a person playing on the watch
     #: page; the first action a key names wins. None: the person clicks cells of `Game.board`.
     keys: Mapping[str, tuple[str, ...]] | None = None
+    #: A person's key that is illegal when its frame is decided waits and applies at the first
+    #: frame where it is legal (Pac-Man's turn at the next junction), instead of being refused.
+    buffer_turns: bool = False
     #: Frame keys the headless demo prints after each move (`rtplan.demo.frame_line`).
     summary: tuple[str, ...] = ("score",)
     #: Default planner settings; None: the game has no planner defaults.
@@ -88,6 +91,7 @@ _REGISTRY: dict[str, GameRecord] = {
         render="games.render:pacman_frame",
         view="pacman",
         keys=ARROW_KEYS,
+        buffer_turns=True,
         planner=PlannerDefaults(
             budgets=(1, 2, 3, 4),
             simulations=(32, 64, 96, 128),

@@ -134,13 +134,21 @@ class ClockGame(Game):
         inner = state.inner.replace(clocks=jnp.stack([t0, t0]), initial_time=t0)
         return state.replace(inner=inner)
 
-    def step(self, state: State, action: jax.Array, cost: jax.Array | int = 0) -> State:
+    def step(
+        self,
+        state: State,
+        action: jax.Array,
+        cost: jax.Array | int = 0,
+        credit: jax.Array | int = 0,
+    ) -> State:
         """Plays one move and charges its thinking time to the mover.
 
         Args:
             state: the current state.
             action: `[]` int action of the player to move.
             cost: `[]` int ticks the mover spent thinking on this move (>= 0).
+            credit: `[]` int ticks added to the mover's clock after the move (>= 0; a Fischer
+                increment), when the move left time on it: never to an empty clock or a flag.
 
         Returns:
             The next state. A finished state is absorbing: stepping it returns it unchanged
@@ -148,13 +156,19 @@ class ClockGame(Game):
         """
         nxt = self._absorb(
             state,
-            self._clock_step(state, jnp.asarray(action, jnp.int32), jnp.asarray(cost, jnp.int32)),
+            self._clock_step(
+                state,
+                jnp.asarray(action, jnp.int32),
+                jnp.asarray(cost, jnp.int32),
+                jnp.asarray(credit, jnp.int32),
+            ),
         )
         rewards = jnp.where(state.done, jnp.zeros_like(nxt.inner.rewards), nxt.inner.rewards)
         return nxt.replace(inner=nxt.inner.replace(rewards=rewards))
 
     def _step(self, state: State, action: jax.Array) -> State:
-        return self._clock_step(state, action, jnp.zeros((), jnp.int32))
+        zero = jnp.zeros((), jnp.int32)
+        return self._clock_step(state, action, zero, zero)
 
     def needs_reflex(self, state: State) -> jax.Array:
         """`[]` bool: reflex mode and the player to move has an empty clock.
@@ -176,7 +190,9 @@ class ClockGame(Game):
 
     # ---- rules --------------------------------------------------------------------------
 
-    def _clock_step(self, state: State, action: jax.Array, cost: jax.Array) -> State:
+    def _clock_step(
+        self, state: State, action: jax.Array, cost: jax.Array, credit: jax.Array
+    ) -> State:
         inner = state.inner
         mover = state.current_player
         clock = inner.clocks[mover]
@@ -187,7 +203,10 @@ class ClockGame(Game):
         else:
             charge = cost
             flagged = clock - cost <= 0
-        clocks = inner.clocks.at[mover].set(jnp.maximum(clock - charge, 0))
+        left = jnp.maximum(clock - charge, 0)
+        # The increment rewards a move made in time: an empty clock or a fallen flag gets none.
+        left = jnp.where((left > 0) & ~flagged, left + jnp.maximum(credit, 0), left)
+        clocks = inner.clocks.at[mover].set(left)
 
         moved = self._env.step(inner.board, action)
         # The flag fell before the stone was placed: keep the board as it was.

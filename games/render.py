@@ -123,7 +123,8 @@ def describe_view(game: Game) -> dict[str, Any]:
     Returns:
         A JSON-able dict: ``module`` (the page's ``web/games/<module>.js``, or None for the
         generic grid renderer), ``input`` ("keys" or "click"), ``keys`` (keyboard key ->
-        action), ``board`` (None, or ``columns`` and ``rows`` labels and the ``actions`` of
+        action), ``buffer`` (a person's illegal key waits for the first frame where it is
+        legal), ``board`` (None, or ``columns`` and ``rows`` labels and the ``actions`` of
         each cell, row 0 at the top) and ``colour_names`` (by colour; empty in one-player
         games).
     """
@@ -133,6 +134,7 @@ def describe_view(game: Game) -> dict[str, Any]:
         "module": record.view,
         "input": "keys" if record.keys is not None else "click",
         "keys": key_map(game.id),
+        "buffer": record.buffer_turns,
         "board": None
         if board is None
         else {

@@ -59,6 +59,95 @@ class ResultGroup:
     tables: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ResultKind:
+    """What one kind of results file shows, the command that writes it, and where the results
+    page puts it (`rank`: 0 the headline gate figures, 1 strength, 2 detail, 3 training logs)."""
+
+    shows: str
+    command: str  # "{game}" is the game's folder
+    rank: int
+
+
+#: Results files by name (or "topic/*.suffix"), as `rtplan report`, `calibrate`, `cross-eval`,
+#: `eval` and training write them (the captions of the results page: `describe_result`).
+RESULT_KINDS: dict[str, ResultKind] = {
+    "summary.csv": ResultKind(
+        "every game's conditions: mean return ± SE, the gate minus each fixed k (paired)",
+        "rtplan report",
+        0,
+    ),
+    "summary.json": ResultKind("the same rows as summary.csv, as JSON", "rtplan report", 0),
+    "main.png": ResultKind(
+        "the gate (red) against every fixed budget k, the policy-only player and random: mean "
+        "return ± SE over the same paired evaluation seeds",
+        "rtplan report",
+        0,
+    ),
+    "profile.png": ResultKind(
+        "the gate's strategy profile: the share of its decisions at each k over the episode",
+        "rtplan report",
+        0,
+    ),
+    "triggers.png": ResultKind(
+        "state features at the gate's decisions, by the k it chose", "rtplan report", 2
+    ),
+    "ablations.png": ResultKind(
+        "the gate with one of its inputs zeroed at evaluation", "rtplan report", 2
+    ),
+    "calibration.png": ResultKind(
+        "planning quality and batch-1 latency against the number of simulations",
+        "rtplan calibrate --game {game}",
+        1,
+    ),
+    "calibration.csv": ResultKind(
+        "the calibration's numbers: quality ± SE and latency per simulation count",
+        "rtplan calibrate --game {game}",
+        1,
+    ),
+    "cross_eval.csv": ResultKind(
+        "the planner at every eval-k and simulation count (paper appendix G)",
+        "rtplan cross-eval --game {game} --checkpoints checkpoints/{game}/planner.msgpack",
+        1,
+    ),
+    "planner-eval/*.csv": ResultKind(
+        "the shipped planner's strength: mean ± SE over 100 evaluation episodes (the clock "
+        "games: its score against the opponent, on an unlimited clock)",
+        "rtplan cross-eval --game {game} --checkpoints checkpoints/{game}/planner.msgpack "
+        "--episodes 100",
+        1,
+    ),
+    "eval/*.json": ResultKind(
+        "one condition of the evaluation: per-episode returns, budgets and gate features",
+        "rtplan eval --game {game}",
+        2,
+    ),
+    "tuning/*.json": ResultKind(
+        "one fixed k on the tuning seeds (they pick the best fixed k)",
+        "rtplan eval --game {game} --split tuning",
+        2,
+    ),
+    "planner-log.csv": ResultKind(
+        "the planner's training log, a row per iteration", "rtplan train-planner --game {game}", 3
+    ),
+    "gate-log.csv": ResultKind(
+        "the gate's training log (PPO), a row per iteration", "rtplan train-gate --game {game}", 3
+    ),
+}
+
+
+def describe_result(rel: str) -> ResultKind | None:
+    """The kind of the results file at `rel` (relative to the results root), with `{game}` in
+    its command filled in from the file's first folder; None for a file of no known kind."""
+    path = Path(rel)
+    keys = (path.name, f"{path.parent.name}/*{path.suffix}")
+    kind = next((RESULT_KINDS[k] for k in keys if k in RESULT_KINDS), None)
+    if kind is None:
+        return None
+    game = path.parts[0] if len(path.parts) > 1 else "GAME"
+    return ResultKind(kind.shows, kind.command.replace("{game}", game), kind.rank)
+
+
 def result_index(root: str | os.PathLike) -> list[ResultGroup]:
     """Every folder under `root` (the root first, then depth first in name order) that holds
     figures or tables. Titles are the folder's path with " · " between parts ("results" for

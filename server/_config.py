@@ -73,6 +73,12 @@ class SessionConfig:
     opponent_k: int = 0
     #: Stop after this many frames (0: play until the game ends).
     max_frames: int = 0
+    #: Clock games in real time: each side's clock at the start, in seconds (0: the game's
+    #: `initial_time` in ticks); converted at the session's tick (`server._rules.clock_ticks`).
+    time_s: float = 0.0
+    #: Clock games in real time: seconds given back after each move made on the clock with
+    #: time left (a Fischer increment; "1+1" is time_s 60, increment_s 1).
+    increment_s: float = 0.0
 
     @property
     def period(self) -> float:

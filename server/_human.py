@@ -9,6 +9,7 @@ from typing import Any
 from server import _messages as messages
 from server._agent_api import AgentHost, Answer
 from server._agents import GrpcAgent
+from server._rules import buffered_turn
 from server._runtime import AGENT_PLAYER
 
 
@@ -19,14 +20,22 @@ class HumanAgent(GrpcAgent):
     the session judges it like an Env API `Action` (`Session.submit`: the frame window, then
     this mailbox), so a key not pressed by frame n's deadline makes frame n play the fallback
     (FALLBACK), and a press after it makes the report LATE. Clock games: the person's clock
-    runs from the move's frame to the click. The game starts when the player's page joins.
+    runs from the move's frame to the click. The game starts when the player's page joins
+    (after the session's countdown). In a game whose record buffers turns (Pac-Man) a key
+    illegal at its frame waits as `pending` and applies at the first frame where it is legal
+    (`server._rules.buffered_turn`): the server holds it, since only the server knows the frame
+    a turn becomes legal before its deadline (a page would learn it a round trip too late).
     """
 
     kind = "human"
 
-    def __init__(self) -> None:
+    def __init__(self, *, buffers_turns: bool = False) -> None:
         super().__init__()
         self.player_connected = False
+        #: Illegal keys wait for a frame where they are legal (the game's record says so).
+        self.buffers_turns = buffers_turns
+        #: The buffered turn, or None.
+        self.pending: int | None = None
 
     def join_player(self) -> bool:
         """The player's page joined; False when another page is already playing."""
@@ -41,7 +50,20 @@ class HumanAgent(GrpcAgent):
         self.player_connected = False
 
     def answer(self, n: int, host: AgentHost) -> Answer:
-        return Answer(super().answer(n, host).arrivals, "human")
+        arrivals = super().answer(n, host).arrivals
+        if self.buffers_turns:
+            arrivals, self.pending = buffered_turn(
+                arrivals,
+                self.pending,
+                deadline=host.deadline,
+                legal=host.info.legal,
+                published_at=host.published_at,
+            )
+        return Answer(arrivals, "human")
+
+    def close(self) -> None:
+        super().close()
+        self.pending = None
 
 
 def player_hello(

@@ -21,6 +21,8 @@ from server.settings import Settings
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+#: The longest time control a session may ask for, in seconds (3 hours a side).
+MAX_CLOCK_S = 10_800
 
 
 def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
@@ -43,6 +45,14 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
     ):
         if value not in allowed:
             raise SessionError(_INVALID, f"{name} must be one of {list(allowed)}, got {value!r}")
+    for name in ("time_s", "increment_s"):
+        value = getattr(cfg, name)
+        if not (
+            isinstance(value, float | int) and math.isfinite(value) and 0 <= value <= MAX_CLOCK_S
+        ):
+            raise SessionError(
+                _INVALID, f"{name} must be a number of seconds in [0, {MAX_CLOCK_S}], got {value}"
+            )
     if cfg.max_frames < 0:
         raise SessionError(_INVALID, f"max_frames must be >= 0, got {cfg.max_frames}")
     if cfg.opponent_k and not cfg.opponent_plans:
@@ -74,6 +84,12 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
             _PRECONDITION,
             "this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS): the planner "
             "opponent is unavailable; choose opponent 'reflex' or 'random'",
+        )
+    if (cfg.time_s or cfg.increment_s) and (game.num_players != 2 or cfg.simulated):
+        raise SessionError(
+            _INVALID,
+            "time_s and increment_s are for the clock games (Speed Hex, Speed Go) in real time; "
+            f"{cfg.game_id} with clock {cfg.clock!r} has no time control",
         )
     needs = []
     if cfg.agent in ("reflex", "planner"):
@@ -229,7 +245,11 @@ class SessionManager:
         if cfg.record:
             await asyncio.to_thread(self.prune_replays)
         plans = dict(planner_stub=self.planner_stub, plan_timeout_s=s.plan_timeout_s)
-        agent = HumanAgent() if cfg.agent == "human" else make_agent(cfg, **plans)
+        if cfg.agent == "human":
+            buffers = games.game_record(cfg.game_id).buffer_turns
+            agent = HumanAgent(buffers_turns=buffers)
+        else:
+            agent = make_agent(cfg, **plans)
         session = Session(
             cfg,
             runtime,
@@ -240,6 +260,7 @@ class SessionManager:
             late_tick_ms=s.late_tick_ms,
             clock_ticks_per_frame=s.clock_ticks_per_frame,
             owned_by_stream=owned_by_stream,
+            countdown_s=s.human_countdown_s if cfg.agent == "human" else 0.0,
         )
         self._sessions[session.id] = session
         if featured:

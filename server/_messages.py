@@ -56,6 +56,12 @@ class Shown(Protocol):
     @property
     def viewer_path(self) -> str: ...
 
+    @property
+    def starts_in_s(self) -> float: ...
+
+    @property
+    def pending_turn(self) -> int | None: ...
+
 
 def _reward(s: Shown) -> float:
     """The last move's reward to the agent."""
@@ -121,6 +127,7 @@ class ReportJson(TypedDict):
     received_action: int
     k: int | None
     cost: int
+    credit: int
     latency_ms: float | None
     decision: DecisionJson | None
 
@@ -145,6 +152,7 @@ class SessionSummary(TypedDict):
     agent_connected: bool
     viewers: int
     viewer_path: str
+    starts_in_ms: float  # the countdown before frame 0's clock (a person's game); 0 after
 
 
 class HelloMessage(TypedDict):
@@ -170,6 +178,8 @@ class FrameMessage(TypedDict):
     clocks: list[int]
     period_ms: float
     stats: dict[str, Any]
+    starts_in_ms: float  # at publication: the countdown left before this frame's clock starts
+    pending: int | None  # a person's buffered turn, waiting for a frame where it is legal
 
 
 class EndMessage(TypedDict):
@@ -223,6 +233,7 @@ def report_json(r: Report) -> ReportJson:
         "received_action": r.received_action,
         "k": r.k,
         "cost": r.cost,
+        "credit": r.credit,
         "latency_ms": None if r.latency_ms is None else round(r.latency_ms, 3),
         "decision": None if r.decision is None else decision_json(r.decision),
     }
@@ -241,6 +252,7 @@ def session_summary(
     agent_connected: bool,
     viewers: int,
     viewer_path: str,
+    starts_in_s: float = 0.0,
 ) -> SessionSummary:
     return {
         "id": id,
@@ -261,6 +273,7 @@ def session_summary(
         "agent_connected": agent_connected,
         "viewers": viewers,
         "viewer_path": viewer_path,
+        "starts_in_ms": round(starts_in_s * 1e3, 1),
     }
 
 
@@ -279,6 +292,8 @@ def frame_message(
     clocks: Sequence[int],
     period_ms: float,
     stats: dict[str, Any],
+    starts_in_s: float = 0.0,
+    pending: int | None = None,
 ) -> FrameMessage:
     return {
         "type": "frame",
@@ -291,6 +306,8 @@ def frame_message(
         "clocks": list(clocks),
         "period_ms": period_ms,
         "stats": stats,
+        "starts_in_ms": round(starts_in_s * 1e3, 1),
+        "pending": pending,
     }
 
 
@@ -346,6 +363,7 @@ def summary(s: Shown) -> SessionSummary:
         agent_connected=s.link is not None,
         viewers=len(s.viewers),
         viewer_path=s.viewer_path,
+        starts_in_s=s.starts_in_s,
     )
 
 
@@ -376,6 +394,8 @@ def viewer_frame(s: Shown) -> FrameMessage:
         clocks=s.info.clocks,
         period_ms=period_ms(s.config),
         stats=s.stats.brief(viewer_drops=s.viewers.dropped),
+        starts_in_s=s.starts_in_s,
+        pending=s.pending_turn,
     )
 
 

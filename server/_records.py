@@ -33,6 +33,7 @@ class Report:
     cost: int
     latency_ms: float | None
     decision: PlanDecision | None = None  # planner agent: the decision of this frame's option
+    credit: int = 0  # clock ticks given back after the move (the session's increment)
 
     @property
     def shown_source(self) -> str:

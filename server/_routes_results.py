@@ -4,6 +4,9 @@ cross-evaluations, training logs, `rtplan report`'s figures and tables) for the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,7 @@ import grpc
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from harness.layout import is_listed, result_index
+from harness.layout import RESULTS, describe_result, is_listed, result_index
 from server._config import SessionError
 from server._deps import AppSettings
 from server.settings import Settings
@@ -21,21 +24,56 @@ router = APIRouter()
 _FILES = "/v1/results/files/"
 
 
+@functools.lru_cache(maxsize=256)
+def _recorded_command(path: Path, mtime_ns: int) -> str | None:
+    """The `command` a JSON results file records (`rtplan eval` writes it), else None."""
+    del mtime_ns  # the cache key: a rewritten file is read again
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    command = data.get("command") if isinstance(data, dict) else None
+    return command if isinstance(command, str) else None
+
+
+def _entry(root: Path, rel: str) -> dict[str, Any]:
+    """One file: its name, URL, what it shows and the command that wrote it (the one the file
+    records, else its kind's), and its rank in the report."""
+    kind = describe_result(rel)
+    command = kind.command if kind else None
+    if rel.endswith(".json"):
+        path = root / rel
+        with contextlib.suppress(OSError):
+            command = _recorded_command(path, path.stat().st_mtime_ns) or command
+    return {
+        "name": Path(rel).name,
+        "url": _FILES + rel,
+        "shows": kind.shows if kind else None,
+        "command": command,
+        "rank": kind.rank if kind else 9,
+    }
+
+
 def _listing(settings: Settings) -> list[dict[str, Any]]:
-    """The index's groups, each file with the URL it is fetched from."""
-
-    def entry(rel: str) -> dict[str, str]:
-        return {"name": Path(rel).name, "url": _FILES + rel}
-
-    return [
-        {
-            "title": g.title,
-            "folder": str(g.folder),
-            "figures": [entry(p) for p in g.figures],
-            "tables": [entry(p) for p in g.tables],
-        }
-        for g in result_index(settings.results_dir)
-    ]
+    """The index's groups, headline first (each group ranked by its best file, then in index
+    order), each file with the URL it is fetched from and its caption; folders are shown
+    relative to the results root (no path of the server's disk)."""
+    root = Path(settings.results_dir)
+    groups = []
+    for g in result_index(root):
+        figures = [_entry(root, p) for p in g.figures]
+        tables = [_entry(root, p) for p in g.tables]
+        rel = g.folder.relative_to(root).as_posix()
+        groups.append(
+            {
+                "title": g.title,
+                "folder": RESULTS if rel == "." else f"{RESULTS}/{rel}",
+                "rank": min(e["rank"] for e in figures + tables),
+                "figures": sorted(figures, key=lambda e: e["rank"]),
+                "tables": sorted(tables, key=lambda e: e["rank"]),
+            }
+        )
+    return sorted(groups, key=lambda g: g["rank"])  # stable: index order within a rank
 
 
 @router.get("/v1/results")

@@ -60,6 +60,15 @@ class CreateSession(BaseModel):
     max_frames: int = Field(
         0, ge=0, description="an integer >= 0 (frames to play; 0: until the game ends)"
     )
+    #: Clock games in real time: a time control in seconds, e.g. 1+1 is 60 and 1.
+    time_s: float = Field(
+        0.0,
+        ge=0,
+        description="a number of seconds >= 0 (each side's clock; 0: the game's, in ticks)",
+    )
+    increment_s: float = Field(
+        0.0, ge=0, description="a number of seconds >= 0 (given back after each move)"
+    )
     #: The session /tv shows first while it is live (the demo's game).
     featured: bool = Field(False, description="true or false")
 
@@ -90,6 +99,8 @@ class CreateSession(BaseModel):
             opponent=self.opponent or ("planner" if self.opponent_k else "reflex"),
             opponent_k=self.opponent_k or 0,
             max_frames=self.max_frames,
+            time_s=self.time_s,
+            increment_s=self.increment_s,
         )
 
 

@@ -150,6 +150,58 @@ def wall_ticks(elapsed_s: float, tick_s: float) -> int:
     return math.ceil(elapsed_s / tick_s - 1e-9)
 
 
+def clock_ticks(seconds: float, tick_s: float) -> int:
+    """Clock ticks of `seconds` at `tick_s` seconds a tick (a time control in seconds, e.g.
+    "1+1", as the game's integer clock), to the nearest tick."""
+    return max(0, round(seconds / tick_s))
+
+
+def countdown_start(ready_at: float, countdown_s: float) -> float:
+    """When frame 0's clock starts: `countdown_s` seconds after the player is ready (its
+    monotonic `ready_at`); the frame loop does not tick before then."""
+    return ready_at + max(0.0, countdown_s)
+
+
+def buffered_turn(
+    arrivals: Sequence[Arrival],
+    pending: int | None,
+    *,
+    deadline: float | None,
+    legal: np.ndarray,
+    published_at: float,
+) -> tuple[tuple[Arrival, ...], int | None]:
+    """A person's buffered turn (Pac-Man): a pressed direction that is illegal when its frame
+    is decided waits, and applies at the first frame where it is legal.
+
+    The latest answer by the deadline decides: legal, it plays and clears the buffer; in range
+    but illegal, it becomes the pending turn and the frame gets no answer (the fallback plays,
+    as FALLBACK). With no answer by the deadline, a pending turn that is legal now answers the
+    frame on time (as arrived at the frame's publication) and clears the buffer.
+
+    Args:
+        arrivals: the person's answers for this frame, in arrival order.
+        pending: the buffered action, or None.
+        deadline: the frame's monotonic deadline (None: simulated clock).
+        legal: `[A]` bool legal mask of the frame's state.
+        published_at: monotonic time the frame was published.
+
+    Returns:
+        (the arrivals the frame rule judges, the pending action after this frame).
+    """
+    on_time = [a for a in arrivals if deadline is None or a.at <= deadline]
+    if on_time:
+        latest = on_time[-1]
+        if is_valid_action(latest.action, legal):
+            return tuple(arrivals), None
+        if 0 <= latest.action < len(legal):
+            late = tuple(a for a in arrivals if a not in on_time)
+            return late, latest.action
+        return tuple(arrivals), pending
+    if pending is not None and is_valid_action(pending, legal):
+        return (Arrival(pending, published_at), *arrivals), None
+    return tuple(arrivals), pending
+
+
 def clock_charge(
     decision: FrameDecision, *, left: int, declared: int | None, published_at: float, tick_s: float
 ) -> int:

@@ -86,8 +86,9 @@ class _Fns:
     planner: Planner | None
     init: Any  # (key) -> state
     info: Any  # (params, state) -> FrameInfo
-    frame: Any  # (params, state, action, cost) -> (state, FrameInfo)
+    frame: Any  # (params, state, action, cost, credit) -> (state, FrameInfo)
     observe: Any  # (state) -> [*obs] float32
+    set_clock: Any  # clock games: (state, initial ticks) -> state; None otherwise
 
 
 @functools.lru_cache(maxsize=16)
@@ -127,8 +128,8 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
             reflex=reflex,
         )
 
-    def frame(params, state, action, cost):
-        nxt = game.step(state, action, cost)
+    def frame(params, state, action, cost, credit):
+        nxt = game.step(state, action, cost, credit) if clock else game.step(state, action, cost)
         return nxt, info(params, nxt)
 
     return _Fns(
@@ -138,6 +139,7 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         info=jax.jit(info),
         frame=jax.jit(frame),
         observe=jax.jit(game.observe),
+        set_clock=jax.jit(game.set_initial_time) if clock else None,
     )
 
 
@@ -194,14 +196,19 @@ class GameRuntime:
     def game_params(self) -> dict:
         return dict(self.config.game_params) if self.config is not None else {}
 
-    def init(self, seed: int) -> tuple[games.State, HostInfo]:
-        """The first state of a session with this seed, and its frame info."""
+    def init(self, seed: int, *, initial_time: int | None = None) -> tuple[games.State, HostInfo]:
+        """The first state of a session with this seed, and its frame info; a clock game's
+        clocks start at `initial_time` ticks when given (else the game's)."""
         state = self._fns.init(init_key(seed))
+        if initial_time is not None and self._fns.set_clock is not None:
+            state = self._fns.set_clock(state, np.int32(initial_time))
         return state, HostInfo.from_device(self._fns.info(self.params, state))
 
-    def step(self, state: games.State, action: int, cost: int = 0):
-        """Plays one frame (one ply in clock games, charging `cost` ticks to the mover)."""
-        nxt, info = self._fns.frame(self.params, state, np.int32(action), np.int32(cost))
+    def step(self, state: games.State, action: int, cost: int = 0, credit: int = 0):
+        """Plays one frame (one ply in clock games, charging `cost` ticks to the mover and then
+        crediting `credit`, its increment)."""
+        a, c, k = np.int32(action), np.int32(cost), np.int32(credit)
+        nxt, info = self._fns.frame(self.params, state, a, c, k)
         return nxt, HostInfo.from_device(info)
 
     def observe(self, state: games.State) -> np.ndarray:
@@ -216,6 +223,8 @@ class GameRuntime:
             if self._warmed:
                 return
             state, info = self.init(0)
+            if self.clock_game:
+                self.init(0, initial_time=1)
             self.step(state, info.fallback, 0)
             self.observe(state)
             self.state_proto(state)

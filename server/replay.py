@@ -41,6 +41,7 @@ def _report_fields(r: Report) -> dict[str, Any]:
         "frame": r.frame,
         "action": r.action,
         "cost": r.cost,
+        "credit": r.credit,
         "provenance": r.provenance.label,
         "source": r.source,
         "k": r.k,
@@ -73,6 +74,8 @@ class Recorder:
                 "session": s.id,
                 "settings": s.config.to_dict(),
                 "gated": s.config.gated,
+                # Clock games: the clocks' start in ticks (absent: the game's initial_time).
+                "initial_time": s.initial_time,
                 "checkpoint": str(checkpoint) if checkpoint else None,
                 "spec": s.runtime.describe(),
                 "created": created,
@@ -263,9 +266,10 @@ def _report(obj: dict, where: str) -> Report:
     whose `answer_source` is who answered)."""
     frame = _field(obj, "frame", int, where)
     action = _field(obj, "action", int, where)
-    cost = obj.get("cost", 0)
-    if not isinstance(cost, int) or isinstance(cost, bool) or cost < 0:
-        raise ReplayError(f"{where}: field 'cost' is {cost!r}, expected an int >= 0")
+    cost, credit = obj.get("cost", 0), obj.get("credit", 0)
+    for name, value in (("cost", cost), ("credit", credit)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ReplayError(f"{where}: field {name!r} is {value!r}, expected an int >= 0")
     label = obj.get("provenance", "on_time")
     if label not in _PROVENANCES:
         raise ReplayError(f"{where}: provenance {label!r}, expected one of {list(_PROVENANCES)}")
@@ -287,6 +291,7 @@ def _report(obj: dict, where: str) -> Report:
         cost=cost,
         latency_ms=obj.get("latency_ms"),
         decision=decision,
+        credit=credit,
     )
 
 
@@ -329,6 +334,9 @@ def resimulate(rf: ReplayFile):
     except (ValueError, TypeError) as e:  # UnknownGameError is a ValueError
         raise ReplayError(f"{where}: cannot make game {rf.game_id!r} with {params}: {e}") from e
     state0 = fns.init(init_key(rf.seed))
+    initial_time = rf.header.get("initial_time")
+    if initial_time is not None and fns.set_clock is not None:
+        state0 = fns.set_clock(state0, np.int32(initial_time))
     if rf.header.get("initial") != state_digest(state0):
         raise ReplayError(f"{where}: seed {rf.seed} gives another initial state than recorded")
     return fns, state0, _steps(rf, fns, state0)
@@ -343,7 +351,8 @@ def _steps(rf: ReplayFile, fns, state) -> Iterator[Step | LateLine]:
         where, r = f"{rf.path}:{item.line}", item.report
         if not 0 <= r.action < fns.game.num_actions:
             raise ReplayError(f"{where}: action {r.action} out of range for {rf.game_id}")
-        state, dev = fns.frame(None, state, np.int32(r.action), np.int32(r.cost if clock else 0))
+        cost, credit = (r.cost, r.credit) if clock else (0, 0)
+        state, dev = fns.frame(None, state, np.int32(r.action), np.int32(cost), np.int32(credit))
         info = HostInfo.from_device(dev)
         if item.state.get("digest") != state_digest(state):
             raise ReplayError(

@@ -22,7 +22,14 @@ from server._frames import FrameWindow
 from server._messages import WallClock
 from server._queue import AgentLink
 from server._records import Report
-from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, clock_charge, decide_action
+from server._rules import (
+    MAX_ACTIONS_PER_FRAME,
+    Arrival,
+    clock_charge,
+    clock_ticks,
+    countdown_start,
+    decide_action,
+)
 from server._runtime import AGENT_PLAYER, GameRuntime
 from server._stats import SessionStats
 from server._ticker import Ticker, sleep_until
@@ -52,6 +59,7 @@ class Session:
         late_tick_ms: float = 5.0,
         clock_ticks_per_frame: int = 32,
         owned_by_stream: bool = False,
+        countdown_s: float = 0.0,
     ) -> None:
         """
         Args:
@@ -64,6 +72,8 @@ class Session:
             late_tick_ms: a tick later than this counts as late.
             clock_ticks_per_frame: clock games in real time: clock ticks per frame period.
             owned_by_stream: the session ends with its agent's stream (Join-created).
+            countdown_s: real time: seconds between the agent's being ready and frame 0's
+                clock (a person's countdown; frame 0 is shown meanwhile, nothing ticks).
         """
         if runtime.clock_game and opponent is None:
             raise ValueError(f"{config.game_id} is a clock game: the session needs an opponent")
@@ -80,7 +90,18 @@ class Session:
         self.late_tick_ms = late_tick_ms
         self.tick_s = config.period / clock_ticks_per_frame
         self.owned_by_stream = owned_by_stream
-        self.state, self.info = runtime.init(config.seed)
+        # A time control in seconds (real-time clock games): each side's clock and increment
+        # in this session's ticks; None / 0: the game's initial_time and no increment.
+        timed = self.clock_game and not config.simulated
+        self.initial_time = (
+            clock_ticks(config.time_s, self.tick_s) if timed and config.time_s else None
+        )
+        self.increment = clock_ticks(config.increment_s, self.tick_s) if timed else 0
+        self.countdown_s = 0.0 if config.simulated else countdown_s
+        #: Monotonic time frame 0's clock starts (after the countdown); None before the agent
+        #: is ready.
+        self.starts_at: float | None = None
+        self.state, self.info = runtime.init(config.seed, initial_time=self.initial_time)
         self.frame = 0
         self.episode_return = 0.0
         self.published_at = time.monotonic()
@@ -178,6 +199,18 @@ class Session:
         """The agent stream was told what was wrong with one of its messages."""
         self.stats.error_sent()
 
+    @property
+    def starts_in_s(self) -> float:
+        """Seconds until frame 0's clock starts (the countdown); 0 once it has."""
+        if self.starts_at is None:
+            return 0.0
+        return max(0.0, self.starts_at - time.monotonic())
+
+    @property
+    def pending_turn(self) -> int | None:
+        """A person's buffered turn, waiting for a frame where it is legal (Pac-Man)."""
+        return getattr(self.agent, "pending", None)
+
     def submit(self, frame: int, action: int, at: float) -> SessionError | None:
         """An `Action{frame, action}` from the agent stream; returns what was wrong with it
         (`FrameWindow.admit` says which frames take an action, and what it means)."""
@@ -187,6 +220,8 @@ class Session:
             )
         arrival = Arrival(action, at)
         legal, num_actions = self.info.legal, self.runtime.game.num_actions
+        if getattr(self.agent, "buffers_turns", False):
+            legal = None  # an illegal turn waits for its frame (`buffered_turn`): no error
         verdict = self._window.admit(
             frame, arrival, current=self.frame, num_actions=num_actions, legal=legal
         )
@@ -227,6 +262,7 @@ class Session:
         """The frame loop: waits for an agent (grpc), then plays until the game ends."""
         try:
             await self.agent.ready()
+            self.starts_at = countdown_start(time.monotonic(), self.countdown_s)
             self.status = "running"
             if self.config.simulated:
                 await self._run_simulated()
@@ -278,7 +314,10 @@ class Session:
         return self.agent
 
     async def _run_real_time(self) -> None:
-        ticker = Ticker(self.config.period, late_after=self.late_tick_ms / 1e3)
+        # Tick 0 is the countdown's end: frame 0 is shown at once, its deadline a period later.
+        ticker = Ticker(
+            self.config.period, start=self.starts_at, late_after=self.late_tick_ms / 1e3
+        )
         self._publish(ticker.scheduled(1))
         while not self._over():
             await ticker.wait(self.frame + 1)  # tick n+1 is frame n's deadline
@@ -312,8 +351,9 @@ class Session:
     async def _run_chess_clock(self) -> None:
         """Clock games in real time: a ply per frame; the clock of a mover on its clock runs in
         wall time, and its move applies as soon as it arrives."""
-        now = time.monotonic()
-        self._publish(self._chess_deadline(now), now=now)
+        start = max(time.monotonic(), self.starts_at)
+        self._publish(self._chess_deadline(start), now=start)
+        await sleep_until(start)  # the countdown: no move applies, no clock runs before it
         while not self._over():
             actor = self._actor()
             if not self._on_clock(actor):
@@ -337,7 +377,8 @@ class Session:
         decision = decide_action(
             answer.arrivals, deadline=self.deadline, legal=self.info.legal, fallback=fallback
         )
-        cost = 0
+        cost = credit = 0
+        mover = self.info.current_player
         if self.clock_game and self._on_clock(actor):
             cost = clock_charge(
                 decision,
@@ -346,7 +387,11 @@ class Session:
                 published_at=self.published_at,
                 tick_s=self.tick_s,
             )
-        self.state, info = self.runtime.step(self.state, decision.action, cost)
+            credit = self.increment
+        left = self.info.clocks[mover] - cost if self.clock_game else 0
+        self.state, info = self.runtime.step(self.state, decision.action, cost, credit)
+        if self.clock_game:  # what the game gave back (none to an empty clock)
+            credit = max(0, info.clocks[mover] - max(left, 0))
         self.episode_return += info.rewards[AGENT_PLAYER] if self.clock_game else info.reward
         slack = None if decision.arrived_at is None else decision.slack_ms
         self.stats.frame(decision.provenance, slack)
@@ -363,6 +408,7 @@ class Session:
             cost=cost,
             latency_ms=answer.latency_ms,
             decision=answer.decision,
+            credit=credit,
         )
         self._window.decided(report, agents=actor is self.agent)
         if self.recorder is not None:

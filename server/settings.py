@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     clock_ticks_per_frame: int = Field(
         32, ge=1, description="clock games in real time: clock ticks per frame period"
     )
+    human_countdown_s: float = Field(
+        3.0,
+        ge=0,
+        le=60,
+        description="seconds of countdown between a person's page joining and frame 0's clock",
+    )
     keep_finished: int = Field(
         64, ge=0, description="finished sessions GET /v1/sessions keeps before forgetting them"
     )

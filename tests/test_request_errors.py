@@ -17,7 +17,7 @@ from support import AgentStream
 
 FIELDS = (
     "the fields game (required), seed, fps, agent, k, fallback, clock, record, opponent, "
-    "opponent_k, max_frames"
+    "opponent_k, max_frames, time_s, increment_s, featured"
 )
 GAME = "snake-rt-v0"
 
@@ -94,6 +94,12 @@ WRONG = {
     "opponent": (5, "one of 'reflex', 'random' or 'planner'", "5"),
     "opponent_k": ("x", "an integer >= 1 (the planner opponent's budget)", '"x"'),
     "max_frames": (1.5, "an integer >= 0 (frames to play; 0: until the game ends)", "1.5"),
+    "time_s": (
+        "1:00",
+        "a number of seconds >= 0 (each side's clock; 0: the game's, in ticks)",
+        '"1:00"',
+    ),
+    "increment_s": ("+1", "a number of seconds >= 0 (given back after each move)", '"+1"'),
 }
 
 
@@ -119,7 +125,7 @@ def test_values_out_of_range_unknown_and_missing_fields(server):
     # Before: "junk: Extra inputs are not permitted".
     assert refused(game=GAME, junk=1) == (
         "unknown field 'junk': the fields are game, seed, fps, agent, k, fallback, clock, "
-        "record, opponent, opponent_k, max_frames"
+        "record, opponent, opponent_k, max_frames, time_s, increment_s, featured"
     )
     # Before: "game: Field required".
     assert refused(seed=1) == (

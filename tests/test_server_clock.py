@@ -54,7 +54,7 @@ def play_in_process(root, *, seed: int, planner_player: int, k: int):
             a, c = int(out.actions[0, 0]), int(out.cost[0])
         else:
             a, c = int(info0.reflex), 0
-        s, info0 = fns.frame(params, s, np.int32(a), np.int32(c))
+        s, info0 = fns.frame(params, s, np.int32(a), np.int32(c), np.int32(0))
         actions.append(a)
         costs.append(c)
     return s, actions, costs, movers

@@ -24,8 +24,11 @@ from server._rules import (
     FrameDecision,
     Provenance,
     budget_at,
+    buffered_turn,
     check_action,
     clock_charge,
+    clock_ticks,
+    countdown_start,
     decide_action,
     wall_ticks,
 )
@@ -121,6 +124,40 @@ def test_clock_charge_is_the_thinking_time_or_all_that_is_left():
     assert clock_charge(silent, left=0, declared=None, **kw) == 0  # an empty clock
 
 
+def test_a_time_control_in_seconds_is_the_games_ticks():
+    tick_s = (1 / 9) / 32  # 9 FPS, 32 clock ticks a frame (the server's defaults)
+    assert clock_ticks(60, tick_s) == 17280  # "1+1": a minute a side ...
+    assert clock_ticks(1, tick_s) == 288  # ... and a second back per move
+    assert clock_ticks(180, tick_s) * tick_s == pytest.approx(180)
+    assert clock_ticks(0, tick_s) == 0
+
+
+def test_a_buffered_turn_waits_for_the_first_frame_where_it_is_legal():
+    wall = np.array([True, False, True, False, False])  # up, down legal; right, left walls
+    open_ = np.array([True, True, True, True, False])
+    kw = dict(deadline=10.0, published_at=9.9)
+    # "left" pressed into a wall: it waits, and the frame gets no answer (the fallback plays).
+    arrivals, pending = buffered_turn([Arrival(3, 9.95)], None, legal=wall, **kw)
+    assert (arrivals, pending) == ((), 3)
+    assert decide_action(arrivals, deadline=10.0, legal=wall, fallback=0).provenance is (
+        Provenance.FALLBACK
+    )
+    # Still a wall next frame: it keeps waiting.
+    assert buffered_turn([], 3, legal=wall, **kw) == ((), 3)
+    # The first frame where it is legal: it answers on time, as of the frame's publication.
+    arrivals, pending = buffered_turn([], 3, legal=open_, **kw)
+    assert pending is None and arrivals == (Arrival(3, 9.9),)
+    d = decide_action(arrivals, deadline=10.0, legal=open_, fallback=0)
+    assert (d.action, d.provenance) == (3, Provenance.ON_TIME)
+    # A legal key replaces the wait; a newer illegal one replaces the pending turn.
+    assert buffered_turn([Arrival(2, 9.95)], 3, legal=wall, **kw) == ((Arrival(2, 9.95),), None)
+    assert buffered_turn([Arrival(1, 9.95)], 3, legal=wall, **kw) == ((), 1)
+    # A key after the deadline is judged late as before; out of range stays invalid.
+    late = Arrival(3, 10.5)
+    assert buffered_turn([late], None, legal=wall, **kw) == ((late,), None)
+    assert buffered_turn([Arrival(7, 9.95)], None, legal=wall, **kw) == ((Arrival(7, 9.95),), None)
+
+
 class FakeTime:
     """A monotonic clock that moves only when slept on (each sleep oversleeps `jitter` s, as a
     loaded machine does), or when a test stalls it."""
@@ -164,6 +201,18 @@ def test_ticker_is_drift_free_and_counts_late_ticks():
     assert late == [10, 11, 12] and [t.lag > jitter + 1e-9 for t in ticks].count(True) == 3
     assert ticker.late_ticks == 3 and ticker.max_lag == pytest.approx(0.026, abs=1e-9)
     assert ticker.ticks == 30 and fake.slept == 30 - 3  # the stalled ticks needed no sleep
+
+
+def test_no_tick_fires_before_the_countdown_ends():
+    """A person's session: frame 0 is shown when the page is ready, and its deadline (tick 1)
+    is a period after the countdown, so the game does not move during it."""
+    fake = FakeTime()
+    ready = fake.now
+    start = countdown_start(ready, 3.0)
+    ticker = Ticker(0.1, start=start, clock=fake.clock, sleep=fake.sleep)
+    tick = asyncio.run(ticker.wait(1))  # frame 0's deadline: the first frame that moves
+    assert tick.scheduled == pytest.approx(ready + 3.1) and fake.now >= ready + 3.1
+    assert countdown_start(ready, 0.0) == ready  # agents and planners: at once
 
 
 def test_ticker_catches_up_after_a_stall_without_skipping():

@@ -111,7 +111,8 @@ def server(chromium_path, tmp_path_factory):
     # The figures and table `rtplan calibrate` wrote for the shipped Snake planner.
     shutil.copytree(ROOT / "results" / CALIBRATION, tmp / "results" / CALIBRATION)
     (tmp / "results" / "summary.json").write_text('{"games": 5}')
-    with env_server(tmp, root, GAMES) as base:
+    # No countdown before a person's frame 0 here: its own tests are in test_web_play.py.
+    with env_server(tmp, root, GAMES, "--human-countdown-s", "0") as base:
         yield SimpleNamespace(base=base)
 
 
@@ -609,7 +610,9 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     assert labels == ["planner (k=2)", "planner (k=4)", "reflex", "random"], labels
     assert opponent.input_value() == "planner:2"  # the largest budget the service plans
     page.select_option('select[name="opponent"]', "planner:2")
-    page.fill('input[name="fps"]', "0.125")  # a clock tick is 250 ms, the 12-tick clock 3 s
+    # A clock tick is 250 ms; a person's clock is the lobby's 3+2: 720 ticks, 8 back a move.
+    page.fill('input[name="fps"]', "0.125")
+    assert page.input_value('select[name="time_control"]') == "3+2"
     page.click('form#start button[type="submit"]')
     link = page.locator("#start-result a")
     link.wait_for(timeout=30_000)
@@ -637,7 +640,8 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     rep = reply["previous"]
     assert (rep["answer_source"], rep["provenance"], rep["k"]) == ("opponent", "on_time", 2)
     assert rep["latency_ms"] > 0 and rep["cost"] >= 1
-    assert reply["clocks"][1] == mine["clocks"][1] - rep["cost"]
+    assert rep["credit"] == 8 and mine["state"]["initial_time"] == 720
+    assert reply["clocks"][1] == mine["clocks"][1] - rep["cost"] + rep["credit"]
     assert reply["clocks"][0] == mine["clocks"][0]
     page.wait_for_function(
         "document.getElementById('play-status').textContent.includes('(planner k=2')",
@@ -715,7 +719,9 @@ def test_results_page_lists_the_calibration_figures(server, page):
     section = page.locator('section[data-group="snake-rt-v0 · calibration"]')
     section.wait_for(timeout=10_000)
     img = section.locator("img")
-    assert img.get_attribute("alt") == "calibration.png"
+    assert img.get_attribute("src").endswith("/calibration.png")
+    caption = section.locator("figcaption").inner_text()
+    assert "made by rtplan calibrate --game snake-rt-v0" in caption
     page.wait_for_function(
         "document.querySelector('section[data-group] img').naturalWidth > 0", timeout=10_000
     )

@@ -226,7 +226,11 @@ function updateForm(event) {
   if (clock && (!event || event.target === form.game || event.target === form.agent)) {
     opponent.replaceChildren(...opponents(game));
     opponent.value = defaultOpponent(game, form.agent.value);
+    // A person plays on a clock in minutes (3+2); agents on the game's clock in ticks.
+    form.time_control.value = form.agent.value === "human" ? "3+2" : "";
   }
+  form.time_control.closest("label").hidden = !clock;
+  form.time_control.disabled = !clock;
   const button = form.querySelector("button");
   const needsNetwork = form.agent.value !== "human";
   button.disabled = !game || (needsNetwork && !game.checkpoint);
@@ -249,6 +253,12 @@ form.addEventListener("submit", async (event) => {
     const [opponent, k] = form.opponent.value.split(":");
     body.opponent = opponent;
     if (k) body.opponent_k = Number(k);
+  }
+  if (!form.time_control.disabled && form.time_control.value) {
+    // "M+S": M minutes on each side's clock, S seconds back after each move.
+    const [minutes, seconds] = form.time_control.value.split("+").map(Number);
+    body.time_s = minutes * 60;
+    body.increment_s = seconds;
   }
   body.record = form.record.checked;
   const button = form.querySelector("button");

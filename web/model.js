@@ -19,6 +19,7 @@ export const model = {
   end: null,
   error: null,
   dirty: false,
+  startsAt: null, // performance.now() when frame 0's clock starts (a person's countdown)
 };
 
 // Read by the browser tests and handy in the console.
@@ -54,7 +55,7 @@ let gameLoad = null; // the module's promise, once asked for
 export function resetModel() {
   Object.assign(model, {
     hello: null, latest: null, previous: null, annot: null, history: [], decisions: [], moves: [],
-    end: null, error: null, dirty: true,
+    end: null, error: null, dirty: true, startsAt: null,
   });
   Object.assign(viewer, { frame: null, state: null, layout: null, ended: false, frames: [] });
   game = null;

@@ -118,8 +118,28 @@ function statsList(entries) {
   $("stats").replaceChildren(...nodes);
 }
 
+/** Milliseconds per clock tick, when the session's clock is a time control in seconds (the
+ * player's hello says it; spectators and replays derive it from `time_s` over the start's
+ * ticks); null: the game's clock in ticks. */
+function tickMs(st) {
+  const c = model.hello && model.hello.config;
+  if (!c || !c.time_s) return null;
+  if (viewer.player) return viewer.player.tick_ms;
+  return st.initial_time ? (1e3 * c.time_s) / st.initial_time : null;
+}
+
+/** A clock's `ticks` as m:ss (m:ss.t under 20 s, as chess sites show it), or the raw ticks. */
+export function clockText(ticks, ms) {
+  if (!ms) return String(ticks);
+  const s = Math.max(0, (ticks * ms) / 1e3);
+  if (s < 20) return `0:${s.toFixed(1).padStart(4, "0")}`;
+  const whole = Math.floor(s);
+  return `${Math.floor(whole / 60)}:${String(whole % 60).padStart(2, "0")}`;
+}
+
 /** The two clocks of a clock game's frame `f`; the mover's runs down between frames while
- * this page plays (the player's, or the planner opponent's own clock). */
+ * this page plays (the player's, or the planner opponent's own clock). Each side has its own
+ * colour (the agent's blue, the opponent's orange); a person sees "you". */
 export function drawClocks(f) {
   const st = f.state;
   $("clocks").hidden = false;
@@ -130,26 +150,29 @@ export function drawClocks(f) {
     let left = f.clocks[p];
     const onClock = viewer.player && (p === viewer.player.player || model.hello.config.opponent === "planner");
     if (onClock && st.to_play === p && !f.done && !model.end) {
-      // The mover's clock runs from the frame's arrival until its move (the player's click, or
-      // the planner opponent's answer).
-      left = Math.max(0, left - Math.floor((performance.now() - f.receivedAt) / viewer.player.tick_ms));
+      // The mover's clock runs from the frame's arrival (or the countdown's end) until its
+      // move (the player's click, or the planner opponent's answer).
+      const since = Math.max(f.receivedAt, model.startsAt || 0);
+      left = Math.max(0, left - Math.floor(Math.max(0, performance.now() - since) / viewer.player.tick_ms));
     }
-    const label = el("span", `${p === 0 ? "agent" : "opponent"} (${names[colour]})`);
+    const who = p === 0 ? (viewer.player ? "you" : "agent") : "opponent";
+    const label = el("span", `${who} (${names[colour]})`);
     if (st.to_play === p && !f.done) label.className = "turn";
-    const bar = el("div", null, { class: "bar" });
+    const bar = el("div", null, { class: `bar side${p}` });
     const fill = document.createElement("div");
     fill.style.width = `${Math.max(0, (100 * left) / st.initial_time)}%`;
     bar.append(fill);
-    rows.push(label, bar, el("span", String(left)));
+    const time = el("span", clockText(left, tickMs(st)), { class: "time" });
+    time.dataset.ticks = left;
+    rows.push(label, bar, time);
   }
   $("clock-rows").replaceChildren(...rows);
   const a = model.annot;
-  setText(
-    "move-cost",
-    a && a.moveCost != null
-      ? `last move cost ${a.moveCost} ticks (${a.mover === 0 ? "agent" : "opponent"})`
-      : "clock ticks left",
-  );
+  const ms = tickMs(st);
+  const c = model.hello.config;
+  const cost = a && a.moveCost != null ? (ms ? `${((a.moveCost * ms) / 1e3).toFixed(1)} s` : `${a.moveCost} ticks`) : null;
+  const control = ms ? `${c.time_s / 60}+${c.increment_s}: minutes a side + seconds back per move` : "clock ticks left";
+  setText("move-cost", cost ? `last move took ${cost} (${a.mover === 0 ? "agent" : "opponent"}) · ${control}` : control);
 }
 
 /** The title and the agent line, from the hello. */
@@ -257,10 +280,28 @@ export function resultText() {
   return `the agent scored ${Number(ret).toFixed(ret % 1 ? 1 : 0)}${why}`;
 }
 
-/** The result banner over the board (hidden until the game shown is over). */
+/** The countdown before frame 0's clock (a person's game), from the server's `starts_in_ms`
+ * (the hello's, fresh, or a frame's, as published: the earliest end is the truest); "" once
+ * the game runs. */
+export function countdownText() {
+  if (!model.startsAt || model.end) return "";
+  const left = model.startsAt - performance.now();
+  if (left <= 0) return "";
+  const you = viewer.player ? "you play" : "the game starts";
+  return `${you} in ${Math.ceil(left / 1000)}…`;
+}
+
+/** The banner over the board: the countdown before the game, then nothing, then the result
+ * (a person reads "you won" / "you lost"). */
 export function drawResult() {
-  const text = resultText();
+  const countdown = countdownText();
+  let text = countdown || resultText();
+  if (!countdown && text && viewer.player && model.hello.spec.num_players === 2) {
+    text = text.replace(/^agent (\(.*?\)) won/, "you $1 won").replace(/^opponent (\(.*?\)) won/, "you lost: the opponent $1 won");
+  }
   const banner = $("result");
   banner.hidden = !text;
+  banner.classList.toggle("countdown", Boolean(countdown));
   setText("result", text);
+  if (countdown) model.dirty = true; // redraw each animation frame until it ends
 }

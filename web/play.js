@@ -42,7 +42,10 @@ export function startPlaying(msg, sendMessage) {
     const byAction = {};
     for (const [key, a] of Object.entries(msg.keys)) (byAction[a] ||= []).push(KEY_LABELS[key] || key);
     const help = Object.entries(byAction).map(([a, keys]) => `${names[a]}: ${keys.join(" ")}`);
-    setText("play-help", `You play. Keys — ${help.join(" · ")}. A frame with no key by its deadline plays the fallback (${model.hello.spec.fallback}).`);
+    const buffer = model.hello.spec.view.buffer
+      ? " A turn into a wall waits (pending) and is taken at the first frame where it is open."
+      : "";
+    setText("play-help", `You play. Keys — ${help.join(" · ")}. A frame with no key by its deadline plays the fallback (${model.hello.spec.fallback}).${buffer}`);
     window.addEventListener("keydown", (event) => {
       if (event.repeat || !(event.key in msg.keys)) return;
       event.preventDefault();
@@ -97,9 +100,22 @@ function playLine(rep) {
   return [kind, `frame ${rep.frame}: ${said}`];
 }
 
-/** Shows what frame `f`'s report says of this page's input, when it plays. */
+/** Shows what frame `f`'s report says of this page's input, when it plays (or the turn the
+ * server holds for it, pending until a frame where it is legal). */
 export function drawPlayStatus(f) {
-  if (!viewer.player || !f.previous) return;
+  if (!viewer.player) return;
+  if (model.startsAt && model.startsAt > performance.now()) {
+    setText("play-status", "get ready: nothing moves until the countdown ends (a key now is your first move)");
+    $("play-status").className = "pending";
+    return;
+  }
+  if (f.pending != null) {
+    const name = model.hello.spec.action_names[f.pending] ?? f.pending;
+    setText("play-status", `pending: ${name}, taken at the first frame where it is legal`);
+    $("play-status").className = "pending";
+    return;
+  }
+  if (!f.previous) return;
   const [kind, text] = playLine(f.previous);
   setText("play-status", text);
   $("play-status").className = kind;

@@ -1,9 +1,23 @@
-// The results page: every figure and table the server lists (GET /v1/results), by folder;
-// CSV tables are shown as HTML tables, JSON as text.
+// The results page, a report of what GET /v1/results lists: the headline first (the gate
+// against the best fixed k, from summary.json, and each game's gate figures), then the
+// planners' strength, then the details and training logs. Each figure and table says what it
+// shows and the command that made it; numbers are rounded; CSV tables and raw JSON fold away.
 
 import { el, getJSON } from "./api.js";
 
 const MAX_ROWS = 200; // rows of a table shown (the file link has them all)
+const OPEN_ROWS = 12; // a headline or strength table this short is shown open
+const RANKS = ["the gate: headline", "strength", "detail", "training log"];
+
+/** A number rounded for reading: 3400.1, 41.42, 0.00260; anything else as it is. */
+export function rounded(text) {
+  if (!/^-?\d+\.\d+(e-?\d+)?$/i.test(text)) return text;
+  const n = Number(text);
+  const a = Math.abs(n);
+  if (a >= 100) return n.toFixed(1);
+  if (a >= 1) return n.toFixed(2);
+  return a === 0 ? "0" : String(Number(n.toPrecision(3)));
+}
 
 /** A small CSV reader: commas, double-quoted fields with "" escapes, one record per line. */
 function parseCSV(text) {
@@ -29,70 +43,135 @@ function parseCSV(text) {
   return rows;
 }
 
-/** Fills `details` with the table of `entry`: CSV as an HTML table, anything else as text. */
+/** An HTML table of `rows` (the first is the header) in a box that scrolls sideways on its
+ * own, so a wide log never widens the page. */
+function tableBox(rows) {
+  const table = el("table");
+  rows.forEach((row, i) => {
+    const tr = el("tr");
+    for (const cell of row) {
+      const shown = i === 0 ? cell : rounded(cell);
+      tr.append(el(i === 0 ? "th" : "td", shown, shown !== cell ? { title: cell } : undefined));
+    }
+    table.append(tr);
+  });
+  const box = el("div", null, { class: "scroll" });
+  box.append(table);
+  return box;
+}
+
+/** Fills `details` with the file of `entry`: CSV as a table, JSON as rounded text. */
 async function fillTable(details, entry) {
   const text = await (await fetch(entry.url)).text();
   if (entry.name.endsWith(".csv")) {
     const rows = parseCSV(text);
-    const table = el("table");
-    rows.slice(0, MAX_ROWS + 1).forEach((row, i) => {
-      const tr = el("tr");
-      for (const cell of row) tr.append(el(i === 0 ? "th" : "td", cell));
-      table.append(tr);
-    });
-    details.append(table);
+    details.append(tableBox(rows.slice(0, MAX_ROWS + 1)));
     if (rows.length > MAX_ROWS + 1) details.append(el("p", `… ${rows.length - 1} rows in all`, { class: "muted" }));
   } else {
-    details.append(el("pre", text.slice(0, 20000)));
+    const shown = text.slice(0, 20000).replace(/-?\d+\.\d{4,}(e-?\d+)?/gi, (m) => rounded(m));
+    details.append(el("pre", shown + (text.length > 20000 ? "\n…" : "")));
   }
 }
 
-/** A table's <details>: CSV tables are fetched and shown open; JSON records (per-episode data,
- * often large) are fetched when a reader opens them. */
+/** What a file shows and the command that made it, as a caption. */
+function caption(entry, into) {
+  into.append(el("b", entry.name));
+  if (entry.shows) into.append(`: ${entry.shows}`);
+  if (entry.command) {
+    into.append(el("br"), el("span", "made by ", { class: "muted" }), el("code", entry.command));
+  }
+}
+
+/** A table's <details>: closed, filled when opened; a short headline or strength CSV open. */
 async function tableOf(entry) {
   const details = el("details", null, { class: "table" });
   details.dataset.file = entry.name;
   const summary = el("summary");
-  summary.append(el("a", entry.name, { href: entry.url }));
+  caption(entry, summary);
+  summary.append(" ", el("a", "(file)", { href: entry.url }));
   details.append(summary);
-  if (entry.name.endsWith(".csv")) {
-    await fillTable(details, entry);
-    details.open = true;
-  } else {
-    let filled = false;
-    details.addEventListener("toggle", () => {
-      if (details.open && !filled) {
-        filled = true;
-        fillTable(details, entry);
-      }
-    });
+  let filled = false;
+  const fill = async () => {
+    if (!filled) {
+      filled = true;
+      await fillTable(details, entry);
+    }
+  };
+  details.addEventListener("toggle", () => details.open && fill());
+  if (entry.name.endsWith(".csv") && entry.rank <= 1) {
+    const text = await (await fetch(entry.url)).text();
+    if (parseCSV(text).length <= OPEN_ROWS + 1) {
+      await fill();
+      details.open = true;
+    }
   }
   return details;
 }
 
+const pm = (r) => (r ? `${rounded(String(r.mean))} ± ${rounded(String(r.se))}` : "–");
+
+/** The headline table from summary.json's rows (`rtplan report`): per game, the gate against
+ * the best fixed k on the same seeds; null when the file holds no such rows. */
+async function headline(entry) {
+  let rows;
+  try {
+    rows = await (await fetch(entry.url)).json();
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(rows) || !rows.every((r) => r && r.game && r.condition && "mean" in r)) return null;
+  const out = [["game", "gate", "best fixed k", "gate − best (paired)", "gate's mean k", "episodes"]];
+  for (const game of [...new Set(rows.map((r) => r.game))]) {
+    const of = rows.filter((r) => r.game === game);
+    const gate = of.find((r) => r.condition === "gate");
+    const best = of.find((r) => r.best_fixed);
+    const diff = best && best.gate_minus != null ? `${rounded(String(best.gate_minus))} ± ${rounded(String(best.gate_minus_se))}` : "–";
+    out.push([game, pm(gate), best ? `${best.condition}: ${pm(best)}` : "–", diff,
+      gate ? rounded(String(gate.mean_k)) : "–", String((gate || of[0]).episodes)]);
+  }
+  const section = el("section", null, { class: "headline" });
+  section.append(el("h2", "Headline: the gate against the best fixed budget"));
+  const p = el("p", null, { class: "muted" });
+  p.append("Mean return ± SE per game over paired evaluation seeds; the difference is paired, seed by seed. Made by ",
+    el("code", "rtplan report"), " from ", el("code", "rtplan eval"), "'s files.");
+  section.append(p, tableBox(out.map((r) => r.map(String))));
+  return section;
+}
+
 async function init() {
   const status = document.getElementById("status");
+  const main = document.getElementById("groups");
   try {
     const body = await getJSON("/v1/results");
     if (!body.groups.length) {
       status.textContent = "No figures yet: `rtplan calibrate --game GAME` and `rtplan report` write them.";
       return;
     }
-    status.remove();
+    status.textContent = "What results/ holds, the headline first: the gate against fixed budgets, then the planners' strength, then details and training logs. Each figure says what it shows and the command that made it.";
+    const summary = body.groups.find((g) => g.folder === "results");
+    const json = summary && summary.tables.find((t) => t.name === "summary.json");
+    const top = json && (await headline(json));
+    if (top) main.append(top);
     for (const g of body.groups) {
       const section = el("section");
       section.dataset.group = g.title;
-      section.append(el("h2", g.title), el("p", g.folder, { class: "muted" }));
+      const h = el("h2", g.title);
+      h.append(" ", el("span", RANKS[g.rank] || "other", { class: `rank rank${g.rank}` }));
+      section.append(h, el("p", g.folder, { class: "muted folder" }));
       const figures = el("div", null, { class: "figures" });
       for (const f of g.figures) {
         const fig = el("figure");
-        fig.append(el("img", null, { src: f.url, alt: f.name, class: "figure", loading: "lazy" }));
-        fig.append(el("figcaption", f.name));
+        const link = el("a", null, { href: f.url });
+        link.append(el("img", null, { src: f.url, alt: f.shows || f.name, class: "figure", loading: "lazy" }));
+        fig.append(link);
+        const cap = el("figcaption");
+        caption(f, cap);
+        fig.append(cap);
         figures.append(fig);
       }
-      section.append(figures);
+      if (g.figures.length) section.append(figures);
       for (const t of g.tables) section.append(await tableOf(t));
-      document.getElementById("groups").append(section);
+      main.append(section);
     }
   } catch (e) {
     status.textContent = `cannot list the results: ${e.message}`;

@@ -29,8 +29,17 @@ const TV_HOLD_MS = 4000; // how long a finished game's result stays before the n
 let socket = null;
 const send = (msg) => socket.send(JSON.stringify(msg));
 
+/** The countdown's end, `ms` from now by a message of the server: the earliest end any
+ * message gives (a frame sent to a late viewer was published earlier, its count is stale). */
+function countdownFrom(ms) {
+  if (!(ms > 0)) return;
+  const at = performance.now() + ms;
+  model.startsAt = model.startsAt ? Math.min(model.startsAt, at) : at;
+}
+
 function onFrame(msg) {
   msg.receivedAt = performance.now();
+  countdownFrom(msg.starts_in_ms);
   viewer.frames.push(msg);
   if (viewer.frames.length > RECENT) viewer.frames.shift();
   model.annot = annotate(model.latest && model.latest.state, msg.state, model.annot);
@@ -48,6 +57,7 @@ function onMessage(event) {
   viewer.received += 1;
   if (msg.type === "hello") {
     model.hello = msg;
+    countdownFrom(msg.session.starts_in_ms);
     // A player's game starts when it joins: join once the board can be drawn.
     const token = tv ? null : sessionToken(sessionId);
     ensureGame().then(() => token && send({ type: "play", token }));

@@ -1,0 +1,94 @@
+"""The results page as a report, in a real headless Chromium over a copy of the checkout's
+results/: the headline gate figures and table first, a caption and a command for every figure,
+rounded numbers, raw JSON folded, relative paths, no horizontal overflow at 1280 px and nothing
+wider than the screen at 390 px."""
+
+# ruff: noqa: F811 (the browser fixtures of test_web.py, imported, are the tests' arguments)
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from support import get_json, write_checkpoints
+from test_web import ROOT, browser, chromium_path, env_server, page  # noqa: F401
+
+#: Where the page's screenshots go when set.
+SHOTS = os.environ.get("RTPLAN_SCREENSHOT_DIR")
+
+
+@pytest.fixture(scope="module")
+def server(chromium_path, tmp_path_factory):  # noqa: F811
+    """The env server over a copy of the checkout's results/ (Snake compiled, no planner)."""
+    tmp = tmp_path_factory.mktemp("web-results")
+    shutil.copytree(ROOT / "results", tmp / "results")
+    root = write_checkpoints(tmp / "ckpt", ("snake-rt-v0",))
+    with env_server(tmp, root, ("snake-rt-v0",)) as base:
+        yield SimpleNamespace(base=base, tmp=tmp)
+
+
+def test_the_results_listing_captions_every_file_headline_first(server):
+    body = get_json(server.base, "/v1/results")
+    text = json.dumps(body)
+    assert str(server.tmp) not in text  # no path of the server's disk
+    groups = body["groups"]
+    assert all(g["folder"].startswith("results") for g in groups)
+    ranks = [g["rank"] for g in groups]
+    assert ranks == sorted(ranks) and ranks[0] == 0
+    first = [f["name"] for g in groups if g["rank"] == 0 for f in g["figures"]]
+    assert "main.png" in first  # the gate against the fixed budgets leads
+    for g in groups:
+        for entry in g["figures"] + g["tables"]:
+            assert entry["shows"] and entry["command"], entry
+    evals = [t for g in groups if g["folder"].endswith("/eval") for t in g["tables"]]
+    gate = next(t for t in evals if t["name"] == "gate.json")
+    assert "--conditions gate" in gate["command"]  # the command the file records
+
+
+def page_figures(page) -> dict:
+    return page.evaluate(
+        "() => ({width: document.documentElement.scrollWidth,"
+        " wide: [...document.querySelectorAll('body *')].filter(e => {"
+        "   const r = e.getBoundingClientRect();"
+        "   return r.width > innerWidth + 1 || r.right > innerWidth + 1; })"
+        "   .map(e => e.tagName + (e.className ? '.' + e.className : '')).slice(0, 8),"
+        " text: document.body.innerText})"
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_results_page_reads_as_a_report_and_fits(server, page, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{server.base}/results")
+    page.wait_for_selector("section.headline table", timeout=20_000)
+    page.wait_for_function(
+        "document.querySelectorAll('section[data-group]').length > 10"
+        " && document.images[0].complete",
+        timeout=30_000,
+    )
+    # The headline comes first: the gate against the best fixed k per game, then the figures.
+    heads = page.locator("main h2").all_inner_texts()
+    assert heads[0].lower().startswith("headline"), heads[:3]
+    rows = page.locator("section.headline tr").all_inner_texts()
+    assert any(r.startswith("tetris-rt-v0") for r in rows), rows
+    first_figure = page.locator("figure").first
+    assert first_figure.locator("img").get_attribute("src").endswith("main.png")
+    cap = first_figure.locator("figcaption").inner_text()
+    assert "gate" in cap and "made by rtplan report" in cap, cap
+    if SHOTS:
+        page.screenshot(path=f"{SHOTS}/results-top-{width}.png")
+    # Raw JSON folds away; shown numbers are rounded; paths are relative.
+    assert page.locator("details.table[data-file$='.json'][open]").count() == 0
+    page.locator("details.table[data-file='gate.json'] summary").first.click()
+    page.wait_for_selector("details.table[data-file='gate.json'] pre", timeout=10_000)
+    got = page_figures(page)
+    assert not re.search(r"\d\.\d{6,}", got["text"]), re.search(r".{30}\d\.\d{6,}", got["text"])
+    assert str(server.tmp) not in got["text"] and "results/tetris-rt-v0/eval" in got["text"]
+    if SHOTS:
+        page.screenshot(path=f"{SHOTS}/results-{width}.png")
+    # Nothing sideways: the page is as wide as the window and no element is wider.
+    assert got["width"] <= width and got["wide"] == [], got["wide"]
