@@ -1,4 +1,4 @@
-"""`rtplan health`: a real planner service (NOT_SERVING while compiling, then SERVING) and env server."""
+"""`rtplan health` against a real planner service (compiling, then SERVING) and env server."""
 
 from __future__ import annotations
 
@@ -78,7 +78,10 @@ def test_planner_health_fails_while_compiling_and_passes_once_serving(services, 
     planner.engine.compile()
     code, out, err = _health(capsys, "--planner", planner.address)
     assert code == 0 and err == ""
-    assert out == f"planner service at {planner.address} is SERVING (2 executables compiled) on cpu:0\n"
+    assert (
+        out
+        == f"planner service at {planner.address} is SERVING (2 executables compiled) on cpu:0\n"
+    )
 
 
 def test_env_health_passes_when_healthz_answers_ok(services, capsys):

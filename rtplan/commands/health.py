@@ -94,7 +94,9 @@ def env_health(url: str, *, timeout: float = TIMEOUT_S) -> str:
     except (urllib.error.URLError, OSError, ValueError) as e:
         # URLError wraps a refused connection; a timeout is an OSError; bad JSON a ValueError.
         reason = getattr(e, "reason", e)
-        raise CommandError(f"env server at {target} is unreachable: {_line(reason)}", FAILED) from None
+        raise CommandError(
+            f"env server at {target} is unreachable: {_line(reason)}", FAILED
+        ) from None
     if not isinstance(body, dict) or body.get("status") != "ok":
         raise CommandError(f"env server at {target} is not ok: {_line(body)}", FAILED)
     return (
