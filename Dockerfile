@@ -1,6 +1,6 @@
 # rtplan image: the installed wheel (the packages, with the shipped checkpoints and browser pages
 # as package data, setup.py) and its dependencies; nothing else of the tree.
-# EXTRAS=gpu installs the CUDA build of JAX (docker-compose.yml builds that one).
+# EXTRAS=gpu installs the CUDA build of JAX (docker-compose.yml: its gpu profile; cpu: no extra).
 
 # Stage 1: the wheel, built from the tree (.dockerignore keeps what it never needs out).
 FROM python:3.11-slim AS wheel
