@@ -1,6 +1,6 @@
 # rtplan image: the installed wheel (the packages, with the shipped checkpoints and browser pages
 # as package data, setup.py) and its dependencies; nothing else of the tree.
-# EXTRAS=gpu installs the CUDA build of JAX (docker-compose.yml builds that one).
+# EXTRAS=gpu installs the CUDA build of JAX (docker-compose.yml: its gpu profile; cpu: no extra).
 
 # Stage 1: the wheel, built from the tree (.dockerignore keeps what it never needs out).
 FROM python:3.11-slim AS wheel
@@ -14,6 +14,12 @@ ARG EXTRAS=""
 COPY --from=wheel /wheel /tmp/wheel
 RUN pip install --no-cache-dir "$(ls /tmp/wheel/rtplan-*.whl)${EXTRAS:+[$EXTRAS]}" \
     && rm -rf /tmp/wheel
-# The working directory of the services: relative folders (replays/, results/) land here.
+# The services run as an unprivileged user that owns the working directory, where relative
+# folders (replays/, results/) land, and its home's cache (JAX's compile cache, ~/.cache). The
+# compose file mounts named volumes there, which start as copies of these (owner included).
+RUN useradd --create-home --uid 1000 --user-group rtplan \
+    && mkdir -p /app/replays /app/results /home/rtplan/.cache \
+    && chown -R rtplan:rtplan /app /home/rtplan
+USER rtplan
 WORKDIR /app
 CMD ["rtplan", "demo"]
