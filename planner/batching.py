@@ -100,7 +100,8 @@ class OptionRunner:
         out = self.planner.option(
             params, keys, states, k, future=self.future, future_params=future_params
         )
-        pad = self.max_k - k
+        # Committed games play k frames per option, clock games one move whatever the budget.
+        pad = self.max_k - out.actions.shape[1]
         return out.replace(
             actions=jnp.pad(out.actions, ((0, 0), (0, pad)), constant_values=-1),
             planned=jnp.pad(out.planned, ((0, 0), (0, pad)), constant_values=False),
@@ -162,7 +163,7 @@ class OptionRunner:
 
         Returns:
             An `OptionOutput` over the batch with `actions`/`planned` padded to the largest
-            budget (`-1` / False past a game's own k).
+            budget (`-1` / False past a game's own k; clock games' one move, then padding).
         """
         self._check_future(future_params)
         ks = np.asarray(ks)
