@@ -23,6 +23,7 @@ from gate.clock_players import (
     pool_players,
     write_midpeak_table,
 )
+from gate.clock_report import CLOCK_EVAL, option_text, write_summary
 from gate.policy import file_sha256
 from harness.checkpoint import checkpoint_root
 from harness.layout import results_root
@@ -31,47 +32,18 @@ from planner.options import Planner
 from planner.store import load_planner, planner_path
 
 __all__ = [
-    "CLOCK_EVAL",
     "ROWS_PER_CALL",
     "T0S",
     "cell_file",
-    "clock_curve",
-    "load_cells",
-    "option_text",
     "run_clock_eval",
     "tune_midpeak",
 ]
 
 #: The clocks every clock-game condition is evaluated at (the paper's T, in ticks).
 T0S = (300, 1200, 2300, 3500, 4100)
-#: The topic folder under `results/<game>/`.
-CLOCK_EVAL = "clock-eval"
 #: Openings per `play_match` call (several conditions share a call, `multiplex`): a batch of
 #: twice this many games keeps the runner's option executables to 4 x 9 (memory maps).
 ROWS_PER_CALL = 128
-#: `option_text`'s character of a random move (option -1).
-_RANDOM_MOVE_CHAR = "r"
-
-
-def option_text(options: np.ndarray) -> str:
-    """A game's options per move of the player as one character each (0 policy-only, i the
-    budget i, r a random move): compact files."""
-    return "".join(_RANDOM_MOVE_CHAR if o < 0 else str(int(o)) for o in options)
-
-
-def _options_of(text: str) -> np.ndarray:
-    return np.array([-1 if c == _RANDOM_MOVE_CHAR else int(c) for c in text], np.int64)
-
-
-def clock_curve(options: np.ndarray, costs: Sequence[int], t0: int) -> np.ndarray:
-    """`[M]` the player's ticks before each of its moves, from its options (no-timeout mode:
-    an empty clock pays nothing, a charge is clamped at 0; `games.clock`)."""
-    left, out = int(t0), []
-    for o in options:
-        out.append(left)
-        cost = costs[o] if o > 0 else 0
-        left = max(left - (cost if left > 0 else 0), 0)
-    return np.asarray(out, np.int64)
 
 
 def cell_file(
@@ -94,17 +66,6 @@ def _record(ep: Episodes, opts: ClockOptions, **fields) -> dict:
         "clocks_end": ep.clocks.tolist(),
         "game_ids": ep.game_ids,
     }
-
-
-def load_cells(root: str | os.PathLike, game_id: str, split: str = "eval") -> list[dict]:
-    """Every cell file of a game's split, with `options` as int arrays."""
-    folder = Path(root) / game_id / CLOCK_EVAL / split
-    cells = []
-    for path in sorted(folder.glob("*/*.json")):
-        rec = json.loads(path.read_text())
-        rec["options"] = [_options_of(s) for s in rec["options"]]
-        cells.append(rec)
-    return cells
 
 
 def _split_episodes(ep: Episodes, players: int, rows: int) -> list[Episodes]:
@@ -282,8 +243,6 @@ def run_clock_eval(
                     f"({int(uniq.sum())} unique: {ep.returns[uniq].mean():.3f})"
                 )
             log(f"T0={t0} vs {opp}: {len(todo)} players in {seconds:.0f} s")
-    from gate.clock_report import write_summary
-
     write_summary(root, game_id, split)
     return written
 

@@ -5,21 +5,67 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from gate.clock_eval import CLOCK_EVAL, clock_curve, load_cells
 from gate.clock_players import heuristic_names
 from harness.stats import paired, standard_error
 from planner.episodes import unique_games
 
-__all__ = ["PROFILE_BINS", "clock_figures", "summarize_cells", "write_summary"]
+__all__ = [
+    "CLOCK_EVAL",
+    "PROFILE_BINS",
+    "clock_curve",
+    "clock_figures",
+    "load_cells",
+    "option_text",
+    "summarize_cells",
+    "write_summary",
+]
+
+#: The topic folder under `results/<game>/`.
+CLOCK_EVAL = "clock-eval"
+#: `option_text`'s character of a random move (option -1).
+_RANDOM_MOVE_CHAR = "r"
 
 #: Normalised move-number bins of the strategy profile and the clock curves.
 PROFILE_BINS = 10
 #: The average over T0 in the rows' `t0` column.
 MEAN = "mean"
+
+
+def option_text(options: np.ndarray) -> str:
+    """A game's options per move of the player as one character each (0 policy-only, i the
+    budget i, r a random move): compact files."""
+    return "".join(_RANDOM_MOVE_CHAR if o < 0 else str(int(o)) for o in options)
+
+
+def _options_of(text: str) -> np.ndarray:
+    return np.array([-1 if c == _RANDOM_MOVE_CHAR else int(c) for c in text], np.int64)
+
+
+def clock_curve(options: np.ndarray, costs: Sequence[int], t0: int) -> np.ndarray:
+    """`[M]` the player's ticks before each of its moves, from its options (no-timeout mode:
+    an empty clock pays nothing, a charge is clamped at 0; `games.clock`)."""
+    left, out = int(t0), []
+    for o in options:
+        out.append(left)
+        cost = costs[o] if o > 0 else 0
+        left = max(left - (cost if left > 0 else 0), 0)
+    return np.asarray(out, np.int64)
+
+
+def load_cells(root: str | os.PathLike, game_id: str, split: str = "eval") -> list[dict]:
+    """Every cell file of a game's split, with `options` as int arrays."""
+    folder = Path(root) / game_id / CLOCK_EVAL / split
+    cells = []
+    for path in sorted(folder.glob("*/*.json")):
+        rec = json.loads(path.read_text())
+        rec["options"] = [_options_of(s) for s in rec["options"]]
+        cells.append(rec)
+    return cells
 
 
 def _is_fixed(name: str) -> bool:

@@ -54,10 +54,11 @@ def test_fixed_players_on_an_unlimited_clock_equal_the_plain_option():
     every move: the same games as the planner's plain option-k player."""
     planner, params = _planner()
     opts = ClockOptions.of(planner)
-    seeds = seeds_of("eval", 3)
-    plain = play_match(planner, params, option_player(planner, 4), REFLEX, seeds, initial_time=10**6)
+    seeds = seeds_of("eval", 4)
+    big = 10**6
+    plain = play_match(planner, params, option_player(planner, 4), REFLEX, seeds, initial_time=big)
     fixed = baseline_players(opts)["k4"]
-    ours = play_match(planner, params, fixed, REFLEX, seeds, initial_time=10**6)
+    ours = play_match(planner, params, fixed, REFLEX, seeds, initial_time=big)
     np.testing.assert_array_equal(plain.returns, ours.returns)
     np.testing.assert_array_equal(plain.frames, ours.frames)
     assert plain.game_ids == ours.game_ids
@@ -85,7 +86,7 @@ def test_pairing_openings_colours_and_clocks():
         budgets = [0, *opts.budgets]
         for ks, clock, end in zip(ep.ks, ep.features["clock"], ep.clocks, strict=True):
             o = np.array([budgets.index(int(k)) for k in ks])
-            np.testing.assert_array_equal(clock, clock_eval.clock_curve(o, costs, t0))
+            np.testing.assert_array_equal(clock, clock_report.clock_curve(o, costs, t0))
             spent = sum(costs[i] for i in o)
             assert spent <= t0, name  # the baselines never overspend
             assert end[0] == t0 - spent
@@ -106,7 +107,7 @@ def test_the_carry_changes_on_the_players_own_plies_only():
         return jnp.zeros((batch,), jnp.int32)
 
     counter = ClockPlayer("counter", init, count)
-    ep = play_match(planner, params, counter, REFLEX, seeds_of("eval", 2), initial_time=5)
+    ep = play_match(planner, params, counter, REFLEX, seeds_of("eval", 4), initial_time=5)
     seen["moves"] = ep.decisions
     # The counter's moves are exactly A's moves (its carry is not observable from outside: the
     # test is that a stateful player runs and each game records one option per own move).
@@ -114,10 +115,11 @@ def test_the_carry_changes_on_the_players_own_plies_only():
     assert (np.abs(ep.frames - 2 * ep.decisions) <= 1 + 6).all()
 
 
+@pytest.mark.slow  # ~2 min: compiles every group size of two batch sizes
 def test_multiplexed_players_equal_separate_matches():
     planner, params = _planner()
     opts = ClockOptions.of(planner)
-    seeds = seeds_of("eval", 3)
+    seeds = seeds_of("eval", 2)
     players = [midpeak_player(opts, 0.35, 0.3), baseline_players(opts)["greedy"]]
     opp = pool_players(opts)["random"]
     together = clock_eval.play_cells(planner, params, players, opp, seeds, 10)
@@ -166,6 +168,7 @@ def test_multiplex_rows():
     assert o.tolist() == [0, 0, 1, 1, 1]
 
 
+@pytest.mark.slow  # ~1.5 min: the whole eval and sweep path on a tiny planner
 def test_clock_eval_tuning_and_report(tmp_path):
     """`rtplan eval` for a clock game on a tiny planner: cells, resumption, the summary with
     paired differences, the figures; and midpeak's sweep writes a table the player loads."""
@@ -185,7 +188,7 @@ def test_clock_eval_tuning_and_report(tmp_path):
         GAME, games_per_cell=4, players=["k2"], opponents=["random"], **{**kw, "log": again.append}
     )
     assert any("kept" in line for line in again)
-    cells, rows = clock_report.summarize_cells(clock_eval.load_cells(out, GAME))
+    cells, rows = clock_report.summarize_cells(clock_report.load_cells(out, GAME))
     assert len(cells) == 16
     mean = {r["player"]: r for r in rows if r["t0"] == "mean"}
     best = next(p for p, r in mean.items() if r["best_fixed"])
@@ -195,7 +198,8 @@ def test_clock_eval_tuning_and_report(tmp_path):
     assert g["best_fixed_name"] == best and "minus_best_fixed_se" in g
     assert (out / GAME / "clock-eval" / "eval-scores.csv").exists()
     figs = clock_report.clock_figures(out, GAME)
-    assert [f.name for f in figs] == ["eval-score-per-t0.png", "eval-profile.png", "eval-clocks.png"]
+    names = ["eval-score-per-t0.png", "eval-profile.png", "eval-clocks.png"]
+    assert [f.name for f in figs] == names
 
     table_root = tmp_path / "tables"
     best_shapes = clock_eval.tune_midpeak(
