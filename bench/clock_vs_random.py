@@ -24,7 +24,14 @@ import numpy as np
 from harness.checkpoint import checkpoint_root
 from harness.stats import standard_error
 from planner.calibrate import with_sims
-from planner.episodes import EVAL_OPENING_PLIES, RANDOM, REFLEX, play_match, seeds_of
+from planner.episodes import (
+    EVAL_OPENING_PLIES,
+    RANDOM,
+    REFLEX,
+    option_player,
+    play_match,
+    seeds_of,
+)
 from planner.options import Planner
 from planner.store import PLANNER_FILE, load_planner, planner_path
 
@@ -60,7 +67,7 @@ def main(argv=None) -> None:
     planner = Planner(cfg)
     if not planner.two_player:
         parser.error(f"{args.game} is not a clock game")
-    players = {"policy-only": REFLEX, f"option {k} ({sims} sims)": ("option", k)}
+    players = {"policy-only": REFLEX, f"option {k} ({sims} sims)": option_player(planner, k)}
     print(
         f"{args.game}, checkpoint {meta['checkpoint']}, root width {cfg.max_considered_actions}, "
         f"vs random, {args.games} games on {args.split} seeds, "

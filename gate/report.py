@@ -228,10 +228,17 @@ def report(
 ) -> dict:
     """Summarises every game under `results/`: `summary.csv`, `summary.json`, per-game
     figures, and the README's results table (between its markers)."""
+    from gate.clock_report import clock_figures, write_summary
+
     root = Path(results)
-    rows, files = [], []
+    rows, files, clock_files = [], [], []
     for game_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         game = game_dir.name
+        # Clock games: their own tables and figures under <game>/clock-eval/.
+        summary = write_summary(root, game, "eval")
+        clock_files += summary
+        if figures and summary:
+            clock_files += clock_figures(root, game, "eval")
         evals = load_conditions(root, game, "eval")
         if not evals:
             continue
@@ -239,8 +246,10 @@ def report(
         rows += game_rows
         if figures:
             files += _figures(game, evals, game_rows, game_dir)
-    if not rows:
+    if not rows and not clock_files:
         raise FileNotFoundError(f"no evaluation results under {root}/<game>/eval/ (rtplan eval)")
+    if not rows:
+        return {"rows": [], "figures": clock_files, "table": "", "readme_updated": False}
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
     with (root / "summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -249,4 +258,4 @@ def report(
     (root / "summary.json").write_text(json.dumps(rows, indent=1))
     table = readme_table(rows)
     updated = bool(readme) and Path(readme).exists() and _update_readme(Path(readme), table)
-    return {"rows": rows, "figures": files, "table": table, "readme_updated": updated}
+    return {"rows": rows, "figures": files + clock_files, "table": table, "readme_updated": updated}

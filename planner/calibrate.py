@@ -19,6 +19,7 @@ from planner.episodes import (
     Episodes,
     always,
     eval_runner,
+    option_player,
     play,
     play_match,
     seeds_of,
@@ -73,7 +74,7 @@ def _quality(
         return play_match(
             planner,
             params,
-            ("option", k),
+            option_player(planner, k),
             OPPONENTS[opponent],
             seeds_of(split, episodes // 2),
             opening_plies=EVAL_OPENING_PLIES,

@@ -24,6 +24,7 @@ from planner.episodes import (
     REFLEX,
     always,
     eval_runner,
+    option_player,
     play,
     play_match,
     seeds_of,
@@ -223,7 +224,7 @@ class ExpertIteration:
         params = jax.device_get(state.params)
         if planner.two_player:
             seeds = seeds_of("tuning", cfg.eval_episodes // 2)
-            policy = ("option", cfg.eval_budget)
+            policy = option_player(planner, cfg.eval_budget)
             r, x = (
                 play_match(
                     planner,

@@ -20,6 +20,7 @@ from planner.episodes import (
     TUNING_SEED_BASE,
     always,
     eval_runner,
+    option_player,
     play,
     play_match,
     seeds_of,
@@ -64,7 +65,9 @@ def _hex():
 def test_match_equals_a_plain_loop_on_its_seed():
     planner, params = _hex()
     seed = 5
-    ep = play_match(planner, params, ("option", 2), REFLEX, np.array([seed]), opening_plies=0)
+    ep = play_match(
+        planner, params, option_player(planner, 2), REFLEX, np.array([seed]), opening_plies=0
+    )
     assert ep.seeds.tolist() == [seed, seed] and ep.returns.shape == (2,)
 
     option = jax.jit(planner.option, static_argnums=3)

@@ -89,9 +89,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "planner and gate is kept (an interrupted evaluation resumes). `rtplan report` "
         "summarises them.",
     )
-    ev.add_argument("--game", required=True, help="committed-action game id")
+    ev.add_argument("--game", required=True, help="registered game id (committed or clock)")
     add_split(ev, "eval")
-    ev.add_argument("--episodes", type=int, default=100, help="episodes (seeds) per condition")
+    ev.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes (seeds) per condition (default 100); clock games: games per (player, "
+        "opponent, T0), half as many openings with both colours (default 100; --tune-midpeak 12)",
+    )
     ev.add_argument(
         "--conditions",
         nargs="*",
@@ -100,7 +106,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--ablations", action="store_true", help="also the gate's input ablations")
     ev.add_argument("--planner", default=None, help=_PLANNER_HELP)
-    ev.add_argument("--gate", default=None, help="default: gate.msgpack beside the planner")
+    ev.add_argument(
+        "--gate",
+        default=None,
+        help="default: gate.msgpack beside the planner; clock games: a clock gate checkpoint, "
+        "played as 'gate' when gate.clock_gate provides clock_player() (else skipped)",
+    )
+    clock = ev.add_argument_group("clock games (speed-hex-v0, speed-go-v0)")
+    clock.add_argument(
+        "--t0",
+        type=int,
+        nargs="*",
+        default=None,
+        help="clocks in ticks (default 300 1200 2300 3500 4100)",
+    )
+    clock.add_argument(
+        "--opponents", nargs="*", default=None, help="the pool (default policy-only, k<k>, random)"
+    )
+    clock.add_argument(
+        "--tune-midpeak",
+        action="store_true",
+        help="sweep midpeak's centre and width per T0 against the pool (default split tuning) "
+        "and write the tuned table <checkpoints>/<game>/midpeak.json (resumable: "
+        "results/<game>/clock-eval/midpeak-sweep.csv)",
+    )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
     ev.add_argument(
@@ -171,6 +200,14 @@ def _cross_eval(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     check_map_count()
+    import games
+
+    if games.game_class(args.game).num_players == 2:
+        return _clock_eval(args)
+    if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
+        raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
+    if args.episodes is None:
+        args.episodes = 100
     if args.via_services:
         return _via_services(args)
     if args.episodes < 2:
@@ -189,6 +226,57 @@ def _eval(args: argparse.Namespace) -> int:
         ablations=args.ablations,
         command=" ".join(args.argv),
     )
+    return 0
+
+
+def _clock_eval(args: argparse.Namespace) -> int:
+    from gate import clock_eval
+    from gate.clock_players import GateUnavailable
+
+    if args.via_services or args.ablations:
+        raise CommandError("clock games: --via-services and --ablations are not available yet")
+    t0s = tuple(args.t0 or clock_eval.T0S)
+    if args.tune_midpeak:
+        split = "tuning" if "--split" not in args.argv else args.split
+        clock_eval.tune_midpeak(
+            args.game,
+            split=split,
+            games_per_cell=args.episodes or 12,
+            t0s=t0s,
+            opponents=args.opponents,
+            planner_file=args.planner,
+            out=args.out,
+        )
+        return 0
+    gate_file = args.gate
+    players = args.conditions
+    if gate_file is not None:
+        try:
+            import importlib
+
+            importlib.import_module("gate.clock_gate")
+        except ImportError as e:
+            print(f"no clock gate to evaluate ({e}): skipping --gate {gate_file}")
+            gate_file = None
+            players = [p for p in players or [] if p != "gate"] or None
+    try:
+        clock_eval.run_clock_eval(
+            args.game,
+            split=args.split,
+            games_per_cell=args.episodes or 100,
+            t0s=t0s,
+            players=players,
+            opponents=args.opponents,
+            planner_file=args.planner,
+            gate_file=gate_file,
+            out=args.out,
+            force=args.force,
+            command=" ".join(args.argv),
+        )
+    except GateUnavailable as e:
+        raise CommandError(f"{e}: evaluate without --gate") from e
+    except ValueError as e:
+        raise CommandError(str(e)) from e
     return 0
 
 

@@ -1,0 +1,213 @@
+"""Clock-game evaluation: players in `play_match`, pairing, unique games, the eval and tuning."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gate import clock_eval, clock_report
+from gate.clock_heuristics import ClockOptions, affordable, always, greedy, proportional
+from gate.clock_players import (
+    baseline_players,
+    chooser_player,
+    load_midpeak_table,
+    midpeak_player,
+    multiplex,
+    pool_players,
+)
+from planner import Planner
+from planner.episodes import (
+    REFLEX,
+    ClockPlayer,
+    game_id,
+    option_player,
+    play_match,
+    seeds_of,
+    unique_games,
+)
+from planner.store import planner_path
+from support import tiny_config, write_checkpoints
+
+GAME = "speed-hex-v0"
+
+
+def _planner():
+    planner = Planner(tiny_config(GAME))
+    return planner, planner.init_params(jax.random.PRNGKey(0))
+
+
+def test_unique_games_and_game_ids():
+    start = np.zeros(3)
+    a = game_id(start, np.array([0, 1]), np.array([5, 6]))
+    assert a == game_id(start, np.array([0, 1]), np.array([5, 6]))
+    assert a != game_id(start, np.array([0, 1]), np.array([5, 7]))
+    assert a != game_id(np.ones(3), np.array([0, 1]), np.array([5, 6]))
+    assert unique_games([a, "b", a, "c", "b"]).tolist() == [True, True, False, True, False]
+
+
+def test_fixed_players_on_an_unlimited_clock_equal_the_plain_option():
+    """Always-k with fallback (clock_heuristics.always) plays option k when the clock can pay
+    every move: the same games as the planner's plain option-k player."""
+    planner, params = _planner()
+    opts = ClockOptions.of(planner)
+    seeds = seeds_of("eval", 4)
+    big = 10**6
+    plain = play_match(planner, params, option_player(planner, 4), REFLEX, seeds, initial_time=big)
+    fixed = baseline_players(opts)["k4"]
+    ours = play_match(planner, params, fixed, REFLEX, seeds, initial_time=big)
+    np.testing.assert_array_equal(plain.returns, ours.returns)
+    np.testing.assert_array_equal(plain.frames, ours.frames)
+    assert plain.game_ids == ours.game_ids
+    assert all(set(k.tolist()) <= {4} for k in ours.ks)
+
+
+def test_pairing_openings_colours_and_clocks():
+    """Every condition meets the same openings (the position after the opening, by seed) with
+    both colours; A's clock before each move follows its options; nobody overspends."""
+    planner, params = _planner()
+    opts = ClockOptions.of(planner)
+    seeds = seeds_of("eval", 4)
+    t0 = 9
+    runs = {
+        name: play_match(planner, params, p, REFLEX, seeds, initial_time=t0)
+        for name, p in baseline_players(opts).items()
+        if name in ("k2", "greedy", "random", "policy-only")
+    }
+    for name, ep in runs.items():
+        assert ep.seeds.tolist() == [*seeds.tolist(), *seeds.tolist()]
+        # A moves first in the first half: its first move is at the opening's (even) ply.
+        first = [int(f[0]) for f in ep.decision_frames]
+        assert all(f % 2 == 0 for f in first[:4]) and all(f % 2 == 1 for f in first[4:])
+        costs = [0, *opts.simulations]
+        budgets = [0, *opts.budgets]
+        for ks, clock, end in zip(ep.ks, ep.features["clock"], ep.clocks, strict=True):
+            o = np.array([budgets.index(int(k)) for k in ks])
+            np.testing.assert_array_equal(clock, clock_report.clock_curve(o, costs, t0))
+            spent = sum(costs[i] for i in o)
+            assert spent <= t0, name  # the baselines never overspend
+            assert end[0] == t0 - spent
+    # The same openings: the first move of A (first half) happens at the same ply everywhere.
+    firsts = {n: [int(f[0]) for f in ep.decision_frames] for n, ep in runs.items()}
+    assert len({tuple(v) for v in firsts.values()}) == 1
+
+
+def test_the_carry_changes_on_the_players_own_plies_only():
+    planner, params = _planner()
+
+    def count(carry, states, out, keys):
+        return carry + 1, jnp.zeros(states.frame.shape, jnp.int32)
+
+    seen = {}
+
+    def init(batch):
+        return jnp.zeros((batch,), jnp.int32)
+
+    counter = ClockPlayer("counter", init, count)
+    ep = play_match(planner, params, counter, REFLEX, seeds_of("eval", 4), initial_time=5)
+    seen["moves"] = ep.decisions
+    # The counter's moves are exactly A's moves (its carry is not observable from outside: the
+    # test is that a stateful player runs and each game records one option per own move).
+    assert (ep.decisions == [len(k) for k in ep.ks]).all()
+    assert (np.abs(ep.frames - 2 * ep.decisions) <= 1 + 6).all()
+
+
+@pytest.mark.slow  # ~2 min: compiles every group size of two batch sizes
+def test_multiplexed_players_equal_separate_matches():
+    planner, params = _planner()
+    opts = ClockOptions.of(planner)
+    seeds = seeds_of("eval", 2)
+    players = [midpeak_player(opts, 0.35, 0.3), baseline_players(opts)["greedy"]]
+    opp = pool_players(opts)["random"]
+    together = clock_eval.play_cells(planner, params, players, opp, seeds, 10)
+    for p, ep in zip(players, together, strict=True):
+        alone = play_match(planner, params, p, opp, seeds, initial_time=10)
+        np.testing.assert_array_equal(ep.returns, alone.returns)
+        assert ep.game_ids == alone.game_ids
+
+
+@pytest.mark.parametrize("t", [0, 1, 2, 3, 5, 7, 40])
+def test_greedy_and_proportional_never_overspend(t):
+    opts = ClockOptions(budgets=(2, 4), simulations=(2, 4), max_plies=20)
+    from gate.clock_heuristics import ClockInputs
+
+    inputs = ClockInputs(
+        my_time=jnp.full((3,), t, jnp.int32),
+        opp_time=jnp.full((3,), 9, jnp.int32),
+        initial_time=jnp.full((3,), 40, jnp.int32),
+        ply=jnp.array([0, 6, 18], jnp.int32),
+    )
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    for chooser in (greedy(opts), proportional(opts), always(opts, 4)):
+        o = chooser(inputs, keys)
+        assert bool(jnp.all(jnp.take_along_axis(affordable(opts, inputs.my_time), o[:, None], 1)))
+        assert bool(jnp.all(opts.costs[np.asarray(o)] <= t))
+
+
+def test_chooser_player_wraps_a_chooser():
+    planner, params = _planner()
+    opts = ClockOptions.of(planner)
+    p = chooser_player("g", greedy(opts))
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 2))
+    states = jax.vmap(planner.game.set_initial_time, (0, None))(states, 3)
+    carry, o = p.choose(p.init(2), states, planner.evaluate(params, states), None)
+    assert carry == () and o.tolist() == [1, 1]  # 3 ticks: budget 2 fits, 4 does not
+
+
+def test_multiplex_rows():
+    a = ClockPlayer("a", lambda b: (), lambda c, s, o, k: (c, jnp.zeros(s.frame.shape, jnp.int32)))
+    b = ClockPlayer("b", lambda b: (), lambda c, s, o, k: (c, jnp.ones(s.frame.shape, jnp.int32)))
+    both = multiplex([a, b], 2)
+    states = jax.vmap(Planner(tiny_config(GAME)).game.init)(
+        jax.random.split(jax.random.PRNGKey(1), 5)
+    )
+    _, o = both.choose(both.init(5), states, None, None)
+    assert o.tolist() == [0, 0, 1, 1, 1]
+
+
+@pytest.mark.slow  # ~1.5 min: the whole eval and sweep path on a tiny planner
+def test_clock_eval_tuning_and_report(tmp_path):
+    """`rtplan eval` for a clock game on a tiny planner: cells, resumption, the summary with
+    paired differences, the figures; and midpeak's sweep writes a table the player loads."""
+    root = write_checkpoints(tmp_path / "ck", game_ids=(GAME,))
+    planner_file = str(planner_path(root, GAME))
+    out = tmp_path / "results"
+    kw = dict(t0s=(6, 14), planner_file=planner_file, out=out, log=lambda s: None)
+    files = clock_eval.run_clock_eval(
+        GAME, games_per_cell=4, players=["k2", "k4", "greedy", "midpeak"],
+        opponents=["policy-only", "random"], **kw,
+    )  # fmt: skip
+    assert len(files) == 4 * 2 * 2
+    rec = json.loads(files[0].read_text())
+    assert len(rec["returns"]) == 4 and len(rec["game_ids"]) == 4
+    again = []
+    clock_eval.run_clock_eval(
+        GAME, games_per_cell=4, players=["k2"], opponents=["random"], **{**kw, "log": again.append}
+    )
+    assert any("kept" in line for line in again)
+    cells, rows = clock_report.summarize_cells(clock_report.load_cells(out, GAME))
+    assert len(cells) == 16
+    mean = {r["player"]: r for r in rows if r["t0"] == "mean"}
+    best = next(p for p, r in mean.items() if r["best_fixed"])
+    assert best in ("k2", "k4")
+    g = mean["greedy"]
+    assert g["games"] == 2 * 2 * 4 and 0 <= g["score"] <= 1
+    assert g["best_fixed_name"] == best and "minus_best_fixed_se" in g
+    assert (out / GAME / "clock-eval" / "eval-scores.csv").exists()
+    figs = clock_report.clock_figures(out, GAME)
+    names = ["eval-score-per-t0.png", "eval-profile.png", "eval-clocks.png"]
+    assert [f.name for f in figs] == names
+
+    table_root = tmp_path / "tables"
+    best_shapes = clock_eval.tune_midpeak(
+        GAME, games_per_cell=2, t0s=(8,), grid=((0.35, 0.3), (0.5, 1.0)),
+        opponents=["policy-only"], planner_file=planner_file, out=out, table_root=table_root,
+        log=lambda s: None,
+    )  # fmt: skip
+    assert set(best_shapes) == {8}
+    assert load_midpeak_table(GAME, table_root) == best_shapes
+    lines = (out / GAME / "clock-eval" / "midpeak-sweep.csv").read_text().splitlines()
+    assert len(lines) == 1 + 2
