@@ -16,8 +16,6 @@ policy-only alone (in reflex mode the game plays it at cost 0 anyway).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +28,7 @@ from gate.clock_train_config import ClockGateConfig
 from gate.policy import check_trained_over
 from harness import checkpoint as ckpt
 from planner.configs import config_from_dict, config_to_dict
+from planner.episodes import ClockPlayer
 from planner.network import NetOutput
 from planner.options import Planner
 
@@ -37,8 +36,8 @@ __all__ = [
     "CLOCK_GATE_KIND",
     "ClockGate",
     "ClockGateCarry",
-    "ClockPlayer",
     "clock_gate_player",
+    "clock_player",
     "load_clock_gate",
 ]
 
@@ -52,20 +51,6 @@ class ClockGateCarry:
 
     h: jax.Array  # [B, hidden] GRU state
     last: jax.Array  # [B] int32 its last option in this game (NO_OPTION: none yet)
-
-
-@dataclasses.dataclass(frozen=True)
-class ClockPlayer:
-    """A clock-game player that picks an option per own move.
-
-    `init(B)` is the carry of B new games (call it at every game start); `choose(carry,
-    states [B] (this player to move), planner_out at states, keys [B]) -> (carry, [B] int32
-    option index)`: 0 policy-only, i the budget `budgets[i - 1]`.
-    """
-
-    name: str
-    init: Callable[[int], Any]
-    choose: Callable[[Any, games.State, NetOutput, jax.Array], tuple[Any, jax.Array]]
 
 
 class ClockGate:
@@ -183,3 +168,11 @@ def load_clock_gate(path, planner: Planner, *, planner_file=None):
     template = {"params": jax.eval_shape(gate.init_params, jax.random.PRNGKey(0))}
     tree, meta = ckpt.load(path, template)
     return gate, tree["params"], dict(meta, checkpoint=str(path))
+
+
+def clock_player(path, planner: Planner, planner_params=None, *, planner_file=None) -> ClockPlayer:
+    """The deployed clock gate at `path` over `planner` as a greedy `ClockPlayer` named "gate"
+    (`load_clock_gate`; `planner_params` are the caller's, the gate reads the planner's outputs
+    that `play_match` passes it)."""
+    gate, params, _ = load_clock_gate(path, planner, planner_file=planner_file)
+    return clock_gate_player(gate, params)

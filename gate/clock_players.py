@@ -1,13 +1,13 @@
-"""The clock baselines (and a gate, when one loads) as `ClockPlayer`s for `play_match`."""
+"""The clock baselines and the clock gate as `ClockPlayer`s for `play_match`."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from gate.clock_gate import clock_player
 from gate.clock_heuristics import (
     ClockChooser,
     ClockOptions,
@@ -21,11 +21,8 @@ from planner.episodes import ClockPlayer
 from planner.options import Planner
 
 __all__ = [
-    "GATE_FACTORY",
-    "GATE_MODULE",
     "MIDPEAK_FILE",
     "ClockPlayer",
-    "GateUnavailable",
     "baseline_players",
     "chooser_player",
     "fixed_players",
@@ -42,13 +39,6 @@ __all__ = [
 
 #: The tuned midpeak shapes of a game, beside its planner: `{"shapes": {T0: [centre, width]}}`.
 MIDPEAK_FILE = "midpeak.json"
-#: Where `gate_player` finds the recurrent clock gate: `GATE_MODULE.GATE_FACTORY(path, planner,
-#: planner_params) -> ClockPlayer`.
-GATE_MODULE, GATE_FACTORY = "gate.clock_gate", "clock_player"
-
-
-class GateUnavailable(RuntimeError):
-    """No clock gate can be loaded (its module or factory is missing)."""
 
 
 def chooser_player(name: str, chooser: ClockChooser) -> ClockPlayer:
@@ -128,23 +118,12 @@ def write_midpeak_table(
 
 
 def gate_player(path: str | os.PathLike, planner: Planner, planner_params) -> ClockPlayer:
-    """The recurrent clock gate at `path` as a player named "gate", built by
-    `gate.clock_gate.clock_player(path, planner, planner_params)`.
+    """The recurrent clock gate at `path` as a player named "gate" (`gate.clock_gate.clock_player`).
 
     Raises:
-        GateUnavailable: that module or factory does not exist (yet).
+        harness.checkpoint.CheckpointError: not a clock gate of this game and planner.
     """
-    try:
-        module = importlib.import_module(GATE_MODULE)
-    except ImportError as e:
-        raise GateUnavailable(f"no clock gate: {GATE_MODULE} does not import ({e})") from e
-    factory = getattr(module, GATE_FACTORY, None)
-    if factory is None:
-        raise GateUnavailable(f"no clock gate: {GATE_MODULE} has no {GATE_FACTORY}()")
-    player = factory(path, planner, planner_params)
-    if not isinstance(player, ClockPlayer):
-        raise GateUnavailable(f"{GATE_MODULE}.{GATE_FACTORY} returned {type(player).__name__}")
-    return player
+    return clock_player(path, planner, planner_params)
 
 
 def multiplex(players: list[ClockPlayer], rows: int, name: str = "multiplex") -> ClockPlayer:

@@ -26,11 +26,11 @@ from harness.checkpoint import checkpoint_root
 from harness.run import Run
 from planner.actors import where
 from planner.batching import SKIP, OptionRunner
-from planner.episodes import TUNING_SEED_BASE, seeds_of
+from planner.episodes import TUNING_SEED_BASE, clock_opening, seeds_of
 from planner.options import OptionOutput, Planner
 from planner.store import load_planner, planner_path
 
-__all__ = ["EXPORT", "ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer", "opening"]
+__all__ = ["EXPORT", "ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer"]
 
 #: The exported params of a run folder (`ship-gate` copies it to checkpoints/<game>/).
 EXPORT = "gate.msgpack"
@@ -56,17 +56,6 @@ class ClockGateState:
     opt_state: Any  # Adam state
     games: SelfPlay  # [B] games in flight
     key: jax.Array  # [2] learner key (minibatch order)
-
-
-def opening(game: games.Game, key: jax.Array, max_plies: int) -> games.State:
-    """One game from `key`: `init(key)`, then an even number in [0, `max_plies`] of uniformly
-    random moves drawn from `fold_in(key, 2)` (`planner.episodes.play_match`'s openings)."""
-    state = game.init(key)
-    if max_plies < 2:
-        return state
-    n_key, move_key = jax.random.split(jax.random.fold_in(key, 2))
-    plies = 2 * jax.random.randint(n_key, (), 0, max_plies // 2 + 1)
-    return games.random_opening(game, state, move_key, plies, max_plies=max_plies)
 
 
 def _stack(steps: list):
@@ -167,7 +156,7 @@ class ClockGatePPO:
 
         def one(key):
             init_key, t0_key = jax.random.split(key)
-            state = opening(self.game, init_key, self.cfg.opening_plies)
+            state = clock_opening(self.game, init_key, self.cfg.opening_plies)
             t0 = jnp.asarray(TRAIN_CLOCKS, jnp.int32)[
                 jax.random.randint(t0_key, (), 0, len(TRAIN_CLOCKS))
             ]
@@ -405,14 +394,15 @@ class ClockGatePPO:
 
     def match(self, params, seeds: np.ndarray, t0: int, opponent) -> tuple[np.ndarray, np.ndarray]:
         """The greedy gate against `opponent` (a `ClockChooser`) from each seed's opening
-        (`opening(PRNGKey(seed))`) at clock `t0`, once with each colour.
+        (`clock_opening(PRNGKey(seed))`) at clock `t0`, once with each colour.
 
         Returns:
             (`[2S]` the gate's scores in {0, 0.5, 1} (unfinished: 0.5), its budgets played).
         """
         n = len(seeds)
         keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.concatenate([seeds, seeds]), jnp.uint32))
-        states = jax.jit(jax.vmap(lambda k: opening(self.game, k, self.cfg.opening_plies)))(keys)
+        plies = self.cfg.opening_plies
+        states = jax.jit(jax.vmap(lambda k: clock_opening(self.game, k, plies)))(keys)
         states = jax.vmap(self.game.set_initial_time, (0, None))(states, t0)
         first = np.arange(2 * n) < n
         gate_id = jnp.where(first, states.current_player, 1 - states.current_player)

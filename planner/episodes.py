@@ -52,6 +52,7 @@ __all__ = [
     "Chooser",
     "ClockPlayer",
     "Episodes",
+    "clock_opening",
     "always",
     "constant_player",
     "cycle",
@@ -354,6 +355,20 @@ def play_policy_only(planner: Planner, params, seeds: np.ndarray) -> Episodes:
     )
 
 
+def clock_opening(
+    game: games.Game, key: jax.Array, max_plies: int, state: games.State | None = None
+) -> games.State:
+    """The clock games' random openings, one recipe for evaluation and gate training: from
+    `state` (default `game.init(key)`), an even number in [0, `max_plies`] of uniformly random
+    moves drawn from `fold_in(key, 2)` (even, so the player who moved first moves next)."""
+    state = game.init(key) if state is None else state
+    if max_plies < 2:
+        return state
+    n_key, move_key = jax.random.split(jax.random.fold_in(key, 2))
+    plies = 2 * jax.random.randint(n_key, (), 0, max_plies // 2 + 1)
+    return games.random_opening(game, state, move_key, plies, max_plies=max_plies)
+
+
 def play_match(
     planner: Planner,
     params,
@@ -506,7 +521,7 @@ def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
     def start(seeds, initial_time):
         keys = jax.vmap(jax.random.PRNGKey)(seeds)
         states = jax.vmap(game.set_initial_time, (0, None))(jax.vmap(game.init)(keys), initial_time)
-        states = openings(states, keys)
+        states = jax.vmap(lambda k, s: clock_opening(game, k, opening_plies, s))(keys, states)
         move_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
         both = jax.tree.map(lambda x: jnp.concatenate([x, x]), (states, move_keys))
         states, move_keys = both
@@ -523,16 +538,6 @@ def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
             )
         )(states)
         return states, move_keys, a_id, start_id
-
-    def openings(states, keys):
-        if opening_plies < 2:
-            return states
-        open_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
-        n_keys, move_keys = jnp.moveaxis(jax.vmap(lambda k: jax.random.split(k))(open_keys), 1, 0)
-        half = opening_plies // 2 + 1
-        plies = 2 * jax.vmap(lambda k: jax.random.randint(k, (), 0, half))(n_keys)
-        play = functools.partial(games.random_opening, game, max_plies=opening_plies)
-        return jax.vmap(play)(states, move_keys, plies)
 
     def split(keys):
         pair = jax.vmap(lambda k: jax.random.split(k))(keys)

@@ -231,7 +231,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _clock_eval(args: argparse.Namespace) -> int:
     from gate import clock_eval
-    from gate.clock_players import GateUnavailable
+    from harness.checkpoint import CheckpointError
 
     if args.via_services or args.ablations:
         raise CommandError("clock games: --via-services and --ablations are not available yet")
@@ -248,33 +248,22 @@ def _clock_eval(args: argparse.Namespace) -> int:
             out=args.out,
         )
         return 0
-    gate_file = args.gate
-    players = args.conditions
-    if gate_file is not None:
-        try:
-            import importlib
-
-            importlib.import_module("gate.clock_gate")
-        except ImportError as e:
-            print(f"no clock gate to evaluate ({e}): skipping --gate {gate_file}")
-            gate_file = None
-            players = [p for p in players or [] if p != "gate"] or None
     try:
         clock_eval.run_clock_eval(
             args.game,
             split=args.split,
             games_per_cell=args.episodes or 100,
             t0s=t0s,
-            players=players,
+            players=args.conditions,
             opponents=args.opponents,
             planner_file=args.planner,
-            gate_file=gate_file,
+            gate_file=args.gate,
             out=args.out,
             force=args.force,
             command=" ".join(args.argv),
         )
-    except GateUnavailable as e:
-        raise CommandError(f"{e}: evaluate without --gate") from e
+    except CheckpointError as e:
+        raise CommandError(f"--gate {args.gate}: {e}") from e
     except ValueError as e:
         raise CommandError(str(e)) from e
     return 0
