@@ -24,14 +24,8 @@ import numpy as np
 from harness.checkpoint import checkpoint_root
 from harness.stats import standard_error
 from planner.calibrate import with_sims
-from planner.episodes import (
-    EVAL_OPENING_PLIES,
-    RANDOM,
-    REFLEX,
-    option_player,
-    play_match,
-    seeds_of,
-)
+from planner.episodes import seeds_of
+from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
 from planner.options import Planner
 from planner.store import PLANNER_FILE, load_planner, planner_path
 

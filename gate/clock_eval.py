@@ -27,7 +27,8 @@ from gate.clock_report import CLOCK_EVAL, option_text, write_summary
 from gate.policy import file_sha256
 from harness.checkpoint import checkpoint_root
 from harness.layout import results_root
-from planner.episodes import EVAL_OPENING_PLIES, Episodes, play_match, seeds_of, unique_games
+from planner.episodes import Episodes, seeds_of
+from planner.matches import EVAL_OPENING_PLIES, play_match, unique_games
 from planner.options import Planner
 from planner.store import load_planner, planner_path
 

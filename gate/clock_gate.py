@@ -28,7 +28,7 @@ from gate.clock_train_config import ClockGateConfig
 from gate.policy import check_trained_over
 from harness import checkpoint as ckpt
 from planner.configs import config_from_dict, config_to_dict
-from planner.episodes import ClockPlayer
+from planner.matches import ClockPlayer
 from planner.network import NetOutput
 from planner.options import Planner
 

@@ -17,7 +17,7 @@ from gate.clock_heuristics import (
     midpeak,
 )
 from harness.checkpoint import checkpoint_root
-from planner.episodes import ClockPlayer
+from planner.matches import ClockPlayer
 from planner.options import Planner
 
 __all__ = [

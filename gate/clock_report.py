@@ -12,7 +12,7 @@ import numpy as np
 
 from gate.clock_players import heuristic_names
 from harness.stats import paired, standard_error
-from planner.episodes import unique_games
+from planner.matches import unique_games
 
 __all__ = [
     "CLOCK_EVAL",

@@ -26,7 +26,8 @@ from harness.checkpoint import checkpoint_root
 from harness.run import Run
 from planner.actors import where
 from planner.batching import SKIP, OptionRunner
-from planner.episodes import TUNING_SEED_BASE, clock_opening, seeds_of
+from planner.episodes import TUNING_SEED_BASE, seeds_of
+from planner.matches import clock_opening
 from planner.options import OptionOutput, Planner
 from planner.store import load_planner, planner_path
 

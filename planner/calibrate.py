@@ -12,18 +12,8 @@ import jax
 import numpy as np
 
 import games
-from planner.episodes import (
-    EVAL_OPENING_PLIES,
-    RANDOM,
-    REFLEX,
-    Episodes,
-    always,
-    eval_runner,
-    option_player,
-    play,
-    play_match,
-    seeds_of,
-)
+from planner.episodes import Episodes, always, eval_runner, play, seeds_of
+from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
 from planner.options import Planner, PlannerConfig
 from planner.store import load_planner
 from planner.train_config import TrainConfig

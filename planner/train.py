@@ -18,18 +18,9 @@ from harness.run import BEST, CHECKPOINT, LOG, Run
 from harness.stats import standard_error
 from planner import replay as rb
 from planner.configs import config_from_dict, config_to_dict
-from planner.episodes import (
-    EVAL_OPENING_PLIES,
-    RANDOM,
-    REFLEX,
-    always,
-    eval_runner,
-    option_player,
-    play,
-    play_match,
-    seeds_of,
-)
+from planner.episodes import always, eval_runner, play, seeds_of
 from planner.iteration import AXIS, Actors, Trajectory, build, device_count
+from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
 from planner.replay import Replay
 from planner.store import PLANNER_FILE
 from planner.train_config import TrainConfig

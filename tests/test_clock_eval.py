@@ -20,15 +20,8 @@ from gate.clock_players import (
     pool_players,
 )
 from planner import Planner
-from planner.episodes import (
-    REFLEX,
-    ClockPlayer,
-    game_id,
-    option_player,
-    play_match,
-    seeds_of,
-    unique_games,
-)
+from planner.episodes import seeds_of
+from planner.matches import REFLEX, ClockPlayer, game_id, option_player, play_match, unique_games
 from planner.store import planner_path
 from support import tiny_config, write_checkpoints
 

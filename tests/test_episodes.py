@@ -15,17 +15,15 @@ from planner import Planner
 from planner.calibrate import _quality, with_sims
 from planner.episodes import (
     EVAL_SEED_BASE,
-    REFLEX,
     SEED_RANGES,
     TUNING_SEED_BASE,
     always,
     eval_runner,
-    option_player,
     play,
-    play_match,
     seeds_of,
     split_of,
 )
+from planner.matches import REFLEX, option_player, play_match
 from support import tiny_config
 
 

@@ -1,0 +1,322 @@
+"""Clock-game matches: two `ClockPlayer`s from the evaluation seeds' openings, colours swapped.
+
+Every clock-game evaluation (`rtplan eval`, calibration, the gate trainer's in-training matches,
+bench) plays through `play_match`: per ply the mover's player picks an option (0 the reflex,
+i >= 1 the planner's budget i, `RANDOM_MOVE` a random legal move) from its carry, the planner's
+output and a key, and only the chosen options are computed. Seeds follow the one seed policy of
+`planner.episodes`; openings come from `clock_opening`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import games
+from planner.actors import where
+from planner.batching import GROWTH, SKIP, OptionRunner, bucket_ladder
+from planner.episodes import Episodes
+from planner.network import NetOutput
+from planner.options import Planner
+
+__all__ = [
+    "EVAL_OPENING_PLIES",
+    "RANDOM",
+    "RANDOM_MOVE",
+    "REFLEX",
+    "ClockPlayer",
+    "clock_opening",
+    "constant_player",
+    "game_id",
+    "option_player",
+    "play_match",
+    "unique_games",
+]
+
+#: A clock player's option of a uniformly random legal move (cost 0): the weakest opponent.
+#: Option 0 is the reflex (policy-only) move, option i >= 1 the planner's budget i.
+RANDOM_MOVE = -1
+#: Clock-game evaluations start from an even number of random moves, up to this many.
+EVAL_OPENING_PLIES = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockPlayer:
+    """A clock-game player: which option it plays at each of its own moves (`play_match`).
+
+    Options: 0 the reflex (policy-only, cost 0), i >= 1 the planner's budget `budgets[i - 1]`
+    (charged its simulations), `RANDOM_MOVE` a uniformly random legal move (cost 0). A player
+    is pure: `choose` is traced once per batch shape, its state lives in the carry.
+    """
+
+    #: The condition's name in tables and files (e.g. "k32", "greedy", "gate").
+    name: str
+    #: `init(B)`: the carry of B games at their start (`()` for a stateless player).
+    init: Callable[[int], Any]
+    #: `choose(carry, states [B], out, keys [B]) -> (carry, options [B] int32)`: called only at
+    #: plies where this player moves, with the planner's `NetOutput` at `states`; the carry of
+    #: a finished game is never read again.
+    choose: Callable[[Any, games.State, NetOutput, jax.Array], tuple[Any, jax.Array]]
+
+
+def constant_player(name: str, option: int) -> ClockPlayer:
+    """A stateless player that plays `option` at every move (no fallback when its clock is
+    short: the game's own rule applies, a reflex move for free on an empty clock)."""
+    return _constant_player(name, int(option))
+
+
+@functools.lru_cache(maxsize=32)
+def _constant_player(name: str, option: int) -> ClockPlayer:
+    # Cached so a training loop's evaluations reuse one player (and its compiled choose).
+    def choose(carry, states, out, keys):
+        return carry, jnp.full(states.frame.shape, option, jnp.int32)
+
+    return ClockPlayer(name=name, init=lambda batch: (), choose=choose)
+
+
+def option_player(planner: Planner, k: int) -> ClockPlayer:
+    """Budget k at every move, named `k<k>`."""
+    return constant_player(f"k{k}", planner.config.budgets.index(k) + 1)
+
+
+#: The policy-only player (masked argmax of the raw policy, free) and the random-move player.
+REFLEX = constant_player("policy-only", 0)
+RANDOM = constant_player("random-move", RANDOM_MOVE)
+
+
+def clock_opening(
+    game: games.Game, key: jax.Array, max_plies: int, state: games.State | None = None
+) -> games.State:
+    """The clock games' random openings, one recipe for evaluation and gate training: from
+    `state` (default `game.init(key)`), an even number in [0, `max_plies`] of uniformly random
+    moves drawn from `fold_in(key, 2)` (even, so the player who moved first moves next)."""
+    state = game.init(key) if state is None else state
+    if max_plies < 2:
+        return state
+    n_key, move_key = jax.random.split(jax.random.fold_in(key, 2))
+    plies = 2 * jax.random.randint(n_key, (), 0, max_plies // 2 + 1)
+    return games.random_opening(game, state, move_key, plies, max_plies=max_plies)
+
+
+def play_match(
+    planner: Planner,
+    params,
+    player_a: ClockPlayer,
+    player_b: ClockPlayer,
+    seeds: np.ndarray,
+    *,
+    max_plies: int = 400,
+    opening_plies: int = EVAL_OPENING_PLIES,
+    initial_time: int | None = None,
+) -> Episodes:
+    """Clock games: A vs B from each seed's opening, once with each colour (2 games per seed).
+
+    Seed s starts from `game.init(PRNGKey(s))` (both clocks at `initial_time`) and an even
+    number of uniformly random moves in [0, `opening_plies`] drawn from `fold_in(PRNGKey(s), 2)`
+    (free; deterministic players would otherwise replay one game per colour); its move keys
+    are split from `fold_in(PRNGKey(s), 1)` per ply, so a game does not depend on its batch and
+    every player meets the same openings (paired conditions).
+
+    Each ply the mover's `ClockPlayer` picks an option from its carry, the planner's output at
+    the state (one network evaluation) and a key; option 0 plays the reflex (masked argmax of
+    the raw policy, cost 0), option i runs `planner.option(..., budgets[i - 1])` and charges its
+    simulations, `RANDOM_MOVE` plays a uniformly random legal move (cost 0). Only the chosen
+    options are computed (`OptionRunner` groups the games by budget). A player's carry changes
+    on its own plies only.
+
+    Args:
+        planner: the planner (its game a clock game).
+        params: the planner's network parameters (both players').
+        player_a: the evaluated player A.
+        player_b: its opponent B.
+        seeds: `[S]` seeds, one opening each.
+        max_plies: plies after the opening before an unfinished game counts as a draw.
+        opening_plies: the longest random opening.
+        initial_time: T0, both clocks' ticks at the start (None: the game's own).
+
+    Returns:
+        `Episodes` of `2S` games (A first on seeds 0..S-1, then A second on the same seeds):
+        `returns` A's score (1 win, 0.5 draw or unfinished, 0 loss), `frames` the game's plies,
+        `ks` A's budget per move (0 policy-only, -1 random move), `decision_frames` the ply of
+        each of A's moves, `features["clock"]` A's ticks before each move, `clocks` `[2S, 2]`
+        (A's, B's) ticks at the end and `game_ids` a digest of each game's moves.
+    """
+    game = planner.game
+    seeds = np.asarray(seeds)
+    n = len(seeds)
+    size = next(s for s in bucket_ladder(n, GROWTH) if s >= n)
+    padded = np.concatenate([seeds, np.full(size - n, seeds[0])]).astype(np.uint32)
+    t0 = game.initial_time if initial_time is None else int(initial_time)
+    fns = _match_fns(planner, opening_plies)
+    runner = _match_runner(planner, 2 * size)
+    budgets = np.asarray((0, *planner.config.budgets))
+    states, keys, a_id, start_id = fns.start(padded, t0)
+    # Padding games never move; A plays rows [:size] first, rows [size:] second.
+    alive = np.concatenate([np.arange(size) < n] * 2) & ~np.asarray(states.done)
+    carries = {(p, h): pl.init(size) for p, pl in enumerate((player_a, player_b)) for h in (0, 1)}
+    players = (player_a, player_b)
+    score = np.zeros(2 * size)
+    a_id_h = np.asarray(a_id)
+    log_opt, log_ply, log_clock, log_act, log_mover = [], [], [], [], []
+    i = 0
+    while alive.any() and i < max_plies:
+        keys, sub, choice_keys = fns.split(keys)
+        out = fns.evaluate(params, states)
+        opts = []
+        for h in (0, 1):
+            # Half 0 has A to move on even plies, half 1 on odd ones (even openings).
+            p = 0 if (i % 2 == 0) == (h == 0) else 1
+            carries[p, h], o = _choose_fn(players[p], h, size)(
+                carries[p, h], states, out, choice_keys
+            )
+            opts.append(o)
+        opt = np.concatenate(jax.device_get(opts)).astype(np.int64)
+        ks = np.where(alive & (opt > 0), budgets[np.clip(opt, 0, None)], SKIP)
+        searched = runner(params, sub, states, ks)
+        before = (
+            np.asarray(states.frame),
+            np.asarray(states.inner.clocks),
+            np.asarray(states.current_player),
+        )
+        states, action, rewards = fns.advance(states, out, searched, opt, sub, alive)
+        action, rewards, done = jax.device_get((action, rewards, states.done))
+        a_moved = before[2] == a_id_h
+        score += np.where(alive, rewards[np.arange(2 * size), a_id_h], 0.0)
+        log_opt.append(np.where(alive & a_moved, opt, _NOT_A))
+        log_ply.append(before[0])
+        log_clock.append(before[1][np.arange(2 * size), a_id_h])
+        log_act.append(np.where(alive, action, -1))
+        log_mover.append(before[2])
+        alive &= ~done
+        i += 1
+    keep = np.concatenate([np.arange(n), size + np.arange(n)])
+    opt, ply, clock = (np.stack(x, 1)[keep] for x in (log_opt, log_ply, log_clock))
+    acts, movers = np.stack(log_act, 1)[keep], np.stack(log_mover, 1)[keep]
+    mine = [o != _NOT_A for o in opt]
+    final_clocks = np.asarray(states.inner.clocks)[keep]
+    a_ids = a_id_h[keep]
+    rows = np.arange(len(keep))
+    return Episodes(
+        seeds=np.concatenate([seeds, seeds]),
+        returns=(score[keep] + 1.0) / 2.0,  # +1 win, -1 loss, 0 draw or unfinished
+        frames=np.asarray(states.frame)[keep].astype(np.int64),
+        ks=[np.where(o[m] > 0, budgets[np.clip(o[m], 0, None)], o[m]) for o, m in zip(opt, mine)],
+        decision_frames=[p[m].astype(np.int64) for p, m in zip(ply, mine)],
+        features={"clock": [c[m] for c, m in zip(clock, mine)]},
+        clocks=np.stack([final_clocks[rows, a_ids], final_clocks[rows, 1 - a_ids]], 1),
+        game_ids=[
+            game_id(start, mv[a >= 0], a[a >= 0])
+            for start, mv, a in zip(np.asarray(start_id)[keep], movers, acts)
+        ],
+    )
+
+
+#: `play_match`'s marker of a ply that is not one of A's moves.
+_NOT_A = -2
+
+
+def game_id(start: np.ndarray, movers: np.ndarray, actions: np.ndarray) -> str:
+    """A game's identity (`Episodes.game_ids`): SHA-1 of the position after its opening
+    (`start`, any array) and the (mover, action) sequence played from it. Two games with the
+    same id are the same game (the reference counted scores over unique games only)."""
+    h = hashlib.sha1(np.ascontiguousarray(start).tobytes())
+    h.update(np.stack([movers, actions]).astype(np.int32).tobytes())
+    return h.hexdigest()[:16]
+
+
+def unique_games(ids: Sequence[str]) -> np.ndarray:
+    """`[E]` bool: each game is the first with its id (`game_id`): a mask of unique games."""
+    seen: set[str] = set()
+    first = np.zeros(len(ids), bool)
+    for i, g in enumerate(ids):
+        first[i] = g not in seen
+        seen.add(g)
+    return first
+
+
+@dataclasses.dataclass(frozen=True)
+class _MatchFns:
+    start: Callable
+    split: Callable
+    evaluate: Callable
+    advance: Callable
+
+
+@functools.lru_cache(maxsize=8)
+def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
+    """The jitted pieces of `play_match` for one planner (compiled once per batch size)."""
+    game = planner.game
+
+    def start(seeds, initial_time):
+        keys = jax.vmap(jax.random.PRNGKey)(seeds)
+        states = jax.vmap(game.set_initial_time, (0, None))(jax.vmap(game.init)(keys), initial_time)
+        states = jax.vmap(lambda k, s: clock_opening(game, k, opening_plies, s))(keys, states)
+        move_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        both = jax.tree.map(lambda x: jnp.concatenate([x, x]), (states, move_keys))
+        states, move_keys = both
+        n = seeds.shape[0]
+        # A is whoever moves first (pgx draws that player id per game), then the other one.
+        first = jnp.arange(2 * n) < n
+        a_id = jnp.where(first, states.current_player, 1 - states.current_player)
+        start_id = jax.vmap(
+            lambda s: jnp.concatenate(
+                [
+                    jnp.ravel(s.inner.board.observation).astype(jnp.float32),
+                    s.current_player[None].astype(jnp.float32),
+                ]
+            )
+        )(states)
+        return states, move_keys, a_id, start_id
+
+    def split(keys):
+        pair = jax.vmap(lambda k: jax.random.split(k))(keys)
+        keys, sub = pair[:, 0], pair[:, 1]
+        # The player's own draws come from their own stream (not the search's key).
+        return keys, sub, jax.vmap(lambda k: jax.random.fold_in(k, 3))(sub)
+
+    def advance(states, out, searched, options, keys, alive):
+        legal = states.legal_action_mask
+        reflex = planner.masked_argmax(out.logits, legal)
+        uniform = jnp.where(legal, 0.0, -jnp.inf)
+        rand = jax.vmap(jax.random.categorical)(keys, uniform).astype(jnp.int32)
+        free_action = jnp.where(options == RANDOM_MOVE, rand, reflex)
+        free = jax.vmap(game.step)(states, free_action, jnp.zeros_like(free_action))
+        search = options > 0
+        nxt = where(search, searched.next_state, free)
+        action = jnp.where(search, searched.actions[:, 0], free_action)
+        nxt = where(alive, nxt, states)
+        rewards = jnp.where(alive[:, None], nxt.inner.rewards, 0.0)
+        return nxt, action, rewards
+
+    return _MatchFns(
+        start=jax.jit(start),
+        split=jax.jit(split),
+        evaluate=jax.jit(planner.evaluate),
+        advance=jax.jit(advance),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _match_runner(planner: Planner, batch: int) -> OptionRunner:
+    # Kept per (planner, batch): the training loop evaluates with the same planner every few
+    # iterations, and a fresh runner would compile its options again.
+    return OptionRunner(planner, max_batch=batch)
+
+
+@functools.lru_cache(maxsize=64)
+def _choose_fn(player: ClockPlayer, half: int, size: int):
+    """`player.choose` on rows [half * size, (half + 1) * size) of a match's batch, jitted."""
+
+    def run(carry, states, out, keys):
+        rows = functools.partial(jax.tree.map, lambda x: x[half * size : (half + 1) * size])
+        carry, option = player.choose(carry, rows(states), rows(out), rows(keys))
+        return carry, jnp.asarray(option, jnp.int32)
+
+    return jax.jit(run)
