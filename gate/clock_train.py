@@ -15,8 +15,9 @@ from flax import struct
 
 import games
 from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from gate.clock_heuristics import always, clock_inputs, policy_only
+from gate.clock_heuristics import always, policy_only
 from gate.clock_network import NO_OPTION
+from gate.clock_players import chooser_player
 from gate.clock_train_config import TRAIN_CLOCKS, ClockGateTrainConfig
 from gate.gae import side_gae
 from gate.policy import file_sha256
@@ -27,7 +28,7 @@ from harness.run import Run
 from planner.actors import where
 from planner.batching import SKIP, OptionRunner
 from planner.episodes import TUNING_SEED_BASE, seeds_of
-from planner.matches import clock_opening
+from planner.matches import clock_opening, play_match
 from planner.options import OptionOutput, Planner
 from planner.store import load_planner, planner_path
 
@@ -147,7 +148,6 @@ class ClockGatePPO:
         self._bootstrap = jax.jit(self._bootstrap_fn)
         self._learn = jax.jit(self._learn_fn)
         self._evaluate_net = jax.jit(self.planner.evaluate)
-        self._match_choose = jax.jit(self._match_choose_fn)
         self._apply = jax.jit(self._apply_fn)
 
     # ---- pure pieces (jitted in __init__) ----
@@ -390,51 +390,6 @@ class ClockGatePPO:
 
     # ---- evaluation: the greedy gate against always-k on tuning openings ----
 
-    def _match_choose_fn(self, params, carry, states, out, keys):
-        return clock_gate_player(self.gate, params).choose(carry, states, out, keys)
-
-    def match(self, params, seeds: np.ndarray, t0: int, opponent) -> tuple[np.ndarray, np.ndarray]:
-        """The greedy gate against `opponent` (a `ClockChooser`) from each seed's opening
-        (`clock_opening(PRNGKey(seed))`) at clock `t0`, once with each colour.
-
-        Returns:
-            (`[2S]` the gate's scores in {0, 0.5, 1} (unfinished: 0.5), its budgets played).
-        """
-        n = len(seeds)
-        keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(np.concatenate([seeds, seeds]), jnp.uint32))
-        plies = self.cfg.opening_plies
-        states = jax.jit(jax.vmap(lambda k: clock_opening(self.game, k, plies)))(keys)
-        states = jax.vmap(self.game.set_initial_time, (0, None))(states, t0)
-        first = np.arange(2 * n) < n
-        gate_id = jnp.where(first, states.current_player, 1 - states.current_player)
-        carry = self.gate.zero_carry(2 * n)
-        move_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-        score = np.zeros(2 * n)
-        alive = np.ones(2 * n, bool)
-        budgets = []
-        opp = jax.jit(opponent)
-        for _ in range(self.game.max_plies + 2):
-            if not alive.any():
-                break
-            pair = jax.vmap(lambda k: jax.random.split(k))(move_keys)
-            move_keys, sub = pair[:, 0], pair[:, 1]
-            out = self._evaluate_net(self.planner_params, states)
-            gate_turn = np.asarray(states.current_player == gate_id)
-            new_carry, g_opt = self._match_choose(params, carry, states, out, sub)
-            o_opt = opp(clock_inputs(states, out), sub)
-            mine = jnp.asarray(gate_turn & alive)
-            carry = where(mine, new_carry, carry)
-            option = np.where(gate_turn, np.asarray(g_opt), np.asarray(o_opt))
-            budgets.append(self.options.budget(option[gate_turn & alive]))
-            result = self._options(states, option, sub, alive)
-            reflex = self.planner.masked_argmax(out.logits, states.legal_action_mask)
-            nxt, _ = self._apply(states, jnp.asarray(option), reflex, result)
-            reward = np.asarray(jnp.take_along_axis(nxt.inner.rewards, gate_id[:, None], 1)[:, 0])
-            score += np.where(alive, reward, 0.0)
-            states = where(jnp.asarray(alive), nxt, states)
-            alive &= ~np.asarray(nxt.done)
-        return (score + 1.0) / 2.0, np.concatenate(budgets)
-
     def evaluate(self, state: ClockGateState, iteration: int) -> tuple[float, dict]:
         """The greedy gate against always-`eval_opponent` (policy-only for 0) at each of
         `eval_clocks` on the first `eval_seeds` tuning openings, colours swapped; the score is
@@ -443,12 +398,25 @@ class ClockGatePPO:
         cfg = self.cfg
         seeds = seeds_of("tuning", cfg.eval_seeds)
         k = cfg.eval_opponent
-        opponent = always(self.options, k) if k else policy_only(self.options)
+        opponent = chooser_player(
+            f"k{k}", always(self.options, k) if k else policy_only(self.options)
+        )
+        # The greedy gate with this iteration's params (its choose compiles once per call).
+        gate = clock_gate_player(self.gate, jax.device_get(state.params))
         columns, all_budgets = {}, []
         for t0 in cfg.eval_t0s:
-            score, budgets = self.match(state.params, seeds, t0, opponent)
-            columns[f"eval_t{t0}"] = float(score.mean())
-            all_budgets.append(budgets)
+            played = play_match(
+                self.planner,
+                self.planner_params,
+                gate,
+                opponent,
+                seeds,
+                max_plies=self.game.max_plies,
+                opening_plies=cfg.opening_plies,
+                initial_time=t0,
+            )
+            columns[f"eval_t{t0}"] = float(played.returns.mean())
+            all_budgets.append(np.concatenate(played.ks))
         mean = float(np.mean(list(columns.values()))) if columns else 0.0
         columns["eval_score"] = mean
         columns["eval_budget"] = float(np.concatenate(all_budgets).mean()) if all_budgets else 0.0

@@ -379,3 +379,36 @@ def _template(run):
     meta = ckpt.load_metadata(run / "checkpoint.msgpack")
     algo = ClockGatePPO(from_dict(ClockGateTrainConfig, meta["train_config"]))
     return algo.template(meta)
+
+
+def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, planner):
+    """The trainer's evaluation is the one clock-match path (`planner.matches.play_match`): the
+    greedy gate against always-k on the tuning openings, colours swapped, at each clock."""
+    from gate.clock_train import ClockGatePPO
+    from gate.clock_train_config import ClockGateTrainConfig
+
+    cfg = ClockGateTrainConfig(
+        game_id=GAME, planner=planner_file, num_envs=2, plies=6, chunk=3, minibatches=2,
+        gate_encoder=8, gate_hidden=8, gate_head=8, eval_seeds=2, eval_clocks="0,8",
+        eval_opponent=2,
+    )  # fmt: skip
+    algo = ClockGatePPO(cfg)
+    state = algo.init()
+    score, columns = algo.evaluate(state, 0)
+    assert set(columns) == {"eval_t0", "eval_t8", "eval_score", "eval_budget"}
+    assert all(0.0 <= columns[c] <= 1.0 for c in ("eval_t0", "eval_t8"))
+    assert score == columns["eval_score"] == (columns["eval_t0"] + columns["eval_t8"]) / 2
+    # A clock of 0 ticks affords no search: every move of the gate is policy-only (budget 0).
+    gate = clock_gate_player(algo.gate, state.params)
+    from gate.clock_heuristics import always as always_k
+    from gate.clock_players import chooser_player
+    from planner.episodes import seeds_of
+    from planner.matches import play_match
+
+    played = play_match(
+        planner, algo.planner_params, gate, chooser_player("k2", always_k(algo.options, 2)),
+        seeds_of("tuning", 2), max_plies=algo.game.max_plies, opening_plies=cfg.opening_plies,
+        initial_time=0,
+    )  # fmt: skip
+    assert float(played.returns.mean()) == columns["eval_t0"]
+    assert all((ks == 0).all() for ks in played.ks)
