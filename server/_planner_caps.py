@@ -54,17 +54,18 @@ class Capabilities:
             return (
                 f"the planner service at {self.address} does not serve {game_id} (it serves {have})"
             )
-        if not served.ready:
-            return (
-                f"the planner service at {self.address} is still compiling {game_id} "
-                "(it serves each game once compiled; try again shortly)"
-            )
         if gate and not served.gate:
             return f"the planner service at {self.address} has no gate for {game_id}"
         if k is not None and k not in served.budgets:
             return (
                 f"the planner service at {self.address} does not plan {game_id} at k={k} "
                 f"(its budgets: {list(served.budgets)})"
+            )
+        # Last: what can never run is said before what will run once compiled.
+        if not served.ready:
+            return (
+                f"the planner service at {self.address} is still compiling {game_id} "
+                "(it serves each game once compiled; try again shortly)"
             )
         return None
 
