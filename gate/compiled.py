@@ -148,6 +148,4 @@ class CompiledClockGate(CompiledOptions):
 
 def _clock_decide(gate: ClockGate, gate_params, params, carry, states) -> ClockChoice:
     d = gate.decide(gate_params, params, carry, states)
-    return ClockChoice(
-        option=d.option, probabilities=d.probabilities, value=d.value, carry=d.carry
-    )
+    return ClockChoice(option=d.option, probabilities=d.probabilities, value=d.value, carry=d.carry)

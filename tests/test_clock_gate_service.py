@@ -34,6 +34,8 @@ from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 from server import Settings, create_app
+from server._config import SessionConfig, SessionError
+from server._planner_caps import Capabilities, ServedGame, check_session
 from support import tiny_config, write_clock_gate, write_gate
 
 GAME = "speed-hex-v0"
@@ -132,7 +134,7 @@ def test_a_game_over_grpc_equals_the_in_process_gate_ply_for_ply(served):
     decide, step = _jitted(served.gate)
     chosen = set()
     for g in range(2):
-        state = jax.device_get(jax.tree.map(lambda x: x[g], states))
+        state = jax.device_get(jax.tree.map(lambda x, g=g: x[g], states))
         a = int(a_ids[g])
         carry = served.gate.zero_carry(1)  # the in-process gate, stepped on A's plies only
         gate_state, ks, clocks, movers, actions = None, [], [], [], []
@@ -204,14 +206,17 @@ def test_clock_gate_errors_are_specific(served, tmp_path):
     ints = pb.ClockGateState(h=wire.to_tensor(np.zeros(6, np.int32)), last=-1)
     assert "gate_state.h is int32[6]" in _error(stub, state, gate=True, gate_state=ints)[1]
     past = pb.ClockGateState(h=wire.to_tensor(np.zeros(6, np.float32)), last=3)
-    assert "gate_state.last is 3; the clock gate of speed-hex-v0 has options 0..2" in (
-        _error(stub, state, gate=True, gate_state=past)[1]
+    assert (
+        "gate_state.last is 3; the clock gate of speed-hex-v0 has options 0..2"
+        in (_error(stub, state, gate=True, gate_state=past)[1])
     )
     no_h = pb.ClockGateState(last=0)
     assert "gate_state.h: unknown dtype" in _error(stub, state, gate=True, gate_state=no_h)[1]
     ok = pb.ClockGateState(h=wire.to_tensor(np.zeros(6, np.float32)), last=-1)
     code, details = _error(stub, state, k=2, gate_state=ok)
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "gate_state goes with budget.gate" in details
+    assert (
+        code == grpc.StatusCode.INVALID_ARGUMENT and "gate_state goes with budget.gate" in details
+    )
     (listed,) = stub.ListGames(pb.ListPlannerGamesRequest(), timeout=5).games
     assert listed.gate and listed.clock_gate
     health = stub.Health(pb.HealthRequest(), timeout=5)
@@ -250,77 +255,102 @@ def _frames(info) -> tuple[dict, list[dict]]:
     return header, [x for x in lines if x["type"] == "frame"]
 
 
-def _check_gated_moves(served, lines, player: int, source: str) -> int:
-    """Every move of `player` in `lines` carries the gate's decision, equal to the in-process gate
-    stepped over that side's own plies (states replayed from the recorded moves). Returns the
-    number of its moves."""
+def _check_gated_moves(served, header, lines, player: int, source: str) -> int:
+    """Every move of `player` in a recorded game carries the gate's decision, equal to the
+    in-process gate stepped over that side's own plies only (states replayed from the recorded
+    moves and costs); returns how many moves it made."""
     decide, step = _jitted(served.gate)
     game = Planner(CFG).game
-    carry = served.gate.zero_carry(1)
-    state = None
-    moves = 0
+    state = jax.device_get(jax.jit(game.init)(jax.random.PRNGKey(header["seed"])))
+    assert header["initial_time"] is None and int(state.inner.clocks[0]) == T0
+    carry, moves = served.gate.zero_carry(1), 0
     for line in lines:
-        if state is None:
-            state = jax.device_get(jax.jit(game.init)(jax.random.PRNGKey(SEED)))
-            state = jax.device_get(jax.jit(game.set_initial_time)(state, T0))
         if int(state.current_player) == player:
-            ref = jax.device_get(
-                decide(
-                    served.gate_params,
-                    served.params,
-                    carry,
-                    jax.tree.map(lambda x: np.asarray(x)[None], state),
-                )
-            )
-            carry = ref.carry
-            option = int(ref.option[0])
+            batch = jax.tree.map(lambda x: np.asarray(x)[None], state)
+            ref = jax.device_get(decide(served.gate_params, served.params, carry, batch))
+            carry, option = ref.carry, int(ref.option[0])
             d = line["decision"]
-            assert line["answer_source"] if "answer_source" in line else True
             assert line["source"] == source and line["provenance"] == "on_time", line
-            assert d["gated"] and d["frame"] == line["frame"]
-            assert line["k"] == d["k"] == (0 if option == 0 else CFG.budgets[option - 1])
+            assert d["gated"] and d["frame"] == line["frame"], line
+            assert line["k"] == d["k"] == (0 if option == 0 else CFG.budgets[option - 1]), line
             np.testing.assert_allclose(d["probabilities"], ref.probabilities[0], atol=1e-5)
             np.testing.assert_allclose(d["value"], ref.value[0], atol=1e-5)
-            assert line["cost"] == (0 if option == 0 else CFG.simulations[option - 1]) or (
-                line["cost"] < CFG.simulations[option - 1]  # the rest of a short clock
-            )
+            sims = 0 if option == 0 else CFG.simulations[option - 1]
+            assert line["cost"] == min(sims, int(state.inner.clocks[player])), line
             moves += 1
-        state = jax.device_get(
-            step(state, np.int32(line["action"]), np.int32(line["cost"]))
-        )
+        else:
+            assert line["decision"] is None or not line["decision"]["gated"], line
+        state = jax.device_get(step(state, np.int32(line["action"]), np.int32(line["cost"])))
     return moves
 
 
-SEED = 7
+def _play(client, **body) -> tuple[dict, dict, list[dict]]:
+    base = {"game": GAME, "clock": "simulated", "seed": 7, "record": True, "max_frames": 30}
+    r = client.post("/v1/sessions", json={**base, **body})
+    assert r.status_code == 201, r.text
+    info = _until_ended(client, r.json()["id"])
+    assert info["status"] == "finished" and info["stats"]["planner_errors"] == 0, info
+    header, lines = _frames(info)
+    return info, header, lines
 
 
 def test_the_planner_agent_plays_a_clock_game_gated(served):
     """A gated planner session of Speed Hex (simulated clock, the reflex opponent): each of its
-    moves is the in-process gate's choice from the state the server carried, and the replay
-    and viewers get each move's budget and the gate's probabilities."""
+    moves is the in-process gate's choice from the state the server carried for its side, and
+    the replay (as the viewers' reports) carries each move's budget and probabilities."""
+    # Seed 3: player 0 moves first, and this gate plays policy-only and both budgets then.
+    info, header, lines = _play(served.client, seed=3, agent="planner", opponent="reflex")
+    assert info["gated"] and info["opponent"] == "reflex" and header["gated"]
+    moves = _check_gated_moves(served, header, lines, player=0, source="planned")
+    assert moves >= 10
+    ks = [x["k"] for x in lines if x["decision"]]
+    assert 0 in ks and set(ks) & set(CFG.budgets), ks  # policy-only and a budget
+    assert info["stats"]["decisions"] == moves
+    assert sum(info["stats"]["k_histogram"].values()) == moves
+
+
+def test_the_gated_planner_opponent_keeps_its_own_state(served):
+    """The lobby's "planner (gate)" opponent (player 1) against the planner at a fixed k: the
+    gate steps on the opponent's plies only, from its own state."""
+    info, header, lines = _play(served.client, seed=7, agent="planner", k=2, opponent="gate")
+    assert info["opponent"] == "gate" and info["opponent_k"] is None and not info["gated"]
+    moves = _check_gated_moves(served, header, lines, player=1, source="opponent")
+    assert moves >= 10
+    assert {x["k"] for x in lines if x["source"] == "planned"} == {2}
+    ks = [x["k"] for x in lines if x["source"] == "opponent"]
+    assert 0 in ks and set(ks) & set(CFG.budgets), ks
+
+
+def test_the_lobby_offers_the_gated_opponent_when_a_clock_gate_is_served(served):
     client = served.client
-    games = client.get("/v1/games").json()
-    hex_game = next(g for g in games["games"] if g["id"] == GAME) if "games" in games else None
-    hex_game = hex_game or next(g for g in games if g["id"] == GAME)
-    assert hex_game["planner"]["gate"] and hex_game["planner"]["clock_gate"]
-    body = {
-        "game": GAME,
-        "agent": "planner",
-        "clock": "simulated",
-        "seed": SEED,
-        "record": True,
-        "opponent": "reflex",
-        "max_frames": 24,
-    }
+    listed = {g["id"]: g for g in client.get("/v1/games").json()["games"]}
+    planner = listed[GAME]["planner"]
+    assert planner["available"] and planner["gate"] and planner["clock_gate"]
+    assert not listed["snake-rt-v0"]["planner"]["clock_gate"]
+    # A person against the gated planner, on a time control (real time): created, and listed
+    # with the label's fields (web/api.js agentLabel: "you vs planner (gate)").
+    body = {"game": GAME, "agent": "human", "opponent": "gate", "time_s": 60, "increment_s": 1}
     r = client.post("/v1/sessions", json=body)
     assert r.status_code == 201, r.text
-    created = r.json()
-    assert created.get("gated", True)
-    info = _until_ended(client, created["id"])
-    assert info["status"] == "finished" and info["stats"]["planner_errors"] == 0, info
-    header, lines = _frames(info)
-    assert header["settings"]["initial_time"] if False else True
-    moves = _check_gated_moves(served, lines, player=0, source="planned")
-    assert moves >= 10
-    ks = {line["k"] for line in lines if line["decision"]}
-    assert 0 in ks and ks & set(CFG.budgets), ks
+    session = client.get(f"/v1/sessions/{r.json()['id']}").json()
+    assert session["opponent"] == "gate" and session["opponent_k"] is None
+    client.delete(
+        f"/v1/sessions/{session['id']}", headers={"Authorization": f"Bearer {r.json()['token']}"}
+    )
+    r = client.post("/v1/sessions", json={**body, "opponent_k": 2})
+    assert r.status_code == 422 and "the gate picks each budget" in r.text, r.text
+
+
+def test_the_gated_opponent_needs_a_clock_gate():
+    caps = Capabilities("here:1", {GAME: ServedGame((2, 4), gate=False)})
+    cfg = SessionConfig(game_id=GAME, agent="human", opponent="gate")
+    with pytest.raises(
+        SessionError,
+        match="the gated planner opponent cannot play: the planner "
+        "service at here:1 has no gate for speed-hex-v0",
+    ):
+        check_session(cfg, caps, clock_game=True)
+    assert caps.describe(GAME)["clock_gate"] is False
+    served = Capabilities("here:1", {GAME: ServedGame((2, 4), gate=True, clock_gate=True)})
+    check_session(cfg, served, clock_game=True)
+    assert served.describe(GAME)["clock_gate"] is True
