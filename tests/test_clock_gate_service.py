@@ -334,9 +334,8 @@ def test_the_lobby_offers_the_gated_opponent_when_a_clock_gate_is_served(served)
     assert r.status_code == 201, r.text
     session = client.get(f"/v1/sessions/{r.json()['id']}").json()
     assert session["opponent"] == "gate" and session["opponent_k"] is None
-    client.delete(
-        f"/v1/sessions/{session['id']}", headers={"Authorization": f"Bearer {r.json()['token']}"}
-    )
+    token = {"Authorization": f"Bearer {r.json()['token']}"}
+    assert client.delete(f"/v1/sessions/{session['id']}", headers=token).status_code == 200
     r = client.post("/v1/sessions", json={**body, "opponent_k": 2})
     assert r.status_code == 422 and "the gate picks each budget" in r.text, r.text
 
