@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from gate.clock_gate import ClockGateCarry, clock_gate_player, load_clock_gate
 from gate.policy import gate_path
 from planner import Planner
-from planner.episodes import (
+from planner.matches import (
     EVAL_OPENING_PLIES,
     _match_fns,
     game_id,
