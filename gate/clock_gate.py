@@ -36,6 +36,7 @@ __all__ = [
     "CLOCK_GATE_KIND",
     "ClockGate",
     "ClockGateCarry",
+    "ClockGateDecision",
     "clock_gate_player",
     "clock_player",
     "load_clock_gate",
@@ -51,6 +52,17 @@ class ClockGateCarry:
 
     h: jax.Array  # [B, hidden] GRU state
     last: jax.Array  # [B] int32 its last option in this game (NO_OPTION: none yet)
+
+
+@struct.dataclass
+class ClockGateDecision:
+    """The deployed (greedy) gate's choice at `[B]` states, one own ply each."""
+
+    option: jax.Array  # [B] int32 0 policy-only, i >= 1 the budget `budgets[i - 1]`
+    probabilities: jax.Array  # [B, n] float32 softmax of the masked logits over the options
+    value: jax.Array  # [B] the frozen planner's value at the state (for the mover)
+    gate_value: jax.Array  # [B] the gate's own value
+    carry: ClockGateCarry  # [B] the state after this ply (`last` = `option`)
 
 
 class ClockGate:
@@ -99,6 +111,24 @@ class ClockGate:
         mask = self.mask(states)
         h, logits, value = self.apply(params, carry.h, x, mask)
         return carry.replace(h=h), x, logits, value, mask
+
+    def decide(self, params, planner_params, carry: ClockGateCarry, states: games.State):
+        """The deployed gate's own ply at `[B]` states: the planner's output there, one GRU step
+        from `carry`, the argmax of the masked logits (`clock_gate_player` with `greedy`).
+
+        Returns:
+            `ClockGateDecision`, its carry the state to pass at this side's next ply.
+        """
+        out = self.planner.evaluate(planner_params, states)
+        carry, _, logits, gate_value, _ = self.step(params, carry, states, out)
+        option = jnp.argmax(logits, -1).astype(jnp.int32)
+        return ClockGateDecision(
+            option=option,
+            probabilities=jax.nn.softmax(logits, -1).astype(jnp.float32),
+            value=out.value,
+            gate_value=gate_value,
+            carry=carry.replace(last=option),
+        )
 
     def init_params(self, key: jax.Array):
         """Fresh gate variables."""

@@ -1,4 +1,5 @@
-"""A planner's compiled options with its gate: the budget decision and the gate's own options."""
+"""A planner's compiled options with its gate: the budget decision and the gate's own options,
+or a clock game's recurrent gate: its step from a carried state."""
 
 from __future__ import annotations
 
@@ -6,19 +7,24 @@ import functools
 from typing import Any
 
 import jax
+import numpy as np
 from flax import struct
 
 import games
+from gate.clock_gate import ClockGate, ClockGateCarry
+from gate.clock_network import NO_OPTION
 from gate.policy import Gate
 from planner.compiled import OPTION, CompiledOptions, OptionPlan, plan_fields
 from planner.options import Planner
 
-__all__ = ["CompiledGate", "GateChoice"]
+__all__ = ["ClockChoice", "CompiledClockGate", "CompiledGate", "GateChoice"]
 
 #: `Executable.kind` of the gate's decision.
 GATE = "gate"
 #: `Executable.kind` of option k planned against the gate's own future (its tree).
 GATED = "gated"
+#: `Executable.kind` of the clock gate's step.
+CLOCK_GATE = "clock-gate"
 
 
 @struct.dataclass
@@ -88,3 +94,58 @@ def _gated_option(planner: Planner, gate: Gate, gate_params, params, keys, state
     """Option k planned against `gate`'s own future (its tree)."""
     out = planner.option(params, keys, states, k, future=gate, future_params=gate_params)
     return plan_fields(out)
+
+
+@struct.dataclass
+class ClockChoice:
+    """The clock gate's deployed choice at `[B]` states, with only the fields a decision sends."""
+
+    option: jax.Array  # [B] int32 0 policy-only, i >= 1 the budget `budgets[i - 1]`
+    probabilities: jax.Array  # [B, n] float32 over the options (policy-only first)
+    value: jax.Array  # [B] the planner's value at the state (for the mover)
+    carry: ClockGateCarry  # [B] the gate's state after this ply
+
+
+class CompiledClockGate(CompiledOptions):
+    """`CompiledOptions` plus a clock game's recurrent gate (`ClockGate`): its step (planner
+    forward, GRU step, argmax) from a carried state, compiled ahead like the options. The
+    options it picks are the always-k ones (the clock gate trains over them); policy-only is
+    the value executable's reflex move."""
+
+    def __init__(
+        self, planner: Planner, params: Any, gate: ClockGate, gate_params: Any, **kwargs: Any
+    ) -> None:
+        """Args as `CompiledOptions`, plus the clock `gate` over `planner` and its variables."""
+        super().__init__(planner, params, **kwargs)
+        self.gate = gate
+        self.gate_params = (
+            gate_params if self.device is None else jax.device_put(gate_params, self.device)
+        )
+
+    def kinds(self) -> list[tuple[str, int]]:
+        return [*super().kinds(), (CLOCK_GATE, 0)]
+
+    def _fn(self, kind: str, k: int):
+        if kind == CLOCK_GATE:
+            return functools.partial(_clock_decide, self.gate), (self.gate_params, self.params)
+        return super()._fn(kind, k)
+
+    def _warm_inputs(self, kind: str, size: int):
+        if kind == CLOCK_GATE:
+            return jax.device_get(self.gate.zero_carry(size))
+        return super()._warm_inputs(kind, size)
+
+    def zero_carry(self) -> ClockGateCarry:
+        """One game's state at its start, unbatched host arrays (`h` [hidden], `last` [])."""
+        return ClockGateCarry(
+            h=np.zeros((self.gate.config.hidden,), np.float32), last=np.int32(NO_OPTION)
+        )
+
+    def decide(self, carry: ClockGateCarry, states: games.State) -> ClockChoice:
+        """The gate's ply at `[B]` states from their carries `[B]` (host arrays)."""
+        return self.call(CLOCK_GATE, 0, carry, states)
+
+
+def _clock_decide(gate: ClockGate, gate_params, params, carry, states) -> ClockChoice:
+    d = gate.decide(gate_params, params, carry, states)
+    return ClockChoice(option=d.option, probabilities=d.probabilities, value=d.value, carry=d.carry)

@@ -181,10 +181,14 @@ class CompiledOptions:
         jobs = []
         for size in sizes:
             states = jax.tree.map(functools.partial(_copies, n=size), state)
-            keys = np.zeros((size, 2), np.uint32)
             for kind, k in self.kinds():
-                jobs.append(functools.partial(self.call, kind, k, keys, states))
+                lead = self._warm_inputs(kind, size)
+                jobs.append(functools.partial(self.call, kind, k, lead, states))
         return jobs
+
+    def _warm_inputs(self, kind: str, size: int):
+        """The per-game input a warm-up passes before the states of `kind` (zero keys)."""
+        return np.zeros((size, 2), np.uint32)
 
     def warm(self, state: games.State, sizes=(1,)) -> None:
         """Runs every `warm_jobs` job here."""

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 
 import jax
 
-from gate.compiled import CompiledGate
+from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
+from gate.compiled import CompiledClockGate, CompiledGate
 from gate.policy import Gate, load_gate
+from harness import checkpoint as ckpt
 from harness.checkpoint import CheckpointError
 from planner import Planner, PlannerConfig
 from planner.compiled import CompiledOptions
@@ -52,7 +54,9 @@ class LoadedGame:
     planner: Planner
     params: object
     checkpoint: str
-    gate: Gate | None = None  # the gate picks k for `gate` requests; None: forced k only
+    # The gate picks k for `gate` requests (a clock game's `ClockGate` also policy-only, from
+    # the state the request carries); None: forced k only.
+    gate: Gate | ClockGate | None = None
     gate_params: object = None  # its variables, on the device
     gate_checkpoint: str | None = None
     # The value, the options per k and (a `CompiledGate`) the gate's decision and options, at
@@ -62,6 +66,11 @@ class LoadedGame:
     @property
     def budgets(self) -> tuple[int, ...]:
         return self.config.budgets
+
+    @property
+    def clock_gate(self) -> bool:
+        """The gate is a clock game's recurrent gate: gated requests carry its state."""
+        return isinstance(self.gate, ClockGate)
 
     @property
     def simulations(self) -> tuple[int, ...]:
@@ -95,6 +104,8 @@ def load_game(
     kw = dict(device=device, compiler_options=compiler_options)
     if gate is None:
         options = CompiledOptions(planner, params, **kw)
+    elif isinstance(gate, ClockGate):
+        options = CompiledClockGate(planner, params, gate, gate_params, **kw)
     else:
         options = CompiledGate(planner, params, gate, gate_params, **kw)
     return LoadedGame(
@@ -110,10 +121,15 @@ def load_game(
     )
 
 
-def load_gate_file(path: str, planner: Planner, planner_file: str) -> tuple[Gate, object]:
-    """(gate, params) of a gate file over `planner`; any failure names the file."""
+def load_gate_file(
+    path: str, planner: Planner, planner_file: str
+) -> tuple[Gate | ClockGate, object]:
+    """(gate, params) of a gate file over `planner`: a clock gate where its metadata says so
+    (`CLOCK_GATE_KIND`), else a committed-game gate; any failure names the file."""
     try:
-        gate, params, _ = load_gate(path, planner, planner_file=planner_file)
+        clock = ckpt.load_metadata(path).get("kind") == CLOCK_GATE_KIND
+        load = load_clock_gate if clock else load_gate
+        gate, params, _ = load(path, planner, planner_file=planner_file)
     except (CheckpointError, ValueError, OSError) as e:
         game_id = planner.config.game_id
         raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e

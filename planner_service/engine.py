@@ -14,6 +14,8 @@ import jax
 import numpy as np
 
 import games
+from gate.clock_gate import ClockGateCarry
+from gate.clock_network import NO_OPTION
 from gate.policy import gate_path
 from planner import landing_frame
 from planner.store import PLANNER_FILE, planner_path
@@ -33,7 +35,9 @@ from rtplan.v1 import tensor_pb2
 
 __all__ = [
     "GATE",
+    "POLICY_ONLY",
     "BudgetError",
+    "ClockGateCarry",
     "Decision",
     "DeviceError",
     "Engine",
@@ -51,6 +55,8 @@ __all__ = [
 
 #: The budget that lets the gate choose k.
 GATE = "gate"
+#: The k of a clock gate's policy-only choice (the reflex move, cost 0).
+POLICY_ONLY = 0
 
 #: How a missing checkpoint's message names the override.
 _OVERRIDE = " (--checkpoint-dir or RTPLAN_PLANNER_CHECKPOINT_DIR names the checkpoints' folder)"
@@ -61,9 +67,11 @@ class Decision:
     """The budget decision for one request (sent before the search result)."""
 
     k: int
-    gate_probabilities: np.ndarray  # [len(budgets)] float32; empty for a forced k
+    gate_probabilities: np.ndarray  # [K] float32 ([K + 1] a clock gate's options); [0] forced
     value: float  # planner network value at s_t
     landing_frame: int  # frame index where the planned action applies
+    #: A clock gate's state after this ply (`h` [hidden] float32, `last` int); None otherwise.
+    gate_state: ClockGateCarry | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,14 +288,17 @@ class Engine:
             raise StateError(f"state of {game_id} has no legal action")
         return state
 
-    def check(self, game_id: str, budget: int | str) -> int | str:
-        """Validates a game and budget before any work is queued for them.
+    def check(
+        self, game_id: str, budget: int | str, gate_state: ClockGateCarry | None = None
+    ) -> int | str:
+        """Validates a game, budget and clock gate state before any work is queued for them.
 
         Returns:
             The budget: a forced k (int) or `GATE`.
 
         Raises:
-            games.UnknownGameError, NotLoadedError, BudgetError, NoGateError, NotReadyError.
+            games.UnknownGameError, NotLoadedError, BudgetError, NoGateError, NotReadyError,
+            InvalidRequestError (a `gate_state` without a clock gate, or of the wrong shape).
         """
         loaded = self.loaded(game_id)
         if budget == GATE:
@@ -295,31 +306,47 @@ class Engine:
                 raise NoGateError(f"no gate checkpoint loaded for {game_id}")
         else:
             budget = self._budget(loaded, budget)
+        if gate_state is not None:
+            self._check_gate_state(loaded, budget, gate_state)
         self._serving(game_id)
         return budget
 
-    def decision(self, game_id: str, state: games.State, budget: int | str) -> Decision:
-        """The budget decision at s_t: k, gate probabilities, value, landing frame.
+    def decision(
+        self,
+        game_id: str,
+        state: games.State,
+        budget: int | str,
+        gate_state: ClockGateCarry | None = None,
+    ) -> Decision:
+        """The budget decision at s_t: k, gate probabilities, value, landing frame (and a clock
+        gate's next state).
 
         Args:
             game_id: a served game.
             state: one unbatched state of it (numpy or jax leaves), s_t.
             budget: a forced k (one of the game's budgets) or `GATE`.
+            gate_state: a clock gate's state before this ply (`GATE` only; None: a fresh
+                game's, `zero_carry`).
 
         Returns:
             The decision. With `GATE`, k is the gate's argmax and `gate_probabilities` its
-            distribution over the budgets (`Gate.decide` with no key); a forced k has none. The
-            landing frame is where the option's planned action applies: `frame + k - 1` in
-            committed games (k - 1 reflex frames come first), `frame` in clock games (one move
-            per option).
+            distribution over the budgets (`Gate.decide` with no key); a clock gate's is over
+            its options, policy-only (k = `POLICY_ONLY`) first (`ClockGate.decide`), with its
+            next state in `gate_state`. A forced k has none. The landing frame is where the
+            option's planned action applies: `frame + k - 1` in committed games (k - 1 reflex
+            frames come first), `frame` in clock games (one move per option).
 
         Raises:
-            NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError.
+            NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError,
+            InvalidRequestError.
         """
         loaded = self._serving(game_id)
-        budget = self.check(game_id, budget)
+        budget = self.check(game_id, budget, gate_state)
         states = self._batch(state)
-        if budget == GATE:
+        carry = None
+        if budget == GATE and loaded.clock_gate:
+            k, probabilities, value, carry = self._clock_gate(loaded, states, gate_state)
+        elif budget == GATE:
             k, probabilities, value = self._gate(loaded, states)
         else:
             k, probabilities = int(budget), np.zeros((0,), np.float32)
@@ -329,6 +356,7 @@ class Engine:
             gate_probabilities=probabilities,
             value=value,
             landing_frame=landing_frame(int(state.frame), k, two_player=loaded.planner.two_player),
+            gate_state=carry,
         )
 
     def plan(
@@ -339,11 +367,12 @@ class Engine:
         Args:
             game_id: a served game.
             state: one unbatched state s_t.
-            k: one of the game's budgets (from the decision).
+            k: one of the game's budgets (from the decision); `POLICY_ONLY` (0) for a clock
+                gate's policy-only choice (`gated`): the reflex move, cost 0.
             seed: search PRNG seed, any uint64 (the deterministic search does not use it).
             gated: the option answers a `gate` budget. With a gate-tree gate it then plans
                 against the gate's own future, as the gate was trained; otherwise (and always
-                for a forced k) the tree expects always k.
+                for a forced k, and for a clock gate) the tree expects always k.
 
         Raises:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError
@@ -352,6 +381,10 @@ class Engine:
         loaded = self._serving(game_id)
         if gated and loaded.gate is None:
             raise NoGateError(f"no gate checkpoint loaded for {game_id}")
+        if gated and loaded.clock_gate and k == POLICY_ONLY:
+            return self._policy_only(loaded, self._batch(state))
+        # A clock gate's budgets play the always-k options it was trained over.
+        gated = gated and not loaded.clock_gate
         return self._run_option(loaded, self._batch(state), self._budget(loaded, k), seed, gated)
 
     # Internals ---------------------------------------------------------------------------------
@@ -387,6 +420,64 @@ class Engine:
         """(k, probabilities [K], planner value) of the gate at one state."""
         choice = loaded.options.decide(states)
         return int(choice.k[0]), choice.probabilities[0].astype(np.float32), float(choice.value[0])
+
+    @staticmethod
+    def _check_gate_state(loaded: LoadedGame, budget, gate_state: ClockGateCarry) -> None:
+        if budget != GATE:
+            raise InvalidRequestError(
+                f"gate_state goes with budget.gate; a forced k={budget} has no gate state"
+            )
+        if not loaded.clock_gate:
+            raise InvalidRequestError(
+                f"gate_state is a clock gate's state, and {loaded.game_id} has no clock gate "
+                "(its gate keeps no state): leave gate_state out"
+            )
+        hidden, n = loaded.gate.config.hidden, loaded.gate.num_options
+        h = np.asarray(gate_state.h)
+        if h.shape != (hidden,) or h.dtype != np.float32:
+            raise InvalidRequestError(
+                f"gate_state.h is {h.dtype}{list(h.shape)}; the clock gate of {loaded.game_id} "
+                f"keeps float32[{hidden}]"
+            )
+        if not np.all(np.isfinite(h)):
+            raise InvalidRequestError("gate_state.h holds a NaN or an infinity")
+        last = int(gate_state.last)
+        if not NO_OPTION <= last < n:
+            raise InvalidRequestError(
+                f"gate_state.last is {last}; the clock gate of {loaded.game_id} has options "
+                f"0..{n - 1} ({NO_OPTION}: none yet)"
+            )
+
+    def _clock_gate(self, loaded: LoadedGame, states: games.State, gate_state):
+        """(k, probabilities [n], planner value, next state) of the clock gate at one state."""
+        options = loaded.options
+        carry = options.zero_carry() if gate_state is None else gate_state
+        batched = ClockGateCarry(
+            h=np.asarray(carry.h, np.float32)[None], last=np.asarray([carry.last], np.int32)
+        )
+        choice = options.decide(batched, states)
+        option = int(choice.option[0])
+        k = POLICY_ONLY if option == 0 else int(loaded.budgets[option - 1])
+        nxt = ClockGateCarry(h=choice.carry.h[0], last=int(choice.carry.last[0]))
+        return k, choice.probabilities[0].astype(np.float32), float(choice.value[0]), nxt
+
+    def _policy_only(self, loaded: LoadedGame, states: games.State) -> Plan:
+        """A clock gate's policy-only option: the reflex move (the raw policy's masked argmax),
+        free, no search."""
+        start = time.perf_counter()
+        ev = loaded.options.evaluate(states)
+        search_ms = (time.perf_counter() - start) * 1e3
+        action = int(ev.reflex[0])
+        actions = len(states.legal_action_mask[0])
+        return Plan(
+            action=action,
+            frame_actions=np.array([action], np.int32),
+            planned=np.zeros(1, bool),
+            visit_counts=np.zeros(actions, np.int32),
+            search_value=float(ev.value[0]),
+            cost=0,
+            search_ms=search_ms,
+        )
 
     def _run_option(
         self, loaded: LoadedGame, states: games.State, k: int, seed: int, gated: bool = False

@@ -96,8 +96,9 @@ def _statuses(handler):
     return wrapped
 
 
-def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str]:
-    """(game id, budget) of a PlanRequest, with protocol errors named."""
+def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGateCarry | None]:
+    """(game id, budget, clock gate state or None) of a PlanRequest, with protocol errors
+    named."""
     if not request.game_id:
         raise RequestError("game_id is empty")
     if not request.HasField("state"):
@@ -111,7 +112,14 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str]:
         raise RequestError(f"stream_id has {len(request.stream_id)} chars, at most {MAX_STREAM_ID}")
     if request.HasField("extension"):
         raise RequestError(f"extension {request.extension.type_url!r} is not supported")
-    return request.game_id, eng.GATE if which == "gate" else request.budget.k
+    gate_state = None
+    if request.HasField("gate_state"):
+        try:
+            h = wire.from_tensor(request.gate_state.h, name="gate_state.h")
+        except wire.WireError as e:
+            raise RequestError(str(e)) from None
+        gate_state = eng.ClockGateCarry(h=h, last=request.gate_state.last)
+    return request.game_id, eng.GATE if which == "gate" else request.budget.k, gate_state
 
 
 def _settle(future: asyncio.Future, result) -> None:
@@ -120,6 +128,9 @@ def _settle(future: asyncio.Future, result) -> None:
 
 
 def _decision_msg(d: eng.Decision, request_id: int) -> pb.PlanResponse:
+    state = None
+    if d.gate_state is not None:
+        state = pb.ClockGateState(h=wire.to_tensor(d.gate_state.h), last=int(d.gate_state.last))
     return pb.PlanResponse(
         decision=pb.Decision(
             k=d.k,
@@ -127,6 +138,7 @@ def _decision_msg(d: eng.Decision, request_id: int) -> pb.PlanResponse:
             value=d.value,
             landing_frame=d.landing_frame,
             request_id=request_id,
+            gate_state=state,
         )
     )
 
@@ -155,8 +167,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
 
     @_statuses
     async def Plan(self, request: pb.PlanRequest, context: grpc.aio.ServicerContext) -> None:
-        game_id, budget = _unpack_plan(request)
-        self.engine.check(game_id, budget)
+        game_id, budget, gate_state = _unpack_plan(request)
+        self.engine.check(game_id, budget, gate_state)
         state = self.engine.decode_state(game_id, request.state)
         rid = request.request_id
         loop = asyncio.get_running_loop()
@@ -164,7 +176,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
 
         def work() -> tuple[eng.Decision, eng.Plan]:
             # One worker hop for both: the decision goes out while the search runs.
-            decision = self.engine.decision(game_id, state, budget)
+            decision = self.engine.decision(game_id, state, budget, gate_state)
             loop.call_soon_threadsafe(_settle, decided, decision)
             gated = budget == eng.GATE
             return decision, self.engine.plan(game_id, state, decision.k, request.seed, gated=gated)
@@ -211,6 +223,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                     budgets=g.budgets,
                     simulations=g.simulations,
                     gate=g.gate is not None,
+                    clock_gate=g.clock_gate,
                     checkpoint=g.checkpoint,
                     compiling=g.game_id not in ready,
                 )

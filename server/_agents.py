@@ -158,6 +158,10 @@ class PlannerAgent(_BuiltIn):
         self._request_id = 0
         self._option: _Option | None = None
         self._tasks: set[asyncio.Task] = set()
+        #: A clock gate's state for this side of this game (the service keeps none): sent with
+        #: each gated request, replaced by the one its decision returns (None: the game's start).
+        self._gate_state: planner_pb2.ClockGateState | None = None
+        self._gate_state_request = 0
 
     def begin(self, n: int, host: AgentHost) -> None:
         opt = self._option
@@ -190,6 +194,7 @@ class PlannerAgent(_BuiltIn):
             stream_id=host.id + self.stream_suffix,
             request_id=opt.request_id,
             seed=(cfg.seed * 1_000_003 + self.seed_offset + opt.request_id) % 2**64,
+            gate_state=self._gate_state if gated else None,
         )
         if cfg.simulated or gated:
             # A gated option's window is known only from its decision; in real time the next
@@ -233,7 +238,8 @@ class PlannerAgent(_BuiltIn):
     def _decided(self, opt: _Option, d: planner_pb2.Decision, host: AgentHost) -> str | None:
         """Takes the decision message of `opt`; returns what is wrong with it, if anything."""
         if opt.gated:
-            if d.k < 1:
+            # A clock gate may play policy-only (k = 0: the reflex move, free).
+            if d.k < (0 if host.clock_game else 1):
                 return f"the gate decided k={d.k}, not a budget"
             want = landing_frame(opt.decision_frame, d.k, two_player=host.clock_game)
             if d.landing_frame != want:
@@ -242,6 +248,10 @@ class PlannerAgent(_BuiltIn):
                 return f"the gate decided k={d.k} without its probabilities"
             if not opt.closed:  # a decision after its option ended decides nothing
                 opt.k, opt.landing = d.k, d.landing_frame
+            if d.HasField("gate_state") and opt.request_id > self._gate_state_request:
+                # The gate took this ply (even one whose move came too late to play): its
+                # next ply starts from here. Only this side's decisions ever change it.
+                self._gate_state, self._gate_state_request = d.gate_state, opt.request_id
             host.plan_sent(d.k)
         elif d.k != opt.k or d.landing_frame != opt.landing:
             return (
@@ -310,16 +320,17 @@ class PlannerAgent(_BuiltIn):
 
 class PlannerOpponent(PlannerAgent):
     """The clock games' searching opponent (player 1): the planner agent at one fixed budget k,
-    over the Planner service, on a Plan stream of its own. The session runs its clock as the
-    agent's (`Session._run_chess_clock`): its thinking time is charged to its clock, and a move
-    not there by the clock's deadline plays the fallback."""
+    or gated (k None: the service's clock gate picks each move's budget, with this side's own
+    gate state), over the Planner service, on a Plan stream of its own. The session runs its
+    clock as the agent's (`Session._run_chess_clock`): its thinking time is charged to its
+    clock, and a move not there by the clock's deadline plays the fallback."""
 
     source = "opponent"
     stream_suffix = "/opponent"
     seed_offset = 2**32
 
-    def __init__(self, stub, *, k: int, plan_timeout_s: float) -> None:
-        super().__init__(stub, plan_timeout_s=plan_timeout_s, ks=(k,))
+    def __init__(self, stub, *, k: int | None, plan_timeout_s: float) -> None:
+        super().__init__(stub, plan_timeout_s=plan_timeout_s, ks=() if k is None else (k,))
 
 
 class Opponent(_BuiltIn):
@@ -354,5 +365,6 @@ def make_agent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float =
 def make_opponent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float = 30.0) -> Agent:
     """The built-in opponent of a clock game's session."""
     if cfg.opponent_plans:
-        return PlannerOpponent(planner_stub, k=cfg.opponent_k, plan_timeout_s=plan_timeout_s)
+        k = None if cfg.opponent_gated else cfg.opponent_k
+        return PlannerOpponent(planner_stub, k=k, plan_timeout_s=plan_timeout_s)
     return Opponent(cfg.opponent, cfg.seed)

@@ -12,7 +12,7 @@ from rtplan.v1 import env_pb2
 AGENT_KINDS = ("grpc", "reflex", "planner", "human")
 FALLBACKS = ("game", "reflex")
 CLOCKS = ("real_time", "simulated")
-OPPONENTS = ("reflex", "random", "planner")
+OPPONENTS = ("reflex", "random", "planner", "gate")
 #: Session statuses; the last three are final.
 STATUSES = ("waiting", "running", "finished", "stopped", "failed")
 LIVE = ("waiting", "running")
@@ -66,8 +66,9 @@ class SessionConfig:
     clock: str = "real_time"
     #: Write a replay file.
     record: bool = False
-    #: Clock games: the built-in opponent (player 1), "reflex", "random", or "planner" (the
-    #: planner service searching at the fixed budget `opponent_k`, on its own clock).
+    #: Clock games: the built-in opponent (player 1), "reflex", "random", "planner" (the
+    #: planner service searching at the fixed budget `opponent_k`, on its own clock) or "gate"
+    #: (the planner service's clock gate picks each move's budget, on its own clock).
     opponent: str = "reflex"
     #: Planner opponent: its budget k, one of the game's budgets (0: no planner opponent).
     opponent_k: int = 0
@@ -96,8 +97,14 @@ class SessionConfig:
 
     @property
     def opponent_plans(self) -> bool:
-        """The clock games' opponent is the planner: it thinks on its own clock, as the agent."""
-        return self.opponent == "planner"
+        """The clock games' opponent is the planner (at `opponent_k`, or gated): it thinks on
+        its own clock, as the agent."""
+        return self.opponent in ("planner", "gate")
+
+    @property
+    def opponent_gated(self) -> bool:
+        """The clock games' opponent is the planner with the service's clock gate."""
+        return self.opponent == "gate"
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -55,10 +55,11 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
             )
     if cfg.max_frames < 0:
         raise SessionError(_INVALID, f"max_frames must be >= 0, got {cfg.max_frames}")
-    if cfg.opponent_k and not cfg.opponent_plans:
+    if cfg.opponent_k and cfg.opponent != "planner":
         raise SessionError(
             _INVALID,
-            f"opponent_k is for the planner opponent only, not opponent {cfg.opponent!r}",
+            f"opponent_k is for the planner opponent only, not opponent {cfg.opponent!r}"
+            + (" (the gate picks each budget)" if cfg.opponent_gated else ""),
         )
     if cfg.agent == "planner":
         if settings.planner_address is None:
@@ -96,7 +97,7 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         needs.append(f"agent {cfg.agent!r}")
     if cfg.fallback == "reflex":
         needs.append("fallback 'reflex'")
-    if game.num_players == 2 and cfg.opponent in ("reflex", "planner"):
+    if game.num_players == 2 and cfg.opponent in ("reflex", "planner", "gate"):
         needs.append(f"opponent {cfg.opponent!r}")
     if needs and checkpoint is None:
         where = planner_path(settings.checkpoint_dir, cfg.game_id)
@@ -111,7 +112,7 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
             _INVALID,
             f"k {bad[0]} is not a budget of {cfg.game_id}: choose from {list(budgets)}",
         )
-    if planner_opponent and cfg.opponent_k not in budgets:
+    if planner_opponent and not cfg.opponent_gated and cfg.opponent_k not in budgets:
         raise SessionError(
             _INVALID,
             f"opponent_k {cfg.opponent_k} is not a budget of {cfg.game_id}: choose from "
@@ -202,7 +203,7 @@ class SessionManager:
         if game.num_players != 2:
             return cfg
         if opponent_given:
-            if cfg.opponent_plans and not cfg.opponent_k and budgets:
+            if cfg.opponent == "planner" and not cfg.opponent_k and budgets:
                 k = max(await self._planned(cfg.game_id, budgets), default=max(budgets))
                 cfg = dataclasses.replace(cfg, opponent_k=k)
             return cfg

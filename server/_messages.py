@@ -260,9 +260,10 @@ def session_summary(
         "agent": config.agent,
         "ks": list(config.ks),
         "gated": config.gated,
-        # Clock games: player 1 ("reflex", "random", "planner"; k of the planner); else None.
+        # Clock games: player 1 ("reflex", "random", "planner", "gate"; k of the planner at a
+        # fixed budget); else None.
         "opponent": config.opponent if clock_game else None,
-        "opponent_k": config.opponent_k if clock_game and config.opponent_plans else None,
+        "opponent_k": config.opponent_k if clock_game and config.opponent == "planner" else None,
         "fps": config.fps,
         "clock": config.clock,
         "status": status,

@@ -32,6 +32,7 @@ class ServedGame:
     budgets: tuple[int, ...]
     gate: bool  # a gate checkpoint is loaded: the planner agent may play without k
     ready: bool = True  # compiled: it plans now (the service compiles its games in turn)
+    clock_gate: bool = False  # the gate is a clock game's recurrent gate (state per side)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +72,9 @@ class Capabilities:
 
     def describe(self, game_id: str) -> dict[str, Any]:
         """JSON of what the planner service offers for `game_id` (GET /v1/games): `available`,
-        the `budgets` it plans, whether it has a `gate`, the `reason` when unavailable, and
-        whether it is `compiling` (available soon: the lobby asks again)."""
+        the `budgets` it plans, whether it has a `gate` and whether that is a `clock_gate` (a
+        clock game's: the planner agent and the "gate" opponent play it), the `reason` when
+        unavailable, and whether it is `compiling` (available soon: the lobby asks again)."""
         reason = self.refusal(game_id)
         served = self.games.get(game_id)
         return {
@@ -80,6 +82,7 @@ class Capabilities:
             "compiling": bool(self.error is None and served and not served.ready),
             "budgets": list(served.budgets) if served and reason is None else [],
             "gate": bool(served and served.gate and reason is None),
+            "clock_gate": bool(served and served.clock_gate and reason is None),
             "reason": reason or "",
         }
 
@@ -108,7 +111,15 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, clock_game: bool) -
                     f"the planner agent at k={k} cannot play: {why}; choose a budget it serves "
                     "or agent 'reflex'",
                 )
-    if clock_game and cfg.opponent_plans:
+    if clock_game and cfg.opponent_gated:
+        why = caps.refusal(cfg.game_id, gate=True)
+        if why is not None:
+            raise SessionError(
+                _PRECONDITION,
+                f"the gated planner opponent cannot play: {why}; choose opponent 'planner' "
+                "(with opponent_k), 'reflex' or 'random'",
+            )
+    elif clock_game and cfg.opponent_plans:
         why = caps.refusal(cfg.game_id, k=cfg.opponent_k)
         if why is not None:
             raise SessionError(
@@ -165,6 +176,7 @@ class PlannerCapabilities:
                 f"({e.code().name}: {e.details()})",
             )
         served = {
-            g.game_id: ServedGame(tuple(g.budgets), g.gate, not g.compiling) for g in reply.games
+            g.game_id: ServedGame(tuple(g.budgets), g.gate, not g.compiling, g.clock_gate)
+            for g in reply.games
         }
         return Capabilities(self._address, served)

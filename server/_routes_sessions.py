@@ -49,10 +49,10 @@ class CreateSession(BaseModel):
     fallback: Literal["game", "reflex"] = "game"
     clock: Literal["real_time", "real-time", "simulated"] = "real_time"
     record: bool = Field(False, description="true or false")
-    #: Clock games: the built-in opponent; default (`SessionManager.resolve`): for a human, the
-    #: planner when the planner service serves the game, else the reflex when a checkpoint
-    #: exists, else random.
-    opponent: Literal["reflex", "random", "planner"] | None = None
+    #: Clock games: the built-in opponent ("gate": the planner with the service's clock gate);
+    #: default (`SessionManager.resolve`): for a human, the planner when the planner service
+    #: serves the game, else the reflex when a checkpoint exists, else random.
+    opponent: Literal["reflex", "random", "planner", "gate"] | None = None
     #: Planner opponent: its budget k (default the game's largest); alone it implies "planner".
     opponent_k: int | None = Field(
         None, ge=1, description="an integer >= 1 (the planner opponent's budget)"
@@ -139,7 +139,8 @@ async def healthz(manager: Manager, settings: AppSettings, grpc_port: GrpcPort) 
 @router.get("/v1/games")
 async def list_games(runtimes: GameRuntimes, manager: Manager) -> dict[str, Any]:
     """Each game as this server runs it, with `planner`: what the planner service offers for it
-    (`available`, the `budgets` it plans, `gate`, and the `reason` when it cannot plan it)."""
+    (`available`, the `budgets` it plans, `gate`, `clock_gate`, and the `reason` when it cannot
+    plan it)."""
     caps = await manager.planner.get()
     return {
         "games": [

@@ -91,6 +91,26 @@ def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_c
     return path
 
 
+def write_clock_gate(root: Path, game_id: str = "speed-hex-v0", seed: int = 0, **config) -> Path:
+    """Writes `gate_path(root, game)`: a fresh clock gate (`ClockGateConfig(**config)`, tiny by
+    default) over the planner written there, tied to its sha256 as `train-gate` exports;
+    returns the gate file."""
+    from gate.clock_gate import CLOCK_GATE_KIND, ClockGate
+    from gate.clock_train_config import ClockGateConfig
+    from gate.policy import file_sha256, gate_path
+    from harness import checkpoint as ckpt
+
+    planner_file = planner_path(root, game_id)
+    cfg, _, _ = load_planner(game_id, str(planner_file))
+    sizes = dict(encoder=8, time_hidden=8, hidden=6, head_hidden=8)
+    gate = ClockGate(Planner(cfg), ClockGateConfig(**{**sizes, **config}))
+    params = gate.init_params(jax.random.PRNGKey(seed))
+    path = gate_path(root, game_id)
+    meta = {**gate.metadata(), "kind": CLOCK_GATE_KIND, "planner_sha256": file_sha256(planner_file)}
+    ckpt.save(path, {"params": params}, meta)
+    return path
+
+
 def write_checkpoints(root: Path, game_ids=("snake-rt-v0",), seed: int = 0) -> Path:
     """Writes `planner_path(root, game)` with fresh tiny networks; returns `root`."""
     root = Path(root)

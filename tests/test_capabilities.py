@@ -63,6 +63,7 @@ def test_the_game_list_says_what_the_planner_can_play(partial):
         "compiling": False,
         "budgets": [2],
         "gate": False,
+        "clock_gate": False,
         "reason": "",
     }
     snake = listed[SNAKE]["planner"]

@@ -91,7 +91,7 @@ WRONG = {
     "fallback": (1, "one of 'game' or 'reflex'", "1"),
     "clock": ("fast", "one of 'real_time', 'real-time' or 'simulated'", '"fast"'),
     "record": ("yes", "true or false", '"yes"'),
-    "opponent": (5, "one of 'reflex', 'random' or 'planner'", "5"),
+    "opponent": (5, "one of 'reflex', 'random', 'planner' or 'gate'", "5"),
     "opponent_k": ("x", "an integer >= 1 (the planner opponent's budget)", '"x"'),
     "max_frames": (1.5, "an integer >= 0 (frames to play; 0: until the game ends)", "1.5"),
     "time_s": (

@@ -25,6 +25,7 @@ export function loadToken(id) {
 
 /** A clock game's built-in opponent, as `s` (a session summary) has it. */
 export function opponentLabel(s) {
+  if (s.opponent === "gate") return "planner (gate)";
   return s.opponent === "planner" ? `planner k=${s.opponent_k}` : s.opponent;
 }
 

@@ -177,10 +177,14 @@ function choice(value, label, why) {
   return o;
 }
 
-/** The clock games' opponents for `game`: the planner at each of the game's budgets (disabled
- * where the planner service does not plan it), the reflex (with a checkpoint), random. */
+/** The clock games' opponents for `game`: the planner with its clock gate (disabled unless the
+ * planner service serves one), the planner at each of the game's budgets (disabled where the
+ * planner service does not plan it), the reflex (with a checkpoint), random. */
 function opponents(game) {
-  const list = game.budgets.map((b) => choice(`planner:${b}`, `planner (k=${b})`, plannerRefusal(game, b)));
+  const p = game.planner || {};
+  const gateWhy = plannerRefusal(game) || (p.clock_gate ? "" : `the planner service has no clock gate for ${game.id}`);
+  const list = [choice("gate", "planner (gate)", gateWhy)];
+  list.push(...game.budgets.map((b) => choice(`planner:${b}`, `planner (k=${b})`, plannerRefusal(game, b))));
   list.push(choice("reflex", "reflex", game.checkpoint ? "" : `${game.id} has no planner checkpoint here`));
   list.push(choice("random", "random", ""));
   return list;

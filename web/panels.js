@@ -61,6 +61,7 @@ function drawKChart() {
   const budgets = ((model.hello && model.hello.spec.budgets) || []).slice().sort((a, b) => a - b);
   const ks = model.history.map((h) => h.k).filter((k) => k != null);
   const rows = budgets.length ? budgets : [...new Set(ks)].sort((a, b) => a - b);
+  if (ks.includes(0) && !rows.includes(0)) rows.unshift(0); // a clock gate's policy-only
   const n = Math.max(1, rows.length);
   const top = 6;
   const rowY = (i) => H - 4 - ((H - 4 - top) * (i + 1)) / n;
@@ -83,7 +84,7 @@ function drawKChart() {
   });
   ctx.fillStyle = "#dde3ea";
   rows.forEach((k, i) => {
-    if (labelled.includes(k)) ctx.fillText(`k=${k}`, 3, rowY(i) + 9);
+    if (labelled.includes(k)) ctx.fillText(k === 0 ? "policy" : `k=${k}`, 3, rowY(i) + 9);
   });
 }
 

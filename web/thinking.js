@@ -20,6 +20,15 @@ function budgets() {
   return (model.hello && model.hello.spec.budgets) || [];
 }
 
+/** The options a decision's probabilities are over: the budgets, and for a clock gate (one
+ * probability more) policy-only first, as k = 0. */
+function optionsOf(d) {
+  const K = budgets();
+  return d && d.probabilities && d.probabilities.length === K.length + 1 ? [0, ...K] : K;
+}
+
+const optionName = (k) => (k === 0 ? "policy-only" : `k=${k}`);
+
 const twoPlayer = () => Boolean(model.hello && model.hello.spec.num_players === 2);
 
 /** The newest history entry the planner decided (its option's value and probabilities). */
@@ -55,7 +64,6 @@ function chartContext(id) {
  * (smallest at the bottom); frames without a gated decision stay blank. */
 function drawGateChart() {
   const [ctx, W, H] = chartContext("gatechart");
-  const K = budgets().length;
   const step = W / HISTORY;
   let any = false;
   model.history.forEach((h, i) => {
@@ -65,7 +73,7 @@ function drawGateChart() {
     let y = H;
     p.forEach((q, j) => {
       const h2 = q * H;
-      ctx.fillStyle = budgetColour(j, K || p.length);
+      ctx.fillStyle = budgetColour(j, p.length);
       ctx.fillRect(i * step, y - h2, Math.max(1, step), h2);
       y -= h2;
     });
@@ -81,7 +89,7 @@ function drawGateChart() {
 /** The budgets' legend, their colours in index order (drawn once per game). */
 function drawGateLegend() {
   const legend = $("gate-legend");
-  const K = budgets();
+  const K = optionsOf(currentDecision());
   const key = K.join(",");
   if (legend.dataset.key === key) return;
   legend.dataset.key = key;
@@ -90,7 +98,7 @@ function drawGateLegend() {
       const i = document.createElement("i");
       i.style.background = budgetColour(j, K.length);
       const span = el("span");
-      span.append(i, `k=${k}`);
+      span.append(i, optionName(k));
       return span;
     }),
   );
@@ -215,11 +223,11 @@ export function drawThinking(f, L) {
   drawValueChart(f);
   drawMoves(f);
   const d = currentDecision();
-  const K = budgets();
+  const K = optionsOf(d);
   let gate = "–";
   if (d && d.probabilities && d.probabilities.length && d.k != null) {
     const j = K.indexOf(d.k);
-    gate = `k=${d.k}` + (j >= 0 ? ` at p ${d.probabilities[j].toFixed(2)}` : "");
+    gate = optionName(d.k) + (j >= 0 ? ` at p ${d.probabilities[j].toFixed(2)}` : "");
   } else if (d && d.k != null) gate = `k=${d.k} (forced)`;
   setText("gate", gate);
   thinking.probabilities = d ? d.probabilities : null;

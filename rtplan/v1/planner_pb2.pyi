@@ -18,7 +18,7 @@ class Budget(_message.Message):
     def __init__(self, gate: _Optional[bool] = ..., k: _Optional[int] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("game_id", "state", "budget", "stream_id", "request_id", "seed", "extension")
+    __slots__ = ("game_id", "state", "budget", "stream_id", "request_id", "seed", "extension", "gate_state")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class PlanRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     EXTENSION_FIELD_NUMBER: _ClassVar[int]
+    GATE_STATE_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     state: _tensor_pb2.GameState
     budget: Budget
@@ -33,21 +34,32 @@ class PlanRequest(_message.Message):
     request_id: int
     seed: int
     extension: _any_pb2.Any
-    def __init__(self, game_id: _Optional[str] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., stream_id: _Optional[str] = ..., request_id: _Optional[int] = ..., seed: _Optional[int] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ...) -> None: ...
+    gate_state: ClockGateState
+    def __init__(self, game_id: _Optional[str] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., stream_id: _Optional[str] = ..., request_id: _Optional[int] = ..., seed: _Optional[int] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ...) -> None: ...
+
+class ClockGateState(_message.Message):
+    __slots__ = ("h", "last")
+    H_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    h: _tensor_pb2.Tensor
+    last: int
+    def __init__(self, h: _Optional[_Union[_tensor_pb2.Tensor, _Mapping]] = ..., last: _Optional[int] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("k", "gate_probabilities", "value", "landing_frame", "request_id")
+    __slots__ = ("k", "gate_probabilities", "value", "landing_frame", "request_id", "gate_state")
     K_FIELD_NUMBER: _ClassVar[int]
     GATE_PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     LANDING_FRAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    GATE_STATE_FIELD_NUMBER: _ClassVar[int]
     k: int
     gate_probabilities: _containers.RepeatedScalarFieldContainer[float]
     value: float
     landing_frame: int
     request_id: int
-    def __init__(self, k: _Optional[int] = ..., gate_probabilities: _Optional[_Iterable[float]] = ..., value: _Optional[float] = ..., landing_frame: _Optional[int] = ..., request_id: _Optional[int] = ...) -> None: ...
+    gate_state: ClockGateState
+    def __init__(self, k: _Optional[int] = ..., gate_probabilities: _Optional[_Iterable[float]] = ..., value: _Optional[float] = ..., landing_frame: _Optional[int] = ..., request_id: _Optional[int] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ...) -> None: ...
 
 class PlannedAction(_message.Message):
     __slots__ = ("action", "frame_actions", "planned", "visit_counts", "search_value", "cost", "search_ms", "request_id")
@@ -102,20 +114,22 @@ class HealthResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[HealthResponse.ServingStatus, str]] = ..., detail: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
 
 class PlannerGame(_message.Message):
-    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling")
+    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling", "clock_gate")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
     SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
     GATE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     COMPILING_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_GATE_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     budgets: _containers.RepeatedScalarFieldContainer[int]
     simulations: _containers.RepeatedScalarFieldContainer[int]
     gate: bool
     checkpoint: str
     compiling: bool
-    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ...) -> None: ...
+    clock_gate: bool
+    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ..., clock_gate: _Optional[bool] = ...) -> None: ...
 
 class ListPlannerGamesRequest(_message.Message):
     __slots__ = ()
