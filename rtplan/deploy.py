@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from harness.stats import paired, standard_error
-from rtplan.processes import http_json
+from rtplan.processes import HTTPStatusError, http_json
 from rtplan.via_services import create_session, play_sessions
 
 __all__ = [
@@ -466,7 +466,14 @@ def run(
     try:
         while todo:
             fps = todo.pop(0)
-            summary = _fps(http, exp, fps, out, inputs, sim, budgets, bar, log, placement)
+            try:
+                summary = _fps(http, exp, fps, out, inputs, sim, budgets, bar, log, placement)
+            except HTTPStatusError as e:
+                if not added or e.status != 422:
+                    raise
+                # A ladder FPS the server refuses (above its --max-fps): the ladder ends.
+                log(f"{fps:g} FPS: refused, the ladder ends here ({e})")
+                break
             summaries.append(summary)
             rate = summary["miss_rate"]
             within = exp.until_miss_rate is not None and (rate or 0.0) <= exp.until_miss_rate
@@ -507,16 +514,16 @@ def _fps(
     start = time.perf_counter()
     rows, returns, sessions = [], [], []
     frames_path = out / f"{fps_name(fps)}.jsonl"
-    with frames_path.open("w") as f:
-        for seed in exp.seeds.tolist():
-            info, ep_rows = _live_episode(http, exp, fps, seed)
-            for r in ep_rows:
-                f.write(json.dumps(r, separators=(",", ":")) + "\n")
-            rows.append(ep_rows)
-            returns.append(float(info["episode_return"]))
-            sessions.append(info)
-            bar.update(1)
-            bar.set_postfix(fps=f"{fps:g}", ret=f"{np.mean(returns):.1f}")
+    for seed in exp.seeds.tolist():
+        info, ep_rows = _live_episode(http, exp, fps, seed)
+        # Written as the episodes end (the first truncates an older file of this FPS).
+        with frames_path.open("a" if rows else "w") as f:
+            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in ep_rows)
+        rows.append(ep_rows)
+        returns.append(float(info["episode_return"]))
+        sessions.append(info)
+        bar.update(1)
+        bar.set_postfix(fps=f"{fps:g}", ret=f"{np.mean(returns):.1f}")
     summary = {
         "inputs": inputs,
         "fps": fps,

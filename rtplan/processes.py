@@ -22,6 +22,7 @@ from pathlib import Path
 __all__ = [
     "ROOT",
     "Child",
+    "HTTPStatusError",
     "Place",
     "Placement",
     "exit_with_parent",
@@ -253,6 +254,14 @@ def stop_all(
         child.kill()
 
 
+class HTTPStatusError(RuntimeError):
+    """An error status from a REST call (`http_json`): `status` is the HTTP code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def http_json(
     method: str,
     url: str,
@@ -271,7 +280,7 @@ def http_json(
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as e:
-        raise RuntimeError(f"{method} {url}: {e.code} {e.read().decode()[:500]}") from e
+        raise HTTPStatusError(f"{method} {url}: {e.code} {e.read().decode()[:500]}", e.code) from e
 
 
 @dataclasses.dataclass(frozen=True)
