@@ -512,18 +512,25 @@ def _fps(
         bar.update(exp.episodes)
         return kept
     start = time.perf_counter()
-    rows, returns, sessions = [], [], []
     frames_path = out / f"{fps_name(fps)}.jsonl"
+    episodes_path = out / f"{fps_name(fps)}.episodes.jsonl"
+    done = {} if exp.force else _finished(episodes_path, frames_path, inputs)
+    _rewrite(episodes_path, frames_path, done)  # drops an episode cut short
+    if done:
+        log(f"{fps:g} FPS: kept {len(done)} finished episodes")
+        bar.update(len(done))
     for seed in exp.seeds.tolist():
+        if seed in done:
+            continue
         info, ep_rows = _live_episode(http, exp, fps, seed)
-        # Written as the episodes end (the first truncates an older file of this FPS).
-        with frames_path.open("a" if rows else "w") as f:
-            f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in ep_rows)
-        rows.append(ep_rows)
-        returns.append(float(info["episode_return"]))
-        sessions.append(info)
+        done[seed] = ({"inputs": inputs, "seed": seed, **{k: info[k] for k in _KEPT}}, ep_rows)
+        _append(episodes_path, frames_path, *done[seed])
         bar.update(1)
-        bar.set_postfix(fps=f"{fps:g}", ret=f"{np.mean(returns):.1f}")
+        bar.set_postfix(fps=f"{fps:g}", ret=f"{info['episode_return']:.1f}")
+    eps = [done[seed] for seed in exp.seeds.tolist()]
+    rows = [ep_rows for _, ep_rows in eps]
+    returns = [float(ep["episode_return"]) for ep, _ in eps]
+    sessions = [ep for ep, _ in eps]
     summary = {
         "inputs": inputs,
         "fps": fps,
@@ -542,3 +549,53 @@ def _fps(
         f"{'-' if rate is None else f'{100 * rate:.2f}%'}, p95 slack {summary['slack_p95_ms']} ms"
     )
     return summary
+
+
+#: What an episode line keeps of its session's final details.
+_KEPT = ("episode_return", "frame", "reason", "stats")
+
+
+def _line(obj: dict) -> str:
+    return json.dumps(obj, separators=(",", ":")) + "\n"
+
+
+def _append(episodes: Path, frames: Path, episode: dict, rows: list[dict]) -> None:
+    """Appends one finished episode: its frame rows, then its episode line (which marks it
+    finished: a crash between the two leaves rows that `_finished` drops)."""
+    with frames.open("a") as f:
+        f.writelines(_line(r) for r in rows)
+    with episodes.open("a") as f:
+        f.write(_line(episode))
+
+
+def _finished(episodes: Path, frames: Path, inputs: dict) -> dict[int, tuple[dict, list[dict]]]:
+    """The episodes of one FPS already played with `inputs`: seed -> (episode line, rows)."""
+    if not episodes.exists() or not frames.exists():
+        return {}
+    lines = {}
+    for text in episodes.read_text().splitlines():
+        try:
+            ep = json.loads(text)
+        except ValueError:
+            break  # a line cut short: the episodes after it were not finished
+        if ep.get("inputs") == inputs and ep.get("seed") in inputs["seeds"]:
+            lines[ep["seed"]] = ep
+    rows: dict[int, list[dict]] = collections.defaultdict(list)
+    for text in frames.read_text().splitlines():
+        try:
+            r = json.loads(text)
+        except ValueError:
+            continue
+        if r.get("seed") in lines:
+            rows[r["seed"]].append(r)
+    return {seed: (ep, rows[seed]) for seed, ep in lines.items()}
+
+
+def _rewrite(episodes: Path, frames: Path, done: dict[int, tuple[dict, list[dict]]]) -> None:
+    """Rewrites both files of one FPS with the finished episodes only (none: no files)."""
+    if not done:
+        frames.unlink(missing_ok=True)
+        episodes.unlink(missing_ok=True)
+        return
+    frames.write_text("".join(_line(r) for _, rows in done.values() for r in rows))
+    episodes.write_text("".join(_line(ep) for ep, _ in done.values()))

@@ -218,7 +218,12 @@ def _fake_sessions(monkeypatch, miss_at):
                     "reward": 0.5 - (0.5 if miss else 0.0),
                 }
             )  # fmt: skip
-        info = {"episode_return": 5.0 - 0.5 * misses, "stats": {"late_ticks": 0, "ticks": 10}}
+        info = {
+            "episode_return": 5.0 - 0.5 * misses,
+            "frame": 10,
+            "reason": "terminated",
+            "stats": {"late_ticks": 0, "ticks": 10},
+        }
         return info, rows
 
     def sim(http, game, seeds, log, *, k, max_frames):
@@ -265,6 +270,33 @@ def test_ladder_goes_on_until_the_miss_rate_passes(monkeypatch, tmp_path):
         log=lambda s: None,
     )
     assert played == [(8, s) for s in seeds_of("eval", 2).tolist()]
+
+
+def test_an_interrupted_fps_resumes_at_its_next_episode(monkeypatch, tmp_path):
+    played = _fake_sessions(monkeypatch, lambda fps, seed, o: o == 1 and seed % 2 == 1)
+    live = deploy._live_episode
+    seeds = seeds_of("eval", 3).tolist()
+
+    def interrupted(http, exp, fps, seed):
+        if seed == seeds[2]:
+            raise KeyboardInterrupt
+        return live(http, exp, fps, seed)
+
+    monkeypatch.setattr(deploy, "_live_episode", interrupted)
+    exp = deploy.Experiment(game=GAME, fps=(9,), episodes=3)
+    with pytest.raises(KeyboardInterrupt):
+        deploy.run("http://fake", exp, tmp_path, services={}, log=lambda s: None)
+    # A half-written episode (its rows without its episode line) is dropped on resume.
+    with (tmp_path / "fps_9.jsonl").open("a") as f:
+        f.write(json.dumps({"seed": seeds[2], "frame": 0}) + "\n" + '{"seed": 20')
+    monkeypatch.setattr(deploy, "_live_episode", live)
+    played.clear()
+    deploy.run("http://fake", exp, tmp_path, services={}, log=lambda s: None)
+    assert played == [(9, seeds[2])]
+    s = json.loads((tmp_path / "fps_9.json").read_text())
+    assert s["frames"] == [10, 10, 10] and s["returns"] == [5.0, 4.5, 5.0]
+    rows = [json.loads(x) for x in (tmp_path / "fps_9.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in rows] == [seeds[0]] * 10 + [seeds[1]] * 10 + [seeds[2]] * 10
 
 
 def test_ladder_ends_where_the_server_refuses_the_fps(monkeypatch, tmp_path):
