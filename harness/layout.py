@@ -127,6 +127,24 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan eval --game {game} --split tuning",
         2,
     ),
+    "deploy/*.png": ResultKind(
+        "the agent played live against the clock at each FPS: return (and its simulated-clock "
+        "return on the same seeds), deadline miss rate and p95 slack",
+        "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
+        1,
+    ),
+    "deploy/*.csv": ResultKind(
+        "the deployment experiment, a row per FPS: return ± SE, deployed - simulated (paired), "
+        "miss rate, latency and slack, the budgets played",
+        "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
+        1,
+    ),
+    "deploy/*.json": ResultKind(
+        "one FPS of the deployment experiment (or all of them, deploy.json): returns, paired "
+        "difference, latency per k, misses, slack",
+        "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
+        1,
+    ),
     "planner-log.csv": ResultKind(
         "the planner's training log, a row per iteration", "rtplan train-planner --game {game}", 3
     ),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,20 +16,25 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
     "ROOT",
     "Child",
+    "HTTPStatusError",
+    "Place",
+    "Placement",
     "exit_with_parent",
     "http_json",
+    "place_services",
     "service_cwd",
     "services",
     "STOP_DEADLINE_S",
     "Stopping",
     "stop_all",
     "stop_on_signals",
+    "visible_gpus",
 ]
 
 #: The checkout (or install) root: the folder that holds the packages.
@@ -141,9 +148,21 @@ def stop_on_signals(*, deadline_s: float = STOP_DEADLINE_S) -> Iterator[Stopping
 
 class Child:
     """A service subprocess whose output lines are echoed with a prefix and can be waited on.
-    It exits when this process dies, however (its stdin: `exit_with_parent`)."""
+    It exits when this process dies, however (its stdin: `exit_with_parent`).
 
-    def __init__(self, name: str, argv: Sequence[str], *, echo: bool = True) -> None:
+    `cpus`: the cores it may run on (empty: any), set right after it starts, before it starts
+    any thread of its own, so every thread inherits them. `env`: variables added to ours.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        echo: bool = True,
+        cpus: Sequence[int] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.lines: list[str] = []
         self._cond = threading.Condition()
@@ -155,8 +174,17 @@ class Child:
             text=True,
             bufsize=1,
             cwd=service_cwd(),
-            env={**os.environ, "PYTHONUNBUFFERED": "1", EXIT_WITH_PARENT_ENV: "1"},
+            env={
+                **os.environ,
+                **(env or {}),
+                "PYTHONUNBUFFERED": "1",
+                EXIT_WITH_PARENT_ENV: "1",
+            },
         )
+        if cpus:
+            # Not a `preexec_fn` (unsafe in a parent with threads): the interpreter is still
+            # starting, and the threads it starts later inherit the mask.
+            os.sched_setaffinity(self.proc.pid, set(cpus))
         self._echo = echo
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -226,7 +254,22 @@ def stop_all(
         child.kill()
 
 
-def http_json(method: str, url: str, body: dict | None = None, token: str | None = None) -> dict:
+class HTTPStatusError(RuntimeError):
+    """An error status from a REST call (`http_json`): `status` is the HTTP code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def http_json(
+    method: str,
+    url: str,
+    body: dict | None = None,
+    token: str | None = None,
+    *,
+    timeout: float = 30.0,
+) -> dict:
     """One REST call; raises RuntimeError with the server's message on an error status."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
@@ -234,10 +277,76 @@ def http_json(method: str, url: str, body: dict | None = None, token: str | None
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as e:
-        raise RuntimeError(f"{method} {url}: {e.code} {e.read().decode()[:500]}") from e
+        raise HTTPStatusError(f"{method} {url}: {e.code} {e.read().decode()[:500]}", e.code) from e
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where one service runs: its cores (empty: any), added variables and added flags."""
+
+    cpus: tuple[int, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    args: tuple[str, ...] = ()
+
+    def describe(self) -> dict:
+        return {"cpus": list(self.cpus), "env": dict(self.env), "args": list(self.args)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the planner service and the env server run (`services(placement=...)`)."""
+
+    planner: Place = Place()
+    env_server: Place = Place()
+
+    def describe(self) -> dict:
+        return {"planner": self.planner.describe(), "env_server": self.env_server.describe()}
+
+
+def visible_gpus() -> list[str]:
+    """The NVIDIA GPUs a service could use, by id: CUDA_VISIBLE_DEVICES when set, else those
+    `nvidia-smi -L` lists; none without a CUDA build of JAX to use them. Asks no JAX (which
+    would take GPU memory in this process)."""
+    import importlib.util
+
+    if not any(importlib.util.find_spec(p) for p in ("jax_cuda12_plugin", "jax_cuda13_plugin")):
+        return []
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        return [g.strip() for g in given.split(",") if g.strip() and g.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+    return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def place_services(cpus: Sequence[int], gpus: Sequence[str]) -> Placement:
+    """The paper's split of the two services (reference notes section 9), on this machine.
+
+    Cores: with two or more, the env server gets the first and the planner service the rest,
+    so a search never takes the ticker's core. GPUs: with two, the env server sees the first
+    and the planner the second (the compose file's gpu profile); with one, the planner has it
+    and the env server runs on the CPU (two processes' JAX on one GPU would each reserve most
+    of its memory); with none, both run on the CPU.
+    """
+    cpus = sorted(cpus)
+    env_cpus, plan_cpus = ((cpus[0],), tuple(cpus[1:])) if len(cpus) >= 2 else ((), ())
+    cuda = ("--device", "cuda:0")
+    if len(gpus) >= 2:
+        env = (("CUDA_VISIBLE_DEVICES", gpus[0]),)
+        plan, args = (("CUDA_VISIBLE_DEVICES", gpus[1]),), cuda
+    elif len(gpus) == 1:
+        env = (("JAX_PLATFORMS", "cpu"),)
+        plan, args = (("CUDA_VISIBLE_DEVICES", gpus[0]),), cuda
+    else:
+        env, plan, args = (), (), ()
+    return Placement(
+        planner=Place(cpus=plan_cpus, env=plan, args=args),
+        env_server=Place(cpus=env_cpus, env=env),
+    )
 
 
 @contextlib.contextmanager
@@ -252,6 +361,7 @@ def services(
     record_dir: Path | None = None,
     web_dir: Path | None = None,
     stopping: Stopping | None = None,
+    placement: Placement | None = None,
 ) -> Iterator[dict]:
     """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
     (`game_ids` compiled at start-up, the others on first use); yields their addresses once the
@@ -263,7 +373,9 @@ def services(
     `record_dir` and `web_dir` default to the services' own defaults (`harness.checkpoint_root()`,
     replays/ and the shipped pages). On the way out both services are stopped together
     (`stop_all`), and killed at once once `stopping.hurry` is set (`stop_on_signals`).
+    `placement`: the cores, devices and flags of each (`place_services`; None: anywhere).
     """
+    placement = placement or Placement()
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
     py = [sys.executable, "-m", "rtplan"]
     ckpt = [] if checkpoint_dir is None else ["--checkpoint-dir", str(checkpoint_dir)]
@@ -288,13 +400,17 @@ def services(
             first = [g for g in game_ids if planner_games is None or g in planner_games]
             served = list(dict.fromkeys([*first, *others]))
             argv = [*py, "planner-service", "--port", "0", "--games", ",".join(served), *ckpt]
-            plan = Child("planner", argv, echo=echo)
+            where = placement.planner
+            argv += list(where.args)
+            plan = Child("planner", argv, echo=echo, cpus=where.cpus, env=dict(where.env))
             children.append(plan)
             # It binds before it compiles: the env server starts (and compiles) meanwhile.
             line = plan.wait_for("planner service bound to", timeout=600)
             planner_port = int(_PLANNER_BOUND.search(line).group(1))
             env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
-        env = Child("env-server", env_argv, echo=echo)
+        where = placement.env_server
+        env_argv += list(where.args)
+        env = Child("env-server", env_argv, echo=echo, cpus=where.cpus, env=dict(where.env))
         children.append(env)
         http, grpc_port = map(
             int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600)).groups()

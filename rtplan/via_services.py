@@ -15,7 +15,7 @@ import numpy as np
 from harness.checkpoint import checkpoint_root
 from rtplan.processes import http_json, services
 
-__all__ = ["Served", "compare", "read_replay", "run"]
+__all__ = ["Served", "compare", "create_session", "play_sessions", "read_replay", "run"]
 
 #: Sessions the env server plays at once (its default `max_sessions` is 16).
 PARALLEL = 4
@@ -160,7 +160,7 @@ def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarr
     )
 
 
-def _create(http: str, body: dict) -> str:
+def create_session(http: str, body: dict) -> str:
     """Creates a session; retries while the env server cannot reach the planner service yet.
 
     A gated session asks the planner service for its gate first; on a loaded machine a fresh
@@ -176,9 +176,26 @@ def _create(http: str, body: dict) -> str:
     raise AssertionError("unreachable")
 
 
-def _play_sessions(http: str, game_id: str, seeds: np.ndarray, log: Callable) -> list[Served]:
-    """One simulated-clock, gated planner-agent session per seed, to the episode's end."""
-    served: dict[int, Served] = {}
+def play_sessions(
+    http: str,
+    game_id: str,
+    seeds: np.ndarray,
+    log: Callable,
+    *,
+    k: int | None = None,
+    max_frames: int = 0,
+) -> list[dict]:
+    """One simulated-clock planner-agent session per seed, recorded, to the episode's end (or
+    `max_frames`), `PARALLEL` at a time; the gate picks each option's k unless `k` forces one.
+
+    Returns:
+        Each session's final details (`GET /v1/sessions/ID`: episode_return, frame, reason,
+        stats, replay), in the order of `seeds`.
+
+    Raises:
+        RuntimeError: a session was refused, stalled, failed or had planner errors.
+    """
+    ended: dict[int, dict] = {}
     pending = [int(s) for s in seeds]
     live: dict[str, tuple[int, int, float]] = {}  # id -> (seed, frame, when it last moved)
     while pending or live:
@@ -190,9 +207,11 @@ def _play_sessions(http: str, game_id: str, seeds: np.ndarray, log: Callable) ->
                 "clock": "simulated",
                 "seed": seed,
                 "record": True,
+                "max_frames": max_frames,
+                **({} if k is None else {"k": k}),
             }
-            sid = _create(http, body)
-            if not http_json("GET", f"{http}/v1/sessions/{sid}")["gated"]:
+            sid = create_session(http, body)
+            if k is None and not http_json("GET", f"{http}/v1/sessions/{sid}")["gated"]:
                 raise RuntimeError(f"session {sid} (seed {seed}) does not play the gate")
             live[sid] = (seed, -1, time.monotonic())
         time.sleep(0.1)
@@ -210,14 +229,20 @@ def _play_sessions(http: str, game_id: str, seeds: np.ndarray, log: Callable) ->
                     f"session {sid} (seed {seed}) ended {info['status']}: {info['reason']} "
                     f"(stats {info['stats']})"
                 )
-            served[seed] = read_replay(info["replay"], seed, info["reason"])
-            if abs(served[seed].returns - float(info["episode_return"])) > 1e-6:
-                raise RuntimeError(
-                    f"session {sid}: replay rewards sum to {served[seed].returns}, the session "
-                    f"reports {info['episode_return']}"
-                )
-            log(f"seed {seed}: {served[seed].frames} frames, {info['reason']}")
-    return [served[int(s)] for s in seeds]
+            ended[seed] = info
+            log(f"seed {seed}: {info['frame']} frames, {info['reason']}")
+    return [ended[int(s)] for s in seeds]
+
+
+def _served(info: dict, seed: int) -> Served:
+    """What a finished session's replay file recorded, checked against its reported return."""
+    served = read_replay(info["replay"], seed, info["reason"])
+    if abs(served.returns - float(info["episode_return"])) > 1e-6:
+        raise RuntimeError(
+            f"session {info['id']}: replay rewards sum to {served.returns}, the session "
+            f"reports {info['episode_return']}"
+        )
+    return served
 
 
 def run(
@@ -275,7 +300,8 @@ def run(
             ) as addr:
                 # Sessions start after the reference: its compile would slow the services.
                 ep = reference.result()
-                served = _play_sessions(addr["http"], game_id, seeds, log)
+                ended = play_sessions(addr["http"], game_id, seeds, log)
+                served = [_served(info, int(s)) for info, s in zip(ended, seeds)]
     rows, problems = compare(ep, served)
     log(_table(rows))
     for line in problems:
