@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from harness.checkpoint import CheckpointError, checkpoint_root
-from rtplan.processes import ROOT, http_json, services, stop_on_signals
+from rtplan.processes import ROOT, Stopping, http_json, services, stop_on_signals
 
 
 def watch(ws_url: str, *, every: int = 1, max_frames: int = 0) -> dict | None:
@@ -71,7 +71,7 @@ def run_demo(
                 web_dir=web_dir,
                 stopping=stopping,
             ) as addr:
-                _headless_session(addr, game, k, fps, frames, seed, every, example_agent)
+                _headless_session(addr, game, k, fps, frames, seed, every, example_agent, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             print("\nrtplan demo: stopped", flush=True)
     return 0
@@ -86,6 +86,7 @@ def _headless_session(
     seed: int,
     every: int,
     example_agent: bool,
+    stopping: Stopping,
 ) -> None:
     """`run_demo`'s session: started, watched to its end (or `frames`), summarised."""
     created = http_json(
@@ -107,25 +108,27 @@ def _headless_session(
     print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
     print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
     agent = None
-    if example_agent and not EXAMPLE_AGENT.is_file():
-        print("(no example agent: examples/random_agent.py comes with a checkout only)")
-    elif example_agent:
-        agent = subprocess.Popen(
-            [
-                sys.executable,
-                str(EXAMPLE_AGENT),
-                "--address",
-                addr["grpc"],
-                "--game",
-                game,
-                "--fps",
-                str(fps),
-                "--max-frames",
-                str(min(frames or 100, 100)),
-            ],
-            cwd=ROOT,
-        )
     try:
+        if example_agent and not EXAMPLE_AGENT.is_file():
+            print("(no example agent: examples/random_agent.py comes with a checkout only)")
+        elif example_agent:
+            # Held signals: a stop now waits until `agent` names the process the clean-up kills.
+            with stopping.held():
+                agent = subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(EXAMPLE_AGENT),
+                        "--address",
+                        addr["grpc"],
+                        "--game",
+                        game,
+                        "--fps",
+                        str(fps),
+                        "--max-frames",
+                        str(min(frames or 100, 100)),
+                    ],
+                    cwd=ROOT,
+                )
         watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
         details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
         with contextlib.suppress(RuntimeError):

@@ -105,6 +105,23 @@ class Stopping:
     def __init__(self) -> None:
         self.requested = threading.Event()
         self.hurry = threading.Event()
+        self._holding = False
+        self._pending = False
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Within the block a first stop signal waits, and interrupts when the block ends: for
+        a step that must not be cut in half (starting a child and keeping its handle, so the
+        clean-up can stop it). Unlike blocking the signal in the OS, the child started here does
+        not inherit a blocked signal mask."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -133,6 +150,9 @@ def stop_on_signals(*, deadline_s: float = STOP_DEADLINE_S) -> Iterator[Stopping
             return
         stopping.requested.set()
         faulthandler.dump_traceback_later(deadline_s, exit=True)
+        if stopping._holding:
+            stopping._pending = True  # raised when the held step ends
+            return
         raise KeyboardInterrupt
 
     names = ("SIGINT", "SIGTERM", "SIGHUP")

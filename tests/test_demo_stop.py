@@ -96,6 +96,18 @@ def test_the_first_signal_interrupts_and_later_ones_only_hurry_the_clean_up(own_
     time.sleep(0.05)
 
 
+def test_a_held_step_is_not_cut_in_half_and_the_stop_follows_it(own_handlers):
+    finished = False
+    with stop_on_signals(deadline_s=300) as stopping:
+        with pytest.raises(KeyboardInterrupt):
+            with stopping.held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)  # the handler has run: it only noted the stop
+                assert stopping.requested.is_set()
+                finished = True
+    assert finished
+
+
 def test_without_a_signal_the_handlers_are_restored(own_handlers):
     before = signal.getsignal(signal.SIGTERM)
     with stop_on_signals() as stopping:
