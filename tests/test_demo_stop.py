@@ -99,12 +99,12 @@ def test_the_first_signal_interrupts_and_later_ones_only_hurry_the_clean_up(own_
 def test_a_held_step_is_not_cut_in_half_and_the_stop_follows_it(own_handlers):
     finished = False
     with stop_on_signals(deadline_s=300) as stopping:
-        with pytest.raises(KeyboardInterrupt):
-            with stopping.held():
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.2)  # the handler has run: it only noted the stop
-                assert stopping.requested.is_set()
-                finished = True
+        held = stopping.held()
+        with pytest.raises(KeyboardInterrupt), held:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler has run: it only noted the stop
+            assert stopping.requested.is_set()
+            finished = True
     assert finished
 
 
