@@ -127,6 +127,28 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan eval --game {game} --split tuning",
         2,
     ),
+    "midpeak-sweep.csv": ResultKind(
+        "midpeak's plan tuned per T0 on the tuning openings: each (centre, width) against each "
+        "opponent of the pool, score over the games of a cell",
+        "rtplan eval --game {game} --tune-midpeak --episodes 12",
+        2,
+    ),
+    "clock-eval/*.csv": ResultKind(
+        "the clock game's evaluation: expected score of each player against the pool per T0 "
+        "(all games and unique games), paired differences against the best fixed budget and "
+        "the best heuristic",
+        "rtplan eval --game {game}",
+        1,
+    ),
+    "clock-eval/*.json": ResultKind(
+        "the same scores as the CSV beside it, as JSON", "rtplan eval --game {game}", 2
+    ),
+    "clock-eval/*.png": ResultKind(
+        "the clock game's figures: score per T0, the strategy profile (budget per normalised "
+        "move) and the remaining clock over the game",
+        "rtplan report",
+        1,
+    ),
     "deploy/*.png": ResultKind(
         "the agent played live against the clock at each FPS: return (and its simulated-clock "
         "return on the same seeds), deadline miss rate and p95 slack",

@@ -217,7 +217,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     }
 
     class FakeChild:
-        def __init__(self, name, argv, *, echo=True):
+        def __init__(self, name, argv, *, echo=True, cpus=None, env=None):
             argvs[name] = list(argv)
 
         def wait_for(self, text, timeout):

@@ -607,7 +607,9 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     opponent = page.locator('select[name="opponent"]')
     assert opponent.is_visible()
     labels = opponent.locator("option").all_inner_texts()
-    assert labels == ["planner (k=2)", "planner (k=4)", "reflex", "random"], labels
+    # The gated planner is offered, disabled: this service has no clock gate.
+    assert labels == ["planner (gate)", "planner (k=2)", "planner (k=4)", "reflex", "random"]
+    assert opponent.locator('option[value="gate"]').is_disabled()
     assert opponent.input_value() == "planner:2"  # the largest budget the service plans
     page.select_option('select[name="opponent"]', "planner:2")
     # A clock tick is 250 ms; a person's clock is the lobby's 3+2: 720 ticks, 8 back a move.
