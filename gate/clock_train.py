@@ -1,4 +1,8 @@
-"""The clock gate's trainer: recurrent PPO by self-play over random clocks, options grouped."""
+"""The clock gate's trainer: recurrent PPO by self-play over random clocks, options grouped.
+
+One `harness` algorithm (`ClockGatePPO`): its rollout, learning step, evaluation and checkpoint
+state share the same jitted pieces and self-play carry, so it stays one file past ~450 lines.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The planner service's core: served games compiled ahead, each request's decision and plan."""
+"""The planner service's core: served games compiled ahead, each request's decision and plan.
+
+Past ~450 lines because one `Engine` owns each game's compiled executables and their readiness
+(committed gates, the clock gate's recurrent state, per-game compile order): splitting it would
+spread one lock and one readiness table over modules.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""`rtplan deploy`: the shipped agent played live at each FPS against its simulated-clock return."""
+"""`rtplan deploy`: the shipped agent played live at each FPS against its simulated-clock return.
+
+Past ~450 lines: the experiment (placement, the FPS ladder, resume, per-frame timing, summaries
+and the figure) is one command's pipeline; splitting its summary and plot into a module of their
+own is left for when `rtplan report` draws the deployment results too.
+"""
 
 from __future__ import annotations
 
