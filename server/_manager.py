@@ -217,7 +217,7 @@ class SessionManager:
         there is no service, it does not answer, or does not serve the game)."""
         if self.planner_stub is None:
             return ()
-        caps = await self.planner.get()
+        caps = await self.planner.get(deciding=True)
         return tuple(k for k in budgets if caps.refusal(game_id, k=k) is None)
 
     async def create(
@@ -241,7 +241,7 @@ class SessionManager:
         _check_game(cfg, self.runtimes, s)
         clock_game = self.runtimes.info(cfg.game_id)[0].num_players == 2
         if cfg.agent == "planner" or (clock_game and cfg.opponent_plans):
-            check_session(cfg, await self.planner.get(), clock_game=clock_game)
+            check_session(cfg, await self.planner.get(deciding=True), clock_game=clock_game)
         runtime = await self.runtimes.get(cfg.game_id)
         if cfg.record:
             await asyncio.to_thread(self.prune_replays)

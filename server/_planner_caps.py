@@ -148,8 +148,11 @@ class PlannerCapabilities:
         self._at = 0.0
         self._lock = asyncio.Lock()
 
-    async def get(self) -> Capabilities:
-        """What the service serves now: a recent answer, else asks it (one query at a time)."""
+    async def get(self, *, deciding: bool = False) -> Capabilities:
+        """What the service serves now: a recent answer, else asks it (one query at a time).
+        `deciding`: the answer decides a session (its creation, its default opponent), so one
+        that says a game is still compiling is not reused: the game may have become ready since
+        (the demo starts its session the moment the planner service says it is ready)."""
         if self._stub is None:
             return Capabilities(
                 self._address,
@@ -159,7 +162,8 @@ class PlannerCapabilities:
             age = self._clock() - self._at
             fresh = self._last is not None and age < self._cache_s
             if fresh and not all(g.ready for g in self._last.games.values()):
-                fresh = age < COMPILING_CACHE_S  # a game is about to become ready
+                # A game is about to become ready.
+                fresh = age < COMPILING_CACHE_S and not deciding
             if not (fresh and self._last.error is None):
                 self._last, self._at = await self._ask(), self._clock()
             return self._last

@@ -170,3 +170,21 @@ def test_a_game_still_compiling_is_refused_by_name_and_asked_about_again_soon():
         assert not ready.describe(HEX)["compiling"]
 
     asyncio.run(scenario())
+
+
+def test_a_session_is_never_refused_on_a_stale_compiling_answer():
+    now = [0.0]
+    stub = _Stub()
+    stub.compiling = True
+    caps = PlannerCapabilities(stub, "here:1", cache_s=5.0, clock=lambda: now[0])
+
+    async def scenario():
+        assert not (await caps.get()).games[HEX].ready and stub.calls == 1
+        stub.compiling = False  # ready 0.1 s later, well inside COMPILING_CACHE_S
+        now[0] = 0.1
+        assert not (await caps.get()).games[HEX].ready and stub.calls == 1  # the lobby: cached
+        decided = await caps.get(deciding=True)  # a session's creation asks again
+        assert decided.refusal(HEX, k=2) is None and stub.calls == 2
+        assert await caps.get(deciding=True) is decided and stub.calls == 2  # all ready: cached
+
+    asyncio.run(scenario())
