@@ -19,7 +19,7 @@ from flax import struct
 
 import games
 from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from gate.clock_heuristics import always, policy_only
+from gate.clock_heuristics import always, baselines, clock_inputs, policy_only
 from gate.clock_network import NO_OPTION
 from gate.clock_players import chooser_player
 from gate.clock_train_config import TRAIN_CLOCKS, ClockGateTrainConfig
@@ -42,9 +42,14 @@ __all__ = ["EXPORT", "ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_t
 EXPORT = "gate.msgpack"
 
 
+#: `SelfPlay.opp_side` of a game both of whose sides are the gate.
+SELF_PLAY = -1
+
+
 @struct.dataclass
 class SelfPlay:
-    """The running self-play games `[B]`; both sides are the gate, each with its own state."""
+    """The running training games `[B]`: both sides are the gate, each with its own state, or
+    (mixed training) one side is a baseline opponent."""
 
     states: games.State  # [B]
     carry: jax.Array  # [B, 2, hidden] each side's GRU state, by player id
@@ -52,6 +57,8 @@ class SelfPlay:
     start: jax.Array  # [B] bool the next ply is the first of its episode
     keys: jax.Array  # [B, 2] per-game keys (option sampling, search, the next opening)
     spent: jax.Array  # [B] int32 ticks both sides spent in the running episode
+    opp_side: jax.Array  # [B] int32 the player id a baseline plays (SELF_PLAY: none)
+    opp_index: jax.Array  # [B] int32 which of the run's `opponents` it is
 
 
 @struct.dataclass
@@ -86,6 +93,10 @@ class ClockGatePPO:
        chosen budget once per group of games that chose it (only the chosen options are
        computed; policy-only is the masked argmax of the planner's logits, free); one jitted
        call applies the moves and starts new games where one ended (zeroed GRU states).
+       With `opponents`, a share of the games (drawn per episode) has one side, at random,
+       played by a baseline of `gate.clock_heuristics.baselines`: its plies are not the gate's
+       decisions (out of the loss and of the GAE's chains, `decides` False) and do not step
+       the gate's state of that side.
        The MCTS move is the planner's own option move (`Planner.option`: mctx's Gumbel action
        at the planner's gumbel_scale, 0 when shipped, i.e. deterministic), exactly as every
        evaluation and the services play it.
@@ -117,6 +128,10 @@ class ClockGatePPO:
                 f"eval_opponent={cfg.eval_opponent} is not 0 or one of {self.options.budgets}"
             )
         self.n = self.gate.num_options
+        every = baselines(self.options)
+        if unknown := [n for n in cfg.opponent_names if n not in every]:
+            raise ValueError(f"opponents: unknown baseline(s) {unknown}; known: {list(every)}")
+        self._opponents = tuple(every[n] for n in cfg.opponent_names)
         self._ks = np.asarray((SKIP, *self.options.budgets))  # option index -> runner budget
         self._sims = self.options.costs.astype(np.int64)  # option index -> ticks
         self.runner = _runner(pcfg, max(cfg.num_envs, 2 * cfg.eval_seeds, 1), cfg.devices)
@@ -139,6 +154,8 @@ class ClockGatePPO:
             "clock_used",
             "option_cost_ratio",
             "padded_cost_ratio",
+            "mixed_games",
+            "score_vs_opponents",
             "rollout_s",
             "learn_s",
             *(f"eval_t{t}" for t in cfg.eval_t0s),
@@ -169,8 +186,25 @@ class ClockGatePPO:
 
         return jax.vmap(one)(keys)
 
+    def _opponents_fn(self, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """`[B]` (opp_side, opp_index) of new games from their keys: a baseline with
+        probability `opponent_share` (none without `opponents`), on a side drawn at random."""
+        n = len(self._opponents)
+        if n == 0 or self.cfg.opponent_share == 0.0:
+            return jnp.full(keys.shape[:1], SELF_PLAY, jnp.int32), jnp.zeros(keys.shape[:1], int)
+
+        def one(key):
+            mixed, side, which = jax.random.split(jax.random.fold_in(key, 1), 3)
+            opp = jax.random.bernoulli(mixed, self.cfg.opponent_share)
+            side = jax.random.randint(side, (), 0, 2)
+            return jnp.where(opp, side, SELF_PLAY), jax.random.randint(which, (), 0, n)
+
+        side, index = jax.vmap(one)(keys)
+        return side.astype(jnp.int32), index.astype(jnp.int32)
+
     def _start_games_fn(self, key: jax.Array, n: int) -> SelfPlay:
         keys = jax.random.split(key, (n, 2))
+        opp_side, opp_index = self._opponents_fn(keys[:, 0])
         return SelfPlay(
             states=self._fresh_games_fn(keys[:, 0]),
             carry=jnp.zeros((n, 2, self.gate.config.hidden), jnp.float32),
@@ -178,6 +212,8 @@ class ClockGatePPO:
             start=jnp.ones((n,), bool),
             keys=keys[:, 1],
             spent=jnp.zeros((n,), jnp.int32),
+            opp_side=opp_side,
+            opp_index=opp_index,
         )
 
     def _decide_fn(self, params, planner_params, sp: SelfPlay):
@@ -193,8 +229,13 @@ class ClockGatePPO:
         own = ClockGateCarry(h=side(sp.carry), last=side(sp.last))
         new, x, logits, value, mask = self.gate.step(params, own, states, out)
         option = jax.vmap(jax.random.categorical)(sample, logits).astype(jnp.int32)
+        theirs = mover == sp.opp_side  # a baseline's ply: not the gate's decision
+        if self._opponents:
+            inputs = clock_inputs(states, out)
+            picks = jnp.stack([choose(inputs, sample) for choose in self._opponents])
+            option = jnp.where(theirs, picks[sp.opp_index, jnp.arange(option.shape[0])], option)
         log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), option[:, None], 1)[:, 0]
-        is_mover = jnp.arange(2)[None, :] == mover[:, None]
+        is_mover = (jnp.arange(2)[None, :] == mover[:, None]) & ~theirs[:, None]
         sp = sp.replace(
             carry=jnp.where(is_mover[..., None], new.h[:, None, :], sp.carry),
             last=jnp.where(is_mover, option[:, None], sp.last),
@@ -204,7 +245,7 @@ class ClockGatePPO:
             inputs=x,
             mover=mover,
             start=sp.start,
-            decides=jnp.ones_like(sp.start),
+            decides=~theirs,
             mask=mask,
             action=option,
             log_prob=log_prob,
@@ -224,13 +265,19 @@ class ClockGatePPO:
         done = nxt.done
         spent = sp.spent + cost
         t0 = sp.states.inner.initial_time
+        mixed = done & (sp.opp_side != SELF_PLAY)
+        gate_side = jnp.clip(1 - sp.opp_side, 0, 1)
+        gate_reward = jnp.take_along_axis(nxt.inner.rewards, gate_side[:, None], 1)[:, 0]
         stats = dict(
             episodes=done.sum(),
+            mixed_games=mixed.sum(),
+            mixed_score_sum=jnp.where(mixed, (gate_reward + 1.0) / 2.0, 0.0).sum(),
             plies_sum=jnp.where(done, nxt.frame, 0).sum(),
             clock_used_sum=jnp.where(done, spent / jnp.maximum(2.0 * t0, 1.0), 0.0).sum(),
         )
         record = dict(reward=nxt.inner.rewards, done=done)
         fresh = self._fresh_games_fn(reset_keys)
+        opp_side, opp_index = self._opponents_fn(reset_keys)
         sp = SelfPlay(
             states=where(done, fresh, nxt),
             carry=jnp.where(done[:, None, None], 0.0, sp.carry),
@@ -238,6 +285,8 @@ class ClockGatePPO:
             start=done,
             keys=sp.keys,
             spent=jnp.where(done, 0, spent),
+            opp_side=jnp.where(done, opp_side, sp.opp_side),
+            opp_index=jnp.where(done, opp_index, sp.opp_index),
         )
         return sp, record, stats
 
@@ -375,14 +424,20 @@ class ClockGatePPO:
         metrics = {k: float(v) for k, v in jax.device_get(lstats).items()}
         metrics["learn_s"] = time.perf_counter() - start - rollout_s
         metrics["rollout_s"] = rollout_s
-        option = np.asarray(steps["action"])
+        decides = np.asarray(steps["decides"])
+        option = np.asarray(steps["action"])[decides]  # the gate's own decisions
         metrics["mean_budget"] = float(self.options.budget(option).mean())
         for i, b in enumerate(("policy", *self.options.budgets)):
             metrics[f"opt_{b}"] = float((option == i).mean())
-        metrics["no_choice"] = float((np.asarray(steps["mask"]).sum(-1) <= 1).mean())
+        metrics["no_choice"] = float((np.asarray(steps["mask"])[decides].sum(-1) <= 1).mean())
         episodes = int(stats["episodes"].sum())
         metrics["episodes"] = episodes
-        metrics["frames"] = option.size
+        metrics["frames"] = decides.size
+        mixed = int(stats["mixed_games"].sum())
+        metrics["mixed_games"] = mixed
+        metrics["score_vs_opponents"] = (
+            float(stats["mixed_score_sum"].sum()) / mixed if mixed else None
+        )
         metrics["episode_plies"] = float(stats["plies_sum"].sum()) / episodes if episodes else None
         metrics["clock_used"] = (
             float(stats["clock_used_sum"].sum()) / episodes if episodes else None
@@ -445,14 +500,28 @@ class ClockGatePPO:
         games_shape = jax.eval_shape(
             lambda k: self._start_games_fn(k, self.cfg.num_envs), jax.random.PRNGKey(0)
         )
+        if "opponents" not in meta.get("train_config", {}):  # saved before mixed training
+            games_shape = {
+                f.name: getattr(games_shape, f.name)
+                for f in dataclasses.fields(SelfPlay)
+                if not f.name.startswith("opp_")
+            }
         return ckpt.learner_template(self._fresh, games=games_shape)
 
     def restore(self, tree: dict, meta: dict) -> ClockGateState:
         del meta
+        games_ = jax.tree.map(jnp.asarray, tree["games"])
+        if isinstance(games_, dict):  # saved before mixed training: every game is self-play
+            n = games_["start"].shape[0]
+            games_ = SelfPlay(
+                **games_,
+                opp_side=jnp.full((n,), SELF_PLAY, jnp.int32),
+                opp_index=jnp.zeros((n,), jnp.int32),
+            )
         return ClockGateState(
             params=tree["params"],
             opt_state=tree["opt_state"],
-            games=jax.tree.map(jnp.asarray, tree["games"]),
+            games=games_,
             key=jnp.asarray(tree["key"]),
         )
 

@@ -46,6 +46,14 @@ class ClockGateTrainConfig:
     ent_coef: float = knob(0.01, "Entropy bonus coefficient (the reference's clock PPO: 0.01).")
     vf_coef: float = knob(0.5, "Weight of the value loss 0.5 * MSE.")
     max_grad_norm: float = knob(1.0, "Global gradient-norm clip.")
+    opponents: str = knob(
+        "",
+        "Comma-separated baselines mixed into self-play (names of gate.clock_heuristics."
+        "baselines, e.g. the pool: policy-only,k2,k8,k32,k128,random); empty: pure self-play.",
+    )
+    opponent_share: float = knob(
+        0.5, "Share of training games where one side (drawn per game) is one of `opponents`."
+    )
     opening_plies: int = knob(
         6, "Training games start from an even number of random moves, up to this many."
     )
@@ -77,6 +85,8 @@ class ClockGateTrainConfig:
                 f"minibatches={self.minibatches} does not divide the {self.num_chunks} chunks "
                 f"({self.num_envs} games x {self.plies // self.chunk} chunks each)"
             )
+        if not 0.0 <= self.opponent_share <= 1.0:
+            raise ValueError(f"opponent_share must be in [0, 1], got {self.opponent_share}")
         if self.opening_plies < 0:
             raise ValueError(f"opening_plies must be >= 0, got {self.opening_plies}")
         for name in ("eval_every", "checkpoint_every", "eval_seeds"):
@@ -88,6 +98,12 @@ class ClockGateTrainConfig:
     def num_chunks(self) -> int:
         """Training chunks per rollout: `num_envs` x `plies / chunk`."""
         return self.num_envs * (self.plies // self.chunk)
+
+    @property
+    def opponent_names(self) -> tuple[str, ...]:
+        """The baselines mixed into self-play (checked against the game's baselines by the
+        trainer)."""
+        return tuple(n.strip() for n in self.opponents.split(",") if n.strip())
 
     @property
     def eval_t0s(self) -> tuple[int, ...]:

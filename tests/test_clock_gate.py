@@ -412,3 +412,44 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
     )  # fmt: skip
     assert float(played.returns.mean()) == columns["eval_t0"]
     assert all((ks == 0).all() for ks in played.ks)
+
+
+def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
+    planner_file, planner
+):
+    """`--opponents`: in a mixed game one side (drawn per game) is a baseline; its plies play
+    the baseline's option, are not the gate's decisions and leave that side's state alone."""
+    from gate.clock_train import SELF_PLAY, ClockGatePPO
+    from gate.clock_train_config import ClockGateTrainConfig
+
+    def config(**kw):
+        return ClockGateTrainConfig(
+            game_id=GAME, planner=planner_file, num_envs=4, plies=6, chunk=3, minibatches=2,
+            gate_encoder=8, gate_hidden=8, gate_head=8, eval_every=0, eval_opponent=2, **kw,
+        )  # fmt: skip
+
+    with pytest.raises(ValueError, match="unknown baseline"):
+        ClockGatePPO(config(opponents="k3"))
+    algo = ClockGatePPO(config(opponents="k8", opponent_share=1.0))
+    state = algo.init()
+    sp = state.games
+    assert (np.asarray(sp.opp_side) != SELF_PLAY).all()
+    before = np.asarray(sp.carry)
+    _, steps, carries, _, _ = algo.rollout(state.params, sp)
+    mover, decides = np.asarray(steps["mover"]), np.asarray(steps["decides"])
+    opp_side = np.asarray(sp.opp_side)
+    first = mover[0] == opp_side  # the first ply of each game: before any reset
+    np.testing.assert_array_equal(decides[0], ~first)
+    # always-8 plays 8 (option 2) where its clock pays for it, never a sampled option.
+    mask = np.asarray(steps["mask"])[0]
+    want = np.where(mask[:, 2], 2, np.where(mask[:, 1], 1, 0))
+    np.testing.assert_array_equal(np.asarray(steps["action"])[0][first], want[first])
+    # The baseline's side keeps the state it had (zeros) after its first move.
+    after = np.asarray(carries[1]) if len(carries) > 1 else None
+    if after is not None:
+        theirs = after[np.arange(4), opp_side]
+        np.testing.assert_array_equal(theirs, before[np.arange(4), opp_side])
+    # Without opponents every game is self-play and every ply is the gate's.
+    plain = ClockGatePPO(config())
+    psp = plain.init().games
+    assert (np.asarray(psp.opp_side) == SELF_PLAY).all()
