@@ -48,10 +48,12 @@ __all__ = [
     "cycle",
     "eval_runner",
     "play",
+    "play_from",
     "play_policy_only",
     "random_k",
     "seeds_of",
     "split_of",
+    "start",
 ]
 
 TUNING_SEED_BASE = 1_000_000
@@ -168,7 +170,9 @@ def _start_fn(game: games.Game):
     return jax.jit(start)
 
 
-def _start(game: games.Game, seeds: np.ndarray):
+def start(game: games.Game, seeds: np.ndarray) -> tuple[games.State, jax.Array]:
+    """`[E]` games as `play` starts them: the states of `game.init(PRNGKey(seed))` and their
+    carried option keys `fold_in(PRNGKey(seed), 1)` (`play_from` continues from them)."""
     return _start_fn(game)(jnp.asarray(seeds, jnp.uint32))
 
 
@@ -206,13 +210,55 @@ def play(
     Returns:
         The `Episodes`, in the order of `seeds`.
     """
-    game = runner.planner.game
     seeds = np.asarray(seeds)
+    states, keys = start(runner.planner.game, seeds)
+    played, _, _ = play_from(
+        runner,
+        planner_params,
+        states,
+        keys,
+        choose,
+        seeds=seeds,
+        max_decisions=max_decisions,
+        features=features,
+        record_actions=record_actions,
+        future_params=future_params,
+    )
+    return played
+
+
+def play_from(
+    runner: OptionRunner,
+    planner_params,
+    states: games.State,
+    keys: jax.Array,
+    choose: Chooser,
+    *,
+    seeds: np.ndarray,
+    until: np.ndarray | None = None,
+    max_decisions: int | None = None,
+    features: Callable | None = None,
+    record_actions: bool = False,
+    future_params=None,
+) -> tuple[Episodes, games.State, jax.Array]:
+    """`play` from given states: `[E]` games from `states` with carried option keys `keys`
+    (each decision splits its option key off the carried one), named `seeds` in the result.
+
+    `until`: `[E]` frames; a game stops once its frame reaches its own (None: its end). The
+    chooser keeps an option from crossing it where that matters (`gate.counterfactual`).
+    Returns the `Episodes` (returns summed from `states` on), the final states and the carried
+    keys after the last decision, so play can continue from there with the same key schedule.
+    """
     n = len(seeds)
-    states, keys = _start(game, seeds)
+    limit = None if until is None else np.asarray(until)
     returns, frames = np.zeros(n), np.zeros(n, np.int64)
     ks, at, feats, acts = [], [], {}, []
-    alive = np.ones(n, bool)
+
+    def running(states) -> np.ndarray:
+        go = ~np.asarray(states.done)
+        return go if limit is None else go & (np.asarray(states.frame) < limit)
+
+    alive = running(states)
     select = _select_fn()
     t = 0
     while alive.any() and (max_decisions is None or t < max_decisions):
@@ -223,26 +269,30 @@ def play(
             for name, v in jax.device_get(features(states)).items():
                 feats.setdefault(name, []).append(np.asarray(v))
         pair = _split_keys(keys)
-        keys, option_keys = pair[:, 0], pair[:, 1]
+        # A finished game's key stays as it was (its schedule ends there).
+        keys = jnp.where(jnp.asarray(alive)[:, None], pair[:, 0], keys)
+        option_keys = pair[:, 1]
         out = runner(planner_params, option_keys, states, k, future_params=future_params)
         if record_actions:
             acts.append(np.where(alive[:, None], np.asarray(out.actions), -1))
         returns += np.where(alive, np.asarray(out.reward), 0.0)
         states = select(jnp.asarray(alive), out.next_state, states)
-        alive &= ~np.asarray(out.done)
+        alive &= running(states)
         t += 1
     frames[:] = np.asarray(states.frame)
+    if not ks:  # nothing to play
+        ks, at = [np.full(n, SKIP)], [frames.copy()]
     ks_arr, at_arr = np.stack(ks, 1), np.stack(at, 1)
     played = ks_arr != SKIP
     per = [played[i] for i in range(n)]
     actions = None
     if record_actions:
         # [E, decisions * max_k], padded with -1 past each option's own k and after the end.
-        flat = np.concatenate(acts, 1)
+        flat = np.concatenate(acts, 1) if acts else np.zeros((n, 0), np.int64)
         # An option cut short by the episode's end still lists its k actions: keep the played.
         actions = [row[row >= 0][: frames[i]] for i, row in enumerate(flat)]
-    return Episodes(
-        seeds=seeds,
+    episodes = Episodes(
+        seeds=np.asarray(seeds),
         returns=returns,
         frames=frames,
         ks=[ks_arr[i][per[i]] for i in range(n)],
@@ -250,6 +300,7 @@ def play(
         features={name: [np.stack(v, 1)[i][per[i]] for i in range(n)] for name, v in feats.items()},
         actions=actions,
     )
+    return episodes, states, keys
 
 
 @functools.lru_cache(maxsize=8)
@@ -277,7 +328,7 @@ def play_policy_only(planner: Planner, params, seeds: np.ndarray) -> Episodes:
     seeds = np.asarray(seeds)
     if not game.horizon:
         raise ValueError(f"{game.id} has no horizon: policy-only play needs one to end")
-    states, _ = _start(game, seeds)
+    states, _ = start(game, seeds)
     final, ret = _policy_only_fn(planner)(params, states)
     frames = np.asarray(final.frame)
     return Episodes(

@@ -1,4 +1,5 @@
-"""Evaluation commands: `calibrate`, `cross-eval`, `eval` (and `--via-services`), `report`."""
+"""Evaluation commands: `calibrate`, `cross-eval`, `eval` (and `--via-services`), `report`,
+`counterfactual`."""
 
 from __future__ import annotations
 
@@ -141,6 +142,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ev.set_defaults(handler=_eval)
 
+    cf = sub.add_parser(
+        "counterfactual",
+        help="committed games: every budget from copies of the same decision states (paired), "
+        "and in what share of states any budget beats a fixed one",
+        description="Samples decision states along always-K play of train-range games, plays "
+        "every budget from copies of each (same search keys; --worlds futures of chance events "
+        "re-drawn, shared by every budget), continues each under always-K for --horizon frames, "
+        "and reports per state whether a budget beats K by more than 2 SE over the worlds. "
+        "Writes <out>/<game>/counterfactual/<tag>/ (chunks: resumable; summary.json).",
+    )
+    cf.add_argument("--game", required=True, help="a committed game id")
+    cf.add_argument(
+        "--continuation", type=int, required=True, help="the fixed budget K (the best fixed k)"
+    )
+    cf.add_argument("--states", type=int, default=64, help="decision states (one per game)")
+    cf.add_argument("--worlds", type=int, default=8, help="re-drawn futures per state (>= 2)")
+    cf.add_argument(
+        "--horizon", type=int, default=32, help="frames scored per branch (0: to the game's end)"
+    )
+    cf.add_argument(
+        "--max-frame", type=int, default=500, help="states are drawn at a frame in [0, this)"
+    )
+    cf.add_argument("--chunk", type=int, default=8, help="states per batch (and per file)")
+    cf.add_argument("--seed", type=int, default=0, help="first train-range game seed")
+    cf.add_argument("--planner", default=None, help=_PLANNER_HELP)
+    cf.add_argument("--out", default="results", help="results root (default: results)")
+    cf.set_defaults(handler=_counterfactual)
+
     rep = sub.add_parser(
         "report",
         help="results table (CSV/JSON + the README's table) and figures from rtplan eval",
@@ -226,6 +255,38 @@ def _eval(args: argparse.Namespace) -> int:
         ablations=args.ablations,
         command=" ".join(args.argv),
     )
+    return 0
+
+
+def _counterfactual(args: argparse.Namespace) -> int:
+    check_map_count()
+    import json
+
+    import games
+
+    if games.game_class(args.game).num_players != 1:
+        raise CommandError(f"{args.game} is a clock game: counterfactual is for committed games")
+    if args.worlds < 2:
+        raise CommandError("--worlds must be >= 2 (the noise is measured across worlds)")
+    for name in ("states", "chunk", "max_frame"):
+        if getattr(args, name) < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be >= 1")
+    from gate.counterfactual import run_counterfactual
+
+    summary = run_counterfactual(
+        args.game,
+        states=args.states,
+        continuation=args.continuation,
+        horizon=args.horizon or None,
+        worlds=args.worlds,
+        max_frame=args.max_frame,
+        chunk=args.chunk,
+        seed=args.seed,
+        planner_file=args.planner,
+        out=args.out,
+        command=" ".join(args.argv),
+    )
+    print(json.dumps(summary, indent=2))
     return 0
 
 

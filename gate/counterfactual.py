@@ -1,0 +1,329 @@
+"""Counterfactual budget values of the committed games: every budget played from copies of one
+decision state, with the same keys, each continued under one fixed budget (issue 27, part 1).
+
+The simulator is perfect and pure: a state copied is the same game, so `Q(s, k)` for all k can
+be measured side by side on identical copies, the randomness shared. What is shared and what is
+drawn anew:
+
+- Search: each branch carries the decision's option key and splits its keys per decision the
+  way `planner.episodes.play` does, so branch k's first option and every continuation option
+  get the same keys in every branch.
+- Chance (Tetris pieces, ghost tie-breaks, food): the state holds the PRNG key of its future
+  chance events. A gate cannot see that future, so its value is an average over it: `worlds`
+  copies re-draw it (`Game.rekey`), one key per world shared by every budget (paired), and the
+  spread over worlds is the noise a comparison must beat. `worlds=0` keeps the real future
+  (one world: the branch of the played budget then equals the game as it was played).
+
+Horizon: each branch is scored on the same frames `[s.frame, s.frame + horizon)`: its first
+option, then the continuation budget, cut to the largest budget that still fits before the end
+(budgets include 1 in every committed game, so the cut is exact), or to the game's end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import games
+from gate.policy import file_sha256
+from harness.checkpoint import checkpoint_root
+from harness.stats import standard_error
+from planner.batching import OptionRunner
+from planner.episodes import Chooser, play_from, seeds_of, start
+from planner.options import Planner
+
+__all__ = [
+    "BranchValues",
+    "branch_values",
+    "capped",
+    "decision_states",
+    "diagnose",
+    "run_counterfactual",
+]
+
+
+@dataclasses.dataclass
+class BranchValues:
+    """`Q(s, k)` samples: the return over the horizon of each budget, per state and world."""
+
+    values: np.ndarray  # [S, M, K] return of budget j from state s in world m
+    ends: np.ndarray  # [S, M, K] the frame each branch stopped at (the horizon or the end)
+    budgets: tuple[int, ...]  # [K] the budgets branched
+    continuation: int  # the budget every branch continues with
+    horizon: int | None  # frames scored per branch (None: to the game's end)
+    frames: np.ndarray  # [S] each state's frame
+    seeds: np.ndarray  # [S] the seed of the game each state comes from
+
+
+def capped(continuation: int, budgets: Sequence[int], until: np.ndarray | None) -> Chooser:
+    """Always-`continuation`, cut to the largest budget that ends by frame `until` `[E]`
+    (None: never cut)."""
+    table = np.asarray(sorted(budgets))
+
+    def choose(states: games.State, alive: np.ndarray, t: int) -> np.ndarray:
+        k = np.full(alive.shape, continuation)
+        if until is None:
+            return k
+        room = until - np.asarray(states.frame)
+        fits = table[None, :] <= np.minimum(k, room)[:, None]
+        return np.where(fits.any(1), table[np.argmax(np.where(fits, table, 0), 1)], table[0])
+
+    return choose
+
+
+def decision_states(
+    runner: OptionRunner,
+    params,
+    seeds: np.ndarray,
+    continuation: int,
+    *,
+    max_frame: int,
+    rng: np.random.Generator,
+) -> tuple[games.State, jax.Array, np.ndarray]:
+    """Decision states sampled along always-`continuation` play: game i (from `seeds[i]`, as
+    `play` starts it) is played to a frame drawn uniformly from `[0, max_frame)`; games that
+    ended before it are dropped. Returns (states `[S]`, their carried keys, their seeds)."""
+    seeds = np.asarray(seeds)
+    until = rng.integers(0, max_frame, len(seeds))
+    states, keys = start(runner.planner.game, seeds)
+    budgets = runner.budgets
+    _, states, keys = play_from(
+        runner, params, states, keys, capped(continuation, budgets, until), seeds=seeds, until=until
+    )
+    keep = ~np.asarray(states.done)
+    pick = jnp.asarray(np.flatnonzero(keep))
+    return jax.tree.map(lambda x: x[pick], states), keys[pick], seeds[keep]
+
+
+def branch_rows(
+    game: games.Game,
+    states: games.State,
+    keys: jax.Array,
+    budgets: Sequence[int],
+    worlds: int,
+    world_key: jax.Array,
+) -> tuple[games.State, jax.Array, np.ndarray]:
+    """The branches of `states` `[S]`: row (s, m, j), budget fastest, is a copy of state s in
+    world m (re-keyed with `fold_in(fold_in(world_key, s), m)`; `worlds` 0: as it is) with the
+    state's own carried option key, to play budget j first. Returns (rows `[S*M*K]`, their
+    keys, their first budgets)."""
+    s, m, k = keys.shape[0], max(worlds, 1), len(budgets)
+    state_of = jnp.asarray(np.repeat(np.arange(s), m * k))
+    world_of = jnp.asarray(np.tile(np.repeat(np.arange(m), k), s))
+    rows = jax.tree.map(lambda x: x[state_of], states)
+    if worlds > 0:
+        fold = jax.random.fold_in
+        world_keys = jax.vmap(lambda i, w: fold(fold(world_key, i), w))(state_of, world_of)
+        rows = jax.vmap(game.rekey)(rows, world_keys)
+    return rows, keys[state_of], np.tile(np.asarray(budgets), s * m)
+
+
+def branch_values(
+    runner: OptionRunner,
+    params,
+    states: games.State,
+    keys: jax.Array,
+    *,
+    continuation: int,
+    horizon: int | None,
+    worlds: int,
+    world_key: jax.Array,
+    seeds: np.ndarray | None = None,
+) -> BranchValues:
+    """`Q(s, k)` for every budget k of `runner` from each of `states` `[S]` (carried option keys
+    `keys`), in `worlds` re-drawn futures (0: the states' own future, one world).
+
+    Raises:
+        ValueError: `horizon` is shorter than the largest budget, or the budgets lack 1 (the
+            horizon could not be cut exactly).
+    """
+    budgets = tuple(runner.budgets)
+    if horizon is not None and (horizon < max(budgets) or 1 not in budgets):
+        raise ValueError(
+            f"horizon {horizon} must be >= the largest budget {max(budgets)}, with 1 among the "
+            f"budgets {budgets} (each branch is cut to the same frames)"
+        )
+    s = keys.shape[0]
+    m, k = max(worlds, 1), len(budgets)
+    rows, row_keys, first = branch_rows(
+        runner.planner.game, states, keys, budgets, worlds, world_key
+    )
+    start = np.asarray(rows.frame)
+    until = None if horizon is None else start + horizon
+    later = capped(continuation, budgets, until)
+
+    def choose(states: games.State, alive: np.ndarray, t: int) -> np.ndarray:
+        return first if t == 0 else later(states, alive, t)
+
+    played, _, _ = play_from(
+        runner, params, rows, row_keys, choose, seeds=np.repeat(np.arange(s), m * k), until=until
+    )
+    return BranchValues(
+        values=played.returns.reshape(s, m, k),
+        ends=played.frames.reshape(s, m, k),
+        budgets=budgets,
+        continuation=continuation,
+        horizon=horizon,
+        frames=np.asarray(states.frame),
+        seeds=np.arange(s) if seeds is None else np.asarray(seeds),
+    )
+
+
+def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
+    """How much any budget beats the continuation budget k_c, state by state.
+
+    Per state and budget j: the paired difference d_j = mean over worlds of Q(s, j) - Q(s, k_c)
+    and its SE over worlds. A budget *pays* in a state where d_j > z * SE (and > 0); this needs
+    at least two worlds. Reports the share of states where some budget pays (what bounds any
+    gate's gain), the mean best gain there, the oracle's mean gain max(0, max_j d_j) over all
+    states (an upper bound: the max of noisy means is biased up), and per budget the share of
+    states where it pays and its mean difference with the states' SE.
+    """
+    values = bv.values
+    c = bv.budgets.index(bv.continuation)
+    diff = values - values[..., c : c + 1]  # [S, M, K]
+    mean = diff.mean(1)
+    m = values.shape[1]
+    se = diff.std(1, ddof=1) / np.sqrt(m) if m > 1 else np.full_like(mean, np.inf)
+    pays = (mean > z * se) & (mean > 0)
+    pays[:, c] = False
+    any_pays = pays.any(1)
+    best_gain = np.where(pays, mean, -np.inf).max(1)
+    per_budget = {
+        str(b): {
+            "pays": float(pays[:, j].mean()),
+            "mean_difference": float(mean[:, j].mean()),
+            "se": standard_error(mean[:, j]),
+        }
+        for j, b in enumerate(bv.budgets)
+    }
+    return {
+        "states": int(values.shape[0]),
+        "worlds": int(m),
+        "continuation": bv.continuation,
+        "horizon": bv.horizon,
+        "z": z,
+        "share_of_states_where_a_budget_pays": float(any_pays.mean()),
+        "mean_gain_where_it_pays": float(best_gain[any_pays].mean()) if any_pays.any() else 0.0,
+        "oracle_mean_gain": float(np.maximum(mean.max(1), 0.0).mean()),
+        "mean_return_of_continuation": float(values[..., c].mean()),
+        "per_budget": per_budget,
+    }
+
+
+def run_counterfactual(
+    game_id: str,
+    *,
+    states: int = 64,
+    continuation: int,
+    horizon: int | None = 32,
+    worlds: int = 8,
+    max_frame: int = 500,
+    chunk: int = 8,
+    seed: int = 0,
+    planner_file: str | None = None,
+    out: str | os.PathLike | None = None,
+    command: str | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Branches every budget from `states` decision states of train-range games `seed, seed+1,
+    ...` (never a tuning or evaluation seed), sampled along always-`continuation` play at a
+    frame drawn from `[0, max_frame)` per game, in `worlds` re-drawn futures; writes each chunk
+    of `chunk` games to `<out>/<game>/counterfactual/<tag>/` as it finishes (a rerun keeps the
+    chunks written: resumable), then `summary.json` (`diagnose`) beside them. Returns the
+    summary."""
+    from harness.layout import results_root
+    from planner.store import load_planner, planner_path
+
+    game = games.make(game_id)
+    if game.num_players != 1:
+        raise ValueError(
+            f"{game_id} is a clock game; counterfactual budgets are for committed games"
+        )
+    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
+    pcfg, params, _ = load_planner(game_id, planner_file)
+    if continuation not in pcfg.budgets:
+        raise ValueError(f"continuation k={continuation} is not one of {pcfg.budgets}")
+    tag = f"k{continuation}-h{horizon or 'end'}-w{worlds}-s{seed}"
+    folder = Path(results_root(out)) / game_id / "counterfactual" / tag
+    folder.mkdir(parents=True, exist_ok=True)
+    k = len(pcfg.budgets)
+    runner = OptionRunner(Planner(pcfg), max_batch=chunk * max(worlds, 1) * k)
+    sha = file_sha256(planner_file)
+    parts = []
+    for first in range(seed, seed + states, chunk):
+        path = folder / f"chunk-{first:07d}.json"
+        n = min(chunk, seed + states - first)
+        if path.exists():
+            part = json.loads(path.read_text())
+            if part["planner_sha256"] == sha and part["games"] == n:
+                parts.append(part)
+                continue
+        began = time.perf_counter()
+        seeds = np.arange(first, first + n)
+        if seeds[-1] >= seeds_of("tuning", 1)[0]:
+            raise ValueError("the states must come from train-range seeds")
+        rng = np.random.default_rng([first, 27])
+        st, keys, kept = decision_states(
+            runner, params, seeds, continuation, max_frame=max_frame, rng=rng
+        )
+        bv = branch_values(
+            runner,
+            params,
+            st,
+            keys,
+            continuation=continuation,
+            horizon=horizon,
+            worlds=worlds,
+            world_key=jax.random.PRNGKey(first),
+            seeds=kept,
+        )
+        part = {
+            "game": game_id,
+            "planner": planner_file,
+            "planner_sha256": sha,
+            "games": n,
+            "seeds": kept.tolist(),
+            "frames": bv.frames.tolist(),
+            "budgets": list(bv.budgets),
+            "values": bv.values.tolist(),
+            "ends": bv.ends.tolist(),
+            "seconds": time.perf_counter() - began,
+            "command": command,
+        }
+        path.write_text(json.dumps(part) + "\n")
+        parts.append(part)
+        log(f"{path.name}: {len(kept)} states in {part['seconds']:.0f} s")
+    shape = (-1, max(worlds, 1), k)
+    bv = BranchValues(
+        values=np.concatenate([np.asarray(p["values"], np.float64).reshape(shape) for p in parts]),
+        ends=np.concatenate([np.asarray(p["ends"], np.int64).reshape(shape) for p in parts]),
+        budgets=tuple(pcfg.budgets),
+        continuation=continuation,
+        horizon=horizon,
+        frames=np.concatenate([np.asarray(p["frames"], np.int64) for p in parts]),
+        seeds=np.concatenate([np.asarray(p["seeds"], np.int64) for p in parts]),
+    )
+    summary = diagnose(bv)
+    seconds = sum(p["seconds"] for p in parts)
+    branched_frames = bv.values.size * (horizon or 0)
+    summary.update(
+        game=game_id,
+        planner=planner_file,
+        planner_sha256=sha,
+        seconds=seconds,
+        # What a label costs: simulated frames per decision state (all budgets, all worlds).
+        frames_per_state=(branched_frames / len(bv.frames)) if horizon else None,
+        seconds_per_state=seconds / max(len(bv.frames), 1),
+        command=command,
+    )
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary

@@ -1,0 +1,176 @@
+"""Counterfactual budget values (`gate.counterfactual`): every budget from one copy of a state
+with the same keys, the played budget's branch equal to `play`, the same frames scored."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from gate.counterfactual import BranchValues, branch_rows, branch_values, capped, diagnose
+from planner import Planner
+from planner.batching import OptionRunner
+from planner.episodes import always, play, play_from, start
+from support import tiny_config
+
+GAME = "snake-rt-v0"  # chance events (food) after init: re-keying matters
+
+
+@pytest.fixture(scope="module")
+def setup():
+    planner = Planner(tiny_config(GAME))
+    params = planner.init_params(jax.random.PRNGKey(0))
+    runner = OptionRunner(planner, max_batch=16)  # few batch sizes: few compiles
+    return planner, params, runner
+
+
+def test_the_played_budgets_branch_continues_play_exactly(setup):
+    """From the state always-2 reaches at frame 4, branching without re-keying and continuing
+    always-2 to the end: the k=2 branch plus what came before is `play`'s return, seed by seed."""
+    planner, params, runner = setup
+    seeds = np.arange(4)
+    whole = play(runner, params, seeds, always(2))
+    states, keys = start(planner.game, seeds)
+    until = np.full(4, 4)
+    before, states, keys = play_from(
+        runner, params, states, keys, capped(2, runner.budgets, until), seeds=seeds, until=until
+    )
+    running = ~np.asarray(states.done)
+    assert running.any()
+    bv = branch_values(
+        runner,
+        params,
+        states,
+        keys,
+        continuation=2,
+        horizon=None,
+        worlds=0,
+        world_key=jax.random.PRNGKey(9),
+    )
+    assert bv.values.shape == (4, 1, len(runner.budgets))
+    j = runner.budgets.index(2)
+    got = before.returns + np.where(running, bv.values[:, 0, j], 0.0)
+    np.testing.assert_allclose(got, whole.returns, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(np.where(running, bv.ends[:, 0, j], whole.frames), whole.frames)
+
+
+def test_every_budget_starts_from_one_copy_with_the_same_keys(setup):
+    planner, params, runner = setup
+    states, keys = start(planner.game, np.arange(3))
+    budgets = runner.budgets
+    rows, row_keys, first = branch_rows(
+        planner.game, states, keys, budgets, 2, jax.random.PRNGKey(1)
+    )
+    k = len(budgets)
+    leaves = [np.asarray(x).reshape(3, 2, k, *np.shape(x)[1:]) for x in jax.tree.leaves(rows)]
+    for x in leaves:  # identical across budgets within (state, world)
+        np.testing.assert_array_equal(x, np.broadcast_to(x[:, :, :1], x.shape))
+    rk = np.asarray(row_keys).reshape(3, 2, k, -1)
+    np.testing.assert_array_equal(rk, np.broadcast_to(np.asarray(keys)[:, None, None], rk.shape))
+    np.testing.assert_array_equal(first.reshape(3, 2, k), np.broadcast_to(budgets, (3, 2, k)))
+    # The two worlds differ in the future's key only: same position, different chance events.
+    differ = [not np.array_equal(x[:, 0], x[:, 1]) for x in leaves]
+    assert any(differ)
+    obs0 = np.asarray(jax.vmap(planner.game.observe)(rows)).reshape(3, 2, k, -1)
+    np.testing.assert_array_equal(obs0[:, 0], obs0[:, 1])
+
+
+def test_branches_are_scored_on_the_same_frames(setup):
+    planner, params, runner = setup
+    states, keys = start(planner.game, np.arange(2))
+    horizon = 6
+    with pytest.raises(ValueError, match="largest budget"):
+        branch_values(
+            runner, params, states, keys, continuation=3, horizon=3, worlds=2,
+            world_key=jax.random.PRNGKey(0),
+        )  # fmt: skip
+    bv = branch_values(
+        runner, params, states, keys, continuation=3, horizon=horizon, worlds=2,
+        world_key=jax.random.PRNGKey(0),
+    )  # fmt: skip
+    start_frame = np.asarray(states.frame)[:, None, None]
+    assert (bv.ends <= start_frame + horizon).all()
+    # A branch stops short of the horizon only where its game ended: replay those to check.
+    short = bv.ends < start_frame + horizon
+    assert (~short).any()
+    assert bv.values.shape == (2, 2, len(runner.budgets))
+
+
+def test_capped_never_crosses_the_horizon():
+    choose = capped(3, (1, 2, 3, 4), np.array([10, 10, 10, 10]))
+
+    class S:
+        frame = np.array([5, 7, 8, 9])
+
+    assert choose(S, np.ones(4, bool), 1).tolist() == [3, 3, 2, 1]
+    assert capped(3, (1, 2, 3, 4), None)(S, np.ones(4, bool), 0).tolist() == [3] * 4
+
+
+def test_diagnose_counts_the_states_where_a_budget_pays():
+    # 3 states, 4 worlds, budgets (1, 2, 3); continuation 2.
+    base = np.zeros((3, 4, 3))
+    base[0, :, 0] = [5.0, 5.5, 4.5, 5.0]  # k=1 beats k=2 by 5 +- 0.2: pays
+    base[1, :, 2] = [3.0, -3.0, 2.0, -2.0]  # k=3: mean 0, noisy: does not pay
+    base[2, :, 0] = [-1.0, -1.0, -1.2, -0.8]  # k=1 worse: does not pay
+    bv = BranchValues(
+        values=base,
+        ends=np.zeros_like(base, np.int64),
+        budgets=(1, 2, 3),
+        continuation=2,
+        horizon=8,
+        frames=np.zeros(3, np.int64),
+        seeds=np.arange(3),
+    )
+    got = diagnose(bv)
+    assert got["share_of_states_where_a_budget_pays"] == pytest.approx(1 / 3)
+    assert got["mean_gain_where_it_pays"] == pytest.approx(5.0)
+    assert got["per_budget"]["1"]["pays"] == pytest.approx(1 / 3)
+    assert got["per_budget"]["2"]["pays"] == 0.0
+    # The oracle takes the best mean per state, clipped at 0: (5 + 0 + 0) / 3.
+    assert got["oracle_mean_gain"] == pytest.approx(5.0 / 3)
+
+
+def _command(tmp_path):
+    from planner.store import planner_path
+    from support import write_checkpoints
+
+    planner = planner_path(write_checkpoints(tmp_path / "ck", (GAME,)), GAME)
+    argv = ["counterfactual", "--game", GAME, "--continuation", "2", "--planner", str(planner)]
+    argv += ["--states", "2", "--chunk", "1", "--worlds", "2", "--horizon", "4"]
+    return argv + ["--max-frame", "3", "--out", str(tmp_path / "results")]
+
+
+def test_the_command_refuses_bad_input_before_it_plays(tmp_path, capsys):
+    from rtplan.cli import main
+
+    argv = _command(tmp_path)
+    assert main([*argv[:2], "speed-hex-v0", *argv[3:]]) != 0
+    assert "clock game" in capsys.readouterr().err
+    assert main([*argv, "--worlds", "1"]) != 0
+    assert "--worlds must be >= 2" in capsys.readouterr().err
+    assert main([*argv, "--continuation", "7"]) != 0
+    assert "continuation k=7 is not one of" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow  # ~40 s: compiles its own runner
+def test_the_command_writes_chunks_and_resumes(tmp_path, capsys):
+    import json
+
+    from rtplan.cli import main
+
+    argv = _command(tmp_path)
+    assert main(argv) == 0
+    folder = tmp_path / "results" / GAME / "counterfactual" / "k2-h4-w2-s0"
+    chunks = sorted(folder.glob("chunk-*.json"))
+    assert [c.name for c in chunks] == ["chunk-0000000.json", "chunk-0000001.json"]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["worlds"] == 2 and summary["continuation"] == 2 and summary["horizon"] == 4
+    assert 0.0 <= summary["share_of_states_where_a_budget_pays"] <= 1.0
+    # A rerun keeps the chunks written (resumable): it plays nothing.
+    before = chunks[1].stat().st_mtime_ns
+    capsys.readouterr()
+    chunks[0].write_text(json.dumps({**json.loads(chunks[1].read_text()), "seconds": 1000.0}))
+    assert main(argv) == 0
+    assert chunks[1].stat().st_mtime_ns == before
+    assert json.loads((folder / "summary.json").read_text())["seconds"] >= 1000.0
