@@ -34,6 +34,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="play this option (one of the planner's budgets k) on every move, whatever the "
         "time settings (default: the time manager picks per move)",
     )
+    gtp.add_argument(
+        "--time-manager",
+        choices=("proportional", "gate"),
+        default=None,
+        help="who spends the GTP clock: 'proportional' (the remaining time over the moves left) "
+        "or 'gate' (the learned clock gate, capped by the proportional allowance). Default: "
+        "'gate' with --clock-gate, else 'proportional' (the default until a match measures "
+        "the gate better; docs/gtp.md)",
+    )
+    gtp.add_argument(
+        "--clock-gate",
+        default=None,
+        help=f"the clock gate of --time-manager gate (default: the {GO} gate.msgpack beside "
+        "the planner)",
+    )
     gtp.set_defaults(handler=_gtp)
 
 
@@ -45,6 +60,18 @@ def _gtp(args: argparse.Namespace) -> int:
     planner = Path(args.planner or checkpoint_root() / GO / "planner.msgpack")
     if not planner.exists():
         raise CheckpointError(f"no planner checkpoint at {planner}")
+    manager = args.time_manager or ("gate" if args.clock_gate else "proportional")
+    if args.clock_gate and manager != "gate":
+        raise CommandError("--clock-gate is the gate's: it needs --time-manager gate")
+    if args.budget is not None and manager == "gate":
+        raise CommandError("--budget plays one option on every move: it takes no time manager")
     from rtplan.gtp import run
 
-    return run(planner, seed=args.seed, resign_below=args.resign_below, budget=args.budget)
+    return run(
+        planner,
+        seed=args.seed,
+        resign_below=args.resign_below,
+        budget=args.budget,
+        time_manager=manager,
+        clock_gate=args.clock_gate,
+    )

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from games.go import vertex_name
 from rtplan.gtp._engine import GtpEngine
-from rtplan.gtp._game import GAME_ID
+from rtplan.gtp._game import GAME_ID, TimeChoice
+from rtplan.gtp._gate import TIME_MANAGERS, GateManager, clock_gate_file
 from rtplan.gtp._protocol import COMMANDS, GtpError, parse_colour, parse_vertex, score_text
 from rtplan.gtp._time import (
     LAG_S,
@@ -17,8 +18,12 @@ from rtplan.gtp._time import (
     SAFETY,
     Clock,
     TimeSettings,
+    capped_budget,
     choose_budget,
+    gate_initial_seconds,
+    gate_seconds,
     move_allowance,
+    to_ticks,
 )
 
 __all__ = [
@@ -28,16 +33,24 @@ __all__ = [
     "MAX_PLIES",
     "MIN_MOVES_LEFT",
     "SAFETY",
+    "TIME_MANAGERS",
     "Clock",
+    "GateManager",
     "GtpEngine",
     "GtpError",
+    "TimeChoice",
     "TimeSettings",
+    "capped_budget",
     "choose_budget",
+    "clock_gate_file",
+    "gate_initial_seconds",
+    "gate_seconds",
     "move_allowance",
     "parse_colour",
     "parse_vertex",
     "run",
     "score_text",
+    "to_ticks",
     "vertex_name",
 ]
 
@@ -48,15 +61,25 @@ def run(
     seed: int = 0,
     resign_below: float | None = None,
     budget: int | None = None,
+    time_manager: str = "proportional",
+    clock_gate: str | Path | None = None,
 ) -> int:
     """Runs the engine on stdin/stdout; logs go to stderr (so does anything else printed).
 
     `budget`: play this option on every move (None: the time manager picks per move).
+    `time_manager`: "proportional" or "gate" (the clock gate at `clock_gate`, default the one
+    beside the planner: `clock_gate_file`).
     """
     out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
         engine = GtpEngine(
-            planner_file, seed=seed, resign_below=resign_below, budget=budget, log=sys.stderr
+            planner_file,
+            seed=seed,
+            resign_below=resign_below,
+            budget=budget,
+            time_manager=time_manager,
+            clock_gate=clock_gate,
+            log=sys.stderr,
         )
         engine.warm_up()
         return engine.serve(sys.stdin, out)

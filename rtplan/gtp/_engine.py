@@ -37,9 +37,12 @@ class GtpEngine(GtpGame):
 
     Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
     and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted
-    to ticks at the measured seconds per simulation and written into the state, and the budget
-    is the largest k whose measured search time fits `move_allowance`. A fixed `budget` (for
-    matches at one option) plays option k on every move, whatever the clocks say.
+    to ticks at the measured seconds per simulation and written into the state. The
+    proportional time manager plays the largest k whose measured search time fits
+    `move_allowance`; the clock gate (`time_manager="gate"`) picks an option from its own
+    recurrent state and the clocks in ticks, capped to that same allowance (`GtpGame._choose`).
+    A fixed `budget` (for matches at one option) plays option k on every move, whatever the
+    clocks say.
     """
 
     def handle(self, line: str) -> tuple[str | None, bool]:
@@ -174,10 +177,7 @@ class GtpEngine(GtpGame):
         return self.genmove(parse_colour(colour_text))
 
     def _cmd_undo(self, args):
-        if not self.moves:
-            raise GtpError("cannot undo")
-        self.states.pop()
-        self.moves.pop()
+        self.undo()
         return ""
 
     def _cmd_final_score(self, args):

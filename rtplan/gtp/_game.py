@@ -16,8 +16,19 @@ from games import go
 from games.go import PASS, vertex_name
 from planner.compiled import CompiledOptions
 from rtplan.gtp._board import own_eye
+from rtplan.gtp._gate import TIME_MANAGERS, GateManager, clock_gate_file
 from rtplan.gtp._protocol import GtpError
-from rtplan.gtp._time import MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
+from rtplan.gtp._time import (
+    MAX_PLIES,
+    Clock,
+    TimeSettings,
+    capped_budget,
+    choose_budget,
+    gate_initial_seconds,
+    gate_seconds,
+    move_allowance,
+    to_ticks,
+)
 
 GAME_ID = go.SpeedGo.id
 #: `GtpGame.moves`' entry for a setup (handicap stones placed at once).
@@ -32,6 +43,15 @@ CARRY = 40
 #: After the opponent's pass, a search value below this (the mover's, in [-1, 1]) is a lost
 #: game: the engine passes too rather than play on inside its own area.
 LOST_VALUE = -0.9
+
+
+class TimeChoice(NamedTuple):
+    """What the time manager chose for one move."""
+
+    k: int  # the budget searched (0: the policy-only move)
+    allowance: float  # the proportional allowance in seconds (inf: no time limit)
+    option: int | None = None  # the clock gate's own option (None: the gate was not asked)
+    ticks: tuple[int, int, int] | None = None  # the gate's (own, opponent's, T0) clocks in ticks
 
 
 class _Compiled(NamedTuple):
@@ -91,6 +111,8 @@ class GtpGame:
         seed: int = 0,
         resign_below: float | None = None,
         budget: int | None = None,
+        time_manager: str = "proportional",
+        clock_gate: str | Path | None = None,
         log: TextIO | None = None,
     ) -> None:
         import jax
@@ -102,6 +124,10 @@ class GtpGame:
         self.config, self.params, _ = load_planner(GAME_ID, self.planner_file)
         if budget is not None and budget not in self.config.budgets:
             raise ValueError(f"budget {budget} is not one of the planner's {self.config.budgets}")
+        if time_manager not in TIME_MANAGERS:
+            raise ValueError(f"time manager must be one of {TIME_MANAGERS}, not {time_manager!r}")
+        if budget is not None and time_manager == "gate":
+            raise ValueError("--budget plays one option on every move: no time manager with it")
         #: The option every genmove plays (None: the time manager chooses).
         self.fixed_budget = budget
         self.seed = seed
@@ -110,7 +136,19 @@ class GtpGame:
         self.settings = TimeSettings()
         self.clocks = [Clock(), Clock()]
         self.search_s: dict[int, float] = {}
+        #: Seconds per tick (one simulation) of the clock gate's inputs: `_seconds_per_tick` at
+        #: the end of `warm_up`, then fixed (0 before it).
+        self.tick_s = 0.0
         self._key = jax.random.PRNGKey(seed)
+        #: The clock gate when it manages the time (None: the proportional manager).
+        self.gate: GateManager | None = None
+        if time_manager == "gate":
+            path = clock_gate_file(GAME_ID, planner_file, clock_gate)
+            self.gate = GateManager(
+                path, self._fns.options.planner, self.params, planner_file=self.planner_file
+            )
+        #: The time manager's choice for the last genmove.
+        self.last_choice: TimeChoice | None = None
         self._clear()
 
     @functools.cached_property
@@ -156,11 +194,12 @@ class GtpGame:
         )
 
     def warm_up(self) -> None:
-        """Compiles the step, the reflex move and every budget's option, and measures each
-        option's time (the median of three)."""
+        """Compiles the step, the reflex move, every budget's option and the clock gate's step,
+        measures each option's time (the median of three), then rehearses one move (`_rehearse`)."""
         state = self.states[0]
         self._step(state, 0, 0)
         self._search(state, 0)
+        self._ready(state, 1)  # a colour out of turn: pgx's position set up again
         options = self._fns.options
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
             self.search_s[k] = options.measure(k, state)
@@ -168,6 +207,33 @@ class GtpGame:
             "search times: "
             + ", ".join(f"k={k} {1e3 * s:.1f} ms" for k, s in self.search_s.items())
         )
+        self.tick_s = self._seconds_per_tick()
+        if self.gate is not None:
+            carry = self.gate.zero()
+            self.gate.decide(carry, state)  # compiled here, not on the first move
+            start = time.perf_counter()
+            self.gate.decide(carry, state)
+            self._log(
+                f"clock gate {self.gate.path}: one step {1e3 * (time.perf_counter() - start):.1f}"
+                f" ms; its clocks in ticks of {1e3 * self.tick_s:.3f} ms"
+            )
+        self._rehearse()
+
+    def _rehearse(self) -> None:
+        """Plays one genmove under a time limit, unlogged, and takes it all back
+        (board, clocks, measured times): the small JAX operations around the search (the clock
+        arithmetic, the key folding) compile here. The first real move once took 0.6 s for
+        them, and its time then inflated the running average of the search times."""
+        saved = (self.settings, self.clocks, dict(self.search_s), self._log_to)
+        game = (list(self.states), list(self.moves), list(self.gate_states))
+        self.settings, self._log_to = TimeSettings(main=3600.0), None
+        self.clocks = [self.settings.fresh(), self.settings.fresh()]
+        try:
+            self.genmove(self.to_play)
+        finally:
+            self.settings, self.clocks, self.search_s, self._log_to = saved
+            self.states, self.moves, self.gate_states = game
+            self.last_choice = None
 
     def _step(self, state, action: int, cost: int):
         import jax.numpy as jnp
@@ -200,6 +266,10 @@ class GtpGame:
 
         self.states = [self._fns.init(jax.random.PRNGKey(self.seed))]
         self.moves: list[int] = []
+        # The clock gate's state of each colour (black, white) after each entry of `states`:
+        # zeroed with the board, stepped only by the gate's own moves, popped by `undo`.
+        zero = None if self.gate is None else self.gate.zero()
+        self.gate_states: list[tuple] = [(zero, zero)]
         # Black moves first; pgx draws which player id that is.
         self.black_id = int(self.states[0].current_player)
 
@@ -259,6 +329,19 @@ class GtpGame:
         # A fresh start from the handicap position (its hash kept): no ply of pgx's cap spent.
         self.states.append(self._ready(state, 1, carry=1))
         self.moves.append(SETUP)
+        self.gate_states.append(self.gate_states[-1])
+
+    def undo(self) -> None:
+        """Takes the last move (or setup) back, and the clock gate's state with it.
+
+        Raises:
+            GtpError: nothing to undo.
+        """
+        if not self.moves:
+            raise GtpError("cannot undo")
+        self.states.pop()
+        self.moves.pop()
+        self.gate_states.pop()
 
     @property
     def over(self) -> bool:
@@ -272,8 +355,6 @@ class GtpGame:
 
     def _with_clocks(self, state):
         """`state` with both GTP clocks written into the game's clocks, in ticks."""
-        import jax.numpy as jnp
-
         import games
 
         per_tick = self._seconds_per_tick()
@@ -284,9 +365,35 @@ class GtpGame:
             if remaining is None or per_tick <= 0 or self.fixed_budget is not None:
                 ticks.append(games.UNLIMITED_CLOCK)
             else:
-                ticks.append(min(int(remaining / per_tick), games.UNLIMITED_CLOCK))
+                ticks.append(to_ticks(remaining, per_tick))
+        return self._write_clocks(state, ticks)
+
+    def _write_clocks(self, state, ticks: list[int], initial: int | None = None):
+        """`state` with the game's clocks at `ticks` (by colour: black, white) and, when given,
+        its T0 at `initial` ticks."""
+        import jax.numpy as jnp
+
         by_id = ticks if self.black_id == 0 else ticks[::-1]
-        return state.replace(inner=state.inner.replace(clocks=jnp.asarray(by_id, jnp.int32)))
+        inner = state.inner.replace(clocks=jnp.asarray(by_id, jnp.int32))
+        if initial is not None:
+            inner = inner.replace(initial_time=jnp.asarray(initial, jnp.int32))
+        return state.replace(inner=inner)
+
+    def gate_view(self, state, colour: int) -> tuple[object, tuple[int, int, int]]:
+        """`state` (`colour` to move) as the clock gate sees it, and its (`colour`'s, the
+        opponent's, T0) ticks: each colour's `_time.gate_seconds` and the settings'
+        `gate_initial_seconds`, converted at `tick_s` seconds per tick, rounded down.
+
+        `tick_s` is fixed at start-up, unlike the running averages of the search times that
+        `_with_clocks` and the cap read: T0 in ticks stays constant through a game, as in the
+        gate's training, and a slow move (the engine's own overhead, a busy machine) does not
+        change what the gate sees. The cap, not the conversion, keeps each move in time.
+        """
+        ply = len(self.moves)
+        ticks = [to_ticks(gate_seconds(self.settings, c, ply), self.tick_s) for c in self.clocks]
+        initial = to_ticks(gate_initial_seconds(self.settings), self.tick_s)
+        view = self._write_clocks(state, ticks, initial)
+        return view, (ticks[colour], ticks[1 - colour], initial)
 
     def _seconds_per_tick(self) -> float:
         """Measured seconds per simulation (the slowest budget's ratio; 0 before warm_up)."""
@@ -308,29 +415,64 @@ class GtpGame:
             if bool(nxt.inner.board._x.is_psk):
                 raise GtpError("illegal move (repeats an earlier position: positional superko)")
 
-    def _apply(self, colour: int, action: int, cost: int) -> None:
+    def _apply(self, colour: int, action: int, cost: int, gate_state=None) -> None:
+        """Plays `action` for `colour`; `gate_state`: the gate's state of `colour` after it
+        chose this move (None: the gate did not move, its states stay as they were)."""
         state = self._with_clocks(self._ready(self.states[-1], colour))
         self.states.append(self._step(state, action, cost))
         self.moves.append(action)
+        memory = list(self.gate_states[-1])
+        if gate_state is not None:
+            memory[colour] = gate_state
+        self.gate_states.append(tuple(memory))
 
     def budget(self, colour: int | None = None) -> tuple[int, float]:
         """(budget k for `colour` (None: the side to move), its allowance in seconds); k = 0 is
-        the reflex move."""
+        the reflex move. Changes nothing (the gate's state is not stepped)."""
         colour = self.to_play if colour is None else colour
+        choice, _ = self._choose(colour, self._ready(self.states[-1], colour))
+        return choice.k, choice.allowance
+
+    def _choose(self, colour: int, state) -> tuple[TimeChoice, object]:
+        """The time manager's choice for `colour` at `state` (`colour` to move), and the gate's
+        next state of `colour` (None when the gate was not asked).
+
+        A fixed budget plays itself; with no time limit (or nothing measured yet) the largest
+        budget plays. Otherwise the proportional manager plays the largest budget whose search
+        fits `move_allowance`; the clock gate chooses from the clocks in ticks (`gate_view`)
+        and its own state, and that choice is capped to the same allowance (`capped_budget`):
+        it never spends more on a move than the proportional manager would. The gate's state
+        remembers the option played (as in training, where the chosen option is the one
+        played).
+        """
         allowance = move_allowance(self.settings, self.clocks[colour], len(self.moves))
+        budgets = self.config.budgets
         if self.fixed_budget is not None:
-            return self.fixed_budget, allowance
+            return TimeChoice(self.fixed_budget, allowance), None
         if math.isinf(allowance) or not self.search_s:
-            return max(self.config.budgets), allowance
-        return choose_budget(self.config.budgets, self.search_s.__getitem__, allowance), allowance
+            return TimeChoice(max(budgets), allowance), None
+        if self.gate is None or self.tick_s <= 0:
+            return TimeChoice(
+                choose_budget(budgets, self.search_s.__getitem__, allowance), allowance
+            ), None
+        view, ticks = self.gate_view(state, colour)
+        decision = self.gate.decide(self.gate_states[-1][colour], view)
+        option = int(decision.option)
+        wanted = int(self.gate.options.budget(option))
+        k = capped_budget(wanted, budgets, self.search_s.__getitem__, allowance)
+        played = decision.carry.replace(last=np.int32(self.gate.options.index(k)))
+        return TimeChoice(k, allowance, option, ticks), played
 
     def genmove(self, colour: int) -> str:
         """Plans and plays a move for `colour`; returns its vertex, "pass" or "resign"."""
         if self.over:
             return "pass"
         start = time.perf_counter()
-        k, allowance = self.budget(colour)
-        state = self._with_clocks(self._ready(self.states[-1], colour))
+        state = self._ready(self.states[-1], colour)
+        choice, gate_state = self._choose(colour, state)
+        self.last_choice = choice
+        k, allowance = choice.k, choice.allowance
+        state = self._with_clocks(state)
         action, value = self._search(state, k)
         took = time.perf_counter() - start
         if k:
@@ -345,11 +487,12 @@ class GtpGame:
             self._check(colour, action)
         except GtpError:
             action = PASS  # the search picked a superko repetition: pass instead
-        self._apply(colour, action, self.config.sims(k) if k else 0)
+        self._apply(colour, action, self.config.sims(k) if k else 0, gate_state)
+        gate = "" if choice.option is None else f", gate option {choice.option} at {choice.ticks}"
         self._log(
             f"genmove {'BW'[colour]}: {vertex_name(action)} k={k} "
             f"({self.config.sims(k) if k else 0} simulations) in {1e3 * took:.0f} ms, "
-            f"allowance {allowance:.3g} s, value {value:+.2f}"
+            f"allowance {allowance:.3g} s, value {value:+.2f}{gate}"
         )
         return vertex_name(action)
 

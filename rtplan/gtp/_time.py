@@ -1,4 +1,5 @@
-"""The GTP clocks (Canadian byo-yomi) and the proportional time manager that spends them."""
+"""The GTP clocks (Canadian byo-yomi), the proportional time manager that spends them, and the
+clock gate's view of them in ticks."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable
 
+from games.clock import UNLIMITED_CLOCK
 from games.go import MAX_PLIES
 
 # The proportional rule is the clock baselines' (one definition): SAFETY of the share per move,
@@ -19,8 +21,12 @@ __all__ = [
     "SAFETY",
     "Clock",
     "TimeSettings",
+    "capped_budget",
     "choose_budget",
+    "gate_initial_seconds",
+    "gate_seconds",
     "move_allowance",
+    "to_ticks",
 ]
 
 #: The proportional time manager spends its allowance less this lag per move (the GTP round trip
@@ -107,3 +113,50 @@ def choose_budget(
     """
     fits = [k for k in budgets if search_s(k) <= allowance_s]
     return max(fits) if fits else 0
+
+
+def capped_budget(
+    wanted: int, budgets: Iterable[int], search_s: Callable[[int], float], allowance_s: float
+) -> int:
+    """The learned manager's budget: the largest budget k <= `wanted` whose search time fits
+    the move's allowance (`choose_budget` over those budgets), 0 if none does.
+
+    The proportional allowance is a hard ceiling: the gate may spend less than the
+    proportional manager would on a move, never more (`wanted` 0 stays 0).
+    """
+    return choose_budget([k for k in budgets if k <= wanted], search_s, allowance_s)
+
+
+def gate_seconds(settings: TimeSettings, clock: Clock, ply: int) -> float:
+    """`clock` as the clock gate sees it (trained on sudden-death clocks): the seconds the side
+    can spend on the own moves expected from ply `ply` on (`own_moves_left`, this one included).
+
+    Sudden death: the remaining time. With byo-yomi, each expected move the current time does
+    not cover adds a period's share per stone (`byo_time / byo_stones`): in main time, the main
+    time left plus that share for every expected move; in byo-yomi, the period's remaining time
+    for its `stones` moves plus the share for the expected moves beyond them. inf with no limit.
+    """
+    if clock.remaining is None:
+        return math.inf
+    if settings.byo_stones <= 0:
+        return clock.remaining
+    share = settings.byo_time / settings.byo_stones
+    moves_left = int(own_moves_left(ply, max_plies=MAX_PLIES))
+    covered = clock.stones if clock.stones > 0 else 0
+    return clock.remaining + share * max(moves_left - covered, 0)
+
+
+def gate_initial_seconds(settings: TimeSettings) -> float:
+    """T0 of the clock gate in seconds: `gate_seconds` of a fresh clock at ply 0 (the main time
+    for sudden death; inf with no limit)."""
+    return gate_seconds(settings, settings.fresh(), 0)
+
+
+def to_ticks(seconds: float, per_tick: float) -> int:
+    """Whole ticks (simulations) in `seconds` at `per_tick` seconds per simulation, rounded
+    down; `UNLIMITED_CLOCK` for inf and at most that."""
+    if per_tick <= 0:
+        raise ValueError(f"seconds per tick must be > 0, got {per_tick}")
+    if not math.isfinite(seconds):
+        return UNLIMITED_CLOCK
+    return min(max(int(seconds / per_tick), 0), UNLIMITED_CLOCK)
