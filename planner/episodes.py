@@ -11,6 +11,8 @@ comparisons, resumable evaluations). The ranges are disjoint:
   evaluations, which pick `best.msgpack`, and the best fixed k of the gate report).
 - eval: `EVAL_SEED_BASE + i`: reported numbers only (`rtplan eval`, `rtplan cross-eval`),
   never looked at while training or tuning.
+- holdout: `HOLDOUT_SEED_BASE + i`: the pre-registered evaluation (docs/preregistration.md),
+  fixed before any gate was compared on it; a range no earlier number used.
 
 Clock games (`planner.matches.play_match`) draw each opening from its seed the same way and
 play it twice, once with each colour.
@@ -39,6 +41,7 @@ from planner.options import Future, Planner
 
 __all__ = [
     "EVAL_SEED_BASE",
+    "HOLDOUT_SEED_BASE",
     "SEED_RANGES",
     "SPLITS",
     "TUNING_SEED_BASE",
@@ -58,20 +61,23 @@ __all__ = [
 
 TUNING_SEED_BASE = 1_000_000
 EVAL_SEED_BASE = 2_000_000
+HOLDOUT_SEED_BASE = 2_500_000
 #: Split name -> its seeds (disjoint; `seeds_of` hands out the first n of one).
 SEED_RANGES = {
     "train": range(0, TUNING_SEED_BASE),
     "tuning": range(TUNING_SEED_BASE, EVAL_SEED_BASE),
-    "eval": range(EVAL_SEED_BASE, 2 * EVAL_SEED_BASE - TUNING_SEED_BASE),
+    "eval": range(EVAL_SEED_BASE, HOLDOUT_SEED_BASE),
+    "holdout": range(HOLDOUT_SEED_BASE, 3_000_000),
 }
 #: The evaluation splits -> their first seed.
-SPLITS = {"tuning": TUNING_SEED_BASE, "eval": EVAL_SEED_BASE}
+SPLITS = {"tuning": TUNING_SEED_BASE, "eval": EVAL_SEED_BASE, "holdout": HOLDOUT_SEED_BASE}
 #: `choose(states, alive, t) -> ks`: the budgets of `[B]` decision states (host ints).
 Chooser = Callable[[games.State, np.ndarray, int], np.ndarray]
 
 
 def seeds_of(split: str, episodes: int) -> np.ndarray:
-    """The first `episodes` seeds `[episodes]` of an evaluation split ("tuning" or "eval")."""
+    """The first `episodes` seeds `[episodes]` of an evaluation split ("tuning", "eval" or
+    "holdout")."""
     if split not in SPLITS:
         raise ValueError(f"split {split!r} is not one of {sorted(SPLITS)}")
     if not 0 <= episodes <= len(SEED_RANGES[split]):

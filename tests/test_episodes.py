@@ -29,7 +29,7 @@ from support import tiny_config
 
 def test_seed_ranges_are_disjoint_and_fixed():
     names = list(SEED_RANGES)
-    assert names == ["train", "tuning", "eval"]
+    assert names == ["train", "tuning", "eval", "holdout"]
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             ra, rb = SEED_RANGES[a], SEED_RANGES[b]
@@ -40,6 +40,9 @@ def test_seed_ranges_are_disjoint_and_fixed():
     assert {split_of(int(s)) for s in tuning} == {"tuning"}
     assert {split_of(int(s)) for s in evaluation} == {"eval"}
     assert split_of(0) == "train" and split_of(999_999) == "train"
+    # The pre-registered evaluation's seeds: none of them is a seed any earlier number used.
+    holdout = seeds_of("holdout", 400)
+    assert holdout[0] == 2_500_000 and {split_of(int(s)) for s in holdout} == {"holdout"}
     with pytest.raises(ValueError, match="split 'train' is not one of"):
         seeds_of("train", 3)
     with pytest.raises(ValueError, match="do not fit"):

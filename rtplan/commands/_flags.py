@@ -10,10 +10,11 @@ def add_split(parser: argparse.ArgumentParser, default: str) -> None:
     """Adds `--split`: the seed range of the episodes played (planner/episodes.py `SPLITS`)."""
     parser.add_argument(
         "--split",
-        choices=["eval", "tuning"],
+        choices=["eval", "tuning", "holdout"],
         default=default,
-        help="seed range: eval (reported numbers only) or tuning (model selection: calibration, "
-        f"the best fixed k); default {default}",
+        help="seed range: eval (reported numbers only), tuning (model selection: calibration, "
+        "the best fixed k) or holdout (the pre-registered evaluation, docs/preregistration.md); "
+        f"default {default}",
     )
 
 
