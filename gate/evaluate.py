@@ -56,15 +56,18 @@ ABLATIONS = {
     "gate-no-time": "time",
     "gate-no-features": "features",
     "gate-no-value": "value",
+    "gate-no-stats": "stats",  # only for a gate that sees them (`GateConfig.stats`)
 }
 
 
-def condition_names(budgets: Sequence[int], *, gate: bool, ablations: bool = False) -> list[str]:
+def condition_names(
+    budgets: Sequence[int], *, gate: bool, ablations: bool = False, stats: bool = False
+) -> list[str]:
     """Every condition of an evaluation: the gate (and its ablations), always-k, random k,
     policy-only."""
     names = ["gate"] if gate else []
     if gate and ablations:
-        names += list(ABLATIONS)
+        names += [a for a in ABLATIONS if a != "gate-no-stats" or stats]
     return [*names, *(f"k{k}" for k in budgets), "random", POLICY_ONLY]
 
 

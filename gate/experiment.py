@@ -16,6 +16,7 @@ import numpy as np
 from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
 from gate.policy import file_sha256, gate_path, load_gate
 from gate.triggers import FEATURES, trigger_features
+from harness import checkpoint as ckpt
 from harness.checkpoint import checkpoint_root
 from planner.episodes import (
     Episodes,
@@ -105,12 +106,14 @@ def run_conditions(
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
     gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
     have_gate = Path(gate_file).exists()
+    # A gate that sees the planner's stats has one more input to ablate.
+    stats = have_gate and bool(ckpt.load_metadata(gate_file).get("gate_config", {}).get("stats"))
     names = (
         list(conditions)
         if conditions
-        else condition_names(pcfg.budgets, gate=have_gate, ablations=ablations)
+        else condition_names(pcfg.budgets, gate=have_gate, ablations=ablations, stats=stats)
     )
-    valid = set(condition_names(pcfg.budgets, gate=True, ablations=True))
+    valid = set(condition_names(pcfg.budgets, gate=True, ablations=True, stats=stats))
     bad = [n for n in names if n not in valid]
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")

@@ -29,8 +29,9 @@ class GateNet(nn.Module):
 
     Inputs (batch B): `obs` `[B, H, W, C]` the planner's input planes, `time` `[B, 2]` =
     [t/T, 1 - t/T], `features` `[B, F]` the frozen planner's pooled trunk features at s_t and
-    `value` `[B]` its value there (return units). The planner inputs pass `stop_gradient`, so
-    no gradient of any gate loss reaches the planner.
+    `value` `[B]` its value there (return units), and with `config.stats` `stats` `[B, 2]` its
+    policy's uncertainty there (`gate.policy.planner_stats`). The planner inputs pass
+    `stop_gradient`, so no gradient of any gate loss reaches the planner.
 
     Returns:
         (`[B, K]` logits over the budgets, `[B]` value baseline in units of `value_scale`).
@@ -43,9 +44,16 @@ class GateNet(nn.Module):
 
     @nn.compact
     def __call__(
-        self, obs: jax.Array, time: jax.Array, features: jax.Array, value: jax.Array
+        self,
+        obs: jax.Array,
+        time: jax.Array,
+        features: jax.Array,
+        value: jax.Array,
+        stats: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
+        if cfg.stats and stats is None:
+            raise ValueError("this gate sees the planner's stats: pass `stats` [B, 2]")
         features = jax.lax.stop_gradient(features)
         value = jax.lax.stop_gradient(value)
         # h-space squashes Pac-Man/Tetris values in the thousands to the scale of Snake's.
@@ -61,7 +69,10 @@ class GateNet(nn.Module):
             board = (x + t[:, None, None, :]).mean(axis=(1, 2))
         else:
             board = nn.relu(nn.Dense(cfg.channels)(obs.reshape(obs.shape[0], -1))) + t
-        fused = jnp.concatenate([board, features, value_in], axis=-1)
+        fused = [board, features, value_in]
+        if cfg.stats:
+            fused.append(jax.lax.stop_gradient(stats))
+        fused = jnp.concatenate(fused, axis=-1)
         logits = nn.Dense(self.num_budgets)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))
         baseline = nn.Dense(1)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))[:, 0]
         return logits, baseline

@@ -64,6 +64,24 @@ class GateInputs:
     time: jax.Array  # [L, 2] [t/T, 1 - t/T]
     features: jax.Array  # [L, F] frozen planner trunk features
     value: jax.Array  # [L] frozen planner value (return units)
+    #: [L, 2] the frozen planner's uncertainty (`planner_stats`); None where not computed.
+    stats: jax.Array | None = None
+
+
+def planner_stats(logits: jax.Array, legal: jax.Array) -> jax.Array:
+    """`[B, 2]` how unsure the frozen planner's raw policy is at `[B]` states, over their legal
+    actions `legal` `[B, A]`: its entropy over log(number of legal actions) (0: one action is
+    certain, 1: uniform; 0 with a single legal action), and the gap between its two largest
+    legal logits, squashed as gap / (1 + gap) (0: a tie, toward 1: a clear favourite)."""
+    masked = jnp.where(legal, logits, -jnp.inf)
+    log_p = jax.nn.log_softmax(masked, axis=-1)
+    p = jnp.exp(log_p)
+    entropy = -jnp.where(legal, p * log_p, 0.0).sum(-1)
+    n = legal.sum(-1)
+    norm = jnp.where(n > 1, entropy / jnp.log(jnp.maximum(n, 2)), 0.0)
+    top2 = jax.lax.top_k(masked, 2)[0]
+    gap = jnp.where(n > 1, top2[:, 0] - top2[:, 1], 0.0)
+    return jnp.stack([norm, gap / (1.0 + gap)], axis=-1)
 
 
 @struct.dataclass
@@ -107,7 +125,11 @@ class Gate:
             out = self.planner.evaluate(planner_params, states)
         obs, time = jax.vmap(self.planner.inputs)(states)
         return GateInputs(
-            obs=obs.astype(jnp.bfloat16), time=time, features=out.features, value=out.value
+            obs=obs.astype(jnp.bfloat16),
+            time=time,
+            features=out.features,
+            value=out.value,
+            stats=planner_stats(out.logits, states.legal_action_mask),
         )
 
     @property
@@ -137,7 +159,9 @@ class Gate:
 
     def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
         """(`[B, K]` logits, `[B]` baseline in units of `value_scale`)."""
-        return self.net.apply(params, x.obs.astype(jnp.float32), x.time, x.features, x.value)
+        return self.net.apply(
+            params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats
+        )
 
     def decide(
         self, params, planner_params, states: games.State, key: jax.Array | None = None
@@ -166,7 +190,7 @@ class Gate:
         states = jax.eval_shape(lambda k: jax.vmap(self.planner.game.init)(k[None]), key)
         x = jax.eval_shape(self.inputs, planner_params, states)
         x = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), x)
-        return jax.jit(self.net.init)(key, x.obs, x.time, x.features, x.value)
+        return jax.jit(self.net.init)(key, x.obs, x.time, x.features, x.value, x.stats)
 
     def metadata(self) -> dict:
         """What `load_gate` checks: the network shape and the planner it gates."""

@@ -124,7 +124,9 @@ def ppo_terms(
 def ppo_loss(params, net: GateNet, batch: Batch, **coefs: float):
     """`ppo_terms` of the gate `net` with `params` on `batch` (coefs: clip, vf_coef, ent_coef)."""
     x = batch.inputs
-    logits, baseline = net.apply(params, x.obs.astype(jnp.float32), x.time, x.features, x.value)
+    logits, baseline = net.apply(
+        params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats
+    )
     return ppo_terms(logits, baseline, batch, **coefs)
 
 

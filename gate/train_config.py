@@ -36,6 +36,10 @@ class GateConfig:
     #: starting there will get, so it plans against the gate's own future (docs/gate.md,
     #: "Switching k is costly"). Everything that plays the gate plays its options this way.
     tree: str = "always-k"
+    #: Also see the frozen planner's uncertainty at the state, as engines' time managers do:
+    #: its policy entropy over the legal actions (over log of their number) and the gap
+    #: between its top two legal logits (`gate.policy.planner_stats`).
+    stats: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in GATE_KINDS:
@@ -88,6 +92,10 @@ class GateTrainConfig:
     gate_channels: int = knob(64, "Gate board branch width.")
     gate_blocks: int = knob(3, "Residual blocks of the 'paper' gate.")
     gate_hidden: int = knob(256, "Hidden units of each gate head.")
+    gate_stats: bool = knob(
+        False,
+        "Also feed the gate the planner's policy entropy and top-two logit gap at the state.",
+    )
     gate_tree: str = knob(
         "always-k",
         "The options' model of later budgets: 'always-k' (the paper's tree) or 'gate' (the tree "
@@ -156,4 +164,5 @@ class GateTrainConfig:
             blocks=self.gate_blocks,
             head_hidden=self.gate_hidden,
             tree=self.gate_tree,
+            stats=self.gate_stats,
         )

@@ -35,6 +35,8 @@ def setup():
 def test_condition_names():
     assert condition_names((1, 2), gate=True) == ["gate", "k1", "k2", "random", "policy-only"]
     assert "gate-no-value" in condition_names((1, 2), gate=True, ablations=True)
+    assert "gate-no-stats" not in condition_names((1, 2), gate=True, ablations=True)
+    assert "gate-no-stats" in condition_names((1, 2), gate=True, ablations=True, stats=True)
     assert "gate" not in condition_names((1, 2), gate=False)
 
 

@@ -153,9 +153,12 @@ def test_a_gate_tree_run_trains_and_exports_its_tree(tmp_path, planner_file):
     assert gate.runner(4).future is gate
 
 
-def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
+@pytest.mark.parametrize("stats", [False, True])
+def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
+    """Nor through the planner's stats (`--gate-stats`), which the gate does use."""
     cfg = GateTrainConfig(game_id=GAME, planner=planner_file, num_envs=2, meta_steps=1,
-                          minibatches=1, gate_channels=8, gate_hidden=16)  # fmt: skip
+                          minibatches=1, gate_channels=8, gate_hidden=16,
+                          gate_stats=stats)  # fmt: skip
     algo = GatePPO(cfg)
     state = algo.init()
     states = state.actors.states
@@ -174,6 +177,31 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file):
     g_gate, g_planner = jax.grad(loss, argnums=(0, 1))(state.params, algo.planner_params)
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_gate)) > 0
     assert all(float(jnp.abs(g).max()) == 0 for g in jax.tree.leaves(g_planner))
+    # The stats change the gate's output only when it sees them.
+    x = algo.gate.inputs(algo.planner_params, states)
+    moved = x.replace(stats=x.stats + 0.5)
+    a, b = algo.gate.apply(state.params, x)[0], algo.gate.apply(state.params, moved)[0]
+    assert bool(jnp.any(a != b)) == stats
+
+
+def test_planner_stats_measure_the_policys_uncertainty_over_legal_actions():
+    import numpy as np
+
+    from gate.policy import planner_stats
+
+    logits = jnp.array(
+        [
+            [0.0, 0.0, 0.0, 9.0],  # uniform over the 3 legal actions (the 9 is illegal)
+            [5.0, 1.0, 1.0, 1.0],  # a clear favourite
+            [2.0, 7.0, 0.0, 0.0],  # one legal action
+        ]
+    )
+    legal = jnp.array([[1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 1, 0]], bool)
+    got = np.asarray(planner_stats(logits, legal))
+    np.testing.assert_allclose(got[0], [1.0, 0.0], atol=1e-6)
+    p = np.exp([5.0, 1, 1, 1]) / np.exp([5.0, 1, 1, 1]).sum()
+    np.testing.assert_allclose(got[1], [-(p * np.log(p)).sum() / np.log(4), 4 / 5], rtol=1e-5)
+    np.testing.assert_array_equal(got[2], [0.0, 0.0])
 
 
 def test_init_k_starts_the_policy_at_that_budget(planner_file):
