@@ -174,3 +174,36 @@ def test_the_command_writes_chunks_and_resumes(tmp_path, capsys):
     assert main(argv) == 0
     assert chunks[1].stat().st_mtime_ns == before
     assert json.loads((folder / "summary.json").read_text())["seconds"] >= 1000.0
+
+
+def test_labels_keep_the_continuation_unless_a_budget_pays():
+    from gate.supervised import label
+
+    values = np.zeros((3, 4, 3))
+    values[0, :, 2] = [3.0, 3.1, 2.9, 3.0]  # budget index 2 pays clearly
+    values[1, :, 0] = [4.0, -4.0, 3.0, -3.0]  # index 0 noisy: keep the continuation (1)
+    values[2, :, 0] = [1.0, 1.1, 0.9, 1.0]  # both 0 and 2 pay: the larger mean wins
+    values[2, :, 2] = [2.0, 2.1, 1.9, 2.0]
+    assert label(values, 1).tolist() == [2, 1, 2]
+    assert label(values, 1, z=100.0).tolist() == [1, 1, 1]
+
+
+def test_the_gate_fits_labels_that_differ_between_states(setup):
+    """Supervised targets: the budget that pays differs from state to state; the fitted
+    gate's argmax reproduces them, its inputs replayed from (seed, frame) as sampled."""
+    from gate.policy import Gate
+    from gate.supervised import fit, state_inputs
+    from gate.train_config import GateConfig
+
+    planner, params, runner = setup
+    gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
+    seeds = np.arange(8)
+    frames = np.array([0, 1, 2, 3, 0, 1, 2, 3])
+    x = state_inputs(gate, runner, params, seeds, frames, 2)
+    assert x.obs.shape[0] == 8
+    targets = np.array([0, 3, 1, 2, 0, 3, 1, 2], np.int32)
+    key = jax.random.PRNGKey(0)
+    fitted, history = fit(gate, gate.init_params(key), x, targets, epochs=150, lr=1e-2, key=key)
+    assert history[-1] < history[0]
+    logits, _ = gate.apply(fitted, x)
+    assert np.asarray(logits.argmax(-1)).tolist() == targets.tolist()

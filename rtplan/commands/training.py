@@ -9,6 +9,7 @@ from gate.clock_train_config import ClockGateTrainConfig
 from gate.train_config import GateTrainConfig
 from harness.config import add_flags, flag_fields
 from planner.train_config import TrainConfig
+from rtplan.commands._errors import CommandError
 from rtplan.commands._flags import add_out, out_dir
 from rtplan.jax_setup import check_map_count, set_device_count
 
@@ -44,6 +45,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     shared = {f.name for f in flag_fields(ClockGateTrainConfig)} & committed
     add_flags(gate, ClockGateTrainConfig, exclude=shared | {"game_id"})
     gate.set_defaults(handler=_train_gate)
+
+    fit = sub.add_parser(
+        "fit-gate",
+        help="committed games: fit a gate to counterfactual labels (rtplan counterfactual)",
+        description="Labels each state of an `rtplan counterfactual` folder with the budget "
+        "that beats the continuation budget by more than --z paired SE (else the continuation "
+        "budget), replays the states, fits the gate network by cross-entropy and writes a gate "
+        "checkpoint (`rtplan eval --gate` plays it).",
+    )
+    fit.add_argument("--game", required=True, help="a committed game id")
+    fit.add_argument("--labels", required=True, help="an rtplan counterfactual output folder")
+    fit.add_argument("--out", required=True, help="the gate checkpoint to write")
+    fit.add_argument("--planner", default=None, help="planner checkpoint (default: shipped)")
+    fit.add_argument("--z", type=float, default=2.0, help="SEs a budget must beat K by")
+    fit.add_argument("--epochs", type=int, default=200, help="passes over the labels")
+    fit.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    fit.add_argument("--seed", type=int, default=0, help="seed of the gate's init and order")
+    fit.add_argument("--gate-stats", action="store_true", help="the gate sees planner stats")
+    fit.add_argument("--gate-channels", type=int, default=64, help="board branch width")
+    fit.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
+    fit.set_defaults(handler=_fit_gate)
 
     ship = sub.add_parser(
         "ship-planner", help="copy a run's planner params, provenance and curve to checkpoints/"
@@ -140,6 +162,37 @@ def _train(
         print(f"trained {args.game}: {summary}; files in {out}")
     else:
         print(f"{args.game}: already at iteration {run.iteration}; nothing to do ({out})")
+    return 0
+
+
+def _fit_gate(args: argparse.Namespace) -> int:
+    import games
+
+    if games.game_class(args.game).num_players != 1:
+        raise CommandError(f"{args.game} is a clock game: fit-gate is for committed games")
+    if args.epochs < 1:
+        raise CommandError("--epochs must be >= 1")
+    from gate.supervised import fit_gate
+    from gate.train_config import GateConfig
+    from harness.checkpoint import checkpoint_root
+    from planner.store import planner_path
+
+    planner = args.planner or str(planner_path(checkpoint_root(), args.game))
+    config = GateConfig(
+        channels=args.gate_channels, head_hidden=args.gate_hidden, stats=args.gate_stats
+    )
+    fit_gate(
+        args.game,
+        args.labels,
+        args.out,
+        config=config,
+        planner_file=planner,
+        z=args.z,
+        epochs=args.epochs,
+        lr=args.lr,
+        seed=args.seed,
+        command=" ".join(args.argv),
+    )
     return 0
 
 

@@ -1,0 +1,186 @@
+"""The committed gate fitted to counterfactual labels (issue 27, part 1a): supervised, no PPO.
+
+`rtplan counterfactual` measures, per decision state, every budget's return against the fixed
+continuation budget K (`gate.counterfactual`). A state's label is the budget with the best mean
+where it beats K by more than `z` paired SEs over the worlds, else K itself (a tie keeps the
+default budget: the gate only moves off K where the evidence says it pays). The gate network is
+then fitted by cross-entropy to those labels, its inputs recomputed from the states (each state
+is replayed from its seed to its frame along always-K play, exactly as it was sampled).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from gate.counterfactual import capped
+from gate.policy import Gate, GateInputs, file_sha256
+from gate.train_config import GateConfig
+from harness import checkpoint as ckpt
+from planner.batching import OptionRunner
+from planner.episodes import play_from, start
+
+__all__ = ["fit", "label", "load_labels", "state_inputs", "fit_gate"]
+
+
+def label(values: np.ndarray, continuation: int, *, z: float = 2.0) -> np.ndarray:
+    """`[S]` budget index per state from `values` `[S, M, K]` (`BranchValues.values`): the
+    index with the largest mean over worlds where its paired difference with `continuation`
+    (an index) exceeds `z` SEs and 0, else `continuation`."""
+    diff = values - values[..., continuation : continuation + 1]
+    mean = diff.mean(1)
+    m = values.shape[1]
+    se = diff.std(1, ddof=1) / np.sqrt(m) if m > 1 else np.full_like(mean, np.inf)
+    pays = (mean > z * se) & (mean > 0)
+    best = np.argmax(np.where(pays, mean, -np.inf), axis=1)
+    return np.where(pays.any(1), best, continuation).astype(np.int32)
+
+
+def load_labels(folder: str | os.PathLike) -> dict:
+    """The chunks `rtplan counterfactual` wrote to `folder`: seeds `[S]`, frames `[S]`,
+    values `[S, M, K]`, budgets, the planner's sha256 (one planner for all chunks)."""
+    files = sorted(glob.glob(str(Path(folder) / "chunk-*.json")))
+    if not files:
+        raise FileNotFoundError(f"no counterfactual chunks in {folder} (run rtplan counterfactual)")
+    parts = [json.loads(Path(f).read_text()) for f in files]
+    shas = {p["planner_sha256"] for p in parts}
+    if len(shas) != 1:
+        raise ValueError(f"{folder} mixes chunks of {len(shas)} planners")
+    k = len(parts[0]["budgets"])
+    values = [np.asarray(p["values"], np.float64) for p in parts if p["seeds"]]
+    return {
+        "seeds": np.concatenate([np.asarray(p["seeds"], np.int64) for p in parts]),
+        "frames": np.concatenate([np.asarray(p["frames"], np.int64) for p in parts]),
+        "values": np.concatenate([v.reshape(len(v), -1, k) for v in values]),
+        "budgets": tuple(parts[0]["budgets"]),
+        "planner_sha256": shas.pop(),
+    }
+
+
+def state_inputs(
+    gate: Gate, runner: OptionRunner, params, seeds: np.ndarray, frames: np.ndarray, k: int
+) -> GateInputs:
+    """The gate's inputs `[S]` at the labelled states: game `seeds[i]` replayed along
+    always-`k` play (cut to end at `frames[i]`, as `gate.counterfactual.decision_states` played
+    it) to its frame."""
+    states, keys = start(runner.planner.game, seeds)
+    until = np.asarray(frames)
+    _, states, _ = play_from(
+        runner, params, states, keys, capped(k, runner.budgets, until), seeds=seeds, until=until
+    )
+    if not (np.asarray(states.frame) == until).all():
+        raise ValueError("a labelled state did not replay to its frame (another planner?)")
+    return gate.inputs(params, states)
+
+
+def fit(
+    gate: Gate,
+    params,
+    inputs: GateInputs,
+    targets: np.ndarray,
+    *,
+    epochs: int = 200,
+    lr: float = 1e-3,
+    batch: int = 64,
+    key: jax.Array,
+) -> tuple[object, list[float]]:
+    """Adam on the cross-entropy of the gate's logits against `targets` `[S]` (budget
+    indices), minibatches of `batch` shuffled per epoch. Returns (params, loss per epoch)."""
+    opt = optax.adam(lr)
+    state = opt.init(params)
+    n = len(targets)
+    targets = jnp.asarray(targets)
+
+    def loss_fn(p, idx):
+        x = jax.tree.map(lambda a: a[idx], inputs)
+        logits, _ = gate.apply(p, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, targets[idx]).mean()
+
+    @jax.jit
+    def step(p, s, idx):
+        loss, grad = jax.value_and_grad(loss_fn)(p, idx)
+        updates, s = opt.update(grad, s, p)
+        return optax.apply_updates(p, updates), s, loss
+
+    history = []
+    size = min(batch, n)
+    for epoch in range(epochs):
+        order = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
+        losses = []
+        for i in range(0, n - size + 1, size):
+            params, state, loss = step(params, state, jnp.asarray(order[i : i + size]))
+            losses.append(float(loss))
+        history.append(float(np.mean(losses)))
+    return params, history
+
+
+def fit_gate(
+    game_id: str,
+    labels_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    config: GateConfig,
+    planner_file: str,
+    z: float = 2.0,
+    epochs: int = 200,
+    lr: float = 1e-3,
+    seed: int = 0,
+    command: str | None = None,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Fits a gate to the labels in `labels_dir` and writes it to `out` (a `gate.msgpack` that
+    `load_gate`, `rtplan eval --gate` and the services take), with the labels' provenance."""
+    from planner.options import Planner
+    from planner.store import load_planner
+
+    data = load_labels(labels_dir)
+    pcfg, pparams, _ = load_planner(game_id, planner_file)
+    if file_sha256(planner_file) != data["planner_sha256"]:
+        raise ValueError(f"the labels in {labels_dir} were measured with another planner")
+    if tuple(pcfg.budgets) != data["budgets"]:
+        raise ValueError(f"the labels' budgets {data['budgets']} are not {pcfg.budgets}")
+    tag = json.loads((Path(labels_dir) / "summary.json").read_text())
+    continuation = int(tag["continuation"])
+    planner = Planner(pcfg)
+    gate = Gate(planner, config)
+    runner = OptionRunner(planner, max_batch=len(data["seeds"]))
+    c = data["budgets"].index(continuation)
+    targets = label(data["values"], c, z=z)
+    inputs = state_inputs(gate, runner, pparams, data["seeds"], data["frames"], continuation)
+    key = jax.random.PRNGKey(seed)
+    params, history = fit(
+        gate, gate.init_params(key), inputs, targets, epochs=epochs, lr=lr, key=key
+    )
+    logits, _ = gate.apply(params, inputs)
+    agree = float((np.asarray(jnp.argmax(logits, -1)) == targets).mean())
+    counts = {str(b): int((targets == i).sum()) for i, b in enumerate(data["budgets"])}
+    log(f"labels per budget {counts}; fit agreement {agree:.3f}, loss {history[-1]:.4f}")
+    meta = {
+        "kind": "gate",
+        **gate.metadata(),
+        "planner_checkpoint": planner_file,
+        "planner_sha256": data["planner_sha256"],
+        "trained_by": "supervised",
+        "labels": str(labels_dir),
+        "labels_per_budget": counts,
+        "z": z,
+        "epochs": epochs,
+        "lr": lr,
+        "seed": seed,
+        "fit_agreement": agree,
+        "final_loss": history[-1],
+        "command": command,
+        "git_commit": ckpt.git_commit(),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ckpt.save(out, {"params": params}, meta)
+    return out
