@@ -207,3 +207,44 @@ def test_the_gate_fits_labels_that_differ_between_states(setup):
     assert history[-1] < history[0]
     logits, _ = gate.apply(fitted, x)
     assert np.asarray(logits.argmax(-1)).tolist() == targets.tolist()
+
+
+@pytest.mark.slow  # ~40 s: replays the states with its own runner
+def test_fit_gate_writes_a_gate_that_loads_with_its_labels_provenance(tmp_path):
+    import json
+
+    from gate.policy import file_sha256, load_gate
+    from harness import checkpoint as ckpt
+    from planner.store import load_planner, planner_path
+    from rtplan.cli import main
+    from support import write_checkpoints
+
+    planner_file = planner_path(write_checkpoints(tmp_path / "ck", (GAME,)), GAME)
+    folder = tmp_path / "labels"
+    folder.mkdir()
+    budgets = list(tiny_config(GAME).budgets)
+    values = np.zeros((4, 2, len(budgets)))
+    values[:2, :, 0] = [[5.0, 5.2], [5.1, 4.9]]  # the first two states: k1 pays
+    part = {
+        "planner_sha256": file_sha256(planner_file),
+        "games": 4,
+        "seeds": [0, 1, 2, 3],
+        "frames": [0, 2, 0, 2],
+        "budgets": budgets,
+        "values": values.tolist(),
+    }
+    (folder / "chunk-0000000.json").write_text(json.dumps(part))
+    (folder / "summary.json").write_text(json.dumps({"continuation": 2}))
+    out = tmp_path / "gate.msgpack"
+    argv = ["fit-gate", "--game", GAME, "--labels", str(folder), "--out", str(out)]
+    argv += ["--planner", str(planner_file), "--epochs", "100", "--lr", "0.01"]
+    assert main([*argv, "--gate-channels", "8", "--gate-hidden", "16", "--gate-stats"]) == 0
+    meta = ckpt.load_metadata(out)
+    assert meta["trained_by"] == "supervised" and meta["labels_per_budget"]["1"] == 2
+    assert meta["labels_per_budget"]["2"] == 2 and meta["fit_agreement"] == 1.0
+    pcfg, _, _ = load_planner(GAME, str(planner_file))
+    gate, _, _ = load_gate(out, Planner(pcfg), planner_file=str(planner_file))
+    assert gate.config.stats
+    # Labels of another planner are refused.
+    other = planner_path(write_checkpoints(tmp_path / "other", (GAME,), seed=1), GAME)
+    assert main([*argv[:-6], "--planner", str(other)]) != 0
