@@ -195,9 +195,9 @@ class EnvClient:
         self._channel = grpc.insecure_channel(address, options=options)
         self._stub = env_pb2_grpc.EnvStub(self._channel)
 
-    def games(self) -> list[env_pb2.GameSpec]:
-        """The games the server runs."""
-        return list(self._stub.ListGames(env_pb2.ListGamesRequest(), timeout=10).games)
+    def games(self, *, timeout: float = 10.0) -> list[env_pb2.GameSpec]:
+        """The games the server runs (a server's first listing builds every game: seconds)."""
+        return list(self._stub.ListGames(env_pb2.ListGamesRequest(), timeout=timeout).games)
 
     def play(
         self,

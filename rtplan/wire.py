@@ -47,6 +47,13 @@ def dtype_code(dtype) -> int:
     return code
 
 
+def numpy_dtype(code: int) -> np.dtype:
+    """The numpy dtype of a protocol `DType` (WireError if it is unknown)."""
+    if code not in _DTYPES:
+        raise WireError(f"unknown dtype {dtype_name(code)}")
+    return _DTYPES[code]
+
+
 def dtype_name(code: int) -> str:
     return tensor_pb2.DType.Name(code) if code in tensor_pb2.DType.values() else f"DType({code})"
 

@@ -32,7 +32,8 @@ def serve(tmp_path_factory) -> Iterator[Callable[..., SimpleNamespace]]:
 
     `serve(game_ids, *, planner=False, middleware=None, **settings)` writes tiny checkpoints of
     `game_ids`, starts the real Planner service on them if `planner`, and serves the env server
-    (gRPC and HTTP on port 0) with `settings` overriding the `Settings` fields. It returns a
+    (gRPC and HTTP on port 0) with `settings` overriding the `Settings` fields (a given
+    `checkpoint_dir` is served as it is, no checkpoints written). It returns a
     namespace: `client` (the `TestClient`), `address` and `port` (the gRPC Env API), `root` (the
     checkpoint folder) and `planner` (the `BackgroundService`, or None).
     """
@@ -47,7 +48,9 @@ def serve(tmp_path_factory) -> Iterator[Callable[..., SimpleNamespace]]:
         def start(
             game_ids: tuple[str, ...] = (), *, planner: bool = False, middleware=None, **settings
         ) -> SimpleNamespace:
-            root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), game_ids)
+            root = settings.pop("checkpoint_dir", None)
+            if root is None:
+                root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), game_ids)
             srv = SimpleNamespace(root=root, planner=None)
             if planner:
                 srv.planner = start_planner(root)
