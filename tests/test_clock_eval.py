@@ -204,3 +204,14 @@ def test_clock_eval_tuning_and_report(tmp_path):
     assert load_midpeak_table(GAME, table_root) == best_shapes
     lines = (out / GAME / "clock-eval" / "midpeak-sweep.csv").read_text().splitlines()
     assert len(lines) == 1 + 2
+
+
+def test_the_command_names_an_unknown_player_or_opponent(tmp_path, capsys):
+    from rtplan.cli import main
+
+    planner_file = str(planner_path(write_checkpoints(tmp_path, (GAME,)), GAME))
+    argv = ["eval", "--game", GAME, "--planner", planner_file, "--out", str(tmp_path / "r")]
+    assert main([*argv, "--conditions", "nobody"]) != 0
+    assert "unknown player 'nobody'" in capsys.readouterr().err
+    assert main([*argv, "--opponents", "k999"]) != 0
+    assert "unknown opponent 'k999'" in capsys.readouterr().err

@@ -323,10 +323,8 @@ def _clock_eval(args: argparse.Namespace) -> int:
             force=args.force,
             command=" ".join(args.argv),
         )
-    except CheckpointError as e:
+    except CheckpointError as e:  # name the flag (a ValueError prints as it is: run_command)
         raise CommandError(f"--gate {args.gate}: {e}") from e
-    except ValueError as e:
-        raise CommandError(str(e)) from e
     return 0
 
 
