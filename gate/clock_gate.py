@@ -25,9 +25,9 @@ import games
 from gate.clock_heuristics import ClockOptions, affordable, clock_inputs
 from gate.clock_network import MASKED_LOGIT, NO_OPTION, ClockGateInputs, ClockGateNet, time_features
 from gate.clock_train_config import ClockGateConfig
-from gate.policy import check_trained_over
+from gate.policy import check_gate_file
 from harness import checkpoint as ckpt
-from planner.configs import config_from_dict, config_to_dict
+from planner.configs import config_to_dict
 from planner.matches import ClockPlayer
 from planner.network import NetOutput
 from planner.options import Planner
@@ -176,20 +176,9 @@ def load_clock_gate(path, planner: Planner, *, planner_file=None):
         harness.checkpoint.CheckpointError: not a clock gate, another game or budgets, another
             planner shape, or (with `planner_file`) another planner's weights.
     """
-    meta = ckpt.load_metadata(path)
-    game_id = planner.config.game_id
-    if meta.get("kind") != CLOCK_GATE_KIND:
-        raise ckpt.CheckpointError(f"{path} holds a {meta.get('kind')!r}, not a clock gate")
-    if meta.get("game") != game_id:
-        raise ckpt.CheckpointError(f"{path} is a gate for {meta.get('game')}, not {game_id}")
-    try:
-        trained_over = config_from_dict(meta["planner_config"])
-    except (KeyError, TypeError, ValueError):
-        trained_over = None
-    if trained_over != planner.config:
-        raise ckpt.CheckpointError(f"{path} was trained over a planner of another shape")
-    if meta.get("planner_sha256") and planner_file is not None:
-        check_trained_over(meta, planner_file, path)
+    meta = check_gate_file(
+        path, planner, kind=CLOCK_GATE_KIND, what="a clock gate", planner_file=planner_file
+    )
     try:
         config = ClockGateConfig(**meta["clock_gate_config"])
     except (KeyError, TypeError) as err:

@@ -203,23 +203,20 @@ class Gate:
         }
 
 
-def load_gate(path: str | os.PathLike, planner: Planner, *, planner_file=None):
-    """(`Gate`, params, metadata) from a gate checkpoint over `planner`.
-
-    Args:
-        path: a `gate.msgpack` (what `train-gate` exports and `ship` copies).
-        planner: the frozen planner the gate will run over.
-        planner_file: that planner's checkpoint file; when the gate recorded its planner's
-            sha256, the two must match (a gate is trained for one planner's exact weights).
+def check_gate_file(
+    path: str | os.PathLike, planner: Planner, *, kind: str, what: str, planner_file=None
+) -> dict:
+    """The metadata of a gate checkpoint (committed or clock) after the checks every gate
+    loader makes: its `kind`, its game and budgets are the planner's, it was trained over a
+    planner of the same shape and (with `planner_file`, when it recorded one) the same weights.
 
     Raises:
-        harness.checkpoint.CheckpointError: a corrupt file, or a gate for another game,
-            other budgets, another planner shape, or another planner's weights.
+        harness.checkpoint.CheckpointError: the first check that fails, naming the file.
     """
     meta = ckpt.load_metadata(path)
     game_id = planner.config.game_id
-    if meta.get("kind") != "gate":
-        raise ckpt.CheckpointError(f"{path} holds a {meta.get('kind')!r}, not a gate")
+    if meta.get("kind") != kind:
+        raise ckpt.CheckpointError(f"{path} holds a {meta.get('kind')!r}, not {what}")
     if meta.get("game") != game_id:
         raise ckpt.CheckpointError(f"{path} is a gate for {meta.get('game')}, not {game_id}")
     if meta.get("budgets") != list(planner.config.budgets):
@@ -236,6 +233,23 @@ def load_gate(path: str | os.PathLike, planner: Planner, *, planner_file=None):
         raise ckpt.CheckpointError(f"{path} was trained over a planner of another shape")
     if meta.get("planner_sha256") and planner_file is not None:
         check_trained_over(meta, planner_file, path)
+    return meta
+
+
+def load_gate(path: str | os.PathLike, planner: Planner, *, planner_file=None):
+    """(`Gate`, params, metadata) from a gate checkpoint over `planner`.
+
+    Args:
+        path: a `gate.msgpack` (what `train-gate` exports and `ship` copies).
+        planner: the frozen planner the gate will run over.
+        planner_file: that planner's checkpoint file; when the gate recorded its planner's
+            sha256, the two must match (a gate is trained for one planner's exact weights).
+
+    Raises:
+        harness.checkpoint.CheckpointError: a corrupt file, or a gate for another game,
+            other budgets, another planner shape, or another planner's weights.
+    """
+    meta = check_gate_file(path, planner, kind="gate", what="a gate", planner_file=planner_file)
     try:
         config = GateConfig(**meta["gate_config"])
     except (KeyError, TypeError, ValueError) as err:
