@@ -164,6 +164,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
     def __init__(self, engine: eng.Engine, *, max_concurrent: int) -> None:
         self.engine = engine
         self.admission = Admission(max_concurrent)
+        #: Plan calls answered with an action (Health reports it: a replica's load).
+        self.plans_answered = 0
 
     @_statuses
     async def Plan(self, request: pb.PlanRequest, context: grpc.aio.ServicerContext) -> None:
@@ -192,6 +194,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                 if not decided.done():  # pragma: no cover (the decision is queued first)
                     await context.write(_decision_msg(decision, rid))
                 await context.write(_action_msg(plan, rid))
+                self.plans_answered += 1
             finally:
                 if not running.done():
                     running.cancel()  # drops the search's result
@@ -210,7 +213,12 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
             ready = ", ".join(self.engine.ready_games) or "none yet"
             status = pb.HealthResponse.NOT_SERVING
             detail = f"compiling: {done}/{total} ({what}); games ready: {ready}"
-        return pb.HealthResponse(status=status, detail=detail, device=str(self.engine.device))
+        return pb.HealthResponse(
+            status=status,
+            detail=detail,
+            device=str(self.engine.device),
+            plans_answered=self.plans_answered,
+        )
 
     @_statuses
     async def ListGames(self, request, context) -> pb.ListPlannerGamesResponse:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 import uvicorn
+from pydantic import ValidationError
 
 from harness.config import add_settings_flags, settings_overrides
 from server.app import create_app
@@ -60,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the server until interrupted; returns the exit code."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    settings = Settings(**settings_overrides(Settings, args))
+    try:
+        settings = Settings(**settings_overrides(Settings, args))
+    except ValidationError as e:
+        print(f"env server: bad settings:\n{e}", file=sys.stderr)
+        return 2
     try:
         return asyncio.run(_serve(settings, args.log_level))
     except KeyboardInterrupt:

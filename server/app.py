@@ -7,36 +7,26 @@ import asyncio
 import contextlib
 import logging
 
-import grpc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rtplan import wire
 from rtplan.v1 import planner_pb2_grpc
 from server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
 from server._config import SessionError
 from server._invalid import explain
 from server._manager import SessionManager
+from server._planner_channel import open_channel
 from server._routes_pages import find_web_dir
 from server._routes_replays import ReplayCache
 from server._runtime import Runtimes
 from server.env_service import SERVER_VERSION, EnvService, start_grpc_server
 from server.settings import Settings
 
-__all__ = ["PLANNER_CHANNEL_OPTIONS", "create_app", "find_web_dir"]
+__all__ = ["create_app", "find_web_dir"]
 
 log = logging.getLogger("rtplan.server")
-
-#: A planner channel retries a lost connection quickly (gRPC's default backoff grows to 2 min).
-PLANNER_CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
 
 
 def _error(status: int, kind: str, detail: str) -> JSONResponse:
@@ -52,9 +42,7 @@ async def _lifespan(app: FastAPI):
     runtimes = Runtimes(settings.checkpoint_dir)
     channel = stub = None
     if settings.planner_address:
-        channel = grpc.aio.insecure_channel(
-            settings.planner_address, options=PLANNER_CHANNEL_OPTIONS
-        )
+        channel = open_channel(settings.planner_address)
         stub = planner_pb2_grpc.PlannerStub(channel)
     manager = SessionManager(settings, runtimes, stub)
     token = settings.agent_token.get_secret_value() if settings.agent_token else None

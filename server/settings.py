@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from harness.checkpoint import checkpoint_root
 from harness.layout import results_root
+from server._planner_channel import planner_target
 
 
 class Settings(BaseSettings):
@@ -24,7 +25,10 @@ class Settings(BaseSettings):
     http_port: int = Field(8000, ge=0, le=65535, description="REST + websocket port, 0: any free")
     grpc_port: int = Field(50052, ge=0, le=65535, description="gRPC Env API port, 0: any free")
     planner_address: str | None = Field(
-        None, description="host:port of the Planner service; unset disables the planner agent"
+        None,
+        description="the Planner service: HOST:PORT, or its replicas as IP:PORT,IP:PORT,... "
+        "or dns:///NAME:PORT (a name that resolves to each, e.g. a Kubernetes headless "
+        "Service), calls balanced round robin; unset disables the planner agent",
     )
     checkpoint_dir: Path = Field(
         default_factory=checkpoint_root,
@@ -96,3 +100,13 @@ class Settings(BaseSettings):
         description="folder of the browser pages served at / (default: the checkout's web/ "
         "beside the packages, else the installed package's copy)",
     )
+
+    @field_validator("planner_address")
+    @classmethod
+    def _check_planner_address(cls, value: str | None) -> str | None:
+        # Blank is unset (an empty variable); anything else must make a gRPC target now, at
+        # start-up, rather than fail the first session that plans.
+        if value is None or not value.strip():
+            return None
+        planner_target(value)
+        return value.strip()

@@ -579,9 +579,16 @@ def test_health_answers_while_searches_run(service):
     assert running.next().HasField("decision")
     _wait_entered(held)
     # Blocked behind the search, Health would wait until the release below: its timeout fires.
-    assert stub.Health(pb.HealthRequest(), timeout=10).status == pb.HealthResponse.SERVING
+    during = stub.Health(pb.HealthRequest(), timeout=10)
+    assert during.status == pb.HealthResponse.SERVING
     held.free.set()
     assert running.next().HasField("action")
+    # Health counts the answered plans (a replica's load); the count follows the action's send.
+    end = time.monotonic() + 10
+    while stub.Health(pb.HealthRequest(), timeout=10).plans_answered == during.plans_answered:
+        assert time.monotonic() < end, "plans_answered did not count the answer"
+        time.sleep(0.01)
+    assert stub.Health(pb.HealthRequest(), timeout=10).plans_answered == during.plans_answered + 1
 
 
 # Fuzz: malformed requests of every kind get a proper status, fast -------------------------------

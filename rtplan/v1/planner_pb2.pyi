@@ -96,7 +96,7 @@ class HealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class HealthResponse(_message.Message):
-    __slots__ = ("status", "detail", "device")
+    __slots__ = ("status", "detail", "device", "plans_answered")
     class ServingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         SERVING_STATUS_UNSPECIFIED: _ClassVar[HealthResponse.ServingStatus]
@@ -108,10 +108,12 @@ class HealthResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PLANS_ANSWERED_FIELD_NUMBER: _ClassVar[int]
     status: HealthResponse.ServingStatus
     detail: str
     device: str
-    def __init__(self, status: _Optional[_Union[HealthResponse.ServingStatus, str]] = ..., detail: _Optional[str] = ..., device: _Optional[str] = ...) -> None: ...
+    plans_answered: int
+    def __init__(self, status: _Optional[_Union[HealthResponse.ServingStatus, str]] = ..., detail: _Optional[str] = ..., device: _Optional[str] = ..., plans_answered: _Optional[int] = ...) -> None: ...
 
 class PlannerGame(_message.Message):
     __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling", "clock_gate")
