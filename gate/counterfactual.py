@@ -184,8 +184,10 @@ def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
     and its SE over worlds. A budget *pays* in a state where d_j > z * SE (and > 0); this needs
     at least two worlds. Reports the share of states where some budget pays (what bounds any
     gate's gain), the mean best gain there, the oracle's mean gain max(0, max_j d_j) over all
-    states (an upper bound: the max of noisy means is biased up), and per budget the share of
-    states where it pays and its mean difference with the states' SE.
+    states (an upper bound: the max of noisy means is biased up), the share of states where
+    some budget would pay by chance alone if no budget differed (K-1 one-sided tests at `z`;
+    with few worlds the SE is itself noisy, so the true rate is higher), and per budget the
+    share of states where it pays and its mean difference with the states' SE.
     """
     values = bv.values
     c = bv.budgets.index(bv.continuation)
@@ -205,6 +207,12 @@ def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
         }
         for j, b in enumerate(bv.budgets)
     }
+    # With no real difference anywhere, each of the K-1 budgets would still "pay" in a share
+    # P(N(0,1) > z) of the states (normal approximation): the share to compare against.
+    from statistics import NormalDist
+
+    alone = 1.0 - NormalDist().cdf(z)
+    by_chance = 1.0 - (1.0 - alone) ** (len(bv.budgets) - 1)
     return {
         "states": int(values.shape[0]),
         "worlds": int(m),
@@ -212,6 +220,7 @@ def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
         "horizon": bv.horizon,
         "z": z,
         "share_of_states_where_a_budget_pays": float(any_pays.mean()),
+        "share_expected_by_chance": by_chance,
         "mean_gain_where_it_pays": float(best_gain[any_pays].mean()) if any_pays.any() else 0.0,
         "oracle_mean_gain": float(np.maximum(mean.max(1), 0.0).mean()),
         "mean_return_of_continuation": float(values[..., c].mean()),

@@ -123,6 +123,7 @@ def test_diagnose_counts_the_states_where_a_budget_pays():
     )
     got = diagnose(bv)
     assert got["share_of_states_where_a_budget_pays"] == pytest.approx(1 / 3)
+    assert got["share_expected_by_chance"] == pytest.approx(1 - (1 - 0.02275) ** 2, abs=1e-4)
     assert got["mean_gain_where_it_pays"] == pytest.approx(5.0)
     assert got["per_budget"]["1"]["pays"] == pytest.approx(1 / 3)
     assert got["per_budget"]["2"]["pays"] == 0.0
