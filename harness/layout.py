@@ -149,6 +149,26 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan report",
         1,
     ),
+    "clock-eval/**.json": ResultKind(
+        "one cell of the clock evaluation: a player against one opponent of the pool at one "
+        "T0, every game's score, plies, options and clocks (under <split>/<player>/)",
+        "rtplan eval --game {game}",
+        2,
+    ),
+    "clock-gate-runs/**.json": ResultKind(
+        "one cell of the first clock gates and the baselines against the pool (tuning "
+        "openings, T0 300 and 2300): every game's score, options and clocks; the command is in "
+        "the file (docs/results.md, clock gate: first runs)",
+        "rtplan eval --game {game} --split tuning --episodes 16 --t0 300 2300",
+        2,
+    ),
+    "counterfactual/**.json": ResultKind(
+        "counterfactual budget values: every budget from copies of the same decision states, "
+        "per state and re-drawn future (chunk-*.json), and where a budget beats the fixed one "
+        "by more than 2 paired SE (summary.json)",
+        "rtplan counterfactual --game {game} --continuation K",
+        2,
+    ),
     "deploy/*.png": ResultKind(
         "the agent played live against the clock at each FPS: return (and its simulated-clock "
         "return on the same seeds), deadline miss rate and p95 slack",
@@ -180,7 +200,10 @@ def describe_result(rel: str) -> ResultKind | None:
     """The kind of the results file at `rel` (relative to the results root), with `{game}` in
     its command filled in from the file's first folder; None for a file of no known kind."""
     path = Path(rel)
-    keys = (path.name, f"{path.parent.name}/*{path.suffix}")
+    keys = [f"{path.parent.name}/*{path.suffix}"]
+    if len(path.parts) >= 4:  # <game>/<topic>/<sub folders>/<file>: the topic's kind
+        keys.append(f"{path.parts[1]}/**{path.suffix}")
+    keys.append(path.name)
     kind = next((RESULT_KINDS[k] for k in keys if k in RESULT_KINDS), None)
     if kind is None:
         return None

@@ -64,3 +64,21 @@ def test_the_checkouts_results_are_indexed_by_game_and_topic():
     titles = {g.title for g in result_index(ROOT / "results")}
     for game in ("snake-rt-v0", "tetris-rt-v0", "speed-hex-v0"):
         assert f"{game} · calibration" in titles and f"{game} · training" in titles
+
+
+def test_every_committed_results_file_has_a_caption_and_a_command():
+    """The results page captions each file by its kind (`describe_result`); a new kind of
+    results file needs its entry in `RESULT_KINDS` (nested cells by their topic folder)."""
+    from pathlib import Path
+
+    from harness.layout import FIGURES, TABLES, describe_result
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    files = [p for p in root.rglob("*") if p.suffix in FIGURES + TABLES]
+    assert files
+    missing = [
+        str(p.relative_to(root)) for p in files if describe_result(str(p.relative_to(root))) is None
+    ]
+    assert not missing, missing[:5]
+    nested = describe_result("tetris-rt-v0/counterfactual/k2-h32-w8-s0/summary.json")
+    assert "counterfactual" in nested.shows  # the topic's kind, not the root summary.json's
