@@ -1,7 +1,8 @@
 """The clock gate's trainer: recurrent PPO by self-play over random clocks, options grouped.
 
 One `harness` algorithm (`ClockGatePPO`): its rollout, learning step, evaluation and checkpoint
-state share the same jitted pieces and self-play carry, so it stays one file past ~450 lines.
+state share the same jitted pieces and self-play carry (baseline opponents mixed in included),
+so it stays one file past ~450 lines.
 """
 
 from __future__ import annotations
