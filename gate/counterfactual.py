@@ -46,6 +46,7 @@ __all__ = [
     "capped",
     "decision_states",
     "diagnose",
+    "paying",
     "run_counterfactual",
 ]
 
@@ -177,6 +178,17 @@ def branch_values(
     )
 
 
+def paying(values: np.ndarray, c: int, *, z: float = 2.0):
+    """Per state and budget, from `values` `[S, M, K]`: the paired difference with budget index
+    `c` averaged over the worlds, its SE over the worlds (inf with one world), and whether it
+    *pays* there (> `z` SE and > 0). Returns (mean, se, pays), each `[S, K]`."""
+    diff = values - values[..., c : c + 1]
+    mean = diff.mean(1)
+    m = values.shape[1]
+    se = diff.std(1, ddof=1) / np.sqrt(m) if m > 1 else np.full_like(mean, np.inf)
+    return mean, se, (mean > z * se) & (mean > 0)
+
+
 def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
     """How much any budget beats the continuation budget k_c, state by state.
 
@@ -191,11 +203,8 @@ def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
     """
     values = bv.values
     c = bv.budgets.index(bv.continuation)
-    diff = values - values[..., c : c + 1]  # [S, M, K]
-    mean = diff.mean(1)
     m = values.shape[1]
-    se = diff.std(1, ddof=1) / np.sqrt(m) if m > 1 else np.full_like(mean, np.inf)
-    pays = (mean > z * se) & (mean > 0)
+    mean, se, pays = paying(values, c, z=z)
     pays[:, c] = False
     any_pays = pays.any(1)
     best_gain = np.where(pays, mean, -np.inf).max(1)

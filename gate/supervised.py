@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gate.counterfactual import capped
+from gate.counterfactual import capped, paying
 from gate.policy import Gate, GateInputs, file_sha256
 from gate.train_config import GateConfig
 from harness import checkpoint as ckpt
@@ -35,11 +35,7 @@ def label(values: np.ndarray, continuation: int, *, z: float = 2.0) -> np.ndarra
     """`[S]` budget index per state from `values` `[S, M, K]` (`BranchValues.values`): the
     index with the largest mean over worlds where its paired difference with `continuation`
     (an index) exceeds `z` SEs and 0, else `continuation`."""
-    diff = values - values[..., continuation : continuation + 1]
-    mean = diff.mean(1)
-    m = values.shape[1]
-    se = diff.std(1, ddof=1) / np.sqrt(m) if m > 1 else np.full_like(mean, np.inf)
-    pays = (mean > z * se) & (mean > 0)
+    mean, _, pays = paying(values, continuation, z=z)
     best = np.argmax(np.where(pays, mean, -np.inf), axis=1)
     return np.where(pays.any(1), best, continuation).astype(np.int32)
 
