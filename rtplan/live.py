@@ -106,7 +106,8 @@ def _headless_session(
     print(f"browse it:  {addr['http']}/ (the lobby)")
     print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
     print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
-    print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n")
+    # Flushed: whoever reads a piped demo (a log, a test) sees the session as it starts.
+    print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n", flush=True)
     agent = None
     try:
         if example_agent and not EXAMPLE_AGENT.is_file():
@@ -145,6 +146,7 @@ def _headless_session(
     print("stats: " + json.dumps(stats, sort_keys=True))
     if details.get("replay"):
         print(f"replay file: {details['replay']}")
+    sys.stdout.flush()
 
 
 #: The example agent the headless demo runs beside its session (a checkout's file).

@@ -66,8 +66,7 @@ def test_the_results_page_reads_as_a_report_and_fits(server, page, width):
     page.goto(f"{server.base}/results")
     page.wait_for_selector("section.headline table", timeout=20_000)
     page.wait_for_function(
-        "document.querySelectorAll('section[data-group]').length > 10"
-        " && document.images[0].complete",
+        "document.getElementById('groups').dataset.ready && document.images[0].complete",
         timeout=30_000,
     )
     # The headline comes first: the gate against the best fixed k per game, then the figures.
@@ -83,6 +82,12 @@ def test_the_results_page_reads_as_a_report_and_fits(server, page, width):
         page.screenshot(path=f"{SHOTS}/results-top-{width}.png")
     # Raw JSON folds away; shown numbers are rounded; paths are relative.
     assert page.locator("details.table[data-file$='.json'][open]").count() == 0
+    # Details and training logs are folded: the page is a few screens, not a scroll through
+    # every file; a group opens on a click.
+    assert page.locator("details.group[open]").count() == 0
+    assert page.locator("details.group").count() > 0
+    assert page.evaluate("document.documentElement.scrollHeight") < 20 * 900
+    page.locator("details.group:has(details.table[data-file='gate.json']) > summary").first.click()
     page.locator("details.table[data-file='gate.json'] summary").first.click()
     page.wait_for_selector("details.table[data-file='gate.json'] pre", timeout=10_000)
     got = page_figures(page)

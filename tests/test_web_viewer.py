@@ -240,3 +240,20 @@ def test_the_pages_fit_a_phone(server, browser, where):  # noqa: F811
         assert abs(bar["height"] - board["height"]) <= 2
     finally:
         tab.close()
+
+
+def test_the_lobby_fits_a_phone(server, browser):  # noqa: F811
+    tab = browser.new_page()
+    tab.set_viewport_size({"width": 390, "height": 844})
+    try:
+        tab.goto(f"{server.base}/")
+        tab.wait_for_function(
+            "document.querySelectorAll('form.start select[name=game] option').length > 0",
+            timeout=20_000,
+        )
+        # Wide tables scroll in their own box; nothing else is wider than the screen.
+        assert tab.evaluate("document.documentElement.scrollWidth") == 390
+        start = tab.locator("form.start button[type=submit]").bounding_box()
+        assert start["x"] + start["width"] <= 390
+    finally:
+        tab.close()

@@ -138,6 +138,16 @@ async function headline(entry) {
   return section;
 }
 
+/** A closed <details> for a detail or training-log group, its summary counting what it holds. */
+function folded(g) {
+  const body = el("details", null, { class: "group" });
+  const what = [];
+  if (g.figures.length) what.push(`${g.figures.length} figure${g.figures.length > 1 ? "s" : ""}`);
+  if (g.tables.length) what.push(`${g.tables.length} file${g.tables.length > 1 ? "s" : ""}`);
+  body.append(el("summary", `show ${what.join(", ")}`));
+  return body;
+}
+
 async function init() {
   const status = document.getElementById("status");
   const main = document.getElementById("groups");
@@ -169,10 +179,15 @@ async function init() {
         fig.append(cap);
         figures.append(fig);
       }
-      if (g.figures.length) section.append(figures);
-      for (const t of g.tables) section.append(await tableOf(t));
+      // Details and training logs fold away (the page reads as a report); the headline and
+      // the strength figures stay open.
+      const body = g.rank >= 2 ? folded(g) : section;
+      if (g.figures.length) body.append(figures);
+      for (const t of g.tables) body.append(await tableOf(t));
+      if (body !== section) section.append(body);
       main.append(section);
     }
+    main.dataset.ready = "true"; // every group is on the page
   } catch (e) {
     status.textContent = `cannot list the results: ${e.message}`;
     status.className = "error";
