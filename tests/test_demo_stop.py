@@ -212,9 +212,10 @@ def test_sigterm_and_sighup_stop_the_demo_and_its_services(checkpoints, tmp_path
     proc, lines, kids, ports = start_demo(checkpoints, tmp_path)
     try:
         cmdlines = commands(kids)
-        assert any("planner-service" in c for c in cmdlines), cmdlines
-        assert any("env-server" in c for c in cmdlines), cmdlines
-        assert any("random_agent.py" in c for c in cmdlines), cmdlines
+        told = f"{cmdlines}\n{''.join(lines)[-3000:]}"
+        assert any("planner-service" in c for c in cmdlines), told
+        assert any("env-server" in c for c in cmdlines), told
+        assert any("random_agent.py" in c for c in cmdlines), told
         proc.send_signal(sig)
         assert proc.wait(timeout=60) == 0, "".join(lines)  # stopped as Ctrl-C stops it
         proc.reader.join(timeout=10)
