@@ -24,7 +24,7 @@ from rtplan.gtp import (
     parse_vertex,
     vertex_name,
 )
-from rtplan.gtp._board import area_score, dead_stones, own_eye
+from rtplan.gtp._board import area_score, capture_move, dead_stones, own_eye
 from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
 GAME = "speed-go-v0"
@@ -472,6 +472,53 @@ def test_move_guard(local):
     assert own_eye(board, parse_vertex("e5"))
     board[parse_vertex("d4")] = board[parse_vertex("f6")] = -1
     assert not own_eye(board, parse_vertex("e5"))
+
+
+def test_dead_stones_are_captured_before_passing_when_the_count_depends_on_them(local):
+    """The final-score position: white's B5 is dead in black's area and black's H5 in white's.
+    Counted alive they give W+7.5, removed B+1.5; so black, about to pass, takes B5's
+    liberties until it is captured, then passes. With komi 20 black loses either way: a pass."""
+    engine = local
+    engine.handle("clear_board")
+    engine.handle("komi 7.5")
+    blacks = [f"E{r}" for r in range(1, 10)] + ["H5"]
+    engine.handle(f"set_free_handicap {' '.join(blacks)}")
+    for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
+        assert engine.handle(f"play w {vertex}")[0].startswith("=")
+    liberties = {parse_vertex(v) for v in ("A5", "B4", "B6", "C5")}
+    taken = []
+    while True:
+        move = engine._guard(engine._ready(engine.states[-1], 0), PASS, 0.0)
+        if move == PASS:
+            break
+        assert move in liberties - set(taken), move
+        taken.append(move)
+        assert engine.handle(f"play b {vertex_name(move)}")[0].startswith("=")
+        assert engine.handle("play w pass")[0].startswith("=")
+    assert sorted(taken) == sorted(liberties)  # the fourth captured B5
+    assert engine.handle("final_score")[0].split() == ["=", "B+1.5"]
+    engine.handle("clear_board")
+    engine.handle("komi 20")
+    engine.handle(f"set_free_handicap {' '.join(blacks)}")
+    for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
+        engine.handle(f"play w {vertex}")
+    assert engine._guard(engine._ready(engine.states[-1], 0), PASS, 0.0) == PASS
+    engine.handle("komi 7.5")
+
+
+def test_capture_move_takes_the_last_liberty_and_never_a_self_atari():
+    board = np.zeros(81, int)  # the mover's view: +1 its stones, -1 the opponent's
+    for vertex in ("A9", "B9", "C9", "A8", "C8", "A7", "B7", "C7", "D8", "D9", "D7", "E8"):
+        board[parse_vertex(vertex)] = 1
+    board[parse_vertex("B8")] = -1  # enclosed, no liberty left (a position for the function only)
+    legal = np.ones(82, bool)
+    legal[[p for p in range(81) if board[p]]] = False
+    assert capture_move(board, legal) is None  # no liberty to take: nothing to do
+    board[parse_vertex("C8")] = 0  # now its one liberty, C8: taking it captures
+    legal[parse_vertex("C8")] = True
+    assert capture_move(board, legal) == parse_vertex("C8")
+    legal[parse_vertex("C8")] = False  # illegal (a superko, say): no other move
+    assert capture_move(board, legal) is None
 
 
 def test_komi_is_an_input_of_the_compiled_step(local):

@@ -106,3 +106,58 @@ def area_score(board: np.ndarray) -> tuple[int, int]:
         if len(reach) == 1:
             score[reach.pop()] += len(space)
     return score[1], score[-1]
+
+
+def _group(board: np.ndarray, point: int) -> set[int]:
+    """The stones connected to the stone at `point` (same colour, orthogonally)."""
+    colour, group, todo = board[point], {point}, [point]
+    while todo:
+        for n in neighbours(todo.pop()):
+            if board[n] == colour and n not in group:
+                group.add(n)
+                todo.append(n)
+    return group
+
+
+def _liberties(board: np.ndarray, group: set[int]) -> set[int]:
+    return {n for p in group for n in neighbours(p) if board[n] == 0}
+
+
+def mover_margin(board: np.ndarray, black_to_move: bool, komi: float) -> float:
+    """The area count's margin (black - white - komi) from the mover's side, on `board` `[81]`
+    (+1 black, -1 white, 0 empty): positive, the mover wins by that count."""
+    black, white = area_score(board)
+    margin = black - white - komi
+    return margin if black_to_move else -margin
+
+
+def capture_move(board: np.ndarray, legal: np.ndarray) -> int | None:
+    """A move that takes a liberty of the opponent's stones estimated dead (`dead_stones`), or
+    None when there is none to take safely. `board` `[81]` is the mover's view (+1 the mover's
+    stones, -1 the opponent's); `legal` `[>= 81]` the legal points.
+
+    The move is a liberty of the dead group with the fewest liberties (a capture when it has one
+    left), never one of the mover's own eyes, and never one that leaves the mover's new group a
+    single liberty unless it captures. Under area scoring filling one's own area costs nothing,
+    so these moves only turn stones that the game's own count would call alive into captures.
+    """
+    dead = dead_stones(board) & (board == -1)
+    best: tuple[int, int] | None = None
+    seen: set[int] = set()
+    for stone in np.flatnonzero(dead):
+        if stone in seen:
+            continue
+        group = _group(board, int(stone))
+        seen |= group
+        libs = _liberties(board, group)
+        for point in sorted(libs):
+            if not legal[point] or own_eye(board, point):
+                continue
+            after = board.copy()
+            after[point] = 1
+            captures = len(libs) == 1
+            if not captures and len(_liberties(after, _group(after, point))) < 2:
+                continue  # a self-atari the opponent could punish
+            if best is None or len(libs) < best[0]:
+                best = (len(libs), point)
+    return None if best is None else best[1]

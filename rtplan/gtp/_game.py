@@ -20,7 +20,7 @@ import numpy as np
 from games import go
 from games.go import PASS, vertex_name
 from planner.compiled import CompiledOptions
-from rtplan.gtp._board import own_eye
+from rtplan.gtp._board import capture_move, dead_stones, mover_margin, own_eye
 from rtplan.gtp._gate import TIME_MANAGERS, GateManager, clock_gate_file
 from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import (
@@ -509,7 +509,9 @@ class GtpGame:
         - a pass instead of filling one of the mover's own eyes (`_board.own_eye`);
         - a pass instead of any board move when the opponent has just passed and the search
           value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
-          territory filled in (`--resign-below` resigns before this is reached).
+          territory filled in (`--resign-below` resigns before this is reached);
+        - instead of a pass, a capture of the opponent's dead stones when the count depends on
+          them (`_capture_before_passing`).
         """
         x = state.inner.board._x
         mine = np.sign(np.asarray(x.board)) * (1 if int(x.step_count) % 2 == 0 else -1)
@@ -521,14 +523,33 @@ class GtpGame:
 
                 masked = state.replace(legal_action_mask=jnp.asarray(mask))
                 action, _ = self._search(masked, 0)
-            return action
-        if own_eye(mine, action):
+        elif own_eye(mine, action):
             self._log(f"{vertex_name(action)} fills an own eye: pass instead")
-            return PASS
-        if int(x.consecutive_pass_count) > 0 and value < LOST_VALUE:
+            action = PASS
+        elif int(x.consecutive_pass_count) > 0 and value < LOST_VALUE:
             self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
+            action = PASS
+        return self._capture_before_passing(state, mine) if action == PASS else action
+
+    def _capture_before_passing(self, state, mine: np.ndarray) -> int:
+        """PASS, or a move that takes a liberty of the opponent's dead stones when the game's own
+        count (dead stones counted alive: pgx's, and a Tromp-Taylor referee's) gives the mover
+        a worse result than the count with them removed (`_board.capture_move`)."""
+        x = state.inner.board._x
+        black = int(x.step_count) % 2 == 0
+        board = np.sign(np.asarray(x.board))
+        cleaned = np.where(dead_stones(board), 0, board)
+        as_is, removed = (mover_margin(b, black, self.komi) for b in (board, cleaned))
+        if not as_is <= 0 < removed:  # the dead stones do not turn the result
             return PASS
-        return action
+        move = capture_move(mine, np.asarray(state.legal_action_mask))
+        if move is None:
+            return PASS
+        self._log(
+            f"{vertex_name(move)}: captures dead stones before passing (the count gives "
+            f"{as_is:+.1f} with them, {removed:+.1f} without)"
+        )
+        return move
 
     def _log(self, text: str) -> None:
         if self._log_to is not None:
