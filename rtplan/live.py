@@ -13,13 +13,18 @@ from harness.checkpoint import CheckpointError, checkpoint_root
 from rtplan.processes import ROOT, Stopping, http_json, services, stop_on_signals
 
 
-def watch(ws_url: str, *, every: int = 1, max_frames: int = 0) -> dict | None:
-    """Prints the frames of a session's websocket stream; returns the last frame message."""
+def watch(
+    ws_url: str, *, every: int = 1, max_frames: int = 0, stopping: Stopping | None = None
+) -> dict | None:
+    """Prints the frames of a session's websocket stream; returns the last frame message.
+    `stopping`: checked at each message (`Stopping.check`)."""
     from websockets.sync.client import connect
 
     last = None
     with connect(ws_url, max_size=2**22) as ws:
         for raw in ws:
+            if stopping is not None:
+                stopping.check()
             msg = json.loads(raw)
             if msg.get("type") != "frame":
                 continue
@@ -130,13 +135,14 @@ def _headless_session(
                     ],
                     cwd=ROOT,
                 )
-        watch(f"{addr['ws']}{created['viewer_path']}", every=every, max_frames=frames)
+        viewer = f"{addr['ws']}{created['viewer_path']}"
+        watch(viewer, every=every, max_frames=frames, stopping=stopping)
         details = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
         with contextlib.suppress(RuntimeError):
             http_json("DELETE", f"{addr['http']}/v1/sessions/{sid}", token=created["token"])
-        if agent is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                agent.wait(timeout=120)
+        until = time.monotonic() + 120
+        while agent is not None and agent.poll() is None and time.monotonic() < until:
+            stopping.sleep(0.2)
     finally:
         if agent is not None and agent.poll() is None:  # interrupted, or still playing
             agent.kill()
@@ -247,13 +253,13 @@ def run_web_demo(
                 print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
                 print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
                 print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
-                _games_until_stopped(addr, body, seed)
+                _games_until_stopped(addr, body, seed, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             print("\nrtplan demo: stopped", flush=True)
     return 0
 
 
-def _games_until_stopped(addr: dict, body: dict, seed: int) -> None:
+def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) -> None:
     """`run_web_demo`'s loop: a session of `body` from `seed` on, the next when it ends."""
     while True:
         created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
@@ -263,7 +269,7 @@ def _games_until_stopped(addr: dict, body: dict, seed: int) -> None:
             info = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
             if info["status"] not in ("waiting", "running"):
                 break
-            time.sleep(0.5)
+            stopping.sleep(0.5)
         print(
             f"game {seed} {info['status']} ({info['reason']}) at frame {info['frame']}, "
             f"return {info['episode_return']:.1f}; starting the next",

@@ -123,6 +123,23 @@ class Stopping:
             self._pending = False
             raise KeyboardInterrupt
 
+    def check(self) -> None:
+        """Raises KeyboardInterrupt once a stop signal has arrived (outside a held step).
+
+        The signal handler raises it wherever the main thread happens to be, and Python drops
+        an exception raised inside a garbage-collection callback or a finalizer ("Exception
+        ignored in ..."). JAX registers such a callback, so a stop can be lost that way: the
+        headless demo once played its game to the end after SIGHUP. The loops that wait (for a
+        service, a frame, the example agent, the next poll) call this between their waits.
+        """
+        if self.requested.is_set() and not self._holding:
+            raise KeyboardInterrupt
+
+    def sleep(self, seconds: float) -> None:
+        """Sleeps `seconds`, or less when a stop signal arrives; then `check`."""
+        self.requested.wait(seconds)
+        self.check()
+
 
 @contextlib.contextmanager
 def stop_on_signals(*, deadline_s: float = STOP_DEADLINE_S) -> Iterator[Stopping]:
@@ -217,12 +234,15 @@ class Child:
             if self._echo:
                 print(f"[{self.name}] {line}", flush=True)
 
-    def wait_for(self, text: str, timeout: float) -> str:
-        """Blocks until an output line contains `text`; RuntimeError if the child exits first."""
+    def wait_for(self, text: str, timeout: float, stopping: Stopping | None = None) -> str:
+        """Blocks until an output line contains `text`; RuntimeError if the child exits first,
+        KeyboardInterrupt once `stopping` has a stop signal (`Stopping.check`)."""
         end = time.monotonic() + timeout
         seen = 0
         with self._cond:
             while True:
+                if stopping is not None:
+                    stopping.check()
                 for line in self.lines[seen:]:
                     if text in line:
                         return line
@@ -425,7 +445,7 @@ def services(
             plan = Child("planner", argv, echo=echo, cpus=where.cpus, env=dict(where.env))
             children.append(plan)
             # It binds before it compiles: the env server starts (and compiles) meanwhile.
-            line = plan.wait_for("planner service bound to", timeout=600)
+            line = plan.wait_for("planner service bound to", timeout=600, stopping=stopping)
             planner_port = int(_PLANNER_BOUND.search(line).group(1))
             env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
         where = placement.env_server
@@ -433,10 +453,10 @@ def services(
         env = Child("env-server", env_argv, echo=echo, cpus=where.cpus, env=dict(where.env))
         children.append(env)
         http, grpc_port = map(
-            int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600)).groups()
+            int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600, stopping)).groups()
         )
         for game_id in first if planner else ():
-            plan.wait_for(f"planner service: {game_id} ready", timeout=900)
+            plan.wait_for(f"planner service: {game_id} ready", timeout=900, stopping=stopping)
         yield {
             "http": f"http://127.0.0.1:{http}",
             "ws": f"ws://127.0.0.1:{http}",
