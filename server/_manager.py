@@ -16,6 +16,7 @@ from server._human import HumanAgent
 from server._planner_caps import PlannerCapabilities, check_session
 from server._replay_folder import Retention, prune_replays
 from server._runtime import Runtimes
+from server._tick_group import TickGroups
 from server.session import Session
 from server.settings import Settings
 
@@ -130,6 +131,9 @@ class SessionManager:
         #: What the planner service serves (asked when needed, kept a few seconds).
         self.planner = PlannerCapabilities(planner_stub, settings.planner_address)
         self._sessions: dict[str, Session] = {}
+        #: Real-time single-player sessions tick in batches by (game, FPS) (`batch_ticks`).
+        late_after = settings.late_tick_ms / 1e3
+        self.ticks = TickGroups(late_after=late_after) if settings.batch_ticks else None
         #: The session `/tv` shows first while it is live (the demo's game): `create(featured=)`.
         self._featured: str | None = None
 
@@ -262,6 +266,7 @@ class SessionManager:
             clock_ticks_per_frame=s.clock_ticks_per_frame,
             owned_by_stream=owned_by_stream,
             countdown_s=s.human_countdown_s if cfg.agent == "human" else 0.0,
+            ticks=self.ticks,
         )
         self._sessions[session.id] = session
         if featured:
@@ -293,3 +298,5 @@ class SessionManager:
         waits = [s.wait() for s in self._sessions.values()]
         if waits:
             await asyncio.wait_for(asyncio.gather(*waits), timeout=10)
+        if self.ticks is not None:
+            self.ticks.close()

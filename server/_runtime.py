@@ -26,6 +26,20 @@ from rtplan.v1 import env_pb2, tensor_pb2
 
 #: Clock games: the session's agent is always this player id; the built-in opponent the other.
 AGENT_PLAYER = 0
+#: Rows of a tick group's first batch (`server._tick_group`); it doubles when full.
+MIN_BATCH = 8
+
+
+def batch_sizes(rows: int) -> tuple[int, ...]:
+    """The batch sizes a tick group of up to `rows` members passes through: MIN_BATCH, doubled
+    until one holds `rows` (none for 0)."""
+    sizes, size = [], MIN_BATCH
+    while rows > 0:
+        sizes.append(size)
+        if size >= rows:
+            break
+        size *= 2
+    return tuple(sizes)
 
 
 @struct.dataclass
@@ -79,6 +93,31 @@ class HostInfo:
             reflex=int(h.reflex),
         )
 
+    @classmethod
+    def rows(cls, h: FrameInfo, slots: list[int]) -> list[HostInfo]:
+        """The `HostInfo` of each of `slots` of a batched `FrameInfo` already on the host (each
+        value as `from_device` makes it: the same Python values and dtypes)."""
+        frame, reward = h.frame.tolist(), h.reward.tolist()
+        rewards, clocks = h.rewards.tolist(), h.clocks.tolist()
+        term, trunc = h.terminated.tolist(), h.truncated.tolist()
+        player, fallback, reflex = h.current_player.tolist(), h.fallback.tolist(), h.reflex.tolist()
+        legal = np.asarray(h.legal, bool)
+        return [
+            cls(
+                frame=frame[i],
+                reward=reward[i],
+                rewards=tuple(rewards[i]),
+                terminated=term[i],
+                truncated=trunc[i],
+                current_player=player[i],
+                legal=legal[i],
+                clocks=tuple(clocks[i]),
+                fallback=fallback[i],
+                reflex=reflex[i],
+            )
+            for i in slots
+        ]
+
 
 @dataclasses.dataclass(frozen=True)
 class _Fns:
@@ -89,6 +128,8 @@ class _Fns:
     frame: Any  # (params, state, action, cost, credit) -> (state, FrameInfo)
     observe: Any  # (state) -> [*obs] float32
     set_clock: Any  # clock games: (state, initial ticks) -> state; None otherwise
+    frames: Any  # (params, states [C], actions [C], live [C]) -> (states, FrameInfo [C])
+    put: Any  # (states [C], slot, state) -> states with row `slot` replaced
 
 
 @functools.lru_cache(maxsize=16)
@@ -132,6 +173,22 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         nxt = game.step(state, action, cost, credit) if clock else game.step(state, action, cost)
         return nxt, info(params, nxt)
 
+    def frames(params, states, actions, live):
+        # The batch-1 frame, vmapped: each row computes what `frame` computes for it alone
+        # (tests/test_server_batch.py checks the frames match exactly). Rows not `live` are
+        # padding: they keep their state.
+        zero = jnp.int32(0)
+        step = jax.vmap(frame, in_axes=(None, 0, 0, None, None))
+        nxt, infos = step(params, states, actions, zero, zero)
+
+        def keep(new, old):
+            return jnp.where(live.reshape(live.shape + (1,) * (new.ndim - 1)), new, old)
+
+        return jax.tree.map(keep, nxt, states), infos
+
+    def put(states, slot, state):
+        return jax.tree.map(lambda b, x: b.at[slot].set(x), states, state)
+
     return _Fns(
         game=game,
         planner=planner,
@@ -140,6 +197,8 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         frame=jax.jit(frame),
         observe=jax.jit(game.observe),
         set_clock=jax.jit(game.set_initial_time) if clock else None,
+        frames=jax.jit(frames),
+        put=jax.jit(put),
     )
 
 
@@ -182,6 +241,7 @@ class GameRuntime:
         self.clock_game = self.game.num_players == 2
         self._warm = threading.Lock()
         self._warmed = False
+        self._batch_warmed: set[int] = set()
 
     @property
     def has_network(self) -> bool:
@@ -210,6 +270,59 @@ class GameRuntime:
         a, c, k = np.int32(action), np.int32(cost), np.int32(credit)
         nxt, info = self._fns.frame(self.params, state, a, c, k)
         return nxt, HostInfo.from_device(info)
+
+    # Batched ticks (`server._tick_group`): rows of one padded batch [C], C a power of two.
+
+    def batch(self, capacity: int) -> games.State:
+        """A batch of `capacity` rows, each the first state of seed 0 (padding until a session's
+        state is put in its row)."""
+        state = self._fns.init(init_key(0))
+        return jax.tree.map(lambda x: jnp.repeat(x[None], capacity, axis=0), state)
+
+    def grow(self, states: games.State, capacity: int) -> games.State:
+        """`states` with rows added up to `capacity` (copies of row 0: padding)."""
+        size = jax.tree_util.tree_leaves(states)[0].shape[0]
+        extra = capacity - size
+        return jax.tree.map(
+            lambda b: jnp.concatenate([b, jnp.repeat(b[:1], extra, axis=0)]), states
+        )
+
+    def put(self, states: games.State, slot: int, state: games.State) -> games.State:
+        """`states` with row `slot` set to `state`."""
+        return self._fns.put(states, np.int32(slot), state)
+
+    def step_batch(self, states: games.State, actions: np.ndarray, live: np.ndarray):
+        """Plays one frame in every `live` row (single-player games: no clock charge).
+
+        Args:
+            states: the batch [C].
+            actions: [C] int32, each live row's action (padding rows: any legal index).
+            live: [C] bool, the rows that hold a session's frame to play.
+
+        Returns:
+            (the next batch, live rows stepped and the others unchanged; its `FrameInfo` [C]
+            on the host as NumPy arrays).
+        """
+        nxt, infos = self._fns.frames(self.params, states, actions, live)
+        return nxt, jax.device_get(infos)
+
+    def batch_warmed(self, capacity: int) -> bool:
+        """The batched functions for `capacity` rows are compiled (`warm_batch`)."""
+        return capacity in self._batch_warmed
+
+    def warm_batch(self, capacity: int) -> None:
+        """Compiles the batched functions for `capacity` rows (blocking: off the event loop)."""
+        with self._warm:
+            if capacity not in self._batch_warmed:
+                self._compile_batch(capacity)
+                self._batch_warmed.add(capacity)
+
+    def _compile_batch(self, capacity: int) -> None:
+        states = self.batch(capacity)
+        states = self.put(states, 0, jax.tree.map(lambda x: x[0], states))
+        actions = np.zeros(capacity, np.int32)
+        jax.block_until_ready(self.step_batch(states, actions, np.ones(capacity, bool))[0])
+        self.grow(self.batch(capacity // 2 or 1), capacity)
 
     def observe(self, state: games.State) -> np.ndarray:
         return np.asarray(jax.device_get(self._fns.observe(state)))
@@ -276,8 +389,16 @@ def game_spec(game: games.Game) -> env_pb2.GameSpec:
 class Runtimes:
     """The runtimes of one server, built on first use (off the event loop) and then shared."""
 
-    def __init__(self, checkpoint_dir: Path) -> None:
+    def __init__(self, checkpoint_dir: Path, *, batch_rows: int = 0) -> None:
+        """
+        Args:
+            checkpoint_dir: the folder of the planner checkpoints.
+            batch_rows: tick groups (single-player games): every batch size up to this many
+                rows is compiled with the game, before any session plays it (a compile while
+                sessions tick would stall them); 0: none.
+        """
         self.checkpoint_dir = Path(checkpoint_dir)
+        self.batch_rows = batch_rows
         self._runtimes: dict[str, GameRuntime] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._meta: dict[str, tuple] = {}
@@ -296,6 +417,9 @@ class Runtimes:
             if game_id not in self._runtimes:
                 rt = await asyncio.to_thread(GameRuntime, game_id, self.checkpoint_for(game_id))
                 await asyncio.to_thread(rt.warm)
+                if not rt.clock_game:
+                    for size in batch_sizes(self.batch_rows):
+                        await asyncio.to_thread(rt.warm_batch, size)
                 self._runtimes[game_id] = rt
                 # Compiling left a large heap that lives as long as the server; keep it out of
                 # the collector so that a full collection inside a tick traverses only what

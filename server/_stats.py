@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from server._rules import Provenance
-from server._ticker import Ticker
+from server._ticker import Tick
 
 #: Latencies kept for the quantiles (the most recent ones).
 _WINDOW = 4096
@@ -70,12 +70,14 @@ class SessionStats:
         self.provenance[Provenance.FALLBACK] -= 1
         self.provenance[Provenance.LATE] += 1
 
-    def ticked(self, ticker: Ticker) -> None:
-        """Takes the frame ticker's counts."""
-        self.ticks = ticker.ticks
-        self.late_ticks = ticker.late_ticks
-        self.max_tick_lag_ms = ticker.max_lag * 1e3
-        self.total_tick_lag_ms = ticker.total_lag * 1e3
+    def ticked(self, tick: Tick, late_after: float) -> None:
+        """The tick that is a frame's deadline fired (`late_after`: seconds of lag that make
+        it late); the counts are this session's, whether its ticker is its own or its group's."""
+        lag = tick.lag
+        self.ticks += 1
+        self.late_ticks += lag > late_after
+        self.max_tick_lag_ms = max(self.max_tick_lag_ms, lag * 1e3)
+        self.total_tick_lag_ms += lag * 1e3
 
     def plan_sent(self, k: int) -> None:
         self.decisions += 1

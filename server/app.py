@@ -39,7 +39,8 @@ async def _lifespan(app: FastAPI):
     the planner channel, the replay cache) and starts the gRPC Env server (`grpc_server`, and
     `grpc_port`, the port it bound); stops them in reverse."""
     settings: Settings = app.state.settings
-    runtimes = Runtimes(settings.checkpoint_dir)
+    rows = settings.max_sessions if settings.batch_ticks else 0
+    runtimes = Runtimes(settings.checkpoint_dir, batch_rows=rows)
     channel = stub = None
     if settings.planner_address:
         channel = open_channel(settings.planner_address)

@@ -14,25 +14,21 @@ from typing import Any
 
 import grpc
 
+import games
 from rtplan.v1 import env_pb2, tensor_pb2
 from server import _messages as messages
 from server._agent_api import Agent
 from server._config import LIVE, SessionConfig, SessionError
 from server._frames import FrameWindow
 from server._messages import WallClock
+from server._moves import Move, decide_move, move_report
 from server._queue import AgentLink
 from server._records import Report
-from server._rules import (
-    MAX_ACTIONS_PER_FRAME,
-    Arrival,
-    clock_charge,
-    clock_ticks,
-    countdown_start,
-    decide_action,
-)
-from server._runtime import AGENT_PLAYER, GameRuntime
+from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, clock_ticks, countdown_start
+from server._runtime import AGENT_PLAYER, GameRuntime, HostInfo
 from server._stats import SessionStats
-from server._ticker import Ticker, sleep_until
+from server._tick_group import TickGroups
+from server._ticker import Tick, Ticker, sleep_until
 from server._viewers import ViewerHub
 from server.replay import Recorder
 
@@ -60,6 +56,7 @@ class Session:
         clock_ticks_per_frame: int = 32,
         owned_by_stream: bool = False,
         countdown_s: float = 0.0,
+        ticks: TickGroups | None = None,
     ) -> None:
         """
         Args:
@@ -74,6 +71,9 @@ class Session:
             owned_by_stream: the session ends with its agent's stream (Join-created).
             countdown_s: real time: seconds between the agent's being ready and frame 0's
                 clock (a person's countdown; frame 0 is shown meanwhile, nothing ticks).
+            ticks: the server's tick groups: a real-time single-player session ticks in the
+                group of its (game, FPS), stepped in one batch with the others; None: it
+                ticks alone (`_run_real_time`).
         """
         if runtime.clock_game and opponent is None:
             raise ValueError(f"{config.game_id} is a clock game: the session needs an opponent")
@@ -101,7 +101,8 @@ class Session:
         #: Monotonic time frame 0's clock starts (after the countdown); None before the agent
         #: is ready.
         self.starts_at: float | None = None
-        self.state, self.info = runtime.init(config.seed, initial_time=self.initial_time)
+        self._state, self.info = runtime.init(config.seed, initial_time=self.initial_time)
+        self._fetch = None
         self.frame = 0
         self.episode_return = 0.0
         self.published_at = time.monotonic()
@@ -119,6 +120,7 @@ class Session:
                 raise ValueError("recording needs a record_dir")
             self.replay_path = Path(record_dir) / f"{config.game_id}_{self.id}.jsonl"
             self.recorder = Recorder(self.replay_path, self)
+        self._ticks = ticks
         self._task: asyncio.Task | None = None
         self.ended = asyncio.Event()
 
@@ -268,6 +270,8 @@ class Session:
                 await self._run_simulated()
             elif self.clock_game:
                 await self._run_chess_clock()
+            elif self._ticks is not None:
+                await self._ticks.play(self)
             else:
                 await self._run_real_time()
         except asyncio.CancelledError:
@@ -314,16 +318,18 @@ class Session:
         return self.agent
 
     async def _run_real_time(self) -> None:
+        """Real time, ticking alone (no tick groups): the group's steps (`tick_decide`,
+        `tick_played`) around a batch-1 step."""
         # Tick 0 is the countdown's end: frame 0 is shown at once, its deadline a period later.
         ticker = Ticker(
             self.config.period, start=self.starts_at, late_after=self.late_tick_ms / 1e3
         )
         self._publish(ticker.scheduled(1))
         while not self._over():
-            await ticker.wait(self.frame + 1)  # tick n+1 is frame n's deadline
-            self.stats.ticked(ticker)
-            self._step(self._actor())
-            self._publish(ticker.scheduled(self.frame + 1))
+            tick = await ticker.wait(self.frame + 1)  # tick n+1 is frame n's deadline
+            move = self.tick_decide(tick, ticker.late_after)
+            state, info = self.runtime.step(self.state, move.action)
+            self.tick_played(move, info, ticker.scheduled(self.frame + 2), state=state)
 
     async def _run_simulated(self) -> None:
         self._publish(None)
@@ -366,56 +372,64 @@ class Session:
             now = time.monotonic()
             self._publish(self._chess_deadline(now), now=now)
 
+    def _decide(self, actor: Agent) -> Move:
+        """Decides the current frame from the actor's answer by its deadline."""
+        on_clock = self.clock_game and self._on_clock(actor)
+        return decide_move(actor.answer(self.frame, self), self, actor is self.agent, on_clock)
+
     def _step(self, actor: Agent) -> None:
-        """Decides the current frame from the actor's answer by its deadline, and plays it:
-        steps the game, books the statistics and records the frame."""
-        n = self.frame
-        answer = actor.answer(n, self)
-        fallback = self.info.fallback
-        if self.config.fallback == "reflex" and self.info.reflex >= 0:
-            fallback = self.info.reflex
-        decision = decide_action(
-            answer.arrivals, deadline=self.deadline, legal=self.info.legal, fallback=fallback
-        )
-        cost = credit = 0
-        mover = self.info.current_player
-        if self.clock_game and self._on_clock(actor):
-            cost = clock_charge(
-                decision,
-                left=self.info.clocks[self.info.current_player],
-                declared=answer.cost if self.config.simulated else None,
-                published_at=self.published_at,
-                tick_s=self.tick_s,
-            )
-            credit = self.increment
-        left = self.info.clocks[mover] - cost if self.clock_game else 0
-        self.state, info = self.runtime.step(self.state, decision.action, cost, credit)
-        if self.clock_game:  # what the game gave back (none to an empty clock)
-            credit = max(0, info.clocks[mover] - max(left, 0))
+        """Decides the current frame and plays it alone (one batch-1 step)."""
+        move = self._decide(actor)
+        state, info = self.runtime.step(self.state, move.action, move.cost, move.credit)
+        self._played(move, info, state, None)
+
+    def _played(self, move: Move, info: HostInfo, state, fetch) -> None:
+        """Frame `move.frame` was played and led to `state`, or to what `fetch()` returns (read
+        on first use): books the statistics and records the frame."""
+        self._state, self._fetch = state, fetch
         self.episode_return += info.rewards[AGENT_PLAYER] if self.clock_game else info.reward
-        slack = None if decision.arrived_at is None else decision.slack_ms
-        self.stats.frame(decision.provenance, slack)
-        if answer.landing:
-            self.stats.landed(decision.provenance, failed=answer.error is not None)
-        report = Report(
-            frame=n,
-            action=decision.action,
-            provenance=decision.provenance,
-            slack_ms=decision.slack_ms,
-            received_action=decision.received_action,
-            source=answer.source,
-            k=answer.k,
-            cost=cost,
-            latency_ms=answer.latency_ms,
-            decision=answer.decision,
-            credit=credit,
+        decision = move.decision
+        self.stats.frame(
+            decision.provenance, None if decision.arrived_at is None else decision.slack_ms
         )
-        self._window.decided(report, agents=actor is self.agent)
+        if move.answer.landing:
+            self.stats.landed(decision.provenance, failed=move.answer.error is not None)
+        report = move_report(move, info, clock_game=self.clock_game)
+        self._window.decided(report, agents=move.by_agent)
         if self.recorder is not None:
             self.recorder.frame(report, self.state, info)
         self.info = info
-        self.frame = n + 1
+        self.frame = move.frame + 1
         self.last_report = report
+
+    @property
+    def state(self) -> games.State:
+        """The current game state (batched ticks: its row of the group's batch, fetched to the
+        host on first read)."""
+        if self._fetch is not None:
+            self._state, self._fetch = self._fetch(), None
+        return self._state
+
+    # Real-time ticks, alone or in a group (`server._tick_group.TickGroup`) --------------------
+
+    def tick_started(self, start: float, deadline: float) -> bool:
+        """A group's tick at `start` is this session's tick 0: frame 0 is out now, due at
+        `deadline` (its next tick). Returns True when the game is already over."""
+        self.starts_at = start
+        self._publish(deadline)
+        return self._over()
+
+    def tick_decide(self, tick: Tick, late_after: float) -> Move:
+        """The tick that is the current frame's deadline fired: decides the frame."""
+        self.stats.ticked(tick, late_after)
+        return self._decide(self._actor())
+
+    def tick_played(self, move: Move, info: HostInfo, deadline: float, *, state=None, fetch=None):
+        """`move` was played and led to `state` (a group: to `fetch()`'s, read only if needed);
+        publishes the next frame, due at `deadline`. Returns True when the game is over."""
+        self._played(move, info, state, fetch)
+        self._publish(deadline)
+        return self._over()
 
     # Publishing -------------------------------------------------------------------------------
 

@@ -75,6 +75,11 @@ class Settings(BaseSettings):
         le=100_000,
         description="messages an agent stream's queue holds before it drops the oldest",
     )
+    batch_ticks: bool = Field(
+        True,
+        description="step the real-time single-player sessions of one game and frame rate "
+        "together, one batched step per tick (--no-batch-ticks: each session ticks alone)",
+    )
     late_tick_ms: float = Field(5.0, ge=0, description="a tick this many ms late counts as late")
     plan_timeout_s: float = Field(
         30.0, gt=0, description="simulated clock: seconds a Plan request may take"

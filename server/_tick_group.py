@@ -1,0 +1,240 @@
+"""Batched ticks: the real-time sessions of one (game, FPS) share one ticker and one jitted step."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import heapq
+import logging
+import math
+import time
+from typing import Protocol
+
+import jax
+import numpy as np
+
+import games
+from server._config import SessionConfig
+from server._moves import Move
+from server._runtime import MIN_BATCH, GameRuntime, HostInfo
+from server._ticker import Tick, Ticker
+
+log = logging.getLogger("rtplan.server")
+
+
+class Member(Protocol):
+    """What a group reads and calls of a session (`server.session.Session`)."""
+
+    config: SessionConfig
+    runtime: GameRuntime
+    starts_at: float | None
+
+    @property
+    def state(self) -> games.State: ...
+
+    def tick_started(self, start: float, deadline: float) -> bool: ...
+
+    def tick_decide(self, tick: Tick, late_after: float) -> Move: ...
+
+    def tick_played(self, move: Move, info: HostInfo, deadline: float, *, fetch) -> bool: ...
+
+
+@dataclasses.dataclass(eq=False)
+class _Seat:
+    session: Member
+    slot: int  # its row of the batch
+    first_tick: int  # the group tick that is its frame 0's deadline
+    done: asyncio.Future  # set when its game is over (an exception: it failed)
+    left: bool = False  # its slot went back to the free ones (once only: it may be reused)
+
+
+class _Rows:
+    """One tick's batch of states, brought to the host once, at the first row anyone reads (a
+    viewer's render, a replay's digest, a Plan request); most ticks nobody does."""
+
+    def __init__(self, states: games.State) -> None:
+        self._states = states
+        self._host = None
+
+    def row(self, slot: int) -> games.State:
+        if self._host is None:
+            self._host = jax.device_get(self._states)
+        return jax.tree.map(lambda x: x[slot], self._host)
+
+
+class TickGroup:
+    """The real-time sessions of one game at one frame rate, ticking together.
+
+    One `Ticker` for all; at each tick every member whose frame is due decides it exactly as a
+    session ticking alone does (the answer that arrived by the deadline, else the fallback:
+    `Session.tick_decide`), one jitted, vmapped step plays every member's frame over a padded
+    batch of fixed capacity (rows without a member are masked: they keep their state), and each
+    member then books, records and publishes its frame (`Session.tick_played`). Members join
+    and leave between ticks (the event loop runs one thing at a time, and a tick never awaits):
+    a joiner's tick 0 is the group's first tick at or after its start, so its frames keep their
+    full period. The group's loop ends when it is empty; a later joiner starts a fresh ticker.
+    """
+
+    def __init__(self, runtime: GameRuntime, period: float, *, late_after: float) -> None:
+        """
+        Args:
+            runtime: the game (single-player) every member plays.
+            period: seconds per frame.
+            late_after: seconds of lag that make a tick late.
+        """
+        self.runtime = runtime
+        self.period = period
+        self.late_after = late_after
+        self.ticker: Ticker | None = None
+        self.capacity = 0
+        self._states: games.State | None = None  # [capacity] rows
+        self._seats: dict[int, _Seat] = {}  # by slot
+        self._free: list[int] = []  # a heap of free slots
+        self._next = 1  # the tick the loop waits for next
+        self._task: asyncio.Task | None = None
+        self._grow_lock = asyncio.Lock()
+
+    def __len__(self) -> int:
+        return len(self._seats)
+
+    async def play(self, session: Member) -> None:
+        """Plays `session` in the group until its game is over; cancelled (the session was
+        stopped), it leaves at once, between two ticks. A member's failure is raised here."""
+        while not self._free:
+            await self._grow()
+        slot = heapq.heappop(self._free)
+        if self._task is None:  # idle until now: tick 0 is now (no catch-up of idle time)
+            self.ticker = Ticker(self.period, late_after=self.late_after)
+            self._next = 1
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="tick group")
+        ticker = self.ticker
+        # Its tick 0: the group's first at or after its start (or now, if it waited to grow).
+        begin = max(session.starts_at, time.monotonic()) - ticker.start
+        start = max(self._next - 1, math.ceil(begin / self.period))
+        seat = _Seat(session, slot, start + 1, asyncio.get_running_loop().create_future())
+        try:
+            self._states = self.runtime.put(self._states, slot, session.state)
+            if session.tick_started(ticker.scheduled(start), ticker.scheduled(start + 1)):
+                return  # over before its first frame
+            self._seats[slot] = seat
+            await seat.done
+        finally:
+            self._leave(seat)
+
+    def _leave(self, seat: _Seat) -> None:
+        if seat.left:
+            return
+        seat.left = True
+        if self._seats.get(seat.slot) is seat:
+            del self._seats[seat.slot]
+        if seat.slot < self.capacity:  # else the idle group let its batch go
+            heapq.heappush(self._free, seat.slot)
+
+    async def _grow(self) -> None:
+        """Doubles the capacity. `Runtimes` compiled the sizes up to the server's session limit
+        with the game; a size beyond (a runtime built otherwise) compiles in a thread, the
+        members ticking on meanwhile (slowed: the compile shares the cores and the GIL)."""
+        async with self._grow_lock:
+            if self._free:
+                return
+            target = max(MIN_BATCH, 2 * self.capacity)
+            if not self.runtime.batch_warmed(target):
+                await asyncio.to_thread(self.runtime.warm_batch, target)
+            if self._free:
+                return
+            if self._states is None:
+                self._states = self.runtime.batch(target)
+            else:
+                self._states = self.runtime.grow(self._states, target)
+            self._free.extend(range(self.capacity, target))
+            heapq.heapify(self._free)
+            self.capacity = target
+
+    async def _run(self) -> None:
+        try:
+            while self._seats:
+                tick = await self.ticker.wait(self._next)
+                self._next += 1
+                self._tick(tick)
+        finally:
+            # Idle: let the batch go (a later joiner starts from MIN_BATCH, compiled).
+            self._task = None
+            if not self._seats:
+                self._states, self.capacity, self._free = None, 0, []
+
+    def _tick(self, tick: Tick) -> None:
+        due = [seat for seat in self._seats.values() if seat.first_tick <= tick.index]
+        if not due:
+            return
+        actions = np.zeros(self.capacity, np.int32)
+        live = np.zeros(self.capacity, bool)
+        moves: list[tuple[_Seat, Move]] = []
+        for seat in due:
+            try:
+                move = seat.session.tick_decide(tick, self.late_after)
+            except Exception as e:  # a bug ends its session, never the group
+                self._fail(seat, e)
+                continue
+            actions[seat.slot], live[seat.slot] = move.action, True
+            moves.append((seat, move))
+        try:
+            self._states, infos = self.runtime.step_batch(self._states, actions, live)
+        except Exception as e:
+            for seat, _ in moves:
+                self._fail(seat, e)
+            return
+        rows = _Rows(self._states)
+        deadline = self.ticker.scheduled(tick.index + 1)
+        hosts = HostInfo.rows(infos, [seat.slot for seat, _ in moves])
+        for (seat, move), info in zip(moves, hosts, strict=True):
+            try:
+                fetch = functools.partial(rows.row, seat.slot)
+                over = seat.session.tick_played(move, info, deadline, fetch=fetch)
+            except Exception as e:
+                self._fail(seat, e)
+                continue
+            if over:
+                self._leave(seat)
+                if not seat.done.done():
+                    seat.done.set_result(None)
+
+    def _fail(self, seat: _Seat, error: Exception) -> None:
+        self._leave(seat)
+        if not seat.done.done():
+            seat.done.set_exception(error)
+
+    def close(self) -> None:
+        """Cancels the loop (server shutdown, after its sessions were stopped)."""
+        if self._task is not None:
+            self._task.cancel()
+
+
+class TickGroups:
+    """The tick groups of one server, by (game, FPS); a group exists once a session joins it."""
+
+    def __init__(self, *, late_after: float) -> None:
+        """
+        Args:
+            late_after: seconds of lag that make a tick late (the server's `late_tick_ms`).
+        """
+        self.late_after = late_after
+        self._groups: dict[tuple[str, float], TickGroup] = {}
+
+    def group(self, game_id: str, fps: float) -> TickGroup | None:
+        return self._groups.get((game_id, fps))
+
+    async def play(self, session: Member) -> None:
+        """Plays a real-time single-player session in the group of its game and frame rate."""
+        key = (session.runtime.game_id, session.config.fps)
+        group = self._groups.get(key)
+        if group is None:
+            period = session.config.period
+            group = self._groups[key] = TickGroup(
+                session.runtime, period, late_after=self.late_after
+            )
+        await group.play(session)
+
+    def close(self) -> None:
+        for group in self._groups.values():
+            group.close()
