@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import queue
+import textwrap
 import threading
 import time
 import urllib.request
@@ -31,6 +32,70 @@ _SUPERKO_GAME = (
 )
 SUPERKO_MOVES = tuple(_SUPERKO_GAME.split())
 SUPERKO_REPEAT = "b3"
+
+
+#: A tiny GTP engine (a script for `python -c` or a file) for bench.match's referee: it plays
+#: the first empty point (A9, B9, ... J1) and passes when there is none; no captures.
+#: `--resign-after N`: resigns at its N+1-th genmove. `--sleep S`: each genmove takes S
+#: seconds. It takes `time_settings` and `time_left` with integer arguments only, as GNU Go
+#: does, and `fake-timed` answers the time commands received since `clear_board` (" | "-joined).
+FAKE_GTP_ENGINE = textwrap.dedent(
+    """
+    import sys, time
+    def flag(name, kind):
+        return kind(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else None
+    resign_after, sleep = flag("--resign-after", int), flag("--sleep", float) or 0.0
+    cols = "abcdefghj"
+    order = [f"{c}{r}" for r in range(9, 0, -1) for c in cols]
+    stones, komi, genmoves, timed = {}, 7.5, 0, []
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        cmd, args = words[0], [w.lower() for w in words[1:]]
+        answer = ""
+        if cmd == "quit":
+            print("=\\n", flush=True)
+            break
+        elif cmd in ("boardsize", "name"):
+            answer = "fake"
+        elif cmd == "clear_board":
+            stones, genmoves, timed = {}, 0, []
+        elif cmd == "komi":
+            komi = float(args[0])
+        elif cmd in ("time_settings", "time_left"):
+            if not all(a.isdigit() for a in args[-2:]):
+                print("? syntax error: not integers\\n", flush=True)
+                continue
+            timed.append(" ".join(words))
+        elif cmd == "fake-timed":
+            answer = " | ".join(timed)
+        elif cmd == "play":
+            if args[1] != "pass":
+                if args[1] in stones or args[1] not in order:
+                    print("? illegal move\\n", flush=True)
+                    continue
+                stones[args[1]] = args[0][0]
+        elif cmd == "genmove":
+            time.sleep(sleep)
+            genmoves += 1
+            if resign_after is not None and genmoves > resign_after:
+                answer = "resign"
+            else:
+                answer = next((v for v in order if v not in stones), "pass")
+                if answer != "pass":
+                    stones[answer] = args[0][0]
+            answer = answer.upper()
+        elif cmd == "final_score":
+            margin = sum(s == "b" for s in stones.values()) - sum(
+                s == "w" for s in stones.values()) - komi
+            answer = "0" if margin == 0 else f"{'B' if margin > 0 else 'W'}+{abs(margin):g}"
+        else:
+            print("? unknown command\\n", flush=True)
+            continue
+        print(f"= {answer}\\n", flush=True)
+    """
+)
 
 #: The tiny network of the tests: cheap to compile and run.
 TINY_NET = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)

@@ -7,72 +7,20 @@ import math
 import random
 import shutil
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from bench import match
+from support import FAKE_GTP_ENGINE
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-#: A tiny GTP engine for the referee: it plays the first empty point (A9, B9, ... J1) and
-#: passes when there is none; no captures. `--resign-after N`: resigns at its N+1-th genmove.
-FAKE_ENGINE = textwrap.dedent(
-    """
-    import sys
-    resign_after = int(sys.argv[sys.argv.index("--resign-after") + 1]) \\
-        if "--resign-after" in sys.argv else None
-    cols = "abcdefghj"
-    order = [f"{c}{r}" for r in range(9, 0, -1) for c in cols]
-    stones, komi, genmoves = {}, 7.5, 0
-    for line in sys.stdin:
-        words = line.split()
-        if not words:
-            continue
-        cmd, args = words[0], [w.lower() for w in words[1:]]
-        answer = ""
-        if cmd == "quit":
-            print("=\\n", flush=True)
-            break
-        elif cmd in ("boardsize", "name"):
-            answer = "fake"
-        elif cmd == "clear_board":
-            stones, genmoves = {}, 0
-        elif cmd == "komi":
-            komi = float(args[0])
-        elif cmd == "play":
-            if args[1] != "pass":
-                if args[1] in stones or args[1] not in order:
-                    print("? illegal move\\n", flush=True)
-                    continue
-                stones[args[1]] = args[0][0]
-        elif cmd == "genmove":
-            genmoves += 1
-            if resign_after is not None and genmoves > resign_after:
-                answer = "resign"
-            else:
-                answer = next((v for v in order if v not in stones), "pass")
-                if answer != "pass":
-                    stones[answer] = args[0][0]
-            answer = answer.upper()
-        elif cmd == "final_score":
-            margin = sum(s == "b" for s in stones.values()) - sum(
-                s == "w" for s in stones.values()) - komi
-            answer = "0" if margin == 0 else f"{'B' if margin > 0 else 'W'}+{abs(margin):g}"
-        else:
-            print("? unknown command\\n", flush=True)
-            continue
-        print(f"= {answer}\\n", flush=True)
-    """
-)
 
 
 @pytest.fixture
 def fake(tmp_path):
     script = tmp_path / "fake_gtp.py"
-    script.write_text(FAKE_ENGINE)
+    script.write_text(FAKE_GTP_ENGINE)
     started = []
 
     def start(*flags: str):

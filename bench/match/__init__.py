@@ -23,6 +23,7 @@ from bench.match._board import (
     spiel_to_hex,
 )
 from bench.match._cli import main
+from bench.match._clock import Clock, TimeControl, charge
 from bench.match._engines import (
     OurHex,
     SpielGo,
@@ -33,7 +34,7 @@ from bench.match._engines import (
     spiel_hex_board,
 )
 from bench.match._go import go_match, judge_dead_stones, print_dead_stones
-from bench.match._gtp import GtpPlayer, GtpProcess
+from bench.match._gtp import GtpPlayer, GtpProcess, RtplanPlayer
 from bench.match._hex import hex_match
 from bench.match._install import DEBIAN_GNUGO, OPEN_SPIEL, ensure_gnugo, ensure_open_spiel
 from bench.match._referee import GameRecord, Player, Refused, referee
@@ -49,11 +50,13 @@ from bench.match._results import (
     print_table,
     read_games,
     summarise,
+    time_summary,
     write_games,
 )
 
 __all__ = [
     "CSV_FIELDS",
+    "Clock",
     "DEBIAN_GNUGO",
     "GAMES_FIELDS",
     "GO_GAME",
@@ -78,10 +81,13 @@ __all__ = [
     "Player",
     "Refused",
     "Result",
+    "RtplanPlayer",
     "SpielGo",
     "SpielHex",
     "SpielMcts",
+    "TimeControl",
     "append_csv",
+    "charge",
     "compare",
     "ensure_gnugo",
     "ensure_open_spiel",
@@ -106,5 +112,6 @@ __all__ = [
     "spiel_hex_board",
     "spiel_to_hex",
     "summarise",
+    "time_summary",
     "write_games",
 ]

@@ -2,6 +2,8 @@
 
 Usage:
     python -m bench.match go --opponent gnugo --level 1 [--handicap H] --games N --option K
+    python -m bench.match go --opponent gnugo --games N --time-manager {proportional,gate} \
+        --time-settings MAIN BYO_TIME BYO_STONES [--clock-gate F]
     python -m bench.match go --opponent mcts --rollouts R --games N --option K
     python -m bench.match hex --opponent mcts --rollouts R --games N --option K
     python -m bench.match {go,hex} --opponent planner --opponent-planner F --games N --option K
@@ -16,6 +18,22 @@ two winners differ is counted as a disagreement.
 
 `--handicap H`: we take black with H stones on GNU Go's fixed-handicap points (white passing
 in between, then a random ply each), komi still 7.5; every game is ours as black.
+
+Go under real time controls: `--time-settings MAIN BYO_TIME BYO_STONES` (GTP's
+`time_settings`: MAIN seconds of main time, then Canadian byo-yomi periods of BYO_TIME seconds
+for BYO_STONES moves; `MAIN 0 0` is sudden death; whole seconds). The referee keeps a wall
+clock per side: both engines get `time_settings` at each new game, the mover `time_left COLOUR
+SECONDS STONES` (seconds rounded down) before each genmove, whose wall time is charged to it; a
+side whose flag falls loses on time. `--opponent-time-settings` gives the opponent its own
+clock (GNU Go level 1 spends 5-17 s a game on a busy 2-core machine: a short clock of ours
+should not flag it). `--time-manager proportional | gate` runs `rtplan gtp
+--time-manager M` (its budgets chosen per move from the clock; `--clock-gate F` names the gate,
+default the one beside the planner) instead of `--budget K`; `--option K` with
+`--time-settings` plays option K on every move under the same clocks. The opening's plies are
+free; the table adds our mean time left at the end (+- SE), the losses on time (ours / the
+opponent's) and our mean budget k per move (`rtplan-budget`, asked off the clock). Our moves
+then hang on measured times, so a timed match does not repeat move for move; its openings and
+colours do (`compare` pairs two time managers on them).
 
 Go against open_spiel's `mcts.MCTSBot` on its 9x9 `go` (komi 7.5, area scoring with no
 dead-stone removal and a cap of 162 plies, as pgx's): the same MCTS as for Hex, refereed over
@@ -32,8 +50,8 @@ search's root never considers swap anyway (its legal mask is cleared).
 
 `--opponent planner`: head to head against another checkpoint of ours (`--opponent-planner`, a
 shipped planner or a training run's `checkpoint.msgpack`) at `--opponent-option` (default
-`--option`): Go through a second `rtplan gtp`, Hex in process; the win rate is the first
-planner's.
+`--option`; with `--time-manager` and no option, the proportional time manager): Go through a
+second `rtplan gtp`, Hex in process; the win rate is the first planner's.
 
 Both sides are deterministic (ours at a fixed seed, GNU Go always, MCTS at its seed), so each
 pair of games starts from a random opening of 2-4 plies seeded by the pair's index and `--seed`,
@@ -46,7 +64,8 @@ extra of pyproject.toml) when missing.
 move). `python -m bench.match compare --a A1.csv [A2.csv ...] --b B1.csv [...]` pairs two sets
 of such files game by game (the same seed and game number: the same opening, our same colour)
 and prints both win rates and their difference +- its paired SE: two of our planners, or two
-options of one, against one opponent on the same openings. `--dead-stones` (Go): GNU Go counts
+options or time managers of one, against one opponent on the same openings (timed games: each
+side's mean time left and losses on time too). `--dead-stones` (Go): GNU Go counts
 the dead stones left on each final board, and says whether removing them changes the winner.
 """
 
@@ -59,6 +78,7 @@ from pathlib import Path
 
 from bench._common import git_commit, utc_now
 from bench.match._board import GO_GAME, GO_HANDICAP, HEX_GAME
+from bench.match._clock import TimeControl
 from bench.match._go import go_match, print_dead_stones
 from bench.match._hex import hex_match
 from bench.match._results import RESULTS_CSV, append_csv, compare, print_table, write_games
@@ -79,6 +99,37 @@ def _parser() -> argparse.ArgumentParser:
         help="--opponent gnugo: we take black with this many stones (2-9; default none)",
     )
     go.add_argument(
+        "--time-settings",
+        type=int,
+        nargs=3,
+        default=None,
+        metavar=("MAIN", "BYO_TIME", "BYO_STONES"),
+        help="real clocks (GTP time_settings, whole seconds; MAIN 0 0 is sudden death): the "
+        "referee charges each genmove's wall time, a flag's fall loses the game",
+    )
+    go.add_argument(
+        "--opponent-time-settings",
+        type=int,
+        nargs=3,
+        default=None,
+        metavar=("MAIN", "BYO_TIME", "BYO_STONES"),
+        help="the opponent's own clock (default --time-settings): e.g. enough for GNU Go never "
+        "to flag, so that only our clock is short",
+    )
+    go.add_argument(
+        "--time-manager",
+        choices=("proportional", "gate"),  # rtplan gtp's (as its own flag lists them)
+        default=None,
+        help="rtplan gtp --time-manager (needs --time-settings; instead of --option)",
+    )
+    go.add_argument(
+        "--clock-gate",
+        "--gate",
+        dest="clock_gate",
+        default=None,
+        help="--time-manager gate: rtplan gtp's --clock-gate (default the gate beside the planner)",
+    )
+    go.add_argument(
         "--dead-stones",
         action="store_true",
         help="after each game, GNU Go counts the dead stones left on the board (self-play check)",
@@ -97,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
             "--opponent-option", type=int, default=None, help="its option (default --option)"
         )
         p.add_argument("--games", type=int, required=True, help="games (even: both colours)")
-        p.add_argument("--option", type=int, required=True, help="our option: a budget k")
+        p.add_argument("--option", type=int, default=None, help="our option: a budget k")
         p.add_argument("--seed", type=int, default=0, help="openings, our search, MCTS's")
         p.add_argument("--planner", default=None, help="default checkpoints/<game>/planner.msgpack")
         p.add_argument("--csv", default=str(RESULTS_CSV), help="results CSV to append to")
@@ -106,6 +157,33 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--a", type=Path, nargs="+", required=True, help="A's --games-csv files")
     cmp.add_argument("--b", type=Path, nargs="+", required=True, help="B's, the same seeds")
     return parser
+
+
+def _check_clock_flags(args: argparse.Namespace) -> None:
+    """Exits with a clear message on a bad mix of --option, --time-manager, --time-settings."""
+    manager = getattr(args, "time_manager", None)
+    times = getattr(args, "time_settings", None)
+    if manager is None and args.option is None:
+        raise SystemExit(
+            "bench.match: --option K (or, for go, --time-manager with --time-settings)"
+        )
+    if manager is not None and args.option is not None:
+        raise SystemExit("bench.match: --option plays one budget on every move: no --time-manager")
+    if manager is not None and times is None:
+        raise SystemExit(
+            "bench.match: --time-manager spends a clock: give it --time-settings MAIN BYO STONES"
+        )
+    if getattr(args, "clock_gate", None) and manager != "gate":
+        raise SystemExit("bench.match: --clock-gate is the gate's: it needs --time-manager gate")
+    theirs = getattr(args, "opponent_time_settings", None)
+    if theirs is not None and times is None:
+        raise SystemExit("bench.match: --opponent-time-settings needs --time-settings (ours)")
+    for flag, values in (("--time-settings", times), ("--opponent-time-settings", theirs)):
+        if values is not None:
+            try:
+                TimeControl(*values)
+            except ValueError as e:
+                raise SystemExit(f"bench.match: {flag} {' '.join(map(str, values))}: {e}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,17 +202,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("bench.match: --games must be at least 1")
     if args.opponent == "planner" and args.opponent_planner is None:
         raise SystemExit("bench.match: --opponent planner needs --opponent-planner")
+    _check_clock_flags(args)
     if args.opponent_option is None:
         args.opponent_option = args.option
     results, settings = (go_match if args.game == "go" else hex_match)(args)
     game = GO_GAME if args.game == "go" else HEX_GAME
+    ours = f"option {args.option}"
+    if getattr(args, "time_manager", None):
+        ours = f"time manager {args.time_manager}"
+        if args.clock_gate:
+            ours += f" (clock gate {args.clock_gate})"
     if args.opponent == "gnugo":
         opponent = f"gnugo level {args.level}" + (f" handicap {handicap}" if handicap else "")
     elif args.opponent == "mcts":
         opponent = f"open_spiel mcts {args.rollouts} rollouts"
     else:
         opponent = f"planner {args.opponent_planner}"
-    title = f"{game} option {args.option} vs {opponent} ({settings}), seed {args.seed}:"
+    title = f"{game} {ours} vs {opponent} ({settings}), seed {args.seed}:"
     summary = print_table(title, results)
     print_dead_stones(results)
     argv = list(argv if argv is not None else sys.argv[1:])
@@ -144,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "commit": git_commit(),
         "command": command,
         "game": game,
-        "option": args.option,
+        # A timed match at a time manager: its name where the fixed option goes.
+        "option": args.option if args.option is not None else args.time_manager,
         "opponent": opponent,
         "settings": settings,
         "seed": args.seed,
@@ -157,6 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     append_csv(Path(args.csv), row)
     print(f"appended to {args.csv}")
     if args.games_csv:
-        write_games(Path(args.games_csv), args.seed, results)
+        timed = {}
+        if getattr(args, "time_settings", None):
+            settings = " ".join(map(str, args.time_settings))
+            if args.opponent_time_settings not in (None, args.time_settings):
+                settings += f" vs {' '.join(map(str, args.opponent_time_settings))}"
+            timed = {
+                "time_manager": args.time_manager or f"option {args.option}",
+                "time_settings": settings,
+            }
+        write_games(Path(args.games_csv), args.seed, results, **timed)
         print(f"games written to {args.games_csv}")
     return 0

@@ -67,6 +67,12 @@ class SpielMcts:
     def over(self) -> bool:
         return self.state.is_terminal()
 
+    def time_settings(self, control) -> None:
+        """MCTS searches its fixed rollouts whatever the clock (its time is charged anyway)."""
+
+    def time_left(self, colour: int, clock) -> None:
+        pass
+
 
 def mcts_settings(args: argparse.Namespace, board: str) -> str:
     return (
@@ -97,9 +103,22 @@ class SpielGo(SpielMcts):
         return float(self.state.returns()[0])
 
 
-def gtp_planner_argv(planner: Path, option: int, seed: int) -> list:
-    return [sys.executable, "-m", "rtplan", "gtp", "--game", GO_GAME, "--planner", planner,
-            "--budget", option, "--seed", seed]  # fmt: skip
+def gtp_planner_argv(
+    planner: Path,
+    option: int | None,
+    seed: int,
+    *,
+    time_manager: str | None = None,
+    clock_gate: str | None = None,
+) -> list:
+    """`rtplan gtp` playing `option` on every move, or (`option` None) spending its clock with
+    `time_manager` ("proportional" or "gate", the gate's file `clock_gate` or its default)."""
+    argv = [sys.executable, "-m", "rtplan", "gtp", "--game", GO_GAME, "--planner", planner,
+            "--seed", seed]  # fmt: skip
+    if option is not None:
+        return [*argv, "--budget", option]
+    argv += ["--time-manager", time_manager or "proportional"]
+    return argv + (["--clock-gate", clock_gate] if clock_gate else [])
 
 
 def our_hex_board(state) -> str:
@@ -165,6 +184,12 @@ class OurHex:
 
     def over(self) -> bool:
         return bool(self.state.terminated)
+
+    def time_settings(self, control) -> None:
+        """Option k on every move: the clock is not read (Hex matches are untimed)."""
+
+    def time_left(self, colour: int, clock) -> None:
+        pass
 
     def board(self) -> str:
         return our_hex_board(self.state)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import tempfile
+import time
 from collections.abc import Sequence
 
 from bench.match._board import (
@@ -18,8 +20,9 @@ from bench.match._board import (
     parse_score,
     random_opening,
 )
+from bench.match._clock import TimeControl
 from bench.match._engines import SpielGo, gtp_planner_argv, mcts_settings
-from bench.match._gtp import GtpPlayer, GtpProcess
+from bench.match._gtp import GtpPlayer, GtpProcess, RtplanPlayer
 from bench.match._install import checkpoint, ensure_gnugo, ensure_open_spiel
 from bench.match._referee import referee
 from bench.match._results import Result, fmt_margin, sign_of
@@ -57,14 +60,22 @@ def print_dead_stones(results: Sequence[Result]) -> None:
 
 
 def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
-    """`--games` games of `rtplan gtp --budget K` against `--opponent`; (results, settings).
+    """`--games` games of `rtplan gtp --budget K` (or `--time-manager M`) against
+    `--opponent`; (results, settings).
 
     The opponent judges the game: GNU Go's `final_score` (it removes dead stones), open_spiel's
     returns, or the other planner's `final_score`. Ours (pgx's area score) is the second margin,
-    and a game whose two winners differ counts as a disagreement.
+    and a game whose two winners differ counts as a disagreement. `--time-settings`: the
+    referee keeps both clocks (`referee`'s `time`), and a loss on time decides the game.
     """
     planner = checkpoint(GO_GAME, args.planner)
-    ours_cmd = gtp_planner_argv(planner, args.option, args.seed)
+    control = TimeControl(*args.time_settings) if args.time_settings else None
+    theirs_control = control
+    if args.opponent_time_settings:
+        theirs_control = TimeControl(*args.opponent_time_settings)
+    ours_cmd = gtp_planner_argv(
+        planner, args.option, args.seed, time_manager=args.time_manager, clock_gate=args.clock_gate
+    )
     log = tempfile.NamedTemporaryFile("w", prefix="match-rtplan-gtp-", suffix=".log", delete=False)  # noqa: SIM115
     print(f"rtplan gtp: {' '.join(map(str, ours_cmd))} (log {log.name})")
     with contextlib.ExitStack() as stack:
@@ -122,8 +133,12 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 colour = i % 2
                 points = random_opening(i // 2, GO_OPENING_POINTS, seed=args.seed)
                 opening = [go_vertex(p) for p in points]
-            black, white = (GtpPlayer(ours), theirs)[:: 1 if colour == 0 else -1]
-            record = referee(black, white, opening, max_plies=GO_MAX_PLIES)
+            us = RtplanPlayer(ours)
+            black, white = (us, theirs)[:: 1 if colour == 0 else -1]
+            timed = None if control is None else (control, theirs_control)[:: 1 - 2 * colour]
+            start = time.perf_counter()
+            record = referee(black, white, opening, max_plies=GO_MAX_PLIES, time=timed)
+            took = time.perf_counter() - start
             sign = 1.0 if colour == 0 else -1.0
             ours_score = ours.send("final_score")
             margin_ours = sign * parse_score(ours_score)
@@ -132,6 +147,11 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 margin = margin_ours = None
                 disagree = False
                 verdict = f"{'bw'[record.resigned]} resigned"
+            elif record.lost_on_time is not None:
+                score = 0.0 if record.lost_on_time == colour else 1.0
+                margin = margin_ours = None
+                disagree = False
+                verdict = f"{'bw'[record.lost_on_time]} lost on time"
             else:
                 if record.end.startswith("refused"):
                     # The two rule sets disagree on a move's legality. Against open_spiel go: a
@@ -152,7 +172,11 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                 disagree = sign_of(margin_ours) != result
                 verdict = f"{args.opponent}'s verdict {result:+g}, margin {fmt_margin(margin)}"
             result = Result(colour, score, record, margin, margin_ours, disagree, i + 1)
-            if dead_judge is not None and record.resigned is None:
+            if us.budgets:
+                result.mean_k = statistics.fmean(us.budgets)
+            if control is not None:
+                verdict += "; " + clocks_text(result)
+            if dead_judge is not None and record.resigned is None and record.lost_on_time is None:
                 judge_dead_stones(dead_judge, result, replay=args.opponent != "gnugo")
                 verdict += (
                     f"; GNU Go: {result.dead[0]} black, {result.dead[1]} white stones dead, "
@@ -161,12 +185,28 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
             results.append(result)
             print(
                 f"game {i + 1}/{args.games}: we play {'black' if colour == 0 else 'white'}, "
-                f"opening {' '.join(opening)}, {len(record.moves)} plies, {record.end}; "
+                f"opening {' '.join(opening)}, {len(record.moves)} plies in {took:.0f} s, "
+                f"{record.end}; "
                 f"{verdict}, ours {ours_score}: "
                 f"{'win' if score == 1 else 'loss' if score == 0 else 'tie'}"
                 f"{' (scores disagree)' if disagree else ''}",
                 flush=True,
             )
+    if control is not None:
+        settings += f" time_settings={control.gtp}"
+        if theirs_control != control:
+            settings += f" (the opponent's {theirs_control.gtp})"
     if voided:
         settings += f" voided={voided} (a move one engine refused)"
     return results, settings
+
+
+def clocks_text(result: Result) -> str:
+    """A timed game's clocks for its printed line: time left each side, our mean k and move."""
+    k = "" if result.mean_k is None else f", our mean k {result.mean_k:.1f}"
+    move_s = result.move_seconds()
+    per_move = "" if move_s is None else f", our mean move {move_s:.3f} s"
+    return (
+        f"time left ours {result.time_left(0):.1f} s, theirs {result.time_left(1):.1f} s"
+        f"{k}{per_move}"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
+from bench.match._clock import Clock, TimeControl
 from bench.match._referee import Refused
 
 
@@ -76,3 +77,28 @@ class GtpPlayer:
 
     def over(self) -> bool:
         return False
+
+    def time_settings(self, control: TimeControl) -> None:
+        self.engine.send(f"time_settings {control.gtp}")
+
+    def time_left(self, colour: int, clock: Clock) -> None:
+        self.engine.send(f"time_left {'bw'[colour]} {clock.gtp}")
+
+
+class RtplanPlayer(GtpPlayer):
+    """`rtplan gtp` as a `Player` that also notes, off the clock, the budget k its time manager
+    gives each timed move (the `rtplan-budget` extension, asked after `time_left`: it changes
+    nothing, and the genmove that follows plays that k)."""
+
+    def __init__(self, engine: GtpProcess) -> None:
+        super().__init__(engine)
+        #: This game's budgets, one per timed genmove (0: the policy-only move).
+        self.budgets: list[int] = []
+
+    def new_game(self) -> None:
+        super().new_game()
+        self.budgets = []
+
+    def time_left(self, colour: int, clock: Clock) -> None:
+        super().time_left(colour, clock)
+        self.budgets.append(int(self.engine.send("rtplan-budget").split()[0]))

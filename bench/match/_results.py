@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench._common import RESULTS, append_rows
 from bench.match._referee import GameRecord
-from harness.stats import binomial_se, paired
+from harness.stats import binomial_se, paired, standard_error
 
 RESULTS_CSV = RESULTS / "match.csv"
 
@@ -34,10 +34,15 @@ CSV_FIELDS = (
 )
 
 
-#: `--games-csv`: one row per game.
+#: `--games-csv`: one row per game. Timed matches (`--time-settings`) fill the time columns:
+#: our time manager (or "option K"), the settings ("MAIN BYO_TIME BYO_STONES"), each side's
+#: seconds left at the end (of the main time, or of the current byo-yomi period), whether we
+#: lost on time (1 / 0), our mean budget k per timed move (0: the policy-only move) and our
+#: mean seconds per move by the referee's clock.
 GAMES_FIELDS = (
     "seed", "game", "colour", "opening", "plies", "end", "score", "margin", "dead_black",
-    "dead_white", "moves",
+    "dead_white", "time_manager", "time_settings", "time_left_ours", "time_left_theirs",
+    "lost_on_time", "mean_k", "move_s_ours", "moves",
 )  # fmt: skip
 #: The fields `compare` pairs on and reads.
 PAIRED_FIELDS = ("seed", "game", "colour", "opening", "score")
@@ -65,14 +70,46 @@ class Result:
     #: judged), and the winner by its score (which removes them) from our side, +1 / -1 / 0.
     dead: tuple[int, int] | None = None
     dead_verdict: float | None = None
+    #: A timed match against `rtplan gtp`'s time manager: our mean budget k per move (None:
+    #: not reported).
+    mean_k: float | None = None
+
+    @property
+    def timed(self) -> bool:
+        return self.record.clocks is not None
+
+    def time_left(self, side: int = 0) -> float | None:
+        """Seconds left at the end on our clock (`side` 0) or the opponent's (1); None untimed."""
+        if self.record.clocks is None:
+            return None
+        return self.record.clocks[self.colour if side == 0 else 1 - self.colour].seconds
+
+    @property
+    def lost_on_time(self) -> bool:
+        return self.record.lost_on_time == self.colour
+
+    @property
+    def won_on_time(self) -> bool:
+        return self.record.lost_on_time == 1 - self.colour
+
+    def move_seconds(self) -> float | None:
+        """Our mean seconds per genmove by the referee's clock (None: untimed or no move)."""
+        # The referee's times alternate from the first mover after the opening.
+        first = self.record.opening % 2
+        ours = self.record.seconds[(self.colour - first) % 2 :: 2]
+        return statistics.fmean(ours) if ours else None
 
 
 def summarise(results: Sequence[Result]) -> dict:
-    """n, wins, win rate, its SE, unique games (distinct move lists), mean margins."""
+    """n, wins, win rate, its SE, unique games (distinct move lists), mean margins; timed
+    games: our mean time left at the end and its SE, our losses on time, the opponent's, and
+    our mean budget k per move (None where untimed or not reported)."""
     n = len(results)
     wins = sum(r.score for r in results)
     margins = [r.margin for r in results if r.margin is not None]
     ours = [r.margin_rtplan for r in results if r.margin_rtplan is not None]
+    left = [r.time_left() for r in results if r.timed]
+    ks = [r.mean_k for r in results if r.mean_k is not None]
     return {
         "n": n,
         "wins": wins,
@@ -82,16 +119,24 @@ def summarise(results: Sequence[Result]) -> dict:
         "margin": sum(margins) / len(margins) if margins else None,
         "margin_rtplan": sum(ours) / len(ours) if ours else None,
         "disagreements": sum(r.disagree for r in results),
+        "time_left": statistics.fmean(left) if left else None,
+        "time_left_se": standard_error(left) if left else None,
+        "time_losses": sum(r.lost_on_time for r in results),
+        "time_wins": sum(r.won_on_time for r in results),
+        "mean_k": statistics.fmean(ks) if ks else None,
     }
 
 
 def print_table(title: str, results: Sequence[Result]) -> dict:
     """Prints the match table (per colour and overall); returns `summarise(results)`."""
     go = any(r.margin_rtplan is not None for r in results)
+    timed = any(r.timed for r in results)
     print(f"\n{title}")
     head = "| we play | games | wins | losses | win rate +- SE | unique games |"
     if go:
         head += " mean margin (the opponent's score / ours) | score disagreements |"
+    if timed:
+        head += " our mean time left +- SE (s) | losses on time: ours / theirs | our mean k |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for name, part in (
@@ -107,6 +152,12 @@ def print_table(title: str, results: Sequence[Result]) -> dict:
         if go:
             margins = f"{fmt_margin(s['margin'])} / {fmt_margin(s['margin_rtplan'])}"
             line += f" {margins} | {s['disagreements']} |"
+        if timed:
+            left = "-"
+            if s["time_left"] is not None:
+                left = f"{s['time_left']:.1f} +- {s['time_left_se']:.1f}"
+            k = "-" if s["mean_k"] is None else f"{s['mean_k']:.1f}"
+            line += f" {left} | {s['time_losses']} / {s['time_wins']} | {k} |"
         print(line)
     return summarise(results)
 
@@ -126,8 +177,16 @@ def append_csv(path: Path, row: dict) -> None:
     append_rows(path, [row], CSV_FIELDS)
 
 
-def write_games(path: Path, seed: int, results: Sequence[Result]) -> None:
-    """Writes one `GAMES_FIELDS` row per game of a match to `path` (replacing it)."""
+def write_games(
+    path: Path,
+    seed: int,
+    results: Sequence[Result],
+    *,
+    time_manager: str = "",
+    time_settings: str = "",
+) -> None:
+    """Writes one `GAMES_FIELDS` row per game of a match to `path` (replacing it); a timed
+    match's `time_manager` and `time_settings` go on every row."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=GAMES_FIELDS)
@@ -146,9 +205,25 @@ def write_games(path: Path, seed: int, results: Sequence[Result]) -> None:
                     "margin": "" if r.margin is None else r.margin,
                     "dead_black": "" if r.dead is None else r.dead[0],
                     "dead_white": "" if r.dead is None else r.dead[1],
+                    **_time_columns(r, time_manager, time_settings),
                     "moves": " ".join(str(m) for m in r.record.moves),
                 }
             )
+
+
+def _time_columns(r: Result, time_manager: str, time_settings: str) -> dict:
+    if not r.timed:
+        return {}
+    move_s = r.move_seconds()
+    return {
+        "time_manager": time_manager,
+        "time_settings": time_settings,
+        "time_left_ours": round(r.time_left(0), 3),
+        "time_left_theirs": round(r.time_left(1), 3),
+        "lost_on_time": int(r.lost_on_time),
+        "mean_k": "" if r.mean_k is None else round(r.mean_k, 2),
+        "move_s_ours": "" if move_s is None else round(move_s, 4),
+    }
 
 
 def read_games(paths: Sequence[Path]) -> dict[tuple[int, int], dict]:
@@ -197,11 +272,43 @@ def paired_comparison(a: dict[tuple[int, int], dict], b: dict[tuple[int, int], d
 
 def compare(a_paths: Sequence[Path], b_paths: Sequence[Path]) -> dict:
     """`bench.match compare`: prints the paired comparison of two sets of `--games-csv` files."""
-    c = paired_comparison(read_games(a_paths), read_games(b_paths))
+    a, b = read_games(a_paths), read_games(b_paths)
+    c = paired_comparison(a, b)
     names = [" ".join(str(p) for p in paths) for paths in (a_paths, b_paths)]
     print(f"| games in common | A: {names[0]} | B: {names[1]} | A - B +- paired SE |")
     print("|---|---|---|---|")
     print(f"| {c['n']} | {c['a']:.2f} | {c['b']:.2f} | {c['diff']:+.2f} +- {c['se']:.2f} |")
     if c["only_a"] or c["only_b"]:
         print(f"(unpaired, left out: {c['only_a']} games of A, {c['only_b']} of B)")
+    keys = sorted(set(a) & set(b))
+    for name, games in (("A", a), ("B", b)):
+        clocks = time_summary([games[k] for k in keys])
+        c[f"time_{name.lower()}"] = clocks
+        if clocks is not None:
+            k = "-" if clocks["mean_k"] is None else f"{clocks['mean_k']:.1f}"
+            print(
+                f"{name}: {clocks['time_manager']} at time_settings {clocks['time_settings']}: "
+                f"our mean time left {clocks['time_left']:.1f} +- {clocks['time_left_se']:.1f} s,"
+                f" lost on time {clocks['time_losses']} of {clocks['n']}, our mean k {k}"
+            )
     return c
+
+
+def time_summary(rows: Sequence[dict]) -> dict | None:
+    """The clocks of `--games-csv` rows of timed games (None: no timed game among them): the
+    time managers and settings seen, n, our mean time left and its SE, our losses on time, our
+    mean budget k (None: not reported)."""
+    rows = [r for r in rows if r.get("time_settings")]
+    if not rows:
+        return None
+    left = [float(r["time_left_ours"]) for r in rows]
+    ks = [float(r["mean_k"]) for r in rows if r.get("mean_k")]
+    return {
+        "time_manager": " / ".join(sorted({r["time_manager"] for r in rows})),
+        "time_settings": " / ".join(sorted({r["time_settings"] for r in rows})),
+        "n": len(rows),
+        "time_left": statistics.fmean(left),
+        "time_left_se": standard_error(left),
+        "time_losses": sum(int(r["lost_on_time"]) for r in rows),
+        "mean_k": statistics.fmean(ks) if ks else None,
+    }
