@@ -3,6 +3,7 @@ of results/ that the results page lists and serves from."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import games
@@ -82,3 +83,16 @@ def test_every_committed_results_file_has_a_caption_and_a_command():
     assert not missing, missing[:5]
     nested = describe_result("tetris-rt-v0/counterfactual/k2-h32-w8-s0/summary.json")
     assert "counterfactual" in nested.shows  # the topic's kind, not the root summary.json's
+
+
+def test_committed_results_name_no_machine_paths():
+    """Results say where things are relative to a checkout (`checkpoints/...`, `results/...`),
+    never a path on the machine that made them."""
+    root = Path(__file__).resolve().parents[1] / "results"
+    absolute = re.compile(r"(?<![\w.])/(work|tmp|home|root|Users)/")
+    found = [
+        str(p.relative_to(root))
+        for p in sorted(root.rglob("*"))
+        if p.suffix in (".json", ".csv", ".md", ".txt") and absolute.search(p.read_text())
+    ]
+    assert found == []
