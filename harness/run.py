@@ -89,6 +89,13 @@ def _git_commit() -> str:
     return ckpt.git_commit()
 
 
+def _process_index() -> int:
+    """This process's rank in a `jax.distributed` job (0 when it runs alone)."""
+    import jax
+
+    return jax.process_index()
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return ""
@@ -109,6 +116,9 @@ class Run(Generic[State]):
 
     A resumed run continues the iteration numbering of its checkpoint and drops the log rows
     written after it; a killed run loses at most `checkpoint_every` iterations.
+
+    In a job of several processes (`jax.distributed`) every process runs the iterations and
+    only process 0 writes the folder (`writes`); all of them read it to resume.
     """
 
     def __init__(
@@ -148,9 +158,12 @@ class Run(Generic[State]):
         self.best_params = None
         self.state: State = self._resume() if resume else algo.init()
         self.columns = (*HEAD, *algo.columns)
+        self.writes = _process_index() == 0
+        self._tb = None
+        if not self.writes:
+            return
         self.out.mkdir(parents=True, exist_ok=True)
         self._init_log()
-        self._tb = None
         if tensorboard:
             from tensorboardX import SummaryWriter
 
@@ -269,10 +282,12 @@ class Run(Generic[State]):
             score, columns = self.algo.evaluate(self.state, self.iteration)
             row.update(columns)
             self.last_eval = dict(columns, iteration=self.iteration)
-            if score >= self.best_score:
+            if score >= self.best_score and self.writes:
                 self._save_best(score, columns)
         self.wall_time += time.perf_counter() - start
         row["wall_time"] = self.wall_time
+        if not self.writes:
+            return row
         self._log(row)
         if (cfg.checkpoint_every and self.iteration % cfg.checkpoint_every == 0) or last:
             self.save_checkpoint()

@@ -95,6 +95,12 @@ class ExpertIteration:
     `REPLAY_SAVE_LIMIT`. The games in flight and the last iteration's decisions awaiting targets
     are not saved (new games start), and a replay buffer too large to save (or saved with
     another device count) refills.
+
+    Several processes (`jax.distributed`, e.g. one per GPU host): the mesh spans every process's
+    devices, each process runs the games and replay shards of its own devices, and the gradients
+    are averaged across all of them by the same `pmean`; so an iteration equals the one of a
+    single process with as many devices. The replay buffer is then not saved (it lives on all
+    processes), and there is no evaluation during training (evaluate the exported params).
     """
 
     kind = "planner"
@@ -106,6 +112,17 @@ class ExpertIteration:
         self.cfg = cfg
         self.name = cfg.game_id
         self.ndev = device_count(cfg)
+        self.processes = jax.process_count()
+        if self.processes > 1 and self.ndev != jax.device_count():
+            raise ValueError(
+                f"devices={self.ndev}, but the mesh of {self.processes} processes must span "
+                f"all their {jax.device_count()} devices"
+            )
+        if self.processes > 1 and cfg.eval_every:
+            raise ValueError(
+                "no evaluation during a run of several processes: set eval_every=0 "
+                "(--eval-every 0) and evaluate the exported params (rtplan eval)"
+            )
         if cfg.batch // self.ndev * cfg.unroll > cfg.replay_capacity // self.ndev:
             raise ValueError(
                 f"replay_capacity={cfg.replay_capacity} is smaller than one iteration's "
@@ -115,7 +132,11 @@ class ExpertIteration:
         self.planner = self.fns.planner
         self.planner_config = cfg.planner_config
         self._replicated = NamedSharding(self.fns.mesh, P())
-        self.save_replay = rb.nbytes(self.planner, cfg.k, cfg.replay_capacity) < REPLAY_SAVE_LIMIT
+        # Several processes: each holds only its devices' shards of the buffer.
+        self.save_replay = (
+            self.processes == 1
+            and rb.nbytes(self.planner, cfg.k, cfg.replay_capacity) < REPLAY_SAVE_LIMIT
+        )
         self._eval_runner = None  # built at the first evaluation
 
     def metadata(self) -> dict[str, Any]:
@@ -123,6 +144,7 @@ class ExpertIteration:
             "game": self.cfg.game_id,
             "planner_config": config_to_dict(self.planner_config),
             "devices": self.ndev,
+            "processes": self.processes,
         }
 
     # ---- state ----

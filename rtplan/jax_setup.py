@@ -1,17 +1,19 @@
-"""JAX process set-up: the persistent compile cache, XLA:CPU's device count, the map limit."""
+"""JAX process set-up: the compile cache, XLA:CPU's device count, the map limit, several hosts."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-# Imports no JAX: each function must run before jax is first imported to take effect.
+# Imports no JAX at import time: each function must run before jax is first imported (or, for
+# `init_distributed`, before it is first used) to take effect.
 
 __all__ = [
     "COMPILE_CACHE_BYTES",
     "COMPILE_CACHE_ENV",
     "MAP_COUNT_NEEDED",
     "check_map_count",
+    "init_distributed",
     "set_device_count",
     "use_compile_cache",
 ]
@@ -72,3 +74,25 @@ def set_device_count(devices: int | None) -> None:
         if not f.startswith("--xla_force_host_platform_device_count")
     ]
     os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={n}"])
+
+
+def init_distributed(coordinator: str, num_processes: int, process_id: int) -> None:
+    """Joins this process to a `num_processes`-process JAX job (`jax.distributed.initialize`):
+    `jax.devices()` then lists every process's devices, and a mesh over them runs one program
+    whose collectives cross processes. Call it before any JAX computation.
+
+    Args:
+        coordinator: "HOST:PORT" of process 0, reachable from every process (process 0 listens).
+        num_processes: processes in the job (one per host on a GPU cluster).
+        process_id: this process's rank, 0 to num_processes - 1 (0 writes the run's files).
+    """
+    if not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id={process_id} is not in [0, num_processes={num_processes})")
+    import jax
+
+    # XLA:CPU has no cross-process collectives by default; gloo (over TCP) provides them. GPUs
+    # use NCCL whatever this says.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=coordinator, num_processes=num_processes, process_id=process_id
+    )

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import queue
+import socket
 import textwrap
 import threading
 import time
@@ -99,6 +100,14 @@ FAKE_GTP_ENGINE = textwrap.dedent(
 
 #: The tiny network of the tests: cheap to compile and run.
 TINY_NET = NetworkConfig(torso="mlp", channels=16, blocks=1, features=8, value_hidden=8)
+
+
+def free_port() -> int:
+    """A local TCP port that was free a moment ago (bound, then closed: nothing listens there);
+    for a server that cannot take port 0, such as a `jax.distributed` coordinator."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def tiny_config(game_id: str) -> PlannerConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import socket
 import subprocess
 import sys
 import threading
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtplan.cli import main
-from support import write_planner
+from support import free_port, write_planner
 
 SNAKE = "snake-rt-v0"
 
@@ -62,12 +61,6 @@ def _health(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:  # bound, then closed: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_planner_health_fails_while_compiling_and_passes_once_serving(services, capsys):
     planner, _ = services
     code, out, err = _health(capsys, "--planner", planner.address)
@@ -94,7 +87,7 @@ def test_env_health_passes_when_healthz_answers_ok(services, capsys):
 
 
 def test_an_unreachable_service_fails_in_one_line(capsys):
-    port = _free_port()
+    port = free_port()
     start = time.monotonic()
     code, out, err = _health(capsys, "--planner", f"127.0.0.1:{port}", "--timeout", "2")
     assert code == 1 and out == "" and err.count("\n") == 1

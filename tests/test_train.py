@@ -21,6 +21,7 @@ from planner.targets import landing_states, nstep_targets, step_discounts
 from planner.train import BEST, CHECKPOINT, EXPORT, LOG, trainer
 from planner.train_config import TrainConfig
 from rtplan.cli import main as cli_main
+from support import free_port
 
 TINY = dict(channels=4, blocks=1, features=8, value_hidden=8)
 SMALL_SNAKE = (("num_rows", 6), ("num_cols", 6))
@@ -295,6 +296,12 @@ def test_missing_checkpoint_and_unknown_game_are_clear_errors(tmp_path, capsys):
     assert cli_main(["train-planner", "--game", "tetris-v9", "--out", str(missing)]) == 2
     assert "unknown game 'tetris-v9'" in capsys.readouterr().err
     assert not missing.exists()
+    base = ["train-planner", "--game", "snake-rt-v0", "--out", str(missing)]
+    assert cli_main([*base, "--num-processes", "2", "--process-id", "1"]) == 2
+    assert "need --coordinator" in capsys.readouterr().err
+    several = ["--coordinator", "127.0.0.1:1", "--num-processes", "2", "--devices", "3"]
+    assert cli_main([*base, *several]) == 2
+    assert "--devices 3 is not divisible by --num-processes 2" in capsys.readouterr().err
     with pytest.raises(ValueError, match="clock game"):
         TrainConfig(game_id="speed-go-v0", sims_per_frame=4)
     with pytest.raises(ValueError, match="not a budget"):
@@ -332,21 +339,26 @@ def two_device_cli(tmp_path_factory):
     The subprocess mostly compiles, which XLA does on one core, so it overlaps the other tests.
     """
     out = tmp_path_factory.mktemp("cli") / "run"
+    proc = _cli_run(out)
+    yield proc, out
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+def _cli_run(out: Path, *extra: str) -> subprocess.Popen:
+    """A tiny 2-iteration `train-planner` run on 2 devices, in the background."""
     args = "--iterations 2 --batch 4 --unroll 2 --n-step 2 --train-k 1 --sims-per-frame 2"
     args += " --channels 4 --blocks 1 --minibatch 8 --replay-capacity 16 --eval-every 0"
     args += " --checkpoint-every 1 --devices 2 --no-progress"
     cmd = [sys.executable, "-m", "rtplan", "train-planner", "--game", "tetris-rt-v0"]
-    proc = subprocess.Popen(
-        [*cmd, "--out", str(out), *args.split()],
+    return subprocess.Popen(
+        [*cmd, "--out", str(out), *args.split(), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
     )
-    yield proc, out
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
 
 
 def test_cli_trains_on_two_devices(two_device_cli):
@@ -359,6 +371,41 @@ def test_cli_trains_on_two_devices(two_device_cli):
     assert meta["argv"][:2] == ["rtplan", "train-planner"]
     rows = _rows(out)
     assert np.isfinite(float(rows[-1]["loss"])) and int(rows[-1]["frames"]) == 2 * 4 * 2
+
+
+@pytest.mark.slow
+def test_two_processes_train_exactly_like_one_process_with_two_devices(two_device_cli, tmp_path):
+    """Two local processes (`jax.distributed`, gloo collectives), one device each, against the
+    module's one process with 2 devices, same flags and seed: bitwise equal params and log
+    metrics (the cross-process mean of two gradients is the same one addition); only process 0
+    writes its folder."""
+    coordinator = f"127.0.0.1:{free_port()}"
+    outs = [tmp_path / "p0", tmp_path / "p1"]
+    procs = [
+        _cli_run(out, "--coordinator", coordinator, "--num-processes", "2", "--process-id", str(i))
+        for i, out in enumerate(outs)
+    ]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=400)
+        assert proc.returncode == 0, stderr[-2000:]
+    reference, reference_out = two_device_cli
+    if reference.returncode is None:  # its own test did not run (-m slow)
+        _, stderr = reference.communicate(timeout=400)
+        assert reference.returncode == 0, stderr[-2000:]
+    assert not outs[1].exists()
+    meta = ckpt.load_metadata(outs[0] / CHECKPOINT)
+    assert meta["processes"] == 2 and meta["devices"] == 2 and meta["iteration"] == 2
+    assert not meta["replay_saved"]
+    params = [
+        load_planner("tetris-rt-v0", str(out / EXPORT))[1] for out in (reference_out, outs[0])
+    ]
+    assert _leaves_equal(*params)
+    timing = ("wall_time", "iter_seconds", "frames_per_s")
+    rows = [
+        [{k: v for k, v in r.items() if k not in timing} for r in _rows(out)]
+        for out in (reference_out, outs[0])
+    ]
+    assert rows[0] == rows[1] and rows[0][-1]["loss"] not in ("", "nan")
 
 
 def test_ship_and_init_from(tmp_path):

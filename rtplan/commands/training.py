@@ -11,7 +11,7 @@ from harness.config import add_flags, flag_fields
 from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
 from rtplan.commands._flags import add_out, out_dir
-from rtplan.jax_setup import check_map_count, set_device_count
+from rtplan.jax_setup import check_map_count, init_distributed, set_device_count
 
 #: `TrainConfig` fields that are not `train-planner` flags (`--game` sets the game).
 _NOT_FLAGS = ("game_id", "game_params")
@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "checkpoint's values with --resume, else planner.train_config.TrainConfig's defaults.",
     )
     _run_flags(train, "planner")
+    _process_flags(train)
     add_flags(train, TrainConfig, exclude=_NOT_FLAGS)
     train.set_defaults(handler=_train_planner)
 
@@ -108,8 +109,43 @@ def _run_flags(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _process_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--coordinator",
+        default=None,
+        metavar="HOST:PORT",
+        help="train as one of --num-processes processes (jax.distributed, e.g. one per host): "
+        "process 0's address, reachable from every process; --devices then counts the devices "
+        "of all processes",
+    )
+    parser.add_argument(
+        "--num-processes", type=int, default=1, help="processes of the job (with --coordinator)"
+    )
+    parser.add_argument(
+        "--process-id",
+        type=int,
+        default=0,
+        help="this process's rank, 0 to --num-processes - 1; process 0 writes the run folder",
+    )
+
+
+def _setup_processes(args: argparse.Namespace) -> None:
+    """Sets XLA:CPU's device count (the share of `--devices` of each process) and, with
+    `--coordinator`, joins the job; before jax loads."""
+    n = args.num_processes
+    if args.coordinator is None:
+        if n != 1 or args.process_id != 0:
+            raise CommandError("--num-processes and --process-id need --coordinator")
+        set_device_count(args.devices)
+        return
+    if args.devices is not None and args.devices % n:
+        raise CommandError(f"--devices {args.devices} is not divisible by --num-processes {n}")
+    set_device_count(None if args.devices is None else args.devices // n)
+    init_distributed(args.coordinator, n, args.process_id)
+
+
 def _train_planner(args: argparse.Namespace) -> int:
-    set_device_count(args.devices)
+    _setup_processes(args)
     check_map_count()
     from planner.train import trainer
 
