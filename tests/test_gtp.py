@@ -459,6 +459,18 @@ def test_move_guard(local):
     for eye in EYES:
         assert engine._guard(black, parse_vertex(eye), 0.9) == PASS, eye
     assert engine._guard(black, PASS, 0.9) == PASS  # stones of its own: passing is allowed
+    # Policy-only (no search): no pass while a board move that is no own eye is left ...
+    assert engine._guard(black, PASS, 0.9, searched=False) == PASS  # ... here only eyes are
+    engine.handle("clear_board")
+    engine.handle("set_free_handicap c3 g7")
+    handicap = engine._ready(engine.states[-1], 0)
+    instead = engine._guard(handicap, PASS, 0.4, searched=False)
+    assert instead < PASS and not own_eye(np.zeros(81, int), instead)
+    assert engine._guard(handicap, PASS, 0.4) == PASS  # a searched pass stands
+    for line in ("play b d4", "play w e5", "play b pass"):  # after black's pass ...
+        engine.handle(line)
+    # ... white (with a stone of its own) may pass too: the game can end
+    assert engine._guard(engine._ready(engine.states[-1], 1), PASS, 0.0, searched=False) == PASS
     engine.handle("clear_board")
     for line in ("play b e5", "play w pass"):
         engine.handle(line)

@@ -487,7 +487,7 @@ class GtpGame:
         if self.resign_below is not None and value < self.resign_below:
             self._log(f"genmove {'BW'[colour]}: resign (value {value:.2f})")
             return "resign"
-        action = self._guard(state, action, value)
+        action = self._guard(state, action, value, searched=k > 0)
         try:
             self._check(colour, action)
         except GtpError:
@@ -501,11 +501,16 @@ class GtpGame:
         )
         return vertex_name(action)
 
-    def _guard(self, state, action: int, value: float) -> int:
+    def _guard(self, state, action: int, value: float, *, searched: bool = True) -> int:
         """The move to play instead of the planner's `action` from `state` (its mover's):
 
         - never a pass while the mover has no stone on the board (the first move as black):
           the network's best board move instead;
+        - never a pass from the raw policy alone (`searched` False: the clock afforded no
+          search) while the opponent has not just passed: the network's best board move that
+          is not one of the mover's own eyes instead, if there is one. The policy passes in
+          positions it reads badly (handicap stones on the board), and a run of policy-only
+          passes handed GNU Go the whole board under a 3 s clock;
         - a pass instead of filling one of the mover's own eyes (`_board.own_eye`);
         - a pass instead of any board move when the opponent has just passed and the search
           value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
@@ -519,10 +524,13 @@ class GtpGame:
             mask = np.asarray(state.legal_action_mask).copy()
             mask[PASS] = False
             if not (mine == 1).any() and mask.any():
-                import jax.numpy as jnp
-
-                masked = state.replace(legal_action_mask=jnp.asarray(mask))
-                action, _ = self._search(masked, 0)
+                return self._policy_move(state, mask)
+            if not searched and int(x.consecutive_pass_count) == 0:
+                mask[[p for p in np.flatnonzero(mask) if own_eye(mine, int(p))]] = False
+                if mask.any():
+                    action = self._policy_move(state, mask)
+                    self._log(f"policy-only pass: {vertex_name(action)} instead")
+                    return action
         elif own_eye(mine, action):
             self._log(f"{vertex_name(action)} fills an own eye: pass instead")
             action = PASS
@@ -530,6 +538,13 @@ class GtpGame:
             self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
             action = PASS
         return self._capture_before_passing(state, mine) if action == PASS else action
+
+    def _policy_move(self, state, mask: np.ndarray) -> int:
+        """The network's best move from `state` among the points of `mask` (no search)."""
+        import jax.numpy as jnp
+
+        action, _ = self._search(state.replace(legal_action_mask=jnp.asarray(mask)), 0)
+        return action
 
     def _capture_before_passing(self, state, mine: np.ndarray) -> int:
         """PASS, or a move that takes a liberty of the opponent's dead stones when the game's own
