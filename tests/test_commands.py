@@ -220,7 +220,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
         def __init__(self, name, argv, *, echo=True, cpus=None, env=None):
             argvs[name] = list(argv)
 
-        def wait_for(self, text, timeout):
+        def wait_for(self, text, timeout, stopping=None):
             return said.get(text, text)
 
         running = False
