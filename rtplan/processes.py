@@ -1,4 +1,10 @@
-"""Service processes: the planner service and the env server started as subprocesses, and REST."""
+"""Service processes: the planner service and the env server started as subprocesses, and REST.
+
+One file past ~450 lines because its parts share one life cycle: the stop signals
+(`stop_on_signals`, `Stopping`), the children they stop (`Child`, `stop_all`) and `services`,
+which starts the children and waits on them with the same `Stopping`; split, each piece would
+import the others' internals.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Per-game compiled functions (init, frame step, reflex) shared by every session of a process."""
+"""Per-game compiled functions (init, frame step, reflex) shared by every session of a process.
+
+A few lines past ~450 since the batched step (`step_batch`, `grow`, `warm_batch`) joined the
+batch-1 one: both are compiled from the same frame function and cached on the same
+`GameRuntime`, so they stay together.
+"""
 
 from __future__ import annotations
 

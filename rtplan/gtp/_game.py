@@ -1,8 +1,9 @@
 """One Speed Go game as the GTP engine plays it: JAX states, moves, clocks, the planner's moves.
 
 `GtpGame` keeps the position stack, both clocks and the clock gate's per-colour states in step
-(undo pops all three together), and its time managers read all of them, so it stays one file
-past ~450 lines; the pure rules live beside it (`_time.py`, `_gate.py`, `_board.py`).
+(undo pops all three together), and its time managers and move guards read all of them, so it
+stays one file past ~450 lines; the pure rules live beside it (`_time.py`, `_gate.py`,
+`_board.py`: eyes, dead stones, the capture before passing).
 """
 
 from __future__ import annotations
