@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.clock_heuristics import ClockOptions, midpeak_grid
+from gate.clock_heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
 from gate.clock_players import (
     ClockPlayer,
     baseline_players,
@@ -175,7 +175,8 @@ def run_clock_eval(
         raise ValueError(f"games per cell must be even and >= 2, got {games_per_cell}")
     planner_file, planner, params = _load(game_id, planner_file)
     opts = ClockOptions.of(planner)
-    everyone = baseline_players(opts, tuned=load_midpeak_table(game_id))
+    tuned = load_midpeak_table(game_id)
+    everyone = baseline_players(opts, tuned=tuned)
     if gate_file is not None:
         everyone["gate"] = gate_player(gate_file, planner, params)
     pool = pool_players(opts)
@@ -203,6 +204,12 @@ def run_clock_eval(
     }
     written = []
     for t0 in t0s:
+        # What else a cell was played with, beside the seeds and planner: the gate's params,
+        # midpeak's (centre, width) at this T0 (a re-tuned table replays its cells).
+        ident = {name: {"gate_sha256": gate_sha if name == "gate" else None} for name in names}
+        if "midpeak" in ident:
+            shape = (tuned or {}).get(int(t0), (MIDPEAK_CENTRE, MIDPEAK_WIDTH))
+            ident["midpeak"]["midpeak_shape"] = [float(shape[0]), float(shape[1])]
         for opp in opp_names:
             todo = []
             for name in names:
@@ -210,7 +217,7 @@ def run_clock_eval(
                 if path.exists() and not force:
                     old = json.loads(path.read_text())
                     same = old.get("seeds") == base["seeds"] and old.get("planner_sha256") == sha
-                    if same and old.get("gate_sha256") == (gate_sha if name == "gate" else None):
+                    if same and all(old.get(k) == v for k, v in ident[name].items()):
                         written.append(path)
                         continue
                 todo.append(name)
@@ -228,7 +235,7 @@ def run_clock_eval(
                     player=name,
                     opponent=opp,
                     t0=int(t0),
-                    gate_sha256=gate_sha if name == "gate" else None,
+                    **ident[name],
                     seconds=round(seconds / len(todo), 1),
                     timestamp=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 )

@@ -38,6 +38,17 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
         raise ckpt.CheckpointError(f"no planner shipped for {game}: {planner_file} is missing")
     check_trained_over(meta, planner_file, run / EXPORT)
     tree = (meta.get("gate_config") or {}).get("tree", "always-k")
+    if meta.get("kind") == "clock-gate":
+        options = (
+            "- a clock gate (docs/gate.md, 'Train the clock gate'): per move it picks "
+            f"policy-only or a search of {meta.get('simulations')} simulations, charged to its "
+            "own clock"
+        )
+    else:
+        options = (
+            f"- options' tree: `{tree}` (docs/gate.md); the gate picks among budgets "
+            f"{meta.get('budgets')}"
+        )
     path = harness.ship(
         run,
         dest_root,
@@ -47,8 +58,7 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
         readme=GATE_README,
         log_name=GATE_LOG,
         notes=[
-            f"- options' tree: `{tree}` (docs/gate.md); the gate picks among budgets "
-            f"{meta.get('budgets')}",
+            options,
             f"- learning curve: `{GATE_CURVE}` (drawn from the training log)",
         ],
     )
@@ -57,7 +67,23 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
 
 
 def _describe(ev: dict, train_cfg: dict) -> str:
-    """The README's evaluation text: the greedy gate on tuning seeds during training."""
+    """The README's evaluation text: the greedy gate on tuning seeds during training (a clock
+    gate: its score against always-`eval_opponent` per clock, `gate.clock_train`)."""
+    if "eval_score" in ev:
+        k = train_cfg.get("eval_opponent")
+        clocks = ", ".join(
+            f"T0 {key[len('eval_t') :]}: {v:.3f}"
+            for key, v in ev.items()
+            if key.startswith("eval_t") and key[len("eval_t") :].isdigit()
+        )
+        return (
+            f"greedy gate score {ev['eval_score']:.3f} ({clocks}) against "
+            f"{f'always-{k}' if k else 'policy-only'} at iteration {ev.get('iteration')}, "
+            f"mean budget {ev.get('eval_budget', float('nan')):.1f} simulations, on the first "
+            f"{train_cfg.get('eval_seeds')} tuning openings with both colours (the openings it "
+            "was selected on); `rtplan eval` reports it against the pool on the evaluation "
+            "openings"
+        )
     return (
         f"greedy gate {ev['eval_mean']:.2f} +- {ev.get('eval_se') or 0:.2f} at iteration "
         f"{ev.get('iteration')}, mean k {ev.get('eval_mean_k', float('nan')):.2f}, on the first "

@@ -39,6 +39,16 @@ def plot_learning_curve(log: Path, path: Path, title: str) -> None:
         ax.errorbar(
             x, y, yerr=se, marker="o", color="tab:blue", capsize=3, label="evaluation (mean +- SE)"
         )
+    # A clock gate's log: its score against always-k per clock and their mean (no SE logged).
+    sc = [r for r in rows if r.get("eval_score")]
+    clocks = [c for c in (rows[0] if rows else {}) if c.startswith("eval_t") and c[6:].isdigit()]
+    for col, style in [("eval_score", "o-")] + [(c, ".--") for c in clocks]:
+        if sc and not ev:
+            label = (
+                "evaluation score (mean over clocks)" if col == "eval_score" else f"T0 {col[6:]}"
+            )
+            x = [float(r["frames"]) for r in sc if r.get(col)]
+            ax.plot(x, [float(r[col]) for r in sc if r.get(col)], style, ms=3, label=label)
     ax.set_xlabel("frames (committed) / plies (clock) of self-play")
     ax.set_ylabel("return / score")
     ax.set_title(title)

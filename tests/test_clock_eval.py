@@ -181,6 +181,18 @@ def test_clock_eval_tuning_and_report(tmp_path):
         GAME, games_per_cell=4, players=["k2"], opponents=["random"], **{**kw, "log": again.append}
     )
     assert any("kept" in line for line in again)
+    # A midpeak cell is kept only for the shape it was played with (a re-tuned table replays).
+    mid = clock_eval.cell_file(out, GAME, "eval", "midpeak", "random", 6)
+    rec = json.loads(mid.read_text())
+    assert rec["midpeak_shape"] == [0.35, 0.3] and rec["gate_sha256"] is None
+    mid.write_text(json.dumps({**rec, "midpeak_shape": [0.5, 1.0]}))
+    again = []
+    one = {**kw, "t0s": (6,), "log": again.append}
+    clock_eval.run_clock_eval(
+        GAME, games_per_cell=4, players=["midpeak"], opponents=["random"], **one
+    )
+    assert not any("kept" in line for line in again)
+    assert json.loads(mid.read_text())["midpeak_shape"] == [0.35, 0.3]
     cells, rows = clock_report.summarize_cells(clock_report.load_cells(out, GAME))
     assert len(cells) == 16
     mean = {r["player"]: r for r in rows if r["t0"] == "mean"}
