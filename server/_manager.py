@@ -121,6 +121,11 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         )
 
 
+#: Seconds before the next tick a session's start on the event loop may begin (it takes about
+#: a millisecond: the session, its first frame published, its row of the batch).
+START_SLACK_S = 0.008
+
+
 class SessionManager:
     """Creates and tracks sessions; one per server, on `app.state`."""
 
@@ -136,6 +141,9 @@ class SessionManager:
         self.ticks = TickGroups(late_after=late_after) if settings.batch_ticks else None
         #: The session `/tv` shows first while it is live (the demo's game): `create(featured=)`.
         self._featured: str | None = None
+        #: Sessions being created (past the limit check, not yet in `_sessions`): they count
+        #: against the limit, as creating awaits.
+        self._creating = 0
 
     @property
     def retention(self) -> Retention:
@@ -236,13 +244,21 @@ class SessionManager:
         """
         s = self.settings
         _check_basic(cfg, s)
-        if self.live_count() >= s.max_sessions:
+        if self.live_count() + self._creating >= s.max_sessions:
             raise SessionError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"this server is at its limit of {s.max_sessions} live sessions; delete one or "
                 "try later",
             )
         _check_game(cfg, self.runtimes, s)
+        self._creating += 1
+        try:
+            return await self._create(cfg, owned_by_stream=owned_by_stream, featured=featured)
+        finally:
+            self._creating -= 1
+
+    async def _create(self, cfg: SessionConfig, *, owned_by_stream: bool, featured: bool):
+        s = self.settings
         clock_game = self.runtimes.info(cfg.game_id)[0].num_players == 2
         if cfg.agent == "planner" or (clock_game and cfg.opponent_plans):
             check_session(cfg, await self.planner.get(deciding=True), clock_game=clock_game)
@@ -255,6 +271,11 @@ class SessionManager:
             agent = HumanAgent(buffers_turns=buffers)
         else:
             agent = make_agent(cfg, **plans)
+        # Frame 0 (the reflex's forward pass) off the event loop: the sessions ticking now keep
+        # their deadlines while many are created at once.
+        first = await asyncio.to_thread(Session.first_frame, cfg, runtime, s.clock_ticks_per_frame)
+        if self.ticks is not None:  # and the rest between two ticks
+            await self.ticks.slack(START_SLACK_S)
         session = Session(
             cfg,
             runtime,
@@ -267,6 +288,7 @@ class SessionManager:
             owned_by_stream=owned_by_stream,
             countdown_s=s.human_countdown_s if cfg.agent == "human" else 0.0,
             ticks=self.ticks,
+            first=first,
         )
         self._sessions[session.id] = session
         if featured:

@@ -202,8 +202,10 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         frame=jax.jit(frame),
         observe=jax.jit(game.observe),
         set_clock=jax.jit(game.set_initial_time) if clock else None,
+        # A join donates the batch: its put reuses the buffers instead of copying every row
+        # (`TickGroup` re-points the rows its members read: `_Rows.moved`).
         frames=jax.jit(frames),
-        put=jax.jit(put),
+        put=jax.jit(put, donate_argnums=0),
     )
 
 
@@ -293,7 +295,7 @@ class GameRuntime:
         )
 
     def put(self, states: games.State, slot: int, state: games.State) -> games.State:
-        """`states` with row `slot` set to `state`."""
+        """`states` with row `slot` set to `state` (`states` is donated: use only the result)."""
         return self._fns.put(states, np.int32(slot), state)
 
     def step_batch(self, states: games.State, actions: np.ndarray, live: np.ndarray):

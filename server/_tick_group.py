@@ -51,11 +51,21 @@ class _Seat:
 
 class _Rows:
     """One tick's batch of states, brought to the host once, at the first row anyone reads (a
-    viewer's render, a replay's digest, a Plan request); most ticks nobody does."""
+    viewer's render, a replay's digest, a Plan request); most ticks nobody does.
+
+    A join donates the batch's buffers to its put: it re-points these rows to the result
+    (`moved`: it wrote a free row, every member's row is unchanged), and a member leaving reads
+    its row first (its slot may be reused)."""
 
     def __init__(self, states: games.State) -> None:
         self._states = states
         self._host = None
+
+    def moved(self, states: games.State) -> None:
+        """The batch now lives in `states` (the members' rows unchanged). A batch already on the
+        host keeps its copy (JAX does not donate buffers a host view still reads)."""
+        if self._host is None:
+            self._states = states
 
     def row(self, slot: int) -> games.State:
         if self._host is None:
@@ -94,6 +104,7 @@ class TickGroup:
         self._next = 1  # the tick the loop waits for next
         self._task: asyncio.Task | None = None
         self._grow_lock = asyncio.Lock()
+        self._rows: _Rows | None = None  # the rows the members' last frames read
 
     def __len__(self) -> int:
         return len(self._seats)
@@ -114,7 +125,7 @@ class TickGroup:
         start = max(self._next - 1, math.ceil(begin / self.period))
         seat = _Seat(session, slot, start + 1, asyncio.get_running_loop().create_future())
         try:
-            self._states = self.runtime.put(self._states, slot, session.state)
+            self._set_states(self.runtime.put(self._states, slot, session.state))
             if session.tick_started(ticker.scheduled(start), ticker.scheduled(start + 1)):
                 return  # over before its first frame
             self._seats[slot] = seat
@@ -122,10 +133,17 @@ class TickGroup:
         finally:
             self._leave(seat)
 
+    def _set_states(self, states: games.State) -> None:
+        """The batch after a join or a growth: the members' rows are where they were."""
+        self._states = states
+        if self._rows is not None:
+            self._rows.moved(states)
+
     def _leave(self, seat: _Seat) -> None:
         if seat.left:
             return
         seat.left = True
+        seat.session.state  # noqa: B018 -- its last frame read now: its row may be reused
         if self._seats.get(seat.slot) is seat:
             del self._seats[seat.slot]
         if seat.slot < self.capacity:  # else the idle group let its batch go
@@ -146,7 +164,7 @@ class TickGroup:
             if self._states is None:
                 self._states = self.runtime.batch(target)
             else:
-                self._states = self.runtime.grow(self._states, target)
+                self._set_states(self.runtime.grow(self._states, target))
             self._free.extend(range(self.capacity, target))
             heapq.heapify(self._free)
             self.capacity = target
@@ -161,7 +179,7 @@ class TickGroup:
             # Idle: let the batch go (a later joiner starts from MIN_BATCH, compiled).
             self._task = None
             if not self._seats:
-                self._states, self.capacity, self._free = None, 0, []
+                self._states, self.capacity, self._free, self._rows = None, 0, [], None
 
     def _tick(self, tick: Tick) -> None:
         due = [seat for seat in self._seats.values() if seat.first_tick <= tick.index]
@@ -184,7 +202,7 @@ class TickGroup:
             for seat, _ in moves:
                 self._fail(seat, e)
             return
-        rows = _Rows(self._states)
+        rows = self._rows = _Rows(self._states)
         deadline = self.ticker.scheduled(tick.index + 1)
         hosts = HostInfo.rows(infos, [seat.slot for seat, _ in moves])
         for (seat, move), info in zip(moves, hosts, strict=True):
@@ -220,9 +238,24 @@ class TickGroups:
         """
         self.late_after = late_after
         self._groups: dict[tuple[str, float], TickGroup] = {}
+        self._slack_lock = asyncio.Lock()
 
     def group(self, game_id: str, fps: float) -> TickGroup | None:
         return self._groups.get((game_id, fps))
+
+    def next_tick(self) -> float | None:
+        """Monotonic time of the next tick any group waits for (None: no group ticks)."""
+        due = [g.ticker.scheduled(g._next) for g in self._groups.values() if g._task is not None]
+        return min(due, default=None)
+
+    async def slack(self, needed: float) -> None:
+        """Returns when no tick is due within `needed` seconds: work that holds the event loop
+        that long (a session's start) runs between ticks, never past a deadline. One caller at
+        a time: several starting at once take the slack in turns."""
+        async with self._slack_lock:
+            while (due := self.next_tick()) is not None and due - time.monotonic() < needed:
+                # Just past that tick: its group's loop has stepped it by the time this resumes.
+                await asyncio.sleep(max(0.0, due - time.monotonic()) + 0.0005)
 
     async def play(self, session: Member) -> None:
         """Plays a real-time single-player session in the group of its game and frame rate."""

@@ -57,6 +57,7 @@ class Session:
         owned_by_stream: bool = False,
         countdown_s: float = 0.0,
         ticks: TickGroups | None = None,
+        first: tuple[games.State, HostInfo] | None = None,
     ) -> None:
         """
         Args:
@@ -74,6 +75,8 @@ class Session:
             ticks: the server's tick groups: a real-time single-player session ticks in the
                 group of its (game, FPS), stepped in one batch with the others; None: it
                 ticks alone (`_run_real_time`).
+            first: frame 0's state and info when already computed (`first_frame`: the
+                manager computes them off the event loop); None: computed here.
         """
         if runtime.clock_game and opponent is None:
             raise ValueError(f"{config.game_id} is a clock game: the session needs an opponent")
@@ -93,15 +96,13 @@ class Session:
         # A time control in seconds (real-time clock games): each side's clock and increment
         # in this session's ticks; None / 0: the game's initial_time and no increment.
         timed = self.clock_game and not config.simulated
-        self.initial_time = (
-            clock_ticks(config.time_s, self.tick_s) if timed and config.time_s else None
-        )
+        self.initial_time = _initial_time(config, runtime, clock_ticks_per_frame)
         self.increment = clock_ticks(config.increment_s, self.tick_s) if timed else 0
         self.countdown_s = 0.0 if config.simulated else countdown_s
         #: Monotonic time frame 0's clock starts (after the countdown); None before the agent
         #: is ready.
         self.starts_at: float | None = None
-        self._state, self.info = runtime.init(config.seed, initial_time=self.initial_time)
+        self._state, self.info = first or runtime.init(config.seed, initial_time=self.initial_time)
         self._fetch = None
         self.frame = 0
         self.episode_return = 0.0
@@ -123,6 +124,16 @@ class Session:
         self._ticks = ticks
         self._task: asyncio.Task | None = None
         self.ended = asyncio.Event()
+
+    @staticmethod
+    def first_frame(
+        config: SessionConfig, runtime: GameRuntime, clock_ticks_per_frame: int = 32
+    ) -> tuple[games.State, HostInfo]:
+        """Frame 0's state and info of a session of `config` (its seed, and its time control in
+        real time): the `first` argument. Safe in a worker thread (the network's forward for
+        the reflex releases the GIL; the event loop ticks on meanwhile)."""
+        initial_time = _initial_time(config, runtime, clock_ticks_per_frame)
+        return runtime.init(config.seed, initial_time=initial_time)
 
     # Identity and views -----------------------------------------------------------------------
 
@@ -448,3 +459,14 @@ class Session:
             frame = messages.frame_proto(self, late=late, observation=obs)
             self.link.put(env_pb2.ServerMessage(frame=frame))
         self.viewers.publish(self.viewer_frame_text)
+
+
+def _initial_time(
+    config: SessionConfig, runtime: GameRuntime, clock_ticks_per_frame: int
+) -> int | None:
+    """A real-time clock game's time control in ticks of this session (`time_s` seconds at
+    `config.period / clock_ticks_per_frame` s a tick); None: the game's own initial time."""
+    timed = runtime.clock_game and not config.simulated
+    if not (timed and config.time_s):
+        return None
+    return clock_ticks(config.time_s, config.period / clock_ticks_per_frame)

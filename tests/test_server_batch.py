@@ -3,6 +3,7 @@ as it plays alone (frames, returns, replay files apart from timing), through rea
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import jax
@@ -13,6 +14,8 @@ from planner.store import planner_path
 from server import ReplayFile
 from server._config import SessionConfig
 from server._runtime import GameRuntime, HostInfo, state_digest
+from server._tick_group import TickGroup, TickGroups, _Rows
+from server._ticker import Ticker
 from support import write_checkpoints
 
 GAME = "snake-rt-v0"
@@ -49,6 +52,59 @@ def test_a_batched_step_plays_each_row_as_the_single_step_and_keeps_padding(root
         assert state_digest(jax.tree.map(lambda x: x[3], states)) == padding
     grown = rt.grow(states, 16)
     assert jax.tree_util.tree_leaves(grown)[0].shape[0] == 16
+
+
+def test_a_join_donates_the_batch_and_the_members_rows_read_on(root):
+    """A put reuses the batch's buffers (no copy of every row); the rows a tick handed its
+    members are re-pointed to the result, and rows already on the host keep their copy."""
+    rt = GameRuntime(GAME, planner_path(root, GAME))
+    (a, _), (b, _), (c, _) = (rt.init(seed) for seed in (3, 4, 5))
+    states = rt.put(rt.batch(8), 0, a)
+    rows = _Rows(states)
+    joined = rt.put(states, 1, b)
+    assert states_deleted(states)  # donated: the put wrote into its buffers
+    rows.moved(joined)
+    assert state_digest(rows.row(0)) == state_digest(a)  # read after the join: still a
+    host = _Rows(joined)
+    host.row(0)  # on the host now: a view of the buffers, which JAX then does not donate
+    again = rt.put(joined, 2, c)
+    host.moved(again)
+    assert state_digest(host.row(1)) == state_digest(b)
+    assert state_digest(jax.tree.map(lambda x: x[2], again)) == state_digest(c)
+
+
+def test_a_session_start_waits_for_slack_between_ticks():
+    """`TickGroups.slack`: work that holds the event loop (a session's start) begins only when
+    the next tick is at least that far away; several callers take the slack in turns."""
+
+    async def scenario() -> list[float]:
+        groups = TickGroups(late_after=0.005)
+        assert groups.next_tick() is None
+        await asyncio.wait_for(groups.slack(1.0), 0.1)  # nothing ticks: at once
+        group = groups._groups[("g", 20.0)] = TickGroup(None, 0.05, late_after=0.005)
+        group.ticker = Ticker(0.05)
+
+        async def ticks() -> None:
+            while True:
+                await group.ticker.wait(group._next)
+                group._next += 1
+                time.sleep(0.01)  # the tick's own work
+
+        group._task = asyncio.get_running_loop().create_task(ticks())
+        slack = []
+        for _ in range(6):
+            await groups.slack(0.03)
+            slack.append(groups.next_tick() - time.monotonic())
+            time.sleep(0.025)  # the start's work: done before the next tick
+        group._task.cancel()
+        return slack
+
+    slack = asyncio.run(scenario())
+    assert min(slack) >= 0.03 - 0.002 and max(slack) <= 0.05  # (read a moment after)
+
+
+def states_deleted(states) -> bool:
+    return any(leaf.is_deleted() for leaf in jax.tree_util.tree_leaves(states))
 
 
 def dataclasses_replace_legal(info: HostInfo, row: HostInfo) -> HostInfo:
