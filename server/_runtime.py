@@ -209,6 +209,11 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
     )
 
 
+#: The env server's collector thresholds once a game is compiled (`Runtimes.get`): measured
+#: with `bench/bench_sessions.py` (docs/services.md).
+GC_THRESHOLDS = (10_000, 50, 100)
+
+
 def state_digest(state: games.State) -> str:
     """A short hex digest of every leaf of a state (dtype, shape and bytes)."""
     h = hashlib.blake2b(digest_size=12)
@@ -432,6 +437,11 @@ class Runtimes:
                 # the collector so that a full collection inside a tick traverses only what
                 # the sessions allocate (splicing lists: no pause now).
                 gc.freeze()
+                # Each tick allocates a few objects per session that live one period; with the
+                # default thresholds (700, 10, 10) they reached the oldest generation, and
+                # 512 sessions paid a 8-12 ms full collection every second (a late tick when
+                # one fell just before a deadline). Collected young, they never get there.
+                gc.set_threshold(*GC_THRESHOLDS)
         return self._runtimes[game_id]
 
     def loaded(self, game_id: str) -> GameRuntime | None:

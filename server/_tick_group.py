@@ -47,6 +47,7 @@ class _Seat:
     first_tick: int  # the group tick that is its frame 0's deadline
     done: asyncio.Future  # set when its game is over (an exception: it failed)
     left: bool = False  # its slot went back to the free ones (once only: it may be reused)
+    waiting: bool = False  # frame 0 goes out at the tick before `first_tick` (not out yet)
 
 
 class _Rows:
@@ -120,18 +121,30 @@ class TickGroup:
             self._next = 1
             self._task = asyncio.get_running_loop().create_task(self._run(), name="tick group")
         ticker = self.ticker
-        # Its tick 0: the group's first at or after its start (or now, if it waited to grow).
+        # Its tick 0: the group's first at or after its start (or the last one, if it waited to
+        # grow); frame 0 goes out at that tick, so that its deadline is a full period away.
         begin = max(session.starts_at, time.monotonic()) - ticker.start
         start = max(self._next - 1, math.ceil(begin / self.period))
         seat = _Seat(session, slot, start + 1, asyncio.get_running_loop().create_future())
         try:
             self._set_states(self.runtime.put(self._states, slot, session.state))
-            if session.tick_started(ticker.scheduled(start), ticker.scheduled(start + 1)):
-                return  # over before its first frame
             self._seats[slot] = seat
+            if start >= self._next:  # frame 0 goes out at tick `start`: a full period to go
+                seat.waiting = True
+            elif self._start(seat):
+                return  # over before its first frame
             await seat.done
         finally:
             self._leave(seat)
+
+    def _start(self, seat: _Seat) -> bool:
+        """Publishes the seat's frame 0 at its tick 0, due at its first tick; True: the game is
+        already over."""
+        seat.waiting = False
+        tick0 = seat.first_tick - 1
+        return seat.session.tick_started(
+            self.ticker.scheduled(tick0), self.ticker.scheduled(tick0 + 1)
+        )
 
     def _set_states(self, states: games.State) -> None:
         """The batch after a join or a growth: the members' rows are where they were."""
@@ -182,7 +195,19 @@ class TickGroup:
                 self._states, self.capacity, self._free, self._rows = None, 0, [], None
 
     def _tick(self, tick: Tick) -> None:
-        due = [seat for seat in self._seats.values() if seat.first_tick <= tick.index]
+        for seat in [
+            s for s in self._seats.values() if s.waiting and s.first_tick <= tick.index + 1
+        ]:
+            try:
+                over = self._start(seat)
+            except Exception as e:
+                self._fail(seat, e)
+                continue
+            if over:
+                self._leave(seat)
+                if not seat.done.done():
+                    seat.done.set_result(None)
+        due = [s for s in self._seats.values() if not s.waiting and s.first_tick <= tick.index]
         if not due:
             return
         actions = np.zeros(self.capacity, np.int32)

@@ -60,10 +60,12 @@ class ViewerHub:
         for viewer in self._viewers:
             viewer.put(text)
 
-    def publish(self, render: Callable[[], str]) -> None:
+    def publish(self, render: Callable[[], str], *, shown: bool = False) -> None:
         """A new frame is out: rendered once and broadcast, or, while nobody watches, not
-        rendered at all (the first viewer to join renders it, in `current`)."""
-        if self._viewers:
+        rendered at all (the first viewer to join renders it, in `current`). `shown`: every
+        viewer already has this frame (a tick group's frame 0, shown from the join on and out
+        at its tick): only later joiners render it again."""
+        if self._viewers and not shown:
             self.broadcast(render())
         else:
             self._latest = None

@@ -427,7 +427,7 @@ class Session:
         """A group's tick at `start` is this session's tick 0: frame 0 is out now, due at
         `deadline` (its next tick). Returns True when the game is already over."""
         self.starts_at = start
-        self._publish(deadline)
+        self._publish(deadline, shown=True)  # viewers were shown frame 0 as they joined
         return self._over()
 
     def tick_decide(self, tick: Tick, late_after: float) -> Move:
@@ -444,8 +444,11 @@ class Session:
 
     # Publishing -------------------------------------------------------------------------------
 
-    def _publish(self, deadline: float | None, *, now: float | None = None) -> None:
-        """Frame `self.frame` is out: the mover starts on it, the agent and viewers get it."""
+    def _publish(
+        self, deadline: float | None, *, now: float | None = None, shown: bool = False
+    ) -> None:
+        """Frame `self.frame` is out: the mover starts on it, the agent and viewers get it
+        (`shown`: the viewers have it already, `ViewerHub.publish`)."""
         self.published_at = time.monotonic() if now is None else now
         self.deadline = deadline
         over = self._over()
@@ -458,7 +461,7 @@ class Session:
             obs = self.link.send_observation
             frame = messages.frame_proto(self, late=late, observation=obs)
             self.link.put(env_pb2.ServerMessage(frame=frame))
-        self.viewers.publish(self.viewer_frame_text)
+        self.viewers.publish(self.viewer_frame_text, shown=shown)
 
 
 def _initial_time(

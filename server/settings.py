@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     batch_ticks: bool = Field(
         False,
         description="step the real-time single-player sessions of one game and frame rate "
-        "together, one batched step per tick (off: each session ticks alone; opt-in while "
-        "a joiner's first deadline differs and its start-up compiles cost the tests ~4 min)",
+        "together, one batched step per tick: what holds hundreds of sessions a server "
+        "(bench/bench_sessions.py); off: each session ticks alone. Opt-in because every batch "
+        "size up to the session limit compiles when a game loads (seconds each)",
     )
     late_tick_ms: float = Field(5.0, ge=0, description="a tick this many ms late counts as late")
     plan_timeout_s: float = Field(
