@@ -33,7 +33,7 @@ class Member(Protocol):
     @property
     def state(self) -> games.State: ...
 
-    def tick_started(self, start: float, deadline: float) -> bool: ...
+    def tick_started(self, start: float, deadline: float, *, shown: bool) -> bool: ...
 
     def tick_decide(self, tick: Tick, late_after: float) -> Move: ...
 
@@ -129,21 +129,24 @@ class TickGroup:
         try:
             self._set_states(self.runtime.put(self._states, slot, session.state))
             self._seats[slot] = seat
-            if start >= self._next:  # frame 0 goes out at tick `start`: a full period to go
+            # Frame 0 goes out now when a countdown runs until its tick 0 (shown meanwhile, as
+            # alone) or that tick has passed; else at its tick 0, a full period before its
+            # deadline (a viewer that joined meanwhile was shown it: not sent again).
+            if start >= self._next and session.starts_at <= time.monotonic():
                 seat.waiting = True
-            elif self._start(seat):
+            elif self._start(seat, shown=False):
                 return  # over before its first frame
             await seat.done
         finally:
             self._leave(seat)
 
-    def _start(self, seat: _Seat) -> bool:
-        """Publishes the seat's frame 0 at its tick 0, due at its first tick; True: the game is
-        already over."""
+    def _start(self, seat: _Seat, *, shown: bool) -> bool:
+        """Publishes the seat's frame 0 (its clock starts at its tick 0), due at its first
+        tick; True: the game is already over. `shown`: `Session.tick_started`."""
         seat.waiting = False
         tick0 = seat.first_tick - 1
         return seat.session.tick_started(
-            self.ticker.scheduled(tick0), self.ticker.scheduled(tick0 + 1)
+            self.ticker.scheduled(tick0), self.ticker.scheduled(tick0 + 1), shown=shown
         )
 
     def _set_states(self, states: games.State) -> None:
@@ -199,7 +202,7 @@ class TickGroup:
             s for s in self._seats.values() if s.waiting and s.first_tick <= tick.index + 1
         ]:
             try:
-                over = self._start(seat)
+                over = self._start(seat, shown=True)
             except Exception as e:
                 self._fail(seat, e)
                 continue

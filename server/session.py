@@ -423,11 +423,12 @@ class Session:
 
     # Real-time ticks, alone or in a group (`server._tick_group.TickGroup`) --------------------
 
-    def tick_started(self, start: float, deadline: float) -> bool:
+    def tick_started(self, start: float, deadline: float, *, shown: bool = False) -> bool:
         """A group's tick at `start` is this session's tick 0: frame 0 is out now, due at
-        `deadline` (its next tick). Returns True when the game is already over."""
+        `deadline` (its next tick); `shown`: the viewers have it already (they were shown it
+        as they joined, `ViewerHub.publish`). Returns True when the game is already over."""
         self.starts_at = start
-        self._publish(deadline, shown=True)  # viewers were shown frame 0 as they joined
+        self._publish(deadline, shown=shown)
         return self._over()
 
     def tick_decide(self, tick: Tick, late_after: float) -> Move:

@@ -26,6 +26,13 @@ def srv(serve):
         yield SimpleNamespace(http=s.client, client=client, port=s.port)
 
 
+@pytest.fixture(scope="module")
+def batched_srv(serve):
+    s = serve(default_fps=20.0, batch_ticks=True)  # the sessions of a game and FPS tick together
+    with EnvClient(s.address) as client:
+        yield SimpleNamespace(http=s.client, client=client, port=s.port)
+
+
 def test_list_games(srv):
     specs = {g.game_id: g for g in srv.client.games()}
     assert set(specs) == set(games.registered_games())
@@ -85,10 +92,13 @@ def test_bad_actions_are_reported_and_the_game_goes_on(srv):
     assert {code for code, _ in ep.errors} == {3}  # INVALID_ARGUMENT
 
 
-def test_an_agent_answering_late_sees_those_frames_reported_late(srv):
+@pytest.mark.parametrize("server", ["srv", "batched_srv"])
+def test_an_agent_answering_late_sees_those_frames_reported_late(server, request):
     """A custom agent at 10 FPS answers every third frame 150 ms after it got it (50 ms or more
     past the frame's 100 ms deadline) and keeps silent otherwise: the late frames end up
-    reported "late" with the action it sent, the silent ones "fallback"."""
+    reported "late" with the action it sent, the silent ones "fallback". Alike when the session
+    ticks in a group (its frame 0, too, is due a full period after it came)."""
+    srv = request.getfixturevalue(server)
     period_ms, late_by_s = 100.0, 0.15
     sent, final = {}, {}
     with srv.client.play(GAME, seed=3, fps=1e3 / period_ms) as ep:
