@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -92,6 +93,8 @@ def test_the_profiles_share_one_definition_of_commands_checks_ports_and_volumes(
         "env-server-gpu",
         "planner-cpu",
         "env-server-cpu",
+        "deploy-gpu",
+        "deploy-cpu",
     }
     shared = {"planner-service": compose["x-planner"], "env-server": compose["x-env-server"]}
     own = {"build", "image", "profiles", "environment", "deploy", "depends_on"}
@@ -102,7 +105,32 @@ def test_the_profiles_share_one_definition_of_commands_checks_ports_and_volumes(
                 if key != "environment":
                     assert service[key] == value, (profile, key)
             assert set(service) - set(base) <= own, (profile, set(service) - set(base))
-    assert "deploy" not in {p for s in compose["services"].values() for p in s["profiles"]}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_deploy_profile_runs_rtplan_deploy_against_its_kinds_services(profile, monkeypatch):
+    """`<kind>-deploy` adds one service: `rtplan deploy --remote` against that kind's env server
+    and planner (by their network aliases and ports), started once the env server is healthy,
+    writing into the results volume; its command parses with the real parser. (The remote
+    experiment itself is played against real services in tests/test_deploy_experiment.py.)"""
+    compose = _compose()
+    (name,) = [n for n, s in compose["services"].items() if f"{profile}-deploy" in s["profiles"]]
+    service = compose["services"][name]
+    assert service["profiles"] == [f"{profile}-deploy"]
+    assert service["command"] == compose["x-deploy"]["command"]
+    assert service["image"] == f"rtplan:{profile}"
+    planner, env = _profile(profile)
+    assert service["depends_on"] == {_name(env): {"condition": "service_healthy"}}
+    args = rtplan_parser().parse_args(service["command"][1:])
+    assert args.command == "deploy" and args.fps == [8, 9, 10, 11, 12]
+    e = _settings(Settings, server_parser, env, monkeypatch)
+    p = _settings(PlannerServiceSettings, planner_parser, planner, monkeypatch)
+    remote = urllib.parse.urlsplit(args.remote)
+    assert remote.hostname in env["networks"]["default"]["aliases"] and remote.port == e.http_port
+    host, _, port = args.planner.rpartition(":")
+    assert host in planner["networks"]["default"]["aliases"] and int(port) == p.port
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in service["volumes"]}
+    assert mounts["/app/results"] == "results" and args.out.startswith("/app/results/")
 
 
 @pytest.mark.parametrize("profile", PROFILES)
