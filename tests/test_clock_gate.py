@@ -453,3 +453,22 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
     plain = ClockGatePPO(config())
     psp = plain.init().games
     assert (np.asarray(psp.opp_side) == SELF_PLAY).all()
+
+
+def test_a_shipped_clock_gate_says_how_it_was_evaluated_and_draws_its_curve(tmp_path):
+    """`ship-gate` on a clock gate run: gate.md gives its score per clock against the evaluation
+    opponent (not the committed gates' eval_mean), and the curve draws the per-clock scores."""
+    from gate.ship import _describe
+    from harness.curve import plot_learning_curve
+
+    ev = {"eval_score": 0.672, "eval_t300": 0.5625, "eval_t2300": 0.78125, "eval_budget": 26.7}
+    text = _describe({**ev, "iteration": 400}, {"eval_opponent": 64, "eval_seeds": 16})
+    assert "score 0.672 (T0 300: 0.562, T0 2300: 0.781) against always-64" in text
+    assert "iteration 400" in text and "first 16 tuning openings" in text
+    assert "against policy-only" in _describe({**ev, "iteration": 1}, {"eval_opponent": 0})
+    log = tmp_path / "log.csv"
+    log.write_text(
+        "iteration,frames,eval_t300,eval_t2300,eval_score\n1,64,,,\n2,128,0.5,0.75,0.625\n"
+    )
+    plot_learning_curve(log, tmp_path / "curve.png", "clock gate")
+    assert (tmp_path / "curve.png").stat().st_size > 1000
