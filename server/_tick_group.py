@@ -256,6 +256,10 @@ class TickGroup:
             self._task.cancel()
 
 
+#: Seconds a session's start waits at most for slack between ticks (`TickGroups.slack`).
+SLACK_WAIT_S = 0.25
+
+
 class TickGroups:
     """The tick groups of one server, by (game, FPS); a group exists once a session joins it."""
 
@@ -276,12 +280,17 @@ class TickGroups:
         due = [g.ticker.scheduled(g._next) for g in self._groups.values() if g._task is not None]
         return min(due, default=None)
 
-    async def slack(self, needed: float) -> None:
+    async def slack(self, needed: float, *, at_most: float = SLACK_WAIT_S) -> None:
         """Returns when no tick is due within `needed` seconds: work that holds the event loop
         that long (a session's start) runs between ticks, never past a deadline. One caller at
-        a time: several starting at once take the slack in turns."""
+        a time: several starting at once take the slack in turns. After `at_most` seconds of
+        waiting it returns anyway (a server whose ticks leave no such slack still starts
+        sessions, late ticks and all)."""
         async with self._slack_lock:
+            give_up = time.monotonic() + at_most
             while (due := self.next_tick()) is not None and due - time.monotonic() < needed:
+                if time.monotonic() >= give_up:
+                    return
                 # Just past that tick: its group's loop has stepped it by the time this resumes.
                 await asyncio.sleep(max(0.0, due - time.monotonic()) + 0.0005)
 

@@ -103,6 +103,28 @@ def test_a_session_start_waits_for_slack_between_ticks():
     assert min(slack) >= 0.03 - 0.002 and max(slack) <= 0.05  # (read a moment after)
 
 
+def test_a_session_start_never_waits_forever_for_slack():
+    """Ticks that leave less slack than a start needs: it waits `at_most`, then goes ahead."""
+
+    async def scenario() -> float:
+        groups = TickGroups(late_after=0.005)
+        group = groups._groups[("g", 20.0)] = TickGroup(None, 0.05, late_after=0.005)
+        group.ticker = Ticker(0.05)
+
+        async def ticks() -> None:
+            while True:
+                await group.ticker.wait(group._next)
+                group._next += 1
+
+        group._task = asyncio.get_running_loop().create_task(ticks())
+        start = time.monotonic()
+        await groups.slack(0.06, at_most=0.2)  # more than a period: never there
+        group._task.cancel()
+        return time.monotonic() - start
+
+    assert 0.2 <= asyncio.run(scenario()) < 1.0  # (a loaded machine wakes it late)
+
+
 def states_deleted(states) -> bool:
     return any(leaf.is_deleted() for leaf in jax.tree_util.tree_leaves(states))
 
