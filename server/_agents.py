@@ -23,6 +23,23 @@ log = logging.getLogger("rtplan.server")
 #: Real time: a Plan call may outlive its landing deadline by this much (a late answer is then
 #: counted and discarded; a newer request of the session supersedes it anyway).
 PLAN_GRACE_S = 1.0
+#: Seconds to wait before asking a busy planner again when it names no time.
+BUSY_RETRY_S = 0.005
+
+
+def busy_retry_s(error: grpc.aio.AioRpcError) -> float | None:
+    """Seconds until a planner that refused a Plan as busy (RESOURCE_EXHAUSTED) expects a free
+    search slot: its trailing `retry-after-ms` (`planner_service.server.RETRY_AFTER_KEY`), else
+    `BUSY_RETRY_S`; None for any other error."""
+    if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in error.trailing_metadata() or ():
+        if key == "retry-after-ms":
+            try:
+                return max(0.0, float(value)) / 1e3
+            except ValueError:
+                break
+    return BUSY_RETRY_S
 
 
 class _BuiltIn:
@@ -212,17 +229,32 @@ class PlannerAgent(_BuiltIn):
     async def _plan(
         self, opt: _Option, request: planner_pb2.PlanRequest, timeout: float, host: AgentHost
     ) -> None:
+        end = time.monotonic() + timeout
         try:
-            async for resp in self._stub.Plan(request, timeout=timeout):
-                kind = resp.WhichOneof("response")
-                if kind == "decision":
-                    opt.error = self._decided(opt, resp.decision, host)
-                    if opt.error is not None:
-                        return
-                elif kind == "action":
-                    self._planned(opt, resp.action, time.monotonic(), host)
+            while True:
+                answered = False
+                try:
+                    left = max(0.0, end - time.monotonic())
+                    async for resp in self._stub.Plan(request, timeout=left):
+                        answered = True
+                        kind = resp.WhichOneof("response")
+                        if kind == "decision":
+                            opt.error = self._decided(opt, resp.decision, host)
+                            if opt.error is not None:
+                                return
+                        elif kind == "action":
+                            self._planned(opt, resp.action, time.monotonic(), host)
+                            return
+                    opt.error = "the planner ended the Plan stream without an action"
                     return
-            opt.error = "the planner ended the Plan stream without an action"
+                except grpc.aio.AioRpcError as e:
+                    # Every search slot was taken: the service says when one frees up. Ask
+                    # again then if the call's own deadline allows (the simulated clock waits
+                    # for the plan; in real time the deadline decides), else it is an error.
+                    wait = None if answered else busy_retry_s(e)
+                    if wait is None or time.monotonic() + wait >= end or opt.closed:
+                        raise
+                    await asyncio.sleep(wait)
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as e:

@@ -23,8 +23,7 @@ SEEDS = (0, 7)
 
 @pytest.fixture(scope="module")
 def env(serve):
-    s = serve((GAME,), planner=True)
-    return s.client, s.root
+    return serve((GAME,), planner=True)
 
 
 def play(client, timeout: float = 120.0, **body) -> tuple[dict, list]:
@@ -85,7 +84,7 @@ def decisions(lines) -> list[int]:
 
 @pytest.mark.parametrize("ks", [(1,), (2,), (2, 1, 1)], ids=["k1", "k2", "kseq"])
 def test_simulated_planner_games_equal_in_process_play(env, ks):
-    client, root = env
+    client, root = env.client, env.root
     want_ret, want_actions, want_ks, want_frames = in_process(root, SEEDS, ks)
     for e, seed in enumerate(SEEDS):
         k = list(ks) if len(ks) > 1 else ks[0]
@@ -101,8 +100,39 @@ def test_simulated_planner_games_equal_in_process_play(env, ks):
         assert stats["planned"] == sum(1 for x in lines if x.source == "planned")
 
 
+def test_a_busy_planner_delays_simulated_plans_and_changes_no_game(env, serve):
+    """A planner with one search slot refuses concurrent Plans RESOURCE_EXHAUSTED (with
+    retry-after-ms): simulated-clock sessions ask again when it says, so four at once each play
+    exactly the in-process game, every frame planned, no planner error."""
+    from planner_service.background import BackgroundService
+
+    busy = BackgroundService(env.planner.engine, max_concurrent=1).start()  # compiled already
+    try:
+        s = serve(checkpoint_dir=env.root, planner_address=busy.address)
+        want_ret, want_actions, _, want_frames = in_process(env.root, SEEDS, (1,))
+        seeds = SEEDS * 2
+        body = {"game": GAME, "agent": "planner", "k": 1, "clock": "simulated", "record": True}
+        ids = [s.client.post("/v1/sessions", json={**body, "seed": x}).json()["id"] for x in seeds]
+        end = time.monotonic() + 120
+        for sid, seed in zip(ids, seeds, strict=True):
+            while (info := s.client.get(f"/v1/sessions/{sid}").json())["status"] in (
+                "waiting",
+                "running",
+            ):
+                assert time.monotonic() < end, info
+                time.sleep(0.05)
+            e = SEEDS.index(seed)
+            assert info["stats"]["planner_errors"] == 0, info["stats"]
+            assert info["frame"] == want_frames[e] == info["stats"]["planned"]
+            lines = [x.report for x in ReplayFile.read(info["replay"]).frames]
+            assert [x.action for x in lines] == want_actions[e]
+            assert info["episode_return"] == pytest.approx(want_ret[e], abs=0)
+    finally:
+        busy.stop()
+
+
 def test_replay_resimulates_and_names_a_mismatch(env, tmp_path):
-    client, _ = env
+    client = env.client
     info, lines = play(client, agent="reflex", clock="simulated", seed=3)
     result = replay(info["replay"])
     assert result.complete and result.frames == info["frame"]
@@ -143,7 +173,7 @@ V1_REPLAY = Path(__file__).parent / "data" / "replay_v1.jsonl"
 
 
 def test_a_version_1_replay_is_read_and_served(env, tmp_path):
-    client, _ = env
+    client = env.client
     rf = ReplayFile.read(V1_REPLAY)
     assert rf.version == 1 and rf.game_id == GAME and rf.seed == 5 and len(rf.frames) == 10
     late = [x.report for x in rf.items if x not in rf.frames]
@@ -170,7 +200,7 @@ def test_a_version_1_replay_is_read_and_served(env, tmp_path):
 
 
 def test_a_replay_is_served_with_the_live_messages_and_other_versions_refused(env, tmp_path):
-    client, _ = env
+    client = env.client
     info, reports = play(client, agent="reflex", clock="simulated", seed=4)
     path = Path(info["replay"])
     header = json.loads(path.read_text().splitlines()[0])
