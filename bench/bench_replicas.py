@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bench._common import RESULTS, ROOT, append_rows, git_commit, utc_now
+from bench.bench_sessions import _ended as ended
 from rtplan.processes import _ENV_BOUND, _PLANNER_BOUND, Child, http_json, stop_all
 
 FIELDS = (
@@ -70,7 +71,7 @@ def measure(game: str, replicas: int, sessions: int, frames: int, k: int) -> dic
                     range(sessions),
                 )
             )
-            details = list(pool.map(lambda sid: _ended(base, sid), ids))
+            details = list(pool.map(lambda sid: ended(base, sid, 1800.0), ids))
         seconds = time.monotonic() - start
     finally:
         stop_all(children[::-1])
@@ -79,15 +80,6 @@ def measure(game: str, replicas: int, sessions: int, frames: int, k: int) -> dic
         "game": game, "k": k, "replicas": replicas, "sessions": sessions, "frames": frames,
         "plans": plans, "seconds": round(seconds, 2), "plans_per_s": round(plans / seconds, 1),
     }  # fmt: skip
-
-
-def _ended(base: str, sid: str, timeout: float = 1800.0) -> dict:
-    end = time.monotonic() + timeout
-    while True:
-        d = http_json("GET", f"{base}/v1/sessions/{sid}")
-        if d["status"] not in ("waiting", "running") or time.monotonic() > end:
-            return d
-        time.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> None:

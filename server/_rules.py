@@ -6,10 +6,14 @@ import dataclasses
 import enum
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rtplan.v1 import env_pb2
+
+if TYPE_CHECKING:
+    from server._config import SessionConfig
 
 #: An agent may answer frames up to this many frames ahead of the current one (an asynchronous
 #: planner sends the action for its landing frame early); further ahead is refused.
@@ -154,6 +158,16 @@ def clock_ticks(seconds: float, tick_s: float) -> int:
     """Clock ticks of `seconds` at `tick_s` seconds a tick (a time control in seconds, e.g.
     "1+1", as the game's integer clock), to the nearest tick."""
     return max(0, round(seconds / tick_s))
+
+
+def initial_ticks(
+    config: SessionConfig, clock_game: bool, clock_ticks_per_frame: int
+) -> int | None:
+    """A real-time clock game's time control in ticks of its session (`time_s` seconds at
+    `config.period / clock_ticks_per_frame` s a tick); None: the game's own initial time."""
+    if not (clock_game and not config.simulated and config.time_s):
+        return None
+    return clock_ticks(config.time_s, config.period / clock_ticks_per_frame)
 
 
 def countdown_start(ready_at: float, countdown_s: float) -> float:

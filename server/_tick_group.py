@@ -207,9 +207,7 @@ class TickGroup:
                 self._fail(seat, e)
                 continue
             if over:
-                self._leave(seat)
-                if not seat.done.done():
-                    seat.done.set_result(None)
+                self._end(seat)
         due = [s for s in self._seats.values() if not s.waiting and s.first_tick <= tick.index]
         if not due:
             return
@@ -241,9 +239,13 @@ class TickGroup:
                 self._fail(seat, e)
                 continue
             if over:
-                self._leave(seat)
-                if not seat.done.done():
-                    seat.done.set_result(None)
+                self._end(seat)
+
+    def _end(self, seat: _Seat) -> None:
+        """The seat's game is over: it leaves, and its `play` returns."""
+        self._leave(seat)
+        if not seat.done.done():
+            seat.done.set_result(None)
 
     def _fail(self, seat: _Seat, error: Exception) -> None:
         self._leave(seat)

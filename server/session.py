@@ -1,4 +1,8 @@
-"""Live sessions: one game, its agent and its frame loop (real-time or simulated clock)."""
+"""Live sessions: one game, its agent and its frame loop (real-time or simulated clock).
+
+A little past ~450 lines: a session is the one owner of its state, frames, agents' answers,
+viewers and statistics in every clock mode (the batched ticks call its `tick_*` steps), and
+splitting it would spread that ownership across files."""
 
 from __future__ import annotations
 
@@ -24,7 +28,13 @@ from server._messages import WallClock
 from server._moves import Move, decide_move, move_report
 from server._queue import AgentLink
 from server._records import Report
-from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, clock_ticks, countdown_start
+from server._rules import (
+    MAX_ACTIONS_PER_FRAME,
+    Arrival,
+    clock_ticks,
+    countdown_start,
+    initial_ticks,
+)
 from server._runtime import AGENT_PLAYER, GameRuntime, HostInfo
 from server._stats import SessionStats
 from server._tick_group import TickGroups
@@ -96,7 +106,7 @@ class Session:
         # A time control in seconds (real-time clock games): each side's clock and increment
         # in this session's ticks; None / 0: the game's initial_time and no increment.
         timed = self.clock_game and not config.simulated
-        self.initial_time = _initial_time(config, runtime, clock_ticks_per_frame)
+        self.initial_time = initial_ticks(config, runtime.clock_game, clock_ticks_per_frame)
         self.increment = clock_ticks(config.increment_s, self.tick_s) if timed else 0
         self.countdown_s = 0.0 if config.simulated else countdown_s
         #: Monotonic time frame 0's clock starts (after the countdown); None before the agent
@@ -132,7 +142,7 @@ class Session:
         """Frame 0's state and info of a session of `config` (its seed, and its time control in
         real time): the `first` argument. Safe in a worker thread (the network's forward for
         the reflex releases the GIL; the event loop ticks on meanwhile)."""
-        initial_time = _initial_time(config, runtime, clock_ticks_per_frame)
+        initial_time = initial_ticks(config, runtime.clock_game, clock_ticks_per_frame)
         return runtime.init(config.seed, initial_time=initial_time)
 
     # Identity and views -----------------------------------------------------------------------
@@ -463,14 +473,3 @@ class Session:
             frame = messages.frame_proto(self, late=late, observation=obs)
             self.link.put(env_pb2.ServerMessage(frame=frame))
         self.viewers.publish(self.viewer_frame_text, shown=shown)
-
-
-def _initial_time(
-    config: SessionConfig, runtime: GameRuntime, clock_ticks_per_frame: int
-) -> int | None:
-    """A real-time clock game's time control in ticks of this session (`time_s` seconds at
-    `config.period / clock_ticks_per_frame` s a tick); None: the game's own initial time."""
-    timed = runtime.clock_game and not config.simulated
-    if not (timed and config.time_s):
-        return None
-    return clock_ticks(config.time_s, config.period / clock_ticks_per_frame)

@@ -73,6 +73,22 @@ def test_a_join_donates_the_batch_and_the_members_rows_read_on(root):
     assert state_digest(jax.tree.map(lambda x: x[2], again)) == state_digest(c)
 
 
+def _ticking(groups: TickGroups, *, work_s: float) -> TickGroup:
+    """A group of `groups` ticking at 20 FPS with no members: each tick holds the event loop
+    `work_s` seconds (call on a running loop; cancel its `_task` at the end)."""
+    group = groups._groups[("g", 20.0)] = TickGroup(None, 0.05, late_after=0.005)
+    group.ticker = Ticker(0.05)
+
+    async def ticks() -> None:
+        while True:
+            await group.ticker.wait(group._next)
+            group._next += 1
+            time.sleep(work_s)
+
+    group._task = asyncio.get_running_loop().create_task(ticks())
+    return group
+
+
 def test_a_session_start_waits_for_slack_between_ticks():
     """`TickGroups.slack`: work that holds the event loop (a session's start) begins only when
     the next tick is at least that far away; several callers take the slack in turns."""
@@ -81,16 +97,7 @@ def test_a_session_start_waits_for_slack_between_ticks():
         groups = TickGroups(late_after=0.005)
         assert groups.next_tick() is None
         await asyncio.wait_for(groups.slack(1.0), 0.1)  # nothing ticks: at once
-        group = groups._groups[("g", 20.0)] = TickGroup(None, 0.05, late_after=0.005)
-        group.ticker = Ticker(0.05)
-
-        async def ticks() -> None:
-            while True:
-                await group.ticker.wait(group._next)
-                group._next += 1
-                time.sleep(0.01)  # the tick's own work
-
-        group._task = asyncio.get_running_loop().create_task(ticks())
+        group = _ticking(groups, work_s=0.01)  # the tick's own work
         slack = []
         for _ in range(6):
             await groups.slack(0.03)
@@ -108,15 +115,7 @@ def test_a_session_start_never_waits_forever_for_slack():
 
     async def scenario() -> float:
         groups = TickGroups(late_after=0.005)
-        group = groups._groups[("g", 20.0)] = TickGroup(None, 0.05, late_after=0.005)
-        group.ticker = Ticker(0.05)
-
-        async def ticks() -> None:
-            while True:
-                await group.ticker.wait(group._next)
-                group._next += 1
-
-        group._task = asyncio.get_running_loop().create_task(ticks())
+        group = _ticking(groups, work_s=0.0)
         start = time.monotonic()
         await groups.slack(0.06, at_most=0.2)  # more than a period: never there
         group._task.cancel()
