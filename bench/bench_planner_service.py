@@ -14,6 +14,13 @@ planner_service`), serving only that budget so start-up compiles one option per 
 
 The two are timed alternately in one run (same machine load), after warm-up; the table gives
 median and p95 in ms and their ratio (target <= 1.1x).
+
+A second table splits the overhead (gRPC median minus in-process median): the client's packing
+(`wire.state_to_proto`) and the service's unpacking (`wire.state_from_proto`), both timed here
+on the same state; the service's own search time over the in-process one (`search_ms`, which
+includes its host transfers); a unary Health round trip (gRPC's floor on this machine); and
+the rest (the second streamed message, the worker-thread hop, the decision's own network call
+where it has one).
 """
 
 from __future__ import annotations
@@ -93,25 +100,35 @@ def bench_game(stub, game_id: str, cfg, params, calls: int, warmup: int) -> dict
         assert decision.decision.k == k
         return planned.action.action, planned.action.search_ms
 
+    msg = wire.state_to_proto(planner.game, state)
+
+    def timed(fn) -> float:
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
     for _ in range(warmup):
         a, _ = over_grpc()
         b = in_process()
     assert a == b, f"{game_id}: gRPC planned {a}, in-process {b}"
     grpc_ms, local_ms, server_ms = [], [], []
-    for _ in range(calls):  # alternate, so both see the same background load
+    parts = {"encode": [], "decode": [], "health": []}
+    for _ in range(calls):  # alternate, so all see the same background load
         start = time.perf_counter()
         _, search_ms = over_grpc()
         grpc_ms.append((time.perf_counter() - start) * 1e3)
         server_ms.append(search_ms)
-        start = time.perf_counter()
-        in_process()
-        local_ms.append((time.perf_counter() - start) * 1e3)
+        local_ms.append(timed(in_process))
+        parts["encode"].append(timed(lambda: wire.state_to_proto(planner.game, state)))
+        parts["decode"].append(timed(lambda: wire.state_from_proto(planner.game, msg, host=True)))
+        parts["health"].append(timed(lambda: stub.Health(pb.HealthRequest(), timeout=10)))
     return dict(
         k=k,
         sims=cfg.sims(k),
         grpc=median_p95(grpc_ms),
         local=median_p95(local_ms),
         server=median_p95(server_ms),
+        **{name: median_p95(ms)[0] for name, ms in parts.items()},
     )
 
 
@@ -149,6 +166,20 @@ def main() -> int:
         print(
             f"| {game_id} | {r['k']} / {r['sims']} | {lm:.2f} / {lp:.2f} | {gm:.2f} / {gp:.2f} "
             f"| {gm / lm:.2f}x / {gp / lp:.2f}x | {gm - lm:.2f} | {sm:.2f} |"
+        )
+    print("\n## Where the overhead goes (medians, ms)\n")
+    print(
+        "| game | overhead | client packing | service unpacking | service search over in-process "
+        "| unary round trip | rest |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for game_id, r in rows.items():
+        over = r["grpc"][0] - r["local"][0]
+        search = r["server"][0] - r["local"][0]
+        rest = over - r["encode"] - r["decode"] - search - r["health"]
+        print(
+            f"| {game_id} | {over:.2f} | {r['encode']:.2f} | {r['decode']:.2f} | {search:.2f} "
+            f"| {r['health']:.2f} | {rest:.2f} |"
         )
     return 0
 

@@ -40,6 +40,7 @@ class OptionPlan:
     planned: jax.Array  # [B, k] bool True where MCTS chose the action, False for reflex
     visit_counts: jax.Array  # [B, A] int32 root visit counts
     search_value: jax.Array  # [B] MCTS value of the root
+    root_value: jax.Array  # [B] the network's value at the decision state s_t
     cost: jax.Array  # [B] clock ticks charged (clock games; 0 in committed games)
 
 
@@ -50,6 +51,7 @@ def plan_fields(out: OptionOutput) -> OptionPlan:
         planned=out.planned,
         visit_counts=out.visit_counts,
         search_value=out.search_value,
+        root_value=out.root_value,
         cost=out.cost,
     )
 

@@ -88,6 +88,7 @@ class Plan:
     planned: np.ndarray  # [K] bool: True where MCTS chose the action, False for reflex
     visit_counts: np.ndarray  # [A] int32 root visit counts
     search_value: float  # MCTS value of the root
+    root_value: float  # the planner network's value at s_t (a decision's value)
     cost: int  # clock ticks charged (clock games; 0 in committed games)
     search_ms: float  # wall time of the option on the device, transfers included
 
@@ -322,6 +323,8 @@ class Engine:
         state: games.State,
         budget: int | str,
         gate_state: ClockGateCarry | None = None,
+        *,
+        value: float | None = None,
     ) -> Decision:
         """The budget decision at s_t: k, gate probabilities, value, landing frame (and a clock
         gate's next state).
@@ -332,6 +335,8 @@ class Engine:
             budget: a forced k (one of the game's budgets) or `GATE`.
             gate_state: a clock gate's state before this ply (`GATE` only; None: a fresh
                 game's, `zero_carry`).
+            value: a forced k's value at s_t when the caller has it already (its option's
+                `Plan.root_value`): no network call. Ignored with `GATE`.
 
         Returns:
             The decision. With `GATE`, k is the gate's argmax and `gate_probabilities` its
@@ -355,7 +360,7 @@ class Engine:
             k, probabilities, value = self._gate(loaded, states)
         else:
             k, probabilities = int(budget), np.zeros((0,), np.float32)
-            value = self._value(loaded, states)
+            value = self._value(loaded, states) if value is None else float(value)
         return Decision(
             k=k,
             gate_probabilities=probabilities,
@@ -363,6 +368,18 @@ class Engine:
             landing_frame=landing_frame(int(state.frame), k, two_player=loaded.planner.two_player),
             gate_state=carry,
         )
+
+    def decides_first(self, game_id: str, budget: int | str) -> bool:
+        """Whether a request's decision is worth sending before its search: always for `GATE`
+        (the client learns k from it), and for a forced k whose action lands after the decision
+        frame (k > 1 in a committed game: the client plays k - 1 reflex frames meanwhile). A
+        forced k landing on the decision frame itself (k = 1, or any clock game's move) gains
+        nothing from it: its decision can take the option's own root value instead of a
+        network call (`decision(value=plan.root_value)`)."""
+        if budget == GATE:
+            return True
+        loaded = self.loaded(game_id)
+        return landing_frame(0, int(budget), two_player=loaded.planner.two_player) > 0
 
     def plan(
         self, game_id: str, state: games.State, k: int, seed: int = 0, *, gated: bool = False
@@ -480,6 +497,7 @@ class Engine:
             planned=np.zeros(1, bool),
             visit_counts=np.zeros(actions, np.int32),
             search_value=float(ev.value[0]),
+            root_value=float(ev.value[0]),
             cost=0,
             search_ms=search_ms,
         )
@@ -501,6 +519,7 @@ class Engine:
             planned=out.planned[0].astype(bool),
             visit_counts=out.visit_counts[0].astype(np.int32),
             search_value=float(out.search_value[0]),
+            root_value=float(out.root_value[0]),
             cost=int(out.cost[0]),
             search_ms=search_ms,
         )

@@ -177,7 +177,13 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         decided: asyncio.Future = loop.create_future()
 
         def work() -> tuple[eng.Decision, eng.Plan]:
-            # One worker hop for both: the decision goes out while the search runs.
+            # One worker hop for both: the decision goes out while the search runs, or (a
+            # forced k that lands at once) with the action, valued by the option itself.
+            if not self.engine.decides_first(game_id, budget):
+                plan = self.engine.plan(game_id, state, budget, request.seed)
+                decision = self.engine.decision(game_id, state, budget, value=plan.root_value)
+                loop.call_soon_threadsafe(_settle, decided, decision)
+                return decision, plan
             decision = self.engine.decision(game_id, state, budget, gate_state)
             loop.call_soon_threadsafe(_settle, decided, decision)
             gated = budget == eng.GATE

@@ -563,13 +563,40 @@ def test_cancelled_calls_free_their_slots(service):
     assert _error(stub, _request(HEX, k=2))[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     waiting.call.cancel()
     # Its slot frees while the abandoned search is still held.
-    probe = _admitted(stub, _request(HEX, k=2))
+    probe = _admitted(stub, _request(SNAKE, k=2, stream="p"))
     _wait_entered(held)
     probe.call.cancel()
     # Both searches are held: both slots stay taken, cancelled or not.
     assert _error(stub, _request(HEX, k=2))[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     held.free.set()
     _wait_idle(stub)  # the abandoned and the cancelled searches returned their slots
+
+
+def test_a_decision_goes_out_before_the_search_only_when_it_lands_later(service):
+    """Snake k=2 lands a frame after its decision: the decision comes while the search is held.
+    A Speed Hex move lands at once: its decision waits for the search (and takes its root value,
+    `test_forced_k_plan_equals_the_in_process_option`), so nothing arrives until the search
+    returns, then the decision and the action, in that order."""
+    held, stub = service.held, service.held_stub
+    _hold(held)
+    early = _Stream(stub, _request(SNAKE, k=2, stream="early"))
+    assert early.next().HasField("decision")
+    _wait_entered(held)
+    held.free.set()
+    assert early.next().HasField("action")
+    _hold(held)
+    at_once = stub.Plan(_request(HEX, k=2, stream="at-once"), timeout=60)
+    _wait_entered(held)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(at_once))
+    reader.start()
+    reader.join(1.0)
+    assert reader.is_alive() and got == []  # held search: no decision yet
+    held.free.set()
+    reader.join(60)
+    assert [r.WhichOneof("response") for r in got] == ["decision", "action"]
+    assert got[0].decision.k == 2 and got[0].decision.landing_frame == int(_state(HEX).frame)
+    _wait_idle(stub)
 
 
 def test_health_answers_while_searches_run(service):
