@@ -274,8 +274,32 @@ def _handlers(servicer: PlannerServicer) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)
 
 
+#: Seconds a connection past its age keeps its open calls (the simulated clock's default plan
+#: timeout): a reconnect never cuts a search short.
+CONNECTION_AGE_GRACE_S = 30.0
+
+
+def server_options(max_connection_age_s: float) -> list[tuple[str, int]]:
+    """The planner service's gRPC server options (see `create_server`)."""
+    return [
+        ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
+        ("grpc.so_reuseport", 0),
+        # Clients ping every connection (server._planner_channel): allow it, idle too.
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", wire.KEEPALIVE_MIN_INTERVAL_MS),
+        ("grpc.max_connection_age_ms", int(max_connection_age_s * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(CONNECTION_AGE_GRACE_S * 1000)),
+    ]
+
+
 def create_server(
-    engine: eng.Engine, *, host: str = "127.0.0.1", port: int = 0, max_concurrent: int = 2
+    engine: eng.Engine,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    max_concurrent: int = 2,
+    max_connection_age_s: float = 60.0,
 ) -> tuple[grpc.aio.Server, int]:
     """Builds the aio server around `engine` and binds it (not started).
 
@@ -284,16 +308,14 @@ def create_server(
         host: interface to bind.
         port: TCP port; 0 picks a free one.
         max_concurrent: searches that may run at once; past it, RESOURCE_EXHAUSTED.
+        max_connection_age_s: a connection's age at which the server sends GOAWAY (the client
+            reconnects, resolving the address again), its open calls getting
+            `CONNECTION_AGE_GRACE_S` more.
 
     Returns:
         (server, bound port). Start it with `await server.start()`.
     """
-    options = [
-        ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
-        ("grpc.so_reuseport", 0),
-    ]
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=server_options(max_connection_age_s))
     servicer = PlannerServicer(engine, max_concurrent=max_concurrent)
     server.add_generic_rpc_handlers((_handlers(servicer),))
     bound = server.add_insecure_port(f"{host}:{port}")
@@ -334,7 +356,11 @@ async def serve(
     """
     engine = engine if engine is not None else load_engine(settings)
     server, port = create_server(
-        engine, host=settings.host, port=settings.port, max_concurrent=settings.max_concurrent
+        engine,
+        host=settings.host,
+        port=settings.port,
+        max_concurrent=settings.max_concurrent,
+        max_connection_age_s=settings.max_connection_age_s,
     )
     await server.start()
     if bound is not None:

@@ -41,6 +41,13 @@ class PlannerServiceSettings(BaseSettings):
         "with a retry hint",
     )
     grace_s: float = Field(2.0, ge=0, description="seconds open calls get to finish at shutdown")
+    max_connection_age_s: float = Field(
+        60.0,
+        gt=0,
+        description="seconds a client connection lives before the service asks the client to "
+        "reconnect (its open calls get 30 s more to finish): clients then resolve the planner "
+        "name again and spread their calls over replicas started since",
+    )
 
     @field_validator("games", mode="before")
     @classmethod

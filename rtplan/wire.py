@@ -21,6 +21,14 @@ PROTOCOL_VERSION = "rtplan.v1"
 #: Largest message either service accepts or sends (bytes); a Go state is ~6 KB.
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
+#: A planner client pings each connection this often, idle or not (ms), and gives a connection
+#: up when a ping goes this long unanswered (ms): a planner that hangs without closing its
+#: connection (a frozen process, a lost host) is dropped from round robin within ~4 s. The
+#: service accepts pings this frequent (`KEEPALIVE_MIN_INTERVAL_MS`, half the period).
+KEEPALIVE_TIME_MS = 2000
+KEEPALIVE_TIMEOUT_MS = 2000
+KEEPALIVE_MIN_INTERVAL_MS = KEEPALIVE_TIME_MS // 2
+
 _DTYPES = {
     tensor_pb2.DTYPE_FLOAT32: np.dtype("<f4"),
     tensor_pb2.DTYPE_INT32: np.dtype("<i4"),

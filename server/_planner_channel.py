@@ -40,13 +40,22 @@ SERVICE_CONFIG = {
 }
 
 #: A planner channel retries a lost connection quickly (gRPC's default backoff grows to 2 min),
-#: and uses our service config, never one a DNS record might carry.
+#: pings every connection so that a replica that hangs is dropped like one that died
+#: (`wire.KEEPALIVE_TIME_MS`; without data between pings too: gRPC stops at 2 by default), and
+#: uses our service config, never one a DNS record might carry.
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.keepalive_time_ms", wire.KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", wire.KEEPALIVE_TIMEOUT_MS),
+    # What gRPC core enforces in fact (its own default is a minute; the keepalive timeout
+    # above is not acted on by this release, grpc/grpc#39239).
+    ("grpc.http2.ping_timeout_ms", wire.KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
     ("grpc.enable_retries", 1),
     ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
     ("grpc.service_config_disable_resolution", 1),
