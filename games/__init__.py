@@ -1,6 +1,6 @@
 """Real-time games as pure JAX functions: `make(id)` then `init`/`step` over a `State` pytree."""
 
-from games._core import Board, Game, State, random_opening
+from games._core import Board, Game, State, random_opening, random_opening_moves
 from games._registry import (
     ARROW_KEYS,
     GameRecord,
@@ -33,6 +33,7 @@ __all__ = [
     "key_map",
     "make",
     "random_opening",
+    "random_opening_moves",
     "register",
     "registered_games",
     "resolve",

@@ -231,16 +231,32 @@ def random_opening(game: Game, state: State, key: jax.Array, plies: jax.Array, m
     Returns:
         The state after the moves.
     """
+    return random_opening_moves(game, state, key, plies, max_plies)[0]
+
+
+def random_opening_moves(
+    game: Game, state: State, key: jax.Array, plies: jax.Array, max_plies: int
+) -> tuple[State, jax.Array]:
+    """`random_opening`, and the moves it played (a replay of the opening needs them).
+
+    Returns:
+        (the state after the moves, `[max_plies]` int32 the action of each move, -1 past
+        `plies`).
+    """
 
     def body(i, carry):
-        state, key = carry
+        state, key, moves = carry
         key, sub = jax.random.split(key)
         logits = jnp.where(legal_or_any(state.legal_action_mask), 0.0, -jnp.inf)
         action = jax.random.categorical(sub, logits).astype(jnp.int32)
         nxt = game.step(state, action)
-        return jax.tree.map(lambda a, b: jnp.where(i < plies, a, b), nxt, state), key
+        played = i < plies
+        moves = moves.at[i].set(jnp.where(played, action, -1))
+        return jax.tree.map(lambda a, b: jnp.where(played, a, b), nxt, state), key, moves
 
-    return jax.lax.fori_loop(0, max_plies, body, (state, key))[0]
+    moves = jnp.full((max_plies,), -1, jnp.int32)
+    state, _, moves = jax.lax.fori_loop(0, max_plies, body, (state, key, moves))
+    return state, moves
 
 
 def legal_or_any(mask: jax.Array) -> jax.Array:

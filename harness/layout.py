@@ -27,8 +27,9 @@ RESULTS, ARCHIVE = "results", "archive"
 #: The topic folder (under `results/<game>/`) of the training logs that ship copies there.
 TRAINING_LOGS = "training"
 
-#: What the results index lists, by file suffix.
-FIGURES, TABLES = (".png", ".svg"), (".csv", ".json")
+#: What the results index lists, by file suffix (replays: the annotated games the replay page
+#: shows, `rtplan annotate-games`).
+FIGURES, TABLES, REPLAYS = (".png", ".svg"), (".csv", ".json"), (".jsonl",)
 
 
 def results_root(explicit: str | os.PathLike | None = None) -> Path:
@@ -57,6 +58,7 @@ class ResultGroup:
     folder: Path
     figures: list[str] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
+    replays: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,13 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
         1,
     ),
+    "games/*.jsonl": ResultKind(
+        "a clock-evaluation game where the gate spent big, re-played from its cell with each "
+        "move annotated (budget, the gate's probabilities, both clocks, the planner's value, "
+        "a note on the big spends): open it in the replay page",
+        "rtplan annotate-games --game {game}",
+        2,
+    ),
     "planner-log.csv": ResultKind(
         "the planner's training log, a row per iteration", "rtplan train-planner --game {game}", 3
     ),
@@ -223,7 +232,7 @@ def result_index(root: str | os.PathLike) -> list[ResultGroup]:
         dirs.sort()
         here = Path(folder)
         rel = here.relative_to(base)
-        shown = sorted(f for f in files if Path(f).suffix in FIGURES + TABLES)
+        shown = sorted(f for f in files if Path(f).suffix in FIGURES + TABLES + REPLAYS)
         if not shown:
             continue
         as_rel = [(rel / f).as_posix() for f in shown]
@@ -233,16 +242,18 @@ def result_index(root: str | os.PathLike) -> list[ResultGroup]:
                 folder=here,
                 figures=[p for p in as_rel if Path(p).suffix in FIGURES],
                 tables=[p for p in as_rel if Path(p).suffix in TABLES],
+                replays=[p for p in as_rel if Path(p).suffix in REPLAYS],
             )
         )
     return groups
 
 
 def is_listed(root: str | os.PathLike, path: str) -> Path | None:
-    """The file `root/path` when the index lists it (a figure or table inside `root`), else
-    None: the one rule of which files the results page may fetch."""
+    """The file `root/path` when the index lists it (a figure, table or replay inside `root`),
+    else None: the one rule of which files the results page may fetch."""
     base = Path(root).resolve()
     target = (base / path).resolve()
-    if target.is_relative_to(base) and target.suffix in FIGURES + TABLES and target.is_file():
+    listed = FIGURES + TABLES + REPLAYS
+    if target.is_relative_to(base) and target.suffix in listed and target.is_file():
         return target
     return None

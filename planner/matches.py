@@ -32,9 +32,12 @@ __all__ = [
     "RANDOM_MOVE",
     "REFLEX",
     "ClockPlayer",
+    "MatchPly",
     "clock_opening",
+    "clock_opening_moves",
     "constant_player",
     "game_id",
+    "match_opening",
     "option_player",
     "play_match",
     "unique_games",
@@ -97,12 +100,47 @@ def clock_opening(
     """The clock games' random openings, one recipe for evaluation and gate training: from
     `state` (default `game.init(key)`), an even number in [0, `max_plies`] of uniformly random
     moves drawn from `fold_in(key, 2)` (even, so the player who moved first moves next)."""
+    return clock_opening_moves(game, key, max_plies, state)[0]
+
+
+def clock_opening_moves(
+    game: games.Game, key: jax.Array, max_plies: int, state: games.State | None = None
+) -> tuple[games.State, jax.Array]:
+    """`clock_opening`, and its moves: `[max(max_plies, 0)]` int32 actions, -1 past the
+    opening (`games.random_opening_moves`)."""
     state = game.init(key) if state is None else state
     if max_plies < 2:
-        return state
+        return state, jnp.full((max(max_plies, 0),), -1, jnp.int32)
     n_key, move_key = jax.random.split(jax.random.fold_in(key, 2))
     plies = 2 * jax.random.randint(n_key, (), 0, max_plies // 2 + 1)
-    return games.random_opening(game, state, move_key, plies, max_plies=max_plies)
+    return games.random_opening_moves(game, state, move_key, plies, max_plies=max_plies)
+
+
+def match_opening(
+    game: games.Game, seed: jax.Array, initial_time: jax.Array, *, opening_plies: int
+) -> tuple[games.State, jax.Array]:
+    """The position `play_match` starts seed `seed`'s games from: `game.init(PRNGKey(seed))`
+    with both clocks at `initial_time`, then `clock_opening` (with its moves,
+    `clock_opening_moves`: a replay of the game needs them)."""
+    key = jax.random.PRNGKey(seed)
+    state = game.set_initial_time(game.init(key), initial_time)
+    return clock_opening_moves(game, key, opening_plies, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchPly:
+    """One ply of a `play_match` batch, as its `on_ply` observer sees it. Rows: the batch's
+    games, `game[r]` the index of row r's game in the returned `Episodes` (-1: padding)."""
+
+    ply: int  # plies played since the opening
+    game: np.ndarray  # [R] int the row's game in the returned Episodes, -1 for padding
+    alive: np.ndarray  # [R] bool the row's game was running before this ply
+    states: games.State  # [R] before the ply
+    out: NetOutput  # [R] the planner's output at `states`
+    options: np.ndarray  # [R] int the mover's option (0 reflex, i budget i, RANDOM_MOVE)
+    actions: np.ndarray  # [R] int the action played, -1 where the game was over
+    costs: np.ndarray  # [R] int the ticks the move was charged (its search's simulations)
+    next_states: games.State  # [R] after the ply
 
 
 def play_match(
@@ -115,6 +153,7 @@ def play_match(
     max_plies: int = 400,
     opening_plies: int = EVAL_OPENING_PLIES,
     initial_time: int | None = None,
+    on_ply: Callable[[MatchPly], None] | None = None,
 ) -> Episodes:
     """Clock games: A vs B from each seed's opening, once with each colour (2 games per seed).
 
@@ -140,6 +179,8 @@ def play_match(
         max_plies: plies after the opening before an unfinished game counts as a draw.
         opening_plies: the longest random opening.
         initial_time: T0, both clocks' ticks at the start (None: the game's own).
+        on_ply: called after each ply with what it played (`MatchPly`), e.g. to record a game
+            (`gate.clock_annotate`); it changes nothing of the match.
 
     Returns:
         `Episodes` of `2S` games (A first on seeds 0..S-1, then A second on the same seeds):
@@ -163,6 +204,10 @@ def play_match(
     carries = {(p, h): pl.init(size) for p, pl in enumerate((player_a, player_b)) for h in (0, 1)}
     players = (player_a, player_b)
     score = np.zeros(2 * size)
+    # Row r's game in the returned Episodes (-1: padding).
+    keep = np.concatenate([np.arange(n), size + np.arange(n)])
+    row_game = np.full(2 * size, -1)
+    row_game[keep] = np.arange(2 * n)
     a_id_h = np.asarray(a_id)
     log_opt, log_ply, log_clock, log_act, log_mover = [], [], [], [], []
     i = 0
@@ -185,8 +230,13 @@ def play_match(
             np.asarray(states.inner.clocks),
             np.asarray(states.current_player),
         )
-        states, action, rewards = fns.advance(states, out, searched, opt, sub, alive)
-        action, rewards, done = jax.device_get((action, rewards, states.done))
+        nxt, action, rewards = fns.advance(states, out, searched, opt, sub, alive)
+        action, rewards, done = jax.device_get((action, rewards, nxt.done))
+        if on_ply is not None:
+            cost = np.where(alive & (opt > 0), np.asarray(searched.cost), 0)
+            acted = np.where(alive, action, -1)
+            on_ply(MatchPly(i, row_game, alive.copy(), states, out, opt, acted, cost, nxt))
+        states = nxt
         a_moved = before[2] == a_id_h
         score += np.where(alive, rewards[np.arange(2 * size), a_id_h], 0.0)
         log_opt.append(np.where(alive & a_moved, opt, _NOT_A))
@@ -196,7 +246,6 @@ def play_match(
         log_mover.append(before[2])
         alive &= ~done
         i += 1
-    keep = np.concatenate([np.arange(n), size + np.arange(n)])
     opt, ply, clock = (np.stack(x, 1)[keep] for x in (log_opt, log_ply, log_clock))
     acts, movers = np.stack(log_act, 1)[keep], np.stack(log_mover, 1)[keep]
     mine = [o != _NOT_A for o in opt]
@@ -256,8 +305,8 @@ def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
 
     def start(seeds, initial_time):
         keys = jax.vmap(jax.random.PRNGKey)(seeds)
-        states = jax.vmap(game.set_initial_time, (0, None))(jax.vmap(game.init)(keys), initial_time)
-        states = jax.vmap(lambda k, s: clock_opening(game, k, opening_plies, s))(keys, states)
+        opening = functools.partial(match_opening, game, opening_plies=opening_plies)
+        states, _ = jax.vmap(opening, (0, None))(seeds, initial_time)
         move_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
         both = jax.tree.map(lambda x: jnp.concatenate([x, x]), (states, move_keys))
         states, move_keys = both

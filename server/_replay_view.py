@@ -27,6 +27,10 @@ class ReplayIndex(TypedDict):
     hello: messages.HelloMessage
     frames: list[messages.FrameMessage]
     end: messages.EndMessage | None
+    # An annotated game (`server.annotated`): the header's annotation and, per frame message,
+    # the annotation of the move that led to it (None: none, and frame 0); else None and [].
+    annotation: dict[str, Any] | None
+    move_notes: list[dict[str, Any] | None]
 
 
 def _finished(reason: str) -> str:
@@ -70,8 +74,10 @@ class ReplayView:
         ]
         rows[0][4] = stats.brief(viewer_drops=0)
         total = 0.0
+        self.move_notes: list[dict[str, Any] | None] = [None]
         for item in steps:
             if isinstance(item, Step):
+                self.move_notes.append(item.line.annotation)
                 report = item.line.report
                 stats.frame(report.provenance, None)
                 total += item.agent_reward
@@ -144,6 +150,8 @@ class ReplayView:
             "hello": self.hello,
             "frames": self.frames,
             "end": self.end,
+            "annotation": self.header.get("annotation"),
+            "move_notes": self.move_notes if any(self.move_notes) else [],
         }
 
     def boards(self, start: int, count: int) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The replays router: the recorded replays listed, indexed and rendered for the replay page."""
+"""The replays router: the recorded replays listed, indexed and rendered for the replay page, and
+the replays of the results folder (annotated games) indexed and rendered the same way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated, Any
 import grpc
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from harness.layout import REPLAYS, is_listed
 from server._config import SessionError
 from server._deps import AppSettings
 from server._replay_folder import list_replays, replay_file
@@ -42,15 +44,28 @@ class ReplayCache:
             path = replay_file(self.record_dir, name)
         except ReplayError as e:
             raise SessionError(grpc.StatusCode.NOT_FOUND, str(e)) from None
+        return await self.view(path)
+
+    async def load_result(self, results_dir: Path, rel: str) -> ReplayView:
+        """The replay at `rel` under the results folder (an annotated game: `rtplan
+        annotate-games`), when the results index lists it (`harness.layout.is_listed`: a
+        `*.jsonl` file inside the folder), re-simulated if new."""
+        path = is_listed(results_dir, rel) if rel.endswith(REPLAYS) else None
+        if path is None:
+            raise SessionError(grpc.StatusCode.NOT_FOUND, f"no replay {rel!r} in the results")
+        return await self.view(path)
+
+    async def view(self, path: Path) -> ReplayView:
+        """The replay file at `path`, re-simulated (off the event loop) unless cached."""
         stat = path.stat()
-        key = (name, stat.st_mtime_ns, stat.st_size)
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
         cache = self._views
         if key not in cache:
             try:  # re-simulating is the game's compiled step: off the loop that runs ticks
                 view = await asyncio.to_thread(ReplayView, path)
             except ReplayError as e:
                 raise SessionError(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
-            for old in [k for k in cache if k[0] == name]:  # an older version of the file
+            for old in [k for k in cache if k[0] == key[0]]:  # an older version of the file
                 del cache[old]
             while len(cache) >= self.size:
                 del cache[next(iter(cache))]
@@ -85,46 +100,89 @@ async def replays(
     return {"record_dir": str(settings.record_dir), **page}
 
 
+Every = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        description="an integer >= 1 (show every n-th frame; default: as few as "
+        f"keep the GIF within {MAX_GIF_FRAMES} frames)",
+    ),
+]
+MaxFrames = Annotated[
+    int, Query(ge=1, le=MAX_GIF_FRAMES, description=f"an integer in [1, {MAX_GIF_FRAMES}]")
+]
+Fps = Annotated[
+    float | None, Query(gt=0, le=50, description="a number in (0, 50] (GIF frames a second)")
+]
+Start = Annotated[int, Query(ge=0, description="an integer >= 0 (the first frame)")]
+Count = Annotated[int, Query(ge=1, le=MAX_BOARDS, description=f"an integer in [1, {MAX_BOARDS}]")]
+#: A results replay's path, relative to the results folder.
+ResultPath = Annotated[
+    str,
+    Query(
+        max_length=500,
+        description="a replay file of the results, e.g. GAME/clock-eval/games/NAME.jsonl",
+    ),
+]
+
+
+async def _boards(view: ReplayView, start: int, count: int) -> dict[str, Any]:
+    boards = await asyncio.to_thread(view.boards, start, count)
+    return {"start": start, "boards": boards}
+
+
 @router.get("/v1/replays/{name}")
 async def replay_index(name: str, cache: Replays) -> dict[str, Any]:
     return (await cache.load(name)).index()
 
 
 @router.get("/v1/replays/{name}/boards")
-async def replay_boards(
-    name: str,
+async def replay_boards(name: str, cache: Replays, start: Start = 0, count: Count = 16):
+    return await _boards(await cache.load(name), start, count)
+
+
+@router.get("/v1/results/replay")
+async def result_replay_index(path: ResultPath, cache: Replays, settings: AppSettings):
+    """A replay of the results folder (an annotated game), as `GET /v1/replays/NAME`."""
+    return (await cache.load_result(settings.results_dir, path)).index()
+
+
+@router.get("/v1/results/replay/boards")
+async def result_replay_boards(
+    path: ResultPath, cache: Replays, settings: AppSettings, start: Start = 0, count: Count = 16
+):
+    return await _boards(await cache.load_result(settings.results_dir, path), start, count)
+
+
+@router.get("/v1/results/replay/gif")
+async def result_replay_gif(
+    path: ResultPath,
     cache: Replays,
-    start: Annotated[int, Query(ge=0, description="an integer >= 0 (the first frame)")] = 0,
-    count: Annotated[
-        int, Query(ge=1, le=MAX_BOARDS, description=f"an integer in [1, {MAX_BOARDS}]")
-    ] = 16,
-) -> dict[str, Any]:
-    view = await cache.load(name)
-    boards = await asyncio.to_thread(view.boards, start, count)
-    return {"start": start, "boards": boards}
+    settings: AppSettings,
+    every: Every = None,
+    max_frames: MaxFrames = MAX_GIF_FRAMES,
+    fps: Fps = None,
+) -> Response:
+    """A results replay as an animated GIF, as `GET /v1/replays/NAME/gif`."""
+    view = await cache.load_result(settings.results_dir, path)
+    return await _gif(view, Path(path).name, every, max_frames, fps)
 
 
 @router.get("/v1/replays/{name}/gif")
 async def replay_gif(
     name: str,
     cache: Replays,
-    every: Annotated[
-        int | None,
-        Query(
-            ge=1,
-            description="an integer >= 1 (show every n-th frame; default: as few as "
-            f"keep the GIF within {MAX_GIF_FRAMES} frames)",
-        ),
-    ] = None,
-    max_frames: Annotated[
-        int, Query(ge=1, le=MAX_GIF_FRAMES, description=f"an integer in [1, {MAX_GIF_FRAMES}]")
-    ] = MAX_GIF_FRAMES,
-    fps: Annotated[
-        float | None, Query(gt=0, le=50, description="a number in (0, 50] (GIF frames a second)")
-    ] = None,
+    every: Every = None,
+    max_frames: MaxFrames = MAX_GIF_FRAMES,
+    fps: Fps = None,
 ) -> Response:
     """The replay as an animated GIF (`server.replay_gif.gif_bytes`), downloaded as NAME.gif."""
-    view = await cache.load(name)
+    return await _gif(await cache.load(name), name, every, max_frames, fps)
+
+
+async def _gif(
+    view: ReplayView, name: str, every: int | None, max_frames: int, fps: float | None
+) -> Response:
     if every is None:  # the whole game, thinned to the bound
         every = max(1, -(-len(view.frames) // max_frames))
     data = await asyncio.to_thread(gif_bytes, view, fps=fps, every=every, max_frames=max_frames)

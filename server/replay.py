@@ -57,12 +57,10 @@ class Recorder:
 
     def __init__(self, path: Path, s: messages.Shown) -> None:
         """Writes the header of session `s`, which is at its first state."""
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
         created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         checkpoint = s.runtime.checkpoint
-        self._write(
+        self._open(
+            path,
             {
                 "type": "header",
                 "format": FORMAT,
@@ -79,8 +77,22 @@ class Recorder:
                 "checkpoint": str(checkpoint) if checkpoint else None,
                 "spec": s.runtime.describe(),
                 "created": created,
-            }
+            },
         )
+
+    def _open(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
+        self._write(header)
+
+    @classmethod
+    def of_header(cls, path: Path, header: dict[str, Any]) -> Recorder:
+        """A recorder of a game that no session played (`server.annotated`): `header` has
+        every field a session's has (an "annotation" besides, when the game carries one)."""
+        rec = cls.__new__(cls)
+        rec._open(path, {"type": "header", "format": FORMAT, "version": VERSION, **header})
+        return rec
 
     def _write(self, obj: dict[str, Any]) -> None:
         if self._file is None:
@@ -88,8 +100,11 @@ class Recorder:
         self._file.write(json.dumps(obj, separators=(",", ":")) + "\n")
         self._file.flush()
 
-    def frame(self, report: Report, state: Any, info: HostInfo) -> None:
-        """Frame `report.frame` applied `report.action` and led to `state`."""
+    def frame(
+        self, report: Report, state: Any, info: HostInfo, annotation: dict | None = None
+    ) -> None:
+        """Frame `report.frame` applied `report.action` and led to `state` (`annotation`: what
+        an annotated game says about the move, `server.annotated`)."""
         summary = {
             "frame": info.frame,
             "digest": state_digest(state),
@@ -97,7 +112,8 @@ class Recorder:
             "clocks": list(info.clocks),
         }
         line = {**_report_fields(report), "reward": info.reward, "done": info.done}
-        self._write({"type": "frame", **line, "state": summary})
+        extra = {} if annotation is None else {"annotation": annotation}
+        self._write({"type": "frame", **line, "state": summary, **extra})
 
     def late(self, report: Report) -> None:
         """A frame decided FALLBACK got its action late: its final (LATE) report."""
@@ -126,6 +142,7 @@ class FrameLine:
     reward: float  # to the player who moved (the agent's in committed-action games)
     done: bool
     state: dict[str, Any]  # {"frame": n + 1, "digest", "current_player", "clocks"}
+    annotation: dict[str, Any] | None = None  # an annotated game's note on the move
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +212,11 @@ class ReplayFile:
                         f"{where}: frame {report.frame} out of order, expected {frames}"
                     )
                 summary = _field(obj, "state", dict, where)
-                items.append(FrameLine(lineno, report, obj.get("reward"), obj.get("done"), summary))
+                note = obj.get("annotation")
+                if note is not None and not isinstance(note, dict):
+                    raise ReplayError(f"{where}: field 'annotation' is {note!r}, expected dict")
+                line = FrameLine(lineno, report, obj.get("reward"), obj.get("done"), summary, note)
+                items.append(line)
                 frames += 1
             else:
                 raise ReplayError(f"{where}: unknown line type {obj['type']!r}")

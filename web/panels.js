@@ -156,7 +156,9 @@ export function drawClocks(f) {
       const since = Math.max(f.receivedAt, model.startsAt || 0);
       left = Math.max(0, left - Math.floor(Math.max(0, performance.now() - since) / viewer.player.tick_ms));
     }
-    const who = p === 0 ? (viewer.player ? "you" : "agent") : "opponent";
+    // An annotated game names its sides (the gate and its opponent), by player.
+    const sides = viewer.replay && viewer.replay.index.annotation && viewer.replay.index.annotation.sides;
+    const who = sides ? sides[p] : p === 0 ? (viewer.player ? "you" : "agent") : "opponent";
     const label = el("span", `${who} (${names[colour]})`);
     if (st.to_play === p && !f.done) label.className = "turn";
     const bar = el("div", null, { class: `bar side${p}` });

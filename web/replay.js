@@ -2,12 +2,38 @@
 // frame message and its end, as a live viewer got them) from GET /v1/replays/NAME, its rendered
 // boards fetched in chunks from /boards, and the frame controls: a slider, step buttons,
 // play/pause and a speed, the keys (arrows, Shift+arrows, Home/End, space), a link to the
-// frame on screen (?frame=N, kept in the address bar) and the GIF download.
+// frame on screen (?frame=N, kept in the address bar) and the GIF download. A replay of the
+// results folder (?results_replay=PATH: an annotated game, `rtplan annotate-games`) comes from
+// GET /v1/results/replay?path=PATH the same way.
 
 import { $, getJSON, setText } from "./api.js";
 import { HISTORY, annotate, historyEntry, logReport, model, viewer } from "./model.js";
 
 const CHUNK = 32; // boards fetched per request
+
+/** Where the replay a page's query names comes from: its name, and the URLs of its index, its
+ * boards and its GIF; null when the query names none. */
+export function replaySource(params) {
+  const path = params.get("results_replay");
+  if (path) {
+    const q = `path=${encodeURIComponent(path)}`;
+    return {
+      name: path.split("/").pop(),
+      index: `/v1/results/replay?${q}`,
+      boards: (start, count) => `/v1/results/replay/boards?${q}&start=${start}&count=${count}`,
+      gif: `/v1/results/replay/gif?${q}`,
+    };
+  }
+  const name = params.get("replay");
+  if (!name) return null;
+  const base = `/v1/replays/${encodeURIComponent(name)}`;
+  return {
+    name,
+    index: base,
+    boards: (start, count) => `${base}/boards?start=${start}&count=${count}`,
+    gif: `${base}/gif`,
+  };
+}
 const boards = new Map(); // frame -> rendered board
 const pending = new Set(); // chunk starts being fetched
 
@@ -16,7 +42,7 @@ function fetchChunk(n) {
   const start = Math.floor(n / CHUNK) * CHUNK;
   if (start >= R.frames || boards.has(start) || pending.has(start)) return;
   pending.add(start);
-  getJSON(`/v1/replays/${encodeURIComponent(R.name)}/boards?start=${start}&count=${CHUNK}`)
+  getJSON(R.source.boards(start, CHUNK))
     .then((got) => {
       got.boards.forEach((b, i) => boards.set(got.start + i, b));
       pending.delete(start);
@@ -165,14 +191,16 @@ export function drawReplayPosition() {
   setText("replay-pos", `frame ${viewer.replay.n} / ${viewer.replay.frames - 1}`);
 }
 
-/** Opens replay `name`: its index, its first frame, and the controls wired. */
-export async function openReplay(name) {
+/** Opens the replay of `source` (`replaySource`): its index, its first frame, and the
+ * controls wired. */
+export async function openReplay(source) {
+  const name = source.name;
   $("replay-controls").hidden = false;
   try {
     // The server sends the hello a live viewer of the session got, and its end message.
-    const index = await getJSON(`/v1/replays/${encodeURIComponent(name)}`);
+    const index = await getJSON(source.index);
     const fps = index.hello.config.fps;
-    viewer.replay = { name, index, frames: index.frames.length, n: 0, want: null, playing: false, fps, seek: jump };
+    viewer.replay = { name, source, index, frames: index.frames.length, n: 0, want: null, playing: false, fps, seek: jump };
     model.hello = index.hello;
     for (const f of index.frames) if (f.previous) logReport(f.previous); // the whole game's charts
     const scrub = $("scrub");
@@ -188,7 +216,7 @@ export async function openReplay(name) {
     $("playpause").addEventListener("click", () => setPlaying(!viewer.replay.playing));
     $("speed").addEventListener("change", () => setPlaying(viewer.replay.playing));
     document.addEventListener("keydown", onKey);
-    $("gif").href = `/v1/replays/${encodeURIComponent(name)}/gif`;
+    $("gif").href = source.gif;
     $("gif").setAttribute("download", name.replace(/\.jsonl$/, "") + ".gif");
     setPlaying(false);
     seek(startFrame(index.frames.length));

@@ -138,12 +138,32 @@ async function headline(entry) {
   return section;
 }
 
+/** The group's replays (annotated games): what they show and the command that made them, once,
+ * then each as a link to the replay page (its title) and to its file. */
+function replayList(replays) {
+  const box = el("div", null, { class: "replays" });
+  const cap = el("p", null, { class: "muted" });
+  caption({ ...replays[0], name: `${replays.length} game${replays.length > 1 ? "s" : ""}` }, cap);
+  const list = el("ul", null, { class: "replays" });
+  for (const r of replays) {
+    const li = el("li");
+    li.dataset.file = r.name;
+    li.append(el("a", r.title || r.name, { href: r.watch, class: "watch" }), " ");
+    li.append(el("a", "(file)", { href: r.url }));
+    list.append(li);
+  }
+  box.append(cap, list);
+  return box;
+}
+
 /** A closed <details> for a detail or training-log group, its summary counting what it holds. */
 function folded(g) {
   const body = el("details", null, { class: "group" });
   const what = [];
   if (g.figures.length) what.push(`${g.figures.length} figure${g.figures.length > 1 ? "s" : ""}`);
   if (g.tables.length) what.push(`${g.tables.length} file${g.tables.length > 1 ? "s" : ""}`);
+  const games = (g.replays || []).length;
+  if (games) what.push(`${games} annotated game${games > 1 ? "s" : ""}`);
   body.append(el("summary", `show ${what.join(", ")}`));
   return body;
 }
@@ -183,6 +203,7 @@ async function init() {
       // the strength figures stay open.
       const body = g.rank >= 2 ? folded(g) : section;
       if (g.figures.length) body.append(figures);
+      if (g.replays && g.replays.length) body.append(replayList(g.replays));
       for (const t of g.tables) body.append(await tableOf(t));
       if (body !== section) section.append(body);
       main.append(section);

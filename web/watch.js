@@ -1,5 +1,6 @@
 // The watch page: one session's viewer websocket (hello, frames, end; see server/_messages.py),
-// or a recorded replay (?replay=NAME, replay.js) scrubbed frame by frame. Messages only update
+// or a recorded replay (?replay=NAME, or ?results_replay=PATH for an annotated game of the
+// results: replay.js, annotation.js) scrubbed frame by frame. Messages only update
 // the model (model.js); a requestAnimationFrame loop draws the newest frame, so a fast session
 // never queues drawing work behind it. In a human session the page that holds the session's
 // token plays it (play.js). The side panels are panels.js, the thinking panels thinking.js.
@@ -13,13 +14,14 @@ import {
 } from "./model.js";
 import { drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas } from "./panels.js";
 import { drawPlayStatus, sessionToken, startPlaying } from "./play.js";
-import { drawReplayPosition, openReplay, replayTick } from "./replay.js";
+import { drawAnnotation } from "./annotation.js";
+import { drawReplayPosition, openReplay, replaySource, replayTick } from "./replay.js";
 import { drawThinking, resetThinking } from "./thinking.js";
 
 const params = new URLSearchParams(location.search);
 const tv = location.pathname === "/tv";
 let sessionId = tv ? null : params.get("session");
-const replayName = tv ? null : params.get("replay");
+const replay = tv ? null : replaySource(params);
 
 const TV_POLL_MS = 1000; // how often the TV page asks for the featured game
 const TV_HOLD_MS = 4000; // how long a finished game's result stays before the next game
@@ -161,6 +163,7 @@ function drawPage() {
     setText("caption", game.caption(st, model.annot || carryAnnot(null), view(), hello.spec.action_names));
     drawPanels(f);
     drawThinking(f, L);
+    if (viewer.replay) drawAnnotation(viewer.replay);
     drawPlayStatus(f);
   }
   drawResult();
@@ -190,6 +193,6 @@ function loop(now) {
 }
 
 if (tv) tvPoll();
-else if (replayName) openReplay(replayName);
+else if (replay) openReplay(replay);
 else connect();
 requestAnimationFrame(loop);

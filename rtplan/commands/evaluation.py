@@ -1,5 +1,5 @@
 """Evaluation commands: `calibrate`, `cross-eval`, `eval` (and `--via-services`), `report`,
-`counterfactual`."""
+`counterfactual`, `annotate-games`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpa
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Adds `calibrate`, `cross-eval`, `eval` and `report` to the `rtplan` subcommands."""
+    """Adds `calibrate`, `cross-eval`, `eval`, `counterfactual`, `report` and `annotate-games`
+    to the `rtplan` subcommands."""
     cal = sub.add_parser(
         "calibrate",
         help="planning quality and batch-1 latency vs simulation count (CSV + PNG)",
@@ -180,6 +181,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     rep.add_argument("--no-figures", action="store_true", help="tables only")
     rep.set_defaults(handler=_report)
+
+    ann = sub.add_parser(
+        "annotate-games",
+        help="clock games: re-play the evaluation games where the gate spent big, as annotated "
+        "replays for the replay page",
+        description="Picks, from the gate's cells of the clock evaluation, the games whose "
+        "most expensive gate move was the biggest (the most simulations, then the largest share "
+        "of the clock left), by their options alone (not their scores), re-plays each in-process "
+        "on the evaluation's path and checks it equals its cell (score, plies, options, game "
+        "id), and writes it as a replay with per-move annotations (budget, the gate's "
+        "probabilities, both clocks, the planner's value, a note on the big spends) under "
+        "<results>/<game>/clock-eval/games/, with a README.md. Not a step of `rtplan report`: "
+        "it needs the checkpoints and takes minutes, and it reads no scores.",
+    )
+    ann.add_argument("--game", required=True, help="a clock game id")
+    ann.add_argument("--games", type=int, default=3, help="games to pick (default 3)")
+    ann.add_argument(
+        "--t0", type=int, nargs="*", default=None, help="only the cells at these clocks (ticks)"
+    )
+    add_split(ann, "eval")
+    ann.add_argument("--planner", default=None, help=_PLANNER_HELP)
+    ann.add_argument(
+        "--gate", default=None, help="the clock gate (default: <checkpoints>/<game>/gate.msgpack)"
+    )
+    ann.add_argument("--results", default="results", help="results root (default: results)")
+    ann.set_defaults(handler=_annotate_games)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -360,4 +387,39 @@ def _report(args: argparse.Namespace) -> int:
     print(f"wrote {args.results}/summary.csv, {args.results}/summary.json")
     if out["readme_updated"]:
         print(f"updated the results table in {args.readme}")
+    return 0
+
+
+def _annotate_games(args: argparse.Namespace) -> int:
+    check_map_count()
+    import games
+
+    if games.game_class(args.game).num_players != 2:
+        raise CommandError(f"{args.game} is not a clock game: annotate-games is for clock games")
+    if args.games < 1:
+        raise CommandError("--games must be >= 1")
+    from gate.clock_annotate import CellMismatch
+    from gate.policy import gate_path
+    from harness.checkpoint import CheckpointError, checkpoint_root
+    from planner.store import planner_path
+    from server.annotated import write_annotated_games
+
+    planner_file = args.planner or str(planner_path(checkpoint_root(), args.game))
+    gate_file = args.gate or str(gate_path(checkpoint_root(), args.game))
+    for flag, path in (("--planner", planner_file), ("--gate", gate_file)):
+        if not Path(path).is_file():
+            raise CheckpointError(f"no checkpoint at {path} (pass {flag})")
+    try:
+        write_annotated_games(
+            args.game,
+            root=args.results,
+            planner_file=planner_file,
+            gate_file=gate_file,
+            count=args.games,
+            split=args.split,
+            t0s=args.t0,
+            command=" ".join(args.argv),
+        )
+    except (CellMismatch, FileNotFoundError) as e:
+        raise CommandError(str(e), FAILED) from e
     return 0
