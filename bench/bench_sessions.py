@@ -3,10 +3,12 @@
 Usage: python -m bench.bench_sessions [--game snake-rt-v0 ...] [--fps 30] [--sessions 16 64 256]
        [--frames 300] [--modes batch alone] [--csv bench/results/sessions.csv]
 
-For each mode (`batch`: the env server's `--batch-ticks`, the sessions of one game and FPS
-stepped in one vmapped step per tick; `alone`: `--no-batch-ticks`, each session on its own
-ticker) one env server is started (no planner service, `--max-sessions` the largest N, every
-batch size compiled at start-up), and for each game and each N: N reflex sessions of `--frames`
+For each mode (`batch`: the env server's batched ticks, the sessions of one game and FPS
+stepped in one vmapped step per tick, every batch size up to the largest N compiled at
+start-up (`--batch-warm-rows`); `lazy`: batched with the default warm rows, the larger sizes
+compiling while the sessions arrive; `alone`: `--no-batch-ticks`, each session on its own
+ticker) one env server is started (no planner service, `--max-sessions` the largest N), and
+for each game and each N: N reflex sessions of `--frames`
 frames are created together (16 REST clients at once), and when all have ended their tick
 counters are summed: ticks, late ticks (> the server's 5 ms), their share, the largest lag. A
 size is held when every session was created and < 0.1% of ticks were late. One CSV row per
@@ -84,7 +86,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="*", default=[16, 64, 256, 512])
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument(
-        "--modes", nargs="*", choices=["batch", "alone"], default=["batch", "alone"]
+        "--modes", nargs="*", choices=["batch", "lazy", "alone"], default=["batch", "alone"]
     )
     parser.add_argument("--csv", default=str(RESULTS / "sessions.csv"))
     args = parser.parse_args()
@@ -92,10 +94,12 @@ def main() -> None:
     most = max(args.sessions)
     rows = []
     for mode in args.modes:
-        flags = (
-            "--max-sessions", str(most), "--keep-finished", str(most),
-            "--batch-ticks" if mode == "batch" else "--no-batch-ticks",
-        )  # fmt: skip
+        flags = ("--max-sessions", str(most), "--keep-finished", str(most))
+        flags += {
+            "batch": ("--batch-ticks", "--batch-warm-rows", str(most)),
+            "lazy": ("--batch-ticks",),
+            "alone": ("--no-batch-ticks",),
+        }[mode]
         placement = Placement(env_server=Place(args=flags))
         with services(args.game, planner=False, echo=False, placement=placement) as addr:
             for game in args.game:

@@ -138,7 +138,11 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         #: Real-time single-player sessions tick in batches by (game, FPS) (`batch_ticks`).
         late_after = settings.late_tick_ms / 1e3
-        self.ticks = TickGroups(late_after=late_after) if settings.batch_ticks else None
+        self.ticks = (
+            TickGroups(late_after=late_after, max_rows=settings.max_sessions)
+            if settings.batch_ticks
+            else None
+        )
         #: The session `/tv` shows first while it is live (the demo's game): `create(featured=)`.
         self._featured: str | None = None
         #: Sessions being created (past the limit check, not yet in `_sessions`): they count

@@ -406,8 +406,8 @@ class Runtimes:
         Args:
             checkpoint_dir: the folder of the planner checkpoints.
             batch_rows: tick groups (single-player games): every batch size up to this many
-                rows is compiled with the game, before any session plays it (a compile while
-                sessions tick would stall them); 0: none.
+                rows is compiled with the game, before any session plays it; each larger one
+                compiles as a group passes half full (`TickGroup`); 0: no tick groups.
         """
         self.checkpoint_dir = Path(checkpoint_dir)
         self.batch_rows = batch_rows

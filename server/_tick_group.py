@@ -87,16 +87,21 @@ class TickGroup:
     full period. The group's loop ends when it is empty; a later joiner starts a fresh ticker.
     """
 
-    def __init__(self, runtime: GameRuntime, period: float, *, late_after: float) -> None:
+    def __init__(
+        self, runtime: GameRuntime, period: float, *, late_after: float, max_rows: int = 0
+    ) -> None:
         """
         Args:
             runtime: the game (single-player) every member plays.
             period: seconds per frame.
             late_after: seconds of lag that make a tick late.
+            max_rows: the most members it may get (the server's session limit): it compiles
+                no batch size beyond the one that holds them ahead of need; 0: no limit.
         """
         self.runtime = runtime
         self.period = period
         self.late_after = late_after
+        self.max_rows = max_rows
         self.ticker: Ticker | None = None
         self.capacity = 0
         self._states: games.State | None = None  # [capacity] rows
@@ -106,6 +111,7 @@ class TickGroup:
         self._task: asyncio.Task | None = None
         self._grow_lock = asyncio.Lock()
         self._rows: _Rows | None = None  # the rows the members' last frames read
+        self._ahead: asyncio.Task | None = None  # the next size compiling (`_grow_ahead`)
 
     def __len__(self) -> int:
         return len(self._seats)
@@ -129,6 +135,7 @@ class TickGroup:
         try:
             self._set_states(self.runtime.put(self._states, slot, session.state))
             self._seats[slot] = seat
+            self._grow_ahead()
             # Frame 0 goes out now when a countdown runs until its tick 0 (shown meanwhile, as
             # alone) or that tick has passed; else at its tick 0, a full period before its
             # deadline (a viewer that joined meanwhile was shown it: not sent again).
@@ -165,10 +172,33 @@ class TickGroup:
         if seat.slot < self.capacity:  # else the idle group let its batch go
             heapq.heappush(self._free, seat.slot)
 
+    def _grow_ahead(self) -> None:
+        """Once half the rows are taken, compiles the next size in a thread, the members
+        ticking on meanwhile (slowed a little: the compile shares the cores and the GIL), so that
+        the group grows without waiting for a compile when it fills. `Runtimes` compiles only
+        the first size with the game: a server compiles the sizes its load reaches."""
+        target = max(MIN_BATCH, 2 * self.capacity)
+        if (
+            len(self._seats) * 2 < self.capacity
+            or self._ahead is not None
+            or self.runtime.batch_warmed(target)
+            or (self.max_rows and self.capacity >= self.max_rows)
+        ):
+            return
+        self._ahead = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self.runtime.warm_batch, target), name="tick group compile"
+        )
+        self._ahead.add_done_callback(self._ahead_done)
+
+    def _ahead_done(self, task: asyncio.Task) -> None:
+        self._ahead = None
+        if not task.cancelled() and task.exception() is not None:
+            # `_grow` compiles it again when the group fills, and raises there.
+            log.warning("compiling the next batch size failed: %r", task.exception())
+
     async def _grow(self) -> None:
-        """Doubles the capacity. `Runtimes` compiled the sizes up to the server's session limit
-        with the game; a size beyond (a runtime built otherwise) compiles in a thread, the
-        members ticking on meanwhile (slowed: the compile shares the cores and the GIL)."""
+        """Doubles the capacity; a size not compiled yet (`_grow_ahead` did not get to it)
+        compiles in a thread first, the members ticking on meanwhile."""
         async with self._grow_lock:
             if self._free:
                 return
@@ -256,6 +286,8 @@ class TickGroup:
         """Cancels the loop (server shutdown, after its sessions were stopped)."""
         if self._task is not None:
             self._task.cancel()
+        if self._ahead is not None:
+            self._ahead.cancel()  # its thread finishes the compile; nobody waits for it
 
 
 #: Seconds a session's start waits at most for slack between ticks (`TickGroups.slack`).
@@ -265,12 +297,14 @@ SLACK_WAIT_S = 0.25
 class TickGroups:
     """The tick groups of one server, by (game, FPS); a group exists once a session joins it."""
 
-    def __init__(self, *, late_after: float) -> None:
+    def __init__(self, *, late_after: float, max_rows: int = 0) -> None:
         """
         Args:
             late_after: seconds of lag that make a tick late (the server's `late_tick_ms`).
+            max_rows: the server's session limit (`TickGroup`); 0: none.
         """
         self.late_after = late_after
+        self.max_rows = max_rows
         self._groups: dict[tuple[str, float], TickGroup] = {}
         self._slack_lock = asyncio.Lock()
 
@@ -303,7 +337,7 @@ class TickGroups:
         if group is None:
             period = session.config.period
             group = self._groups[key] = TickGroup(
-                session.runtime, period, late_after=self.late_after
+                session.runtime, period, late_after=self.late_after, max_rows=self.max_rows
             )
         await group.play(session)
 

@@ -39,7 +39,7 @@ async def _lifespan(app: FastAPI):
     the planner channel, the replay cache) and starts the gRPC Env server (`grpc_server`, and
     `grpc_port`, the port it bound); stops them in reverse."""
     settings: Settings = app.state.settings
-    rows = settings.max_sessions if settings.batch_ticks else 0
+    rows = min(settings.batch_warm_rows, settings.max_sessions) if settings.batch_ticks else 0
     runtimes = Runtimes(settings.checkpoint_dir, batch_rows=rows)
     channel = stub = None
     if settings.planner_address:

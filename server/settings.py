@@ -76,11 +76,18 @@ class Settings(BaseSettings):
         description="messages an agent stream's queue holds before it drops the oldest",
     )
     batch_ticks: bool = Field(
-        False,
+        True,
         description="step the real-time single-player sessions of one game and frame rate "
         "together, one batched step per tick: what holds hundreds of sessions a server "
-        "(bench/bench_sessions.py); off: each session ticks alone. Opt-in because every batch "
-        "size up to the session limit compiles when a game loads (seconds each)",
+        "(bench/bench_sessions.py); off: each session ticks alone",
+    )
+    batch_warm_rows: int = Field(
+        8,
+        ge=1,
+        description="batched ticks: the batch sizes up to this many rows compile when a game "
+        "loads (seconds each), larger ones in the background once a group is half full (its "
+        "sessions ticking on, a little slower); set it to the sessions expected at once to "
+        "keep their arrival free of compiles",
     )
     late_tick_ms: float = Field(5.0, ge=0, description="a tick this many ms late counts as late")
     plan_timeout_s: float = Field(

@@ -27,8 +27,8 @@ def srv(serve):
 
 
 @pytest.fixture(scope="module")
-def batched_srv(serve):
-    s = serve(default_fps=20.0, batch_ticks=True)  # the sessions of a game and FPS tick together
+def alone_srv(serve):
+    s = serve(default_fps=20.0, batch_ticks=False)  # each session ticks alone (batched: default)
     with EnvClient(s.address) as client:
         yield SimpleNamespace(http=s.client, client=client, port=s.port)
 
@@ -92,7 +92,7 @@ def test_bad_actions_are_reported_and_the_game_goes_on(srv):
     assert {code for code, _ in ep.errors} == {3}  # INVALID_ARGUMENT
 
 
-@pytest.mark.parametrize("server", ["srv", "batched_srv"])
+@pytest.mark.parametrize("server", ["srv", "alone_srv"])
 def test_an_agent_answering_late_sees_those_frames_reported_late(server, request):
     """A custom agent at 10 FPS answers every third frame 150 ms after it got it (50 ms or more
     past the frame's 100 ms deadline) and keeps silent otherwise: the late frames end up

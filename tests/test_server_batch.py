@@ -124,6 +124,38 @@ def test_a_session_start_never_waits_forever_for_slack():
     assert 0.2 <= asyncio.run(scenario()) < 1.0  # (a loaded machine wakes it late)
 
 
+class _Compiles:
+    """A runtime stand-in that records which batch sizes it was asked to compile."""
+
+    def __init__(self) -> None:
+        self.warmed = {8}
+        self.asked: list[int] = []
+
+    def batch_warmed(self, capacity: int) -> bool:
+        return capacity in self.warmed
+
+    def warm_batch(self, capacity: int) -> None:
+        self.asked.append(capacity)
+        self.warmed.add(capacity)
+
+
+def test_a_group_compiles_its_next_size_once_half_full_and_never_past_the_limit():
+    async def fill(max_rows: int, members: int) -> list[int]:
+        runtime = _Compiles()
+        group = TickGroup(runtime, 0.05, late_after=0.005, max_rows=max_rows)
+        group.capacity = 8
+        for slot in range(members):
+            group._seats[slot] = object()
+            group._grow_ahead()
+        if group._ahead is not None:
+            await group._ahead
+        return runtime.asked
+
+    assert asyncio.run(fill(64, 3)) == []  # under half of 8 rows
+    assert asyncio.run(fill(64, 8)) == [16]  # from the 4th member on, once
+    assert asyncio.run(fill(8, 8)) == []  # 8 rows hold every session the server allows
+
+
 def states_deleted(states) -> bool:
     return any(leaf.is_deleted() for leaf in jax.tree_util.tree_leaves(states))
 
@@ -219,6 +251,10 @@ def test_sessions_play_the_same_batched_or_alone(serve, root, batched):
     manager = batched.client.app.state.manager
     group = manager.ticks.group(GAME, FPS)
     assert len(group) == 0 and group.capacity == 0  # empty: the loop ended, the batch let go
+    # The game loaded with the first size compiled; 16 once the group was half full; no more
+    # (16 rows hold the server's session limit).
+    runtime = manager.runtimes.loaded(GAME)
+    assert runtime.batch_warmed(16) and not runtime.batch_warmed(32)
     assert alone.client.app.state.manager.ticks is None
 
 
