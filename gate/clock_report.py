@@ -19,6 +19,7 @@ __all__ = [
     "PROFILE_BINS",
     "clock_curve",
     "clock_figures",
+    "clock_readme_table",
     "load_cells",
     "option_text",
     "summarize_cells",
@@ -148,6 +149,50 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
                     row[f"best_{label}_name"] = ref
             rows.append(row)
     return cell_rows, rows
+
+
+def _score(r: dict | None, named: bool = False) -> str:
+    if not r:
+        return "—"
+    return f"{r['score']:.3f} ± {r['se']:.3f}" + (f" ({r['player']})" if named else "")
+
+
+def _minus(r: dict | None, label: str) -> str:
+    if not r or f"minus_best_{label}" not in r:
+        return "—"
+    d, se = r[f"minus_best_{label}"], r[f"minus_best_{label}_se"]
+    return f"{d:+.3f} ± {se:.3f} ({d / se:+.1f} SE)" if se > 0 else f"{d:+.3f} ± 0"
+
+
+def clock_readme_table(players: dict[str, list[dict]]) -> str:
+    """Markdown: per clock game the gate, the best fixed budget and the best heuristic (each
+    averaged over T0 and the pool), the gate's paired differences, and the players whose cells
+    are not there yet (their rows come when they are played).
+
+    Args:
+        players: game -> its player rows (`summarize_cells`'s second list).
+    """
+    lines = [
+        "| game (games per player) | gate | best fixed budget | best heuristic | "
+        "gate - best fixed | gate - best heuristic | not yet played |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for game, rows in sorted(players.items()):
+        mean = {r["player"]: r for r in rows if r["t0"] == MEAN}
+        if not mean:
+            continue
+        fixed = next((r for r in mean.values() if r["best_fixed"]), None)
+        heur = next((r for r in mean.values() if r["best_heuristic"]), None)
+        gate = mean.get("gate")
+        missing = [h for h in ("gate", *heuristic_names()) if h not in mean]
+        n = next(iter(mean.values()))["games"]
+        lines.append(
+            f"| {game} ({n}) | {_score(gate)} | "
+            f"{_score(fixed, named=True)} | {_score(heur, named=True)} | "
+            f"{_minus(gate, 'fixed')} | {_minus(gate, 'heuristic')} | "
+            f"{', '.join(missing) or 'none'} |"
+        )
+    return "\n".join(lines)
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:

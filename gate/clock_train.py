@@ -20,10 +20,10 @@ from flax import struct
 
 import games
 from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from gate.clock_heuristics import always, baselines, clock_inputs, policy_only
+from gate.clock_heuristics import baselines, clock_inputs
 from gate.clock_network import NO_OPTION
 from gate.clock_players import chooser_player
-from gate.clock_train_config import TRAIN_CLOCKS, ClockGateTrainConfig
+from gate.clock_train_config import TRAIN_CLOCKS, ClockGateTrainConfig, eval_opponent_name
 from gate.gae import side_gae
 from gate.policy import file_sha256
 from gate.ppo import ClockChunks, make_clock_update
@@ -124,12 +124,15 @@ class ClockGatePPO:
         self.game = self.planner.game
         self.gate = ClockGate(self.planner, cfg.gate_config)
         self.options = self.gate.options
-        if cfg.eval_opponent and cfg.eval_opponent not in self.options.budgets:
-            raise ValueError(
-                f"eval_opponent={cfg.eval_opponent} is not 0 or one of {self.options.budgets}"
-            )
         self.n = self.gate.num_options
         every = baselines(self.options)
+        self._eval_opponent = eval_opponent_name(cfg.eval_opponent)
+        if self._eval_opponent not in every:
+            raise ValueError(
+                f"eval_opponent={cfg.eval_opponent!r} is not 0, a budget of "
+                f"{self.options.budgets} or a baseline of {list(every)}"
+            )
+        self._eval_chooser = every[self._eval_opponent]
         if unknown := [n for n in cfg.opponent_names if n not in every]:
             raise ValueError(f"opponents: unknown baseline(s) {unknown}; known: {list(every)}")
         self._opponents = tuple(every[n] for n in cfg.opponent_names)
@@ -448,19 +451,16 @@ class ClockGatePPO:
         new = ClockGateState(params=params, opt_state=opt_state, games=sp, key=key)
         return new, metrics
 
-    # ---- evaluation: the greedy gate against always-k on tuning openings ----
+    # ---- evaluation: the greedy gate against one baseline on tuning openings ----
 
     def evaluate(self, state: ClockGateState, iteration: int) -> tuple[float, dict]:
-        """The greedy gate against always-`eval_opponent` (policy-only for 0) at each of
-        `eval_clocks` on the first `eval_seeds` tuning openings, colours swapped; the score is
-        the mean over the clocks."""
+        """The greedy gate against `eval_opponent` (always-k, policy-only or a heuristic) at
+        each of `eval_clocks` on the first `eval_seeds` tuning openings, colours swapped; the
+        score is the mean over the clocks."""
         del iteration
         cfg = self.cfg
         seeds = seeds_of("tuning", cfg.eval_seeds)
-        k = cfg.eval_opponent
-        opponent = chooser_player(
-            f"k{k}", always(self.options, k) if k else policy_only(self.options)
-        )
+        opponent = chooser_player(self._eval_opponent, self._eval_chooser)
         # The greedy gate with this iteration's params (its choose compiles once per call).
         gate = clock_gate_player(self.gate, jax.device_get(state.params))
         columns, all_budgets = {}, []

@@ -65,8 +65,10 @@ class ClockGateTrainConfig:
         8, "Tuning openings per evaluation clock (each played twice, colours swapped)."
     )
     eval_clocks: str = knob("300,2300", "Comma-separated T0s of the in-training evaluation.")
-    eval_opponent: int = knob(
-        32, "Budget of the always-k opponent of the in-training evaluation (a budget or 0)."
+    eval_opponent: str = knob(
+        "32",
+        "Opponent of the in-training evaluation: a budget (always-k; 0 policy-only) or a "
+        "baseline's name, e.g. proportional.",
     )
     checkpoint_every: int = knob(
         2, "Write the checkpoint every this many iterations (and after the last)."
@@ -75,6 +77,8 @@ class ClockGateTrainConfig:
     devices: int = knob(1, "Devices each option group is split across (jax.shard_map).")
 
     def __post_init__(self) -> None:
+        # Runs saved before opponents had names hold a budget (an int).
+        object.__setattr__(self, "eval_opponent", str(self.eval_opponent))
         for name in ("iterations", "num_envs", "plies", "chunk", "epochs", "minibatches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -122,3 +126,12 @@ class ClockGateTrainConfig:
         return ClockGateConfig(
             encoder=self.gate_encoder, hidden=self.gate_hidden, head_hidden=self.gate_head
         )
+
+
+def eval_opponent_name(opponent: str | int) -> str:
+    """The baseline name of an in-training evaluation opponent: a budget k is `k<k>`, 0
+    `policy-only`, a name itself."""
+    text = str(opponent)
+    if text.isdigit():
+        return f"k{int(text)}" if int(text) else "policy-only"
+    return text

@@ -14,10 +14,20 @@ from gate.experiment import load_conditions
 from gate.triggers import FEATURES, PIECE_NAMES
 from harness.stats import paired, standard_error
 
-__all__ = ["README_BEGIN", "README_END", "best_fixed_k", "report", "summarize"]
+__all__ = [
+    "CLOCK_README_BEGIN",
+    "CLOCK_README_END",
+    "README_BEGIN",
+    "README_END",
+    "best_fixed_k",
+    "report",
+    "summarize",
+]
 
 README_BEGIN = "<!-- results:begin (rtplan report writes this table) -->"
 README_END = "<!-- results:end -->"
+CLOCK_README_BEGIN = "<!-- clock-results:begin (rtplan report writes this table) -->"
+CLOCK_README_END = "<!-- clock-results:end -->"
 #: Normalised episode bins of the strategy profiles.
 PROFILE_BINS = 10
 
@@ -111,13 +121,15 @@ def readme_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _update_readme(readme: Path, table: str) -> bool:
+def _update_readme(
+    readme: Path, table: str, begin: str = README_BEGIN, end: str = README_END
+) -> bool:
     text = readme.read_text()
-    if README_BEGIN not in text or README_END not in text:
+    if begin not in text or end not in text:
         return False
-    head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_BEGIN}\n{table}\n{README_END}{tail}")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    readme.write_text(f"{head}{begin}\n{table}\n{end}{tail}")
     return True
 
 
@@ -227,18 +239,21 @@ def report(
     figures: bool = True,
 ) -> dict:
     """Summarises every game under `results/`: `summary.csv`, `summary.json`, per-game
-    figures, and the README's results table (between its markers)."""
-    from gate.clock_report import clock_figures, write_summary
+    figures, and the README's results tables (between their markers): the committed games'
+    and the clock games'."""
+    from gate.clock_report import clock_figures, clock_readme_table, write_summary
 
     root = Path(results)
-    rows, files, clock_files = [], [], []
+    rows, files, clock_files, clock_players = [], [], [], {}
     for game_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         game = game_dir.name
         # Clock games: their own tables and figures under <game>/clock-eval/.
         summary = write_summary(root, game, "eval")
         clock_files += summary
-        if figures and summary:
-            clock_files += clock_figures(root, game, "eval")
+        if summary:
+            clock_players[game] = json.loads(summary[-1].read_text())["players"]
+            if figures:
+                clock_files += clock_figures(root, game, "eval")
         evals = load_conditions(root, game, "eval")
         if not evals:
             continue
@@ -248,14 +263,24 @@ def report(
             files += _figures(game, evals, game_rows, game_dir)
     if not rows and not clock_files:
         raise FileNotFoundError(f"no evaluation results under {root}/<game>/eval/ (rtplan eval)")
-    if not rows:
-        return {"rows": [], "figures": clock_files, "table": "", "readme_updated": False}
-    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
-    with (root / "summary.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    (root / "summary.json").write_text(json.dumps(rows, indent=1))
-    table = readme_table(rows)
-    updated = bool(readme) and Path(readme).exists() and _update_readme(Path(readme), table)
-    return {"rows": rows, "figures": files + clock_files, "table": table, "readme_updated": updated}
+    clock_table = clock_readme_table(clock_players) if clock_players else ""
+    updated = False
+    if readme and Path(readme).exists() and clock_table:
+        updated = _update_readme(Path(readme), clock_table, CLOCK_README_BEGIN, CLOCK_README_END)
+    table = ""
+    if rows:
+        fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
+        with (root / "summary.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+        (root / "summary.json").write_text(json.dumps(rows, indent=1))
+        table = readme_table(rows)
+        if readme and Path(readme).exists():
+            updated = _update_readme(Path(readme), table) or updated
+    return {
+        "rows": rows,
+        "figures": files + clock_files,
+        "table": "\n\n".join(t for t in (table, clock_table) if t),
+        "readme_updated": updated,
+    }

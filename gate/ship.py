@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import harness
+from gate.clock_train_config import eval_opponent_name
 from gate.policy import check_trained_over
 from gate.train import EXPORT
 from harness import checkpoint as ckpt
@@ -66,11 +67,15 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
     return path
 
 
+def _opponent_text(name: str) -> str:
+    return f"always-{name[1:]}" if name[:1] == "k" and name[1:].isdigit() else name
+
+
 def _describe(ev: dict, train_cfg: dict) -> str:
     """The README's evaluation text: the greedy gate on tuning seeds during training (a clock
-    gate: its score against always-`eval_opponent` per clock, `gate.clock_train`)."""
+    gate: its score against `eval_opponent` per clock, `gate.clock_train`)."""
     if "eval_score" in ev:
-        k = train_cfg.get("eval_opponent")
+        opponent = eval_opponent_name(train_cfg.get("eval_opponent", 0))
         clocks = ", ".join(
             f"T0 {key[len('eval_t') :]}: {v:.3f}"
             for key, v in ev.items()
@@ -78,7 +83,7 @@ def _describe(ev: dict, train_cfg: dict) -> str:
         )
         return (
             f"greedy gate score {ev['eval_score']:.3f} ({clocks}) against "
-            f"{f'always-{k}' if k else 'policy-only'} at iteration {ev.get('iteration')}, "
+            f"{_opponent_text(opponent)} at iteration {ev.get('iteration')}, "
             f"mean budget {ev.get('eval_budget', float('nan')):.1f} simulations, on the first "
             f"{train_cfg.get('eval_seeds')} tuning openings with both colours (the openings it "
             "was selected on); `rtplan eval` reports it against the pool on the evaluation "

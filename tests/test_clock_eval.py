@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate import clock_eval, clock_report
+from gate import clock_eval, clock_report, report
 from gate.clock_heuristics import ClockOptions, affordable, always, greedy, proportional
 from gate.clock_players import (
     baseline_players,
@@ -202,6 +202,18 @@ def test_clock_eval_tuning_and_report(tmp_path):
     assert g["games"] == 2 * 2 * 4 and 0 <= g["score"] <= 1
     assert g["best_fixed_name"] == best and "minus_best_fixed_se" in g
     assert (out / GAME / "clock-eval" / "eval-scores.csv").exists()
+    # The README's clock table: the gate has no cells here, so it is listed as not played.
+    table = clock_report.clock_readme_table({GAME: rows}).splitlines()
+    assert len(table) == 3 and table[2].startswith(f"| {GAME} (16) | — | ")
+    assert f"({best}) |" in table[2] and table[2].endswith(
+        "| gate, random, policy-only, proportional, uncertainty |"
+    )
+    readme = tmp_path / "README.md"
+    readme.write_text(f"a\n{report.CLOCK_README_BEGIN}\nold\n{report.CLOCK_README_END}\nb\n")
+    assert report.report(out, readme=readme, figures=False)["readme_updated"]
+    assert readme.read_text() == (
+        f"a\n{report.CLOCK_README_BEGIN}\n{chr(10).join(table)}\n{report.CLOCK_README_END}\nb\n"
+    )
     figs = clock_report.clock_figures(out, GAME)
     names = ["eval-score-per-t0.png", "eval-profile.png", "eval-clocks.png"]
     assert [f.name for f in figs] == names
@@ -227,3 +239,47 @@ def test_the_command_names_an_unknown_player_or_opponent(tmp_path, capsys):
     assert "unknown player 'nobody'" in capsys.readouterr().err
     assert main([*argv, "--opponents", "k999"]) != 0
     assert "unknown opponent 'k999'" in capsys.readouterr().err
+
+
+def test_report_writes_the_clock_table_into_the_readme(tmp_path):
+    """`rtplan report` on hand-made cells: the best fixed budget and heuristic are the best
+    averaged over T0, the gate's differences are paired over (T0, opponent, game), and the
+    heuristics without cells are named."""
+    scores = {  # player -> per (T0) 4 games' results against the one opponent
+        "gate": {6: [1, 1, 0.5, 0], 14: [1, 1, 1, 0]},
+        "k2": {6: [1, 0, 0.5, 0], 14: [0, 1, 1, 0]},
+        "k4": {6: [0, 0, 0, 0], 14: [1, 0, 0, 0]},
+        "greedy": {6: [1, 0, 0, 0], 14: [1, 1, 1, 1]},
+    }
+    out = tmp_path / "results"
+    for player, by_t0 in scores.items():
+        for t0, r in by_t0.items():
+            path = clock_eval.cell_file(out, GAME, "eval", player, "random", t0)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({
+                "player": player, "opponent": "random", "t0": t0, "returns": r,
+                "game_ids": [f"g{t0}-{i}" for i in range(4)], "options": ["12", "0", "1", "2"],
+                "clocks_end": [[t0, t0]] * 4, "seeds": [0, 1],
+            }))  # fmt: skip
+    readme = tmp_path / "README.md"
+    readme.write_text(f"a\n{report.CLOCK_README_BEGIN}\nold\n{report.CLOCK_README_END}\nb\n")
+    out_ = report.report(out, readme=readme, figures=False)
+    assert out_["readme_updated"] and out_["rows"] == []
+    row = readme.read_text().splitlines()[4]
+    gate = np.array([1, 1, 0.5, 0, 1, 1, 1, 0])  # T0 6 then T0 14, as the table pools them
+    k2 = np.array([1, 0, 0.5, 0, 0, 1, 1, 0])
+    greedy = np.array([1, 0, 0, 0, 1, 1, 1, 1])
+    d_fixed, d_heur = gate - k2, gate - greedy
+    se = lambda d: d.std(ddof=1) / np.sqrt(len(d))  # noqa: E731
+    cells = [
+        f"{GAME} (8)",
+        f"{gate.mean():.3f} ± {se(gate):.3f}",
+        f"{k2.mean():.3f} ± {se(k2):.3f} (k2)",
+        f"{greedy.mean():.3f} ± {se(greedy):.3f} (greedy)",
+        f"{d_fixed.mean():+.3f} ± {se(d_fixed):.3f} ({d_fixed.mean() / se(d_fixed):+.1f} SE)",
+        f"{d_heur.mean():+.3f} ± {se(d_heur):.3f} ({d_heur.mean() / se(d_heur):+.1f} SE)",
+        "random, policy-only, proportional, midpeak, uncertainty",
+    ]
+    assert row == "| " + " | ".join(cells) + " |"
+    assert readme.read_text().startswith(f"a\n{report.CLOCK_README_BEGIN}\n| game (games")
+    assert readme.read_text().endswith(f"{report.CLOCK_README_END}\nb\n")

@@ -412,6 +412,19 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
     )  # fmt: skip
     assert float(played.returns.mean()) == columns["eval_t0"]
     assert all((ks == 0).all() for ks in played.ks)
+    # The opponent may be a heuristic by name (an old run's budget, an int, still reads).
+    from gate.clock_heuristics import proportional
+
+    named = ClockGatePPO(dataclasses.replace(cfg, eval_clocks="8", eval_opponent="proportional"))
+    _, columns = named.evaluate(state, 0)
+    played = play_match(
+        planner, algo.planner_params, gate,
+        chooser_player("proportional", proportional(algo.options)), seeds_of("tuning", 2),
+        max_plies=algo.game.max_plies, opening_plies=cfg.opening_plies, initial_time=8,
+    )  # fmt: skip
+    assert float(played.returns.mean()) == columns["eval_t8"]
+    with pytest.raises(ValueError, match="eval_opponent='nobody' is not 0, a budget of"):
+        ClockGatePPO(dataclasses.replace(cfg, eval_opponent="nobody"))
 
 
 def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
@@ -466,6 +479,7 @@ def test_a_shipped_clock_gate_says_how_it_was_evaluated_and_draws_its_curve(tmp_
     assert "score 0.672 (T0 300: 0.562, T0 2300: 0.781) against always-64" in text
     assert "iteration 400" in text and "first 16 tuning openings" in text
     assert "against policy-only" in _describe({**ev, "iteration": 1}, {"eval_opponent": 0})
+    assert ") against proportional at" in _describe(ev, {"eval_opponent": "proportional"})
     log = tmp_path / "log.csv"
     log.write_text(
         "iteration,frames,eval_t300,eval_t2300,eval_score\n1,64,,,\n2,128,0.5,0.75,0.625\n"
