@@ -144,6 +144,7 @@ def run_clock_eval(
     opponents: Sequence[str] | None = None,
     planner_file: str | None = None,
     gate_file: str | None = None,
+    gate_name: str = "gate",
     out: str | os.PathLike | None = None,
     force: bool = False,
     command: str | None = None,
@@ -162,7 +163,9 @@ def run_clock_eval(
         players: evaluated conditions (default: every baseline, and "gate" with `gate_file`).
         opponents: the pool (default: policy-only, always-k per budget, random).
         planner_file: the planner (default: the shipped one).
-        gate_file: a clock gate checkpoint, played as "gate" (`clock_players.gate_player`).
+        gate_file: a clock gate checkpoint, played as `gate_name` (`clock_players.gate_player`).
+        gate_name: the gate's player name: another name keeps a second gate's cells beside
+            the first's.
         out: results root (default: the checkout's results/).
         force: replay cells already written.
         command: the command line, kept in each file.
@@ -177,8 +180,12 @@ def run_clock_eval(
     opts = ClockOptions.of(planner)
     tuned = load_midpeak_table(game_id)
     everyone = baseline_players(opts, tuned=tuned)
+    if gate_name in everyone or not gate_name.startswith("gate"):
+        raise ValueError(
+            f"gate name {gate_name!r}: a gate's name starts with 'gate' (not a baseline)"
+        )
     if gate_file is not None:
-        everyone["gate"] = gate_player(gate_file, planner, params)
+        everyone[gate_name] = gate_player(gate_file, planner, params)
     pool = pool_players(opts)
     names = list(players or everyone)
     opp_names = list(opponents or pool)
@@ -206,7 +213,7 @@ def run_clock_eval(
     for t0 in t0s:
         # What else a cell was played with, beside the seeds and planner: the gate's params,
         # midpeak's (centre, width) at this T0 (a re-tuned table replays its cells).
-        ident = {name: {"gate_sha256": gate_sha if name == "gate" else None} for name in names}
+        ident = {name: {"gate_sha256": gate_sha if name == gate_name else None} for name in names}
         if "midpeak" in ident:
             shape = (tuned or {}).get(int(t0), (MIDPEAK_CENTRE, MIDPEAK_WIDTH))
             ident["midpeak"]["midpeak_shape"] = [float(shape[0]), float(shape[1])]

@@ -64,6 +64,26 @@ def cell(tmp_path_factory):
     )
 
 
+def test_a_second_gate_name_keeps_its_cells_beside_the_first(cell):
+    """`rtplan eval --gate-name`: the same gate under another player name plays the same games
+    into its own cell, with the gate's sha256; a name that is a baseline is refused."""
+    (path,) = clock_eval.run_clock_eval(
+        GAME, games_per_cell=2, t0s=(12,), players=["gate-b"], opponents=["k4"],
+        planner_file=cell["planner_file"], gate_file=str(cell["gate_file"]), gate_name="gate-b",
+        out=cell["out"], log=lambda s: None,
+    )  # fmt: skip
+    first, second = (json.loads(p.read_text()) for p in (cell["path"], path))
+    assert path.parent.name == "gate-b" and second["player"] == "gate-b"
+    assert second["gate_sha256"] == first["gate_sha256"] is not None
+    for key in ("returns", "options", "game_ids", "clocks_end"):
+        assert second[key] == first[key], key
+    with pytest.raises(ValueError, match="a gate's name starts with 'gate'"):
+        clock_eval.run_clock_eval(
+            GAME, games_per_cell=2, t0s=(12,), players=["k4"], opponents=["k4"],
+            planner_file=cell["planner_file"], gate_name="k4", out=cell["out"],
+        )  # fmt: skip
+
+
 def test_a_picked_game_replays_as_its_cell_and_reads_as_a_replay(cell, tmp_path):
     """The pick is by spend; its re-play equals the cell's record; the file it is written to
     is a replay the server's reader re-simulates, to the cell's plies, with an annotation per

@@ -116,6 +116,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     clock = ev.add_argument_group("clock games (speed-hex-v0, speed-go-v0)")
     clock.add_argument(
+        "--gate-name",
+        default="gate",
+        help="the player name of the gate's cells (default gate; a second gate's name, e.g. "
+        "gate-mixed, keeps its cells beside the first's)",
+    )
+    clock.add_argument(
         "--t0",
         type=int,
         nargs="*",
@@ -262,6 +268,8 @@ def _eval(args: argparse.Namespace) -> int:
         return _clock_eval(args)
     if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
         raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
+    if args.gate_name != "gate":
+        raise CommandError("--gate-name is for clock games")
     if args.episodes is None:
         args.episodes = 100
     if args.via_services:
@@ -346,6 +354,7 @@ def _clock_eval(args: argparse.Namespace) -> int:
             opponents=args.opponents,
             planner_file=args.planner,
             gate_file=args.gate,
+            gate_name=args.gate_name,
             out=args.out,
             force=args.force,
             command=" ".join(args.argv),
