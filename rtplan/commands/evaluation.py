@@ -393,7 +393,8 @@ def _report(args: argparse.Namespace) -> int:
     print(out["table"])
     for path in out["figures"]:
         print(f"wrote {path}")
-    print(f"wrote {args.results}/summary.csv, {args.results}/summary.json")
+    if out["rows"]:
+        print(f"wrote {args.results}/summary.csv, {args.results}/summary.json")
     if out["readme_updated"]:
         print(f"updated the results table in {args.readme}")
     return 0
