@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import struct
 
 import games
-from gate.clock_heuristics import ClockOptions, affordable, clock_inputs
+from gate.clock_heuristics import ClockOptions, affordable, baselines, clock_inputs
 from gate.clock_network import MASKED_LOGIT, NO_OPTION, ClockGateInputs, ClockGateNet, time_features
 from gate.clock_train_config import ClockGateConfig
 from gate.policy import check_gate_file
@@ -65,6 +65,11 @@ class ClockGateDecision:
     carry: ClockGateCarry  # [B] the state after this ply (`last` = `option`)
 
 
+#: Baselines that are not a prior: they read the planner's outputs or draw at random (a prior
+#: is a function of the clocks alone, the same in training, evaluation and the services).
+NOT_A_PRIOR = ("uncertainty", "random")
+
+
 class ClockGate:
     """The recurrent gate of a clock game over a frozen `Planner`. Pure methods."""
 
@@ -76,17 +81,33 @@ class ClockGate:
         self.options = ClockOptions.of(planner)
         self.num_options = len(self.options.budgets) + 1
         self.net = ClockGateNet(config, self.num_options)
+        self._prior = None
+        if config.prior != "none":
+            every = baselines(self.options)
+            if config.prior not in every or config.prior in NOT_A_PRIOR:
+                raise ValueError(
+                    f"clock gate prior {config.prior!r}: not a baseline that reads only the "
+                    f"clocks ({sorted(set(every) - set(NOT_A_PRIOR))}) or none"
+                )
+            self._prior = every[config.prior]
 
     def inputs(self, states: games.State, out: NetOutput, last: jax.Array) -> ClockGateInputs:
         """The gate's inputs at `[B]` states with the planner's output `out` at them."""
         obs, _ = jax.vmap(self.planner.inputs)(states)
         c = clock_inputs(states)
+        b = c.my_time.shape[0]
+        if self._prior is None:
+            prior = jnp.zeros((b, self.num_options), jnp.float32)
+        else:  # a clock-only baseline: no keys, no planner outputs
+            keys = jnp.zeros((b, 2), jnp.uint32)
+            prior = jax.nn.one_hot(self._prior(c, keys), self.num_options, dtype=jnp.float32)
         return ClockGateInputs(
             obs=obs.astype(jnp.bfloat16),
             features=out.features,
             value=out.value,
             time=time_features(c.my_time, c.opp_time, c.initial_time),
             last=last.astype(jnp.int32),
+            prior=prior,
         )
 
     def mask(self, states: games.State) -> jax.Array:
@@ -180,10 +201,9 @@ def load_clock_gate(path, planner: Planner, *, planner_file=None):
         path, planner, kind=CLOCK_GATE_KIND, what="a clock gate", planner_file=planner_file
     )
     try:
-        config = ClockGateConfig(**meta["clock_gate_config"])
-    except (KeyError, TypeError) as err:
+        gate = ClockGate(planner, ClockGateConfig(**meta["clock_gate_config"]))
+    except (KeyError, TypeError, ValueError) as err:
         raise ckpt.CheckpointError(f"{path}: bad clock_gate_config: {err}") from err
-    gate = ClockGate(planner, config)
     template = {"params": jax.eval_shape(gate.init_params, jax.random.PRNGKey(0))}
     tree, meta = ckpt.load(path, template)
     return gate, tree["params"], dict(meta, checkpoint=str(path))

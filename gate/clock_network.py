@@ -33,6 +33,7 @@ class ClockGateInputs:
     value: jax.Array  # [L] the frozen planner's value for the mover
     time: jax.Array  # [L, 5] `time_features`
     last: jax.Array  # [L] int32 the option this side chose last in this game (NO_OPTION: none)
+    prior: jax.Array  # [L, n] float32 the prior baseline's choice, one-hot (zeros: no prior)
 
 
 def time_features(my_time: jax.Array, opp_time: jax.Array, initial_time: jax.Array) -> jax.Array:
@@ -52,7 +53,8 @@ class ClockGateNet(nn.Module):
     slow on XLA:CPU; the planner's features already summarise the board), the five time
     features through a two-layer MLP; with the planner's value and a one-hot of the side's last
     option they feed a GRU cell whose output feeds the logits over the options (policy-only,
-    then the budgets) and a value. The planner's inputs pass `stop_gradient`.
+    then the budgets) and a value; a prior baseline's one-hot choice, scaled, is added to the
+    logits (zeros without a prior). The planner's inputs pass `stop_gradient`.
 
     Call: `(h [B, hidden], x: ClockGateInputs [B]) -> (h' [B, hidden], logits [B, n], value [B])`.
     """
@@ -74,7 +76,7 @@ class ClockGateNet(nn.Module):
         z = nn.relu(nn.Dense(cfg.hidden)(z))
         h, y = nn.GRUCell(features=cfg.hidden)(h, z)
         y = nn.relu(nn.Dense(cfg.head_hidden)(y))
-        logits = nn.Dense(self.num_options)(y)
+        logits = nn.Dense(self.num_options)(y) + cfg.prior_scale * x.prior
         baseline = nn.Dense(1)(y)[:, 0]
         return h, logits, baseline
 

@@ -23,7 +23,12 @@ from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_ga
 from gate.clock_heuristics import baselines, clock_inputs
 from gate.clock_network import NO_OPTION
 from gate.clock_players import chooser_player
-from gate.clock_train_config import TRAIN_CLOCKS, ClockGateTrainConfig, eval_opponent_name
+from gate.clock_train_config import (
+    TRAIN_CLOCKS,
+    ClockGateConfig,
+    ClockGateTrainConfig,
+    eval_opponent_name,
+)
 from gate.gae import side_gae
 from gate.policy import file_sha256
 from gate.ppo import ClockChunks, make_clock_update
@@ -490,9 +495,9 @@ class ClockGatePPO:
 
     def template(self, meta: dict) -> dict:
         saved = meta.get("clock_gate_config")
-        if saved != dataclasses.asdict(self.gate.config) or meta.get("budgets") != list(
-            self.options.budgets
-        ):
+        # Fields added later (the prior) take their defaults in runs saved before them.
+        same = isinstance(saved, dict) and _config_or_none(saved) == self.gate.config
+        if not same or meta.get("budgets") != list(self.options.budgets):
             raise ckpt.CheckpointError(
                 f"the checkpoint holds a clock gate {saved} over budgets {meta.get('budgets')}, "
                 f"but this run asks for {dataclasses.asdict(self.gate.config)} over "
@@ -533,3 +538,10 @@ def clock_gate_trainer(
     """A `harness.run.Run` of clock-gate PPO into `out_dir` (kwargs: `Run`'s resume, argv,
     progress, tensorboard). `run()` trains; `state` holds the `ClockGateState`."""
     return Run(ClockGatePPO(cfg), cfg, out_dir, **kwargs)
+
+
+def _config_or_none(saved: dict) -> ClockGateConfig | None:
+    try:
+        return ClockGateConfig(**saved)
+    except TypeError:
+        return None

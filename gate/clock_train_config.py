@@ -23,6 +23,13 @@ class ClockGateConfig:
     hidden: int = 128
     #: Hidden units of the policy/value head after the GRU.
     head_hidden: int = 128
+    #: A baseline whose choice is added to the logits as `prior_scale` x its one-hot
+    #: ("proportional", or any name of `gate.clock_heuristics.baselines` that reads only the
+    #: clocks); "none": no prior. A fresh gate then plays mostly the baseline's choice and
+    #: learns where to deviate from it.
+    prior: str = "none"
+    #: The prior's weight in logits (3: about 0.8 of a fresh gate's probability over 5 options).
+    prior_scale: float = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +67,12 @@ class ClockGateTrainConfig:
     gate_encoder: int = knob(64, "Width of the gate's board and planner-feature encoders.")
     gate_hidden: int = knob(128, "GRU state size.")
     gate_head: int = knob(128, "Hidden units of the gate's head.")
+    gate_prior: str = knob(
+        "none",
+        "A baseline added to the gate's logits as a prior (e.g. proportional: a fresh gate "
+        "plays mostly its choice and learns where to deviate); none: no prior.",
+    )
+    gate_prior_scale: float = knob(3.0, "Weight of the prior's one-hot in the gate's logits.")
     eval_every: int = knob(5, "Evaluate every this many iterations (and after the last); 0: never.")
     eval_seeds: int = knob(
         8, "Tuning openings per evaluation clock (each played twice, colours swapped)."
@@ -124,7 +137,11 @@ class ClockGateTrainConfig:
     def gate_config(self) -> ClockGateConfig:
         """The gate network's shape."""
         return ClockGateConfig(
-            encoder=self.gate_encoder, hidden=self.gate_hidden, head_hidden=self.gate_head
+            encoder=self.gate_encoder,
+            hidden=self.gate_hidden,
+            head_hidden=self.gate_head,
+            prior=self.gate_prior,
+            prior_scale=self.gate_prior_scale,
         )
 
 

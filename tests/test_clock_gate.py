@@ -49,6 +49,7 @@ def _inputs(gate, key, shape):
         value=jax.random.uniform(k[2], shape, minval=-1, maxval=1),
         time=jax.random.uniform(k[3], (*shape, 5)),
         last=jax.random.randint(k[4], shape, -1, gate.num_options),
+        prior=jnp.zeros((*shape, gate.num_options), jnp.float32),
     )
 
 
@@ -220,6 +221,32 @@ def test_unaffordable_options_are_masked(gate, planner):
         _, option = player.choose(gate.zero_carry(3), states, out, jax.random.split(keys[i % 3], 3))
         assert np.all(np.asarray(mask)[np.arange(3), np.asarray(option)])
     assert int(jnp.argmax(logits[0])) == 0  # an empty clock plays policy-only
+
+
+def test_a_prior_adds_its_scaled_choice_to_the_logits(gate, planner):
+    """With prior proportional the logits are the same network's plus `prior_scale` x the
+    one-hot of proportional's choice (so a fresh gate plays it), masked as before; a prior
+    that reads the planner or draws at random is refused."""
+    from gate.clock_heuristics import clock_inputs, proportional
+
+    pparams = planner.init_params(jax.random.PRNGKey(0))
+    params = gate.init_params(jax.random.PRNGKey(1))
+    with_prior = ClockGate(planner, dataclasses.replace(SMALL, prior="proportional"))
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(2), 4))
+    clocks = jnp.asarray([[0, 0], [5, 5], [200, 200], [900, 900]], jnp.int32)
+    states = states.replace(inner=states.inner.replace(clocks=clocks))
+    out = planner.evaluate(pparams, states)
+    _, _, plain, _, mask = gate.step(params, gate.zero_carry(4), states, out)
+    _, x, logits, _, _ = with_prior.step(params, with_prior.zero_carry(4), states, out)
+    choice = proportional(gate.options)(clock_inputs(states), None)
+    assert len(set(np.asarray(choice).tolist())) > 1  # the clocks give different choices
+    want = jnp.where(mask, plain + 3.0 * jax.nn.one_hot(choice, gate.num_options), MASKED_LOGIT)
+    np.testing.assert_allclose(logits, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(x.prior, jax.nn.one_hot(choice, gate.num_options))
+    np.testing.assert_array_equal(jnp.argmax(logits, -1), choice)  # a fresh gate plays it
+    for name in ("uncertainty", "random", "nobody"):
+        with pytest.raises(ValueError, match=f"clock gate prior '{name}'"):
+            ClockGate(planner, dataclasses.replace(SMALL, prior=name))
 
 
 def test_runner_mixes_clock_budgets_in_one_batch(planner):
