@@ -24,6 +24,8 @@ _EXPORTS = {
     "GatePPO": "gate.train",
     "GateState": "gate.train",
     "GateTrainConfig": "gate.train_config",
+    "LatencyModel": "gate.latency",
+    "load_latency": "gate.latency",
     "gate_trainer": "gate.train",
     "make_update": "gate.ppo",
     "ppo_loss": "gate.ppo",

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
+from gate.latency import decision_misses, load_latency
 from gate.policy import file_sha256, gate_path, load_gate
 from gate.triggers import FEATURES, trigger_features
 from harness import checkpoint as ckpt
@@ -30,12 +31,18 @@ from planner.episodes import (
 from planner.options import Planner
 from planner.store import load_planner, planner_path
 
-__all__ = ["condition_file", "load_conditions", "run_conditions"]
+__all__ = ["condition_file", "latency_split", "load_conditions", "run_conditions"]
 
 
 def condition_file(out: str | os.PathLike, game_id: str, split: str, name: str) -> Path:
     """`<out>/<game>/<split>/<condition>.json`."""
     return Path(out) / game_id / split / f"{name}.json"
+
+
+def latency_split(split: str, fps: float) -> str:
+    """The results folder of a split played with simulated misses at `fps`: "eval-latency-300fps"
+    (never mixed with the simulated clock's, which `rtplan report` reads)."""
+    return f"{split}-latency-{fps:g}fps"
 
 
 def _git_commit() -> str | None:
@@ -53,7 +60,7 @@ def _ks_text(ks: np.ndarray) -> str:
 
 
 def _record(name: str, ep: Episodes, provenance: dict, seconds: float) -> dict:
-    return {
+    rec = {
         **provenance,
         "condition": name,
         "seconds": round(seconds, 1),
@@ -64,6 +71,11 @@ def _record(name: str, ep: Episodes, provenance: dict, seconds: float) -> dict:
         "decision_frames": [f.tolist() for f in ep.decision_frames],
         "features": {n: [np.round(v, 3).tolist() for v in vals] for n, vals in ep.features.items()},
     }
+    if ep.missed is not None:  # per episode, one character per decision: 1 missed
+        rec["missed"] = ["".join("1" if m else "0" for m in row) for row in ep.missed]
+        decisions = sum(len(row) for row in ep.missed)
+        rec["miss_rate"] = sum(int(row.sum()) for row in ep.missed) / max(decisions, 1)
+    return rec
 
 
 def load_conditions(out: str | os.PathLike, game_id: str, split: str) -> dict[str, dict]:
@@ -89,12 +101,23 @@ def run_conditions(
     force: bool = False,
     ablations: bool = False,
     command: str | None = None,
+    latency: str = "",
+    latency_fps: float = 0.0,
+    latency_overhead_ms: float | None = None,
+    latency_fallback: str = "game",
     log=print,
 ) -> dict[str, Path]:
     """Plays each condition on the split's first `episodes` seeds and writes its file.
 
     A condition whose file already holds the same seeds, planner and gate (by sha256) is kept
     (so an interrupted evaluation resumes), unless `force`.
+
+    With a `latency` source (`gate.latency.load_latency`) every condition plays a simulated
+    deployment at `latency_fps`: each option misses with its budget's probability, decision
+    t of seed s drawing the same uniform in every condition (`gate.latency.decision_misses`),
+    and a miss plays `latency_fallback` on its landing frame. Its files go to the folder
+    `latency_split(split, latency_fps)` and record the misses; policy-only plans nothing and
+    misses nothing.
 
     Returns:
         condition name -> its file.
@@ -126,6 +149,21 @@ def run_conditions(
             )
         gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
     seeds = seeds_of(split, episodes)
+    folder, misses, sim = split, None, None
+    if latency:
+        if not latency_fps > 0:
+            raise ValueError(f"a latency source needs an FPS > 0, got {latency_fps}")
+        model = load_latency(
+            latency,
+            simulations={k: pcfg.sims(k) for k in pcfg.budgets},
+            overhead_ms=latency_overhead_ms,
+            game_id=game_id,
+        )
+        sim = {**model.describe(pcfg.budgets, latency_fps), "fallback": latency_fallback}
+        probability = {int(k): p for k, p in sim["miss_probability"].items()}
+        misses = decision_misses(seeds, probability)
+        folder = latency_split(split, latency_fps)
+        log(f"simulated misses at {latency_fps:g} FPS: {sim['miss_probability']} by budget")
     provenance = {
         "game": game_id,
         "split": split,
@@ -135,6 +173,7 @@ def run_conditions(
         "simulations": list(pcfg.simulations),
         "horizon": planner.game.horizon,
         "command": command,
+        **({} if sim is None else {"latency": sim}),
     }
     gate_sha = file_sha256(gate_file) if needs_gate else None
     # Doubling group sizes: a bounded compile set (`planner.episodes.eval_runner`). The gate's
@@ -147,12 +186,13 @@ def run_conditions(
     features = jax.jit(trigger_features(game_id)) if game_id in FEATURES else None
     written = {}
     for name in sorted(names, key=lambda n: not n.startswith("gate")):
-        path = condition_file(out, game_id, split, name)
+        path = condition_file(out, game_id, folder, name)
         if path.exists() and not force:
             old = json.loads(path.read_text())
             same = (
                 old.get("seeds") == seeds.tolist()
                 and old.get("planner_sha256") == provenance["planner_sha256"]
+                and old.get("latency") == provenance.get("latency")
             )
             if same and old.get("gate_sha256") == (gate_sha if name.startswith("gate") else None):
                 log(f"{name}: kept {path}")
@@ -177,6 +217,8 @@ def run_conditions(
                 choose,
                 features=features if name == "gate" else None,
                 future_params=gate.future_params(gparams) if is_gate else None,
+                misses=misses,
+                fallback=latency_fallback,
             )
         seconds = time.perf_counter() - start
         is_gate = name.startswith("gate")
@@ -189,8 +231,9 @@ def run_conditions(
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(rec))
         tmp.replace(path)
+        missed = "" if "miss_rate" not in rec else f", miss rate {100 * rec['miss_rate']:.2f}%"
         log(
-            f"{name}: {ep.mean:.2f} +- {ep.se:.2f} over {len(seeds)} {split} seeds "
+            f"{name}: {ep.mean:.2f} +- {ep.se:.2f} over {len(seeds)} {split} seeds{missed} "
             f"({seconds:.0f} s)"
         )
         written[name] = path

@@ -16,7 +16,8 @@ from flax import struct
 
 from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
-from gate.policy import Gate, file_sha256
+from gate.latency import decision_misses, draw_misses, load_latency
+from gate.policy import Gate, file_sha256, load_gate
 from gate.ppo import Batch, make_update
 from gate.train_config import GateTrainConfig
 from harness import checkpoint as ckpt
@@ -78,6 +79,11 @@ class GatePPO:
     2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
        `minibatches` Adam steps of the clipped PPO loss.
 
+    With a latency source (`cfg.latency`) the rollouts simulate a deployment at
+    `cfg.latency_fps`: each option misses with its budget's probability (`gate.latency`),
+    drawn from the meta-step's sampling key, and a missed option's landing frame plays the
+    fallback. The in-training evaluation plays the same misses on the tuning seeds.
+
     Values inside PPO are in units of `value_scale` (the planner's value support edge), so the
     option rewards of Pac-Man and Tetris (tens to hundreds) do not swamp the loss. The
     planner's search runs deterministically (its config's gumbel_scale, 0 when shipped): the
@@ -114,6 +120,24 @@ class GatePPO:
             self.runner = self.gate.runner(max_batch, self.devices)
         self.value_scale = self.gate.value_scale
         self.net = self.gate.net
+        self._init_sha256 = None
+        if cfg.init_gate is not None and Path(cfg.init_gate).exists():
+            self._init_sha256 = file_sha256(cfg.init_gate)
+        self.latency = None  # the provenance of a simulated deployment
+        self._miss_probs = None  # [K] each budget's miss probability
+        if cfg.latency:
+            model = load_latency(
+                cfg.latency,
+                simulations={k: pcfg.sims(k) for k in self.budgets},
+                overhead_ms=cfg.latency_overhead_ms,
+                game_id=cfg.game_id,
+            )
+            self.latency = {
+                **model.describe(self.budgets, cfg.latency_fps),
+                "fallback": cfg.latency_fallback,
+            }
+            self._miss_probs = jnp.asarray(model.miss_probabilities(self.budgets, cfg.latency_fps))
+            self._draw_misses = jax.jit(draw_misses)
         self.columns = (
             "loss",
             "policy_loss",
@@ -127,9 +151,11 @@ class GatePPO:
             "episodes",
             "episode_return",
             "episode_frames",
+            *(("miss_rate",) if cfg.latency else ()),
             "eval_mean",
             "eval_se",
             "eval_mean_k",
+            *(("eval_miss_rate",) if cfg.latency else ()),
         )
         self.optimizer = optax.chain(
             optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
@@ -212,7 +238,8 @@ class GatePPO:
         return split[:, 0], split[:, 1], split[:, 2]
 
     def rollout(self, params, actors: Actors, key: jax.Array):
-        """`meta_steps` meta-steps of every game; returns (actors, time-major steps, stats)."""
+        """`meta_steps` meta-steps of every game; returns (actors, time-major steps, stats).
+        A simulated deployment adds each option's miss to the stats (`missed`)."""
         steps, stats = [], []
         for _ in range(self.cfg.meta_steps):
             key, sample_key = jax.random.split(key)
@@ -221,16 +248,23 @@ class GatePPO:
             )
             carried, option_keys, reset_keys = self.option_keys(actors.keys)
             ks = self._budget_arr[np.asarray(action)]
+            latency = {}
+            if self._miss_probs is not None:
+                miss = self._draw_misses(sample_key, action, self._miss_probs)
+                latency = dict(miss=miss, fallback=self.cfg.latency_fallback)
             out = self.runner(
                 self.planner_params,
                 option_keys,
                 actors.states,
                 ks,
                 future_params=self.gate.future_params(params),
+                **latency,
             )
             actors, record, stat = self._finish(
                 params, self.planner_params, actors.replace(keys=carried), out, reset_keys
             )
+            if latency:
+                stat = dict(stat, missed=latency["miss"])
             steps.append(dict(record, inputs=x, action=action, log_prob=log_prob, value=value))
             stats.append(stat)
         return actors, _stack(steps), jax.device_get(_stack(stats))
@@ -246,13 +280,37 @@ class GatePPO:
             "planner_git_commit": self.planner_commit,
             "tuning_seed_base": TUNING_SEED_BASE,
             "devices": self.devices,
+            **({} if self.latency is None else {"latency": self.latency}),
+            **({} if self.cfg.init_gate is None else {"init_gate_sha256": self._init_sha256}),
         }
 
-    def _fresh(self, key: jax.Array):
+    def _fresh(self, key: jax.Array, *, start: bool = True):
+        """(params, Adam state) of a new run; `start` False: the plain init (a template's
+        shapes, without reading `init_gate`)."""
         params = self.gate.init_params(key)
-        if self.cfg.init_k is not None:
+        if self.cfg.init_gate is not None and start:
+            params = self._init_gate_params()
+        elif self.cfg.init_k is not None:
             params = prior_init(params, self.budgets, self.cfg.init_k, self.cfg.init_prob)
         return params, self.optimizer.init(params)
+
+    def _init_gate_params(self):
+        """The params of `cfg.init_gate`, checked to be a gate of this run's network over this
+        planner (its game, budgets, shape and weights)."""
+        path = self.cfg.init_gate
+        if not Path(path).exists():
+            raise ckpt.CheckpointError(f"no gate checkpoint at {path} (init_gate)")
+        gate, params, _ = load_gate(path, self.planner, planner_file=self.planner_file)
+        if gate.config != self.gate.config:
+            theirs, ours = dataclasses.asdict(gate.config), dataclasses.asdict(self.gate.config)
+            diff = ", ".join(
+                f"{f} {theirs[f]!r} there, {ours[f]!r} here" for f in theirs if theirs[f] != ours[f]
+            )
+            raise ckpt.CheckpointError(
+                f"{path} is another gate network than this run trains ({diff}): set the gate "
+                "flags to match it"
+            )
+        return params
 
     def init(self) -> GateState:
         key, init_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed))
@@ -279,6 +337,8 @@ class GatePPO:
         episodes = int(stats["episodes"].sum())
         metrics["episodes"] = episodes
         metrics["frames"] = int(stats["frames"].sum())
+        if "missed" in stats:
+            metrics["miss_rate"] = float(np.mean(stats["missed"]))
         if episodes:
             metrics["episode_return"] = float(stats["return_sum"].sum()) / episodes
             metrics["episode_frames"] = float(stats["frames_sum"].sum()) / episodes
@@ -292,6 +352,10 @@ class GatePPO:
         del iteration
         seeds = seeds_of("tuning", self.cfg.eval_episodes)
         choose = gate_chooser(self.gate, state.params, self.planner_params)
+        latency = {}
+        if self._miss_probs is not None:
+            probs = dict(zip(self.budgets, np.asarray(self._miss_probs).tolist()))
+            latency = dict(misses=decision_misses(seeds, probs), fallback=self.cfg.latency_fallback)
         ep = play(
             self.runner,
             self.planner_params,
@@ -299,9 +363,13 @@ class GatePPO:
             choose,
             max_decisions=self.cfg.eval_max_meta_steps,
             future_params=self.gate.future_params(state.params),
+            **latency,
         )
         mean_k = float(np.mean([k.mean() for k in ep.ks if len(k)]))
-        return ep.mean, dict(eval_mean=ep.mean, eval_se=ep.se, eval_mean_k=mean_k)
+        columns = dict(eval_mean=ep.mean, eval_se=ep.se, eval_mean_k=mean_k)
+        if latency:
+            columns["eval_miss_rate"] = float(np.concatenate(ep.missed).mean())
+        return ep.mean, columns
 
     def params(self, state: GateState):
         return jax.device_get(state.params)
@@ -318,7 +386,7 @@ class GatePPO:
                 f"the checkpoint holds a gate {saved} over budgets {meta.get('budgets')}, but "
                 f"this run asks for {dataclasses.asdict(self.gate.config)} over {self.budgets}"
             )
-        return ckpt.learner_template(self._fresh)
+        return ckpt.learner_template(functools.partial(self._fresh, start=False))
 
     def restore(self, tree: dict, meta: dict) -> GateState:
         del meta

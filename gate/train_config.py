@@ -12,6 +12,8 @@ REWARD_MODES = ("discounted", "raw")
 GATE_KINDS = ("mlp", "paper")
 #: The options' model of later budgets (`GateConfig.tree`).
 GATE_TREES = ("always-k", "gate")
+#: What a simulated miss plays (`planner.options.FALLBACKS`; this module imports no JAX).
+LATENCY_FALLBACKS = ("game", "reflex")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,27 @@ class GateTrainConfig:
         "The options' model of later budgets: 'always-k' (the paper's tree) or 'gate' (the tree "
         "expects the gate's own argmax budget at each of its decision states).",
     )
+    init_gate: str | None = knob(
+        None,
+        "Start from this gate checkpoint's params (fine-tuning, e.g. the shipped gate.msgpack; "
+        "its network must be this run's); None: a fresh gate.",
+    )
+    latency: str = knob(
+        "",
+        "Simulate deployment: per-budget latency from deploy frame rows (fps_F.jsonl, several "
+        "joined by commas) or an rtplan calibrate CSV (with latency_overhead_ms); each option "
+        "then misses with its budget's probability at latency_fps and its landing frame plays "
+        "the fallback (gate.latency). Empty: the simulated clock, no misses.",
+    )
+    latency_fps: float = knob(0.0, "The frame rate the misses are simulated at (with latency).")
+    latency_overhead_ms: float | None = knob(
+        None, "With a calibration CSV: fixed ms a deployed plan takes beyond its search."
+    )
+    latency_fallback: str = knob(
+        "game",
+        "What a missed landing frame plays: 'game' (the game's fallback action, the env "
+        "server's default) or 'reflex'.",
+    )
     eval_every: int = knob(
         10, "Evaluate every this many iterations (and after the last); 0: never."
     )
@@ -140,6 +163,16 @@ class GateTrainConfig:
             raise ValueError(f"gate {self.gate!r} is not one of {GATE_KINDS}")
         if self.gate_tree not in GATE_TREES:
             raise ValueError(f"gate_tree {self.gate_tree!r} is not one of {GATE_TREES}")
+        if self.latency_fallback not in LATENCY_FALLBACKS:
+            raise ValueError(
+                f"latency_fallback {self.latency_fallback!r} is not one of {LATENCY_FALLBACKS}"
+            )
+        if self.init_gate is not None and self.init_k is not None:
+            raise ValueError("init_gate and init_k both set the start: give one")
+        if self.latency and not self.latency_fps > 0:
+            raise ValueError(f"latency needs latency_fps > 0, got {self.latency_fps}")
+        if not self.latency and (self.latency_fps or self.latency_overhead_ms is not None):
+            raise ValueError("latency_fps and latency_overhead_ms need a latency source")
 
     @property
     def entropy_coef(self) -> float:

@@ -84,7 +84,10 @@ class OptionRunner:
         self.max_k = max(planner.config.budgets)
         # A committed option plays k actions, a clock option one move (k labels its budget).
         self._width = 1 if planner.two_player else self.max_k
-        self._group = {k: jax.jit(functools.partial(self._run_group, k=k)) for k in self.budgets}
+        self._group = {
+            k: jax.jit(functools.partial(self._run_group, k=k), static_argnames="fallback")
+            for k in self.budgets
+        }
         self._empty = jax.jit(self._empty_output)
 
     @property
@@ -98,9 +101,18 @@ class OptionRunner:
                 return size
         raise ValueError(f"group of {n} games exceeds the largest bucket {self.ladder[-1]}")
 
-    def _padded_option(self, params, keys, states, future_params, k: int) -> OptionOutput:
+    def _padded_option(
+        self, params, keys, states, future_params, miss=None, *, k: int, fallback: str = "game"
+    ) -> OptionOutput:
         out = self.planner.option(
-            params, keys, states, k, future=self.future, future_params=future_params
+            params,
+            keys,
+            states,
+            k,
+            future=self.future,
+            future_params=future_params,
+            miss=miss,
+            fallback=fallback,
         )
         pad = self._width - out.actions.shape[1]
         return out.replace(
@@ -108,19 +120,30 @@ class OptionRunner:
             planned=jnp.pad(out.planned, ((0, 0), (0, pad)), constant_values=False),
         )
 
-    def _run_group(self, params, keys, states, idx, acc: OptionOutput, future_params, *, k: int):
+    def _run_group(
+        self,
+        params,
+        keys,
+        states,
+        idx,
+        acc: OptionOutput,
+        future_params,
+        miss=None,
+        *,
+        k: int,
+        fallback: str = "game",
+    ):
         sub_keys, sub_states = jax.tree.map(lambda x: x[idx], (keys, states))
-        option = functools.partial(self._padded_option, k=k)
+        args, specs = (params, sub_keys, sub_states, future_params), (P(), P(AXIS), P(AXIS), P())
+        if miss is not None:
+            args, specs = (*args, miss[idx]), (*specs, P(AXIS))
+        option = functools.partial(self._padded_option, k=k, fallback=fallback)
         if self._mesh is not None:
             # check_vma=False: mctx's while_loop carries mix per-device and replicated values.
             option = jax.shard_map(
-                option,
-                mesh=self._mesh,
-                in_specs=(P(), P(AXIS), P(AXIS), P()),
-                out_specs=P(AXIS),
-                check_vma=False,
+                option, mesh=self._mesh, in_specs=specs, out_specs=P(AXIS), check_vma=False
             )
-        out = option(params, sub_keys, sub_states, future_params)
+        out = option(*args)
         return jax.tree.map(lambda a, o: a.at[idx].set(o), acc, out)
 
     def _empty_output(self, params, keys, states, future_params) -> OptionOutput:
@@ -151,7 +174,15 @@ class OptionRunner:
                 jax.block_until_ready(fn(params, keys, states, idx, acc, future_params))
 
     def __call__(
-        self, params, keys: jax.Array, states: games.State, ks, future_params=None
+        self,
+        params,
+        keys: jax.Array,
+        states: games.State,
+        ks,
+        future_params=None,
+        *,
+        miss: jax.Array | None = None,
+        fallback: str = "game",
     ) -> OptionOutput:
         """Runs option `ks[i]` on game i.
 
@@ -161,6 +192,9 @@ class OptionRunner:
             states: `[B]` decision states.
             ks: `[B]` host ints, each in the planner's budgets, or 0 to skip that game (an
                 evaluation's finished games): its output rows stay zero.
+            miss: `[B]` bool, True where game i's planned action missed its deadline: its
+                landing frame plays the `fallback` (`Planner.option`); None: none missed.
+            fallback: "game" or "reflex" (`planner.options.FALLBACKS`).
 
         Returns:
             An `OptionOutput` over the batch with `actions`/`planned` padded to the largest
@@ -171,6 +205,8 @@ class OptionRunner:
         batch = keys.shape[0]
         if ks.shape != (batch,):
             raise ValueError(f"ks has shape {ks.shape}; expected one budget per game: ({batch},)")
+        if miss is not None and tuple(miss.shape) != (batch,):
+            raise ValueError(f"miss has shape {tuple(miss.shape)}; expected ({batch},)")
         unknown = set(ks.tolist()) - {*self.budgets, SKIP}
         if unknown:
             raise ValueError(f"budgets {sorted(unknown)} not in {self.budgets}")
@@ -178,5 +214,11 @@ class OptionRunner:
         for k in sorted(set(ks.tolist()) - {SKIP}):
             idx = np.flatnonzero(ks == k)
             padded = np.concatenate([idx, np.full(self.bucket(len(idx)) - len(idx), idx[0])])
-            out = self._group[k](params, keys, states, padded.astype(np.int32), out, future_params)
+            idx32 = padded.astype(np.int32)
+            if miss is None:  # the program without misses, as it always was
+                out = self._group[k](params, keys, states, idx32, out, future_params)
+            else:
+                out = self._group[k](
+                    params, keys, states, idx32, out, future_params, miss, fallback=fallback
+                )
         return out

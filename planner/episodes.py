@@ -47,6 +47,7 @@ __all__ = [
     "TUNING_SEED_BASE",
     "Chooser",
     "Episodes",
+    "Misses",
     "always",
     "cycle",
     "eval_runner",
@@ -73,6 +74,9 @@ SEED_RANGES = {
 SPLITS = {"tuning": TUNING_SEED_BASE, "eval": EVAL_SEED_BASE, "holdout": HOLDOUT_SEED_BASE}
 #: `choose(states, alive, t) -> ks`: the budgets of `[B]` decision states (host ints).
 Chooser = Callable[[games.State, np.ndarray, int], np.ndarray]
+#: `misses(t, ks) -> [B]` bool: which games' planned actions miss their deadline at decision t,
+#: given their budgets `ks` (a simulated deployment: `gate.latency.decision_misses`).
+Misses = Callable[[int, np.ndarray], np.ndarray]
 
 
 def seeds_of(split: str, episodes: int) -> np.ndarray:
@@ -110,6 +114,7 @@ class Episodes:
     actions: list[np.ndarray] | None = None  # per episode: the action of every frame (if asked)
     clocks: np.ndarray | None = None  # [E, 2] clock games: A's and B's ticks left at the end
     game_ids: list[str] | None = None  # clock games: each game's identity (`game_id`)
+    missed: list[np.ndarray] | None = None  # per episode: each decision's miss (if simulated)
 
     @property
     def mean(self) -> float:
@@ -195,6 +200,8 @@ def play(
     features: Callable | None = None,
     record_actions: bool = False,
     future_params=None,
+    misses: Misses | None = None,
+    fallback: str = "game",
 ) -> Episodes:
     """Plays one episode per seed with budgets from `choose`, to each episode's end.
 
@@ -212,6 +219,10 @@ def play(
         features: optional jitted `states -> {name: [E] array}` recorded at each decision.
         record_actions: also keep the action applied at every frame (reflex and planned).
         future_params: the parameters of the runner's `future` (a runner built with one).
+        misses: which planned actions miss their deadline, per decision (None: none, the
+            simulated clock); a missed option's landing frame plays the `fallback`
+            (`Planner.option`), and `Episodes.missed` records them.
+        fallback: "game" or "reflex": what a missed landing frame plays.
 
     Returns:
         The `Episodes`, in the order of `seeds`.
@@ -229,6 +240,8 @@ def play(
         features=features,
         record_actions=record_actions,
         future_params=future_params,
+        misses=misses,
+        fallback=fallback,
     )
     return played
 
@@ -246,6 +259,8 @@ def play_from(
     features: Callable | None = None,
     record_actions: bool = False,
     future_params=None,
+    misses: Misses | None = None,
+    fallback: str = "game",
 ) -> tuple[Episodes, games.State, jax.Array]:
     """`play` from given states: `[E]` games from `states` with carried option keys `keys`
     (each decision splits its option key off the carried one), named `seeds` in the result.
@@ -258,7 +273,7 @@ def play_from(
     n = len(seeds)
     limit = None if until is None else np.asarray(until)
     returns, frames = np.zeros(n), np.zeros(n, np.int64)
-    ks, at, feats, acts = [], [], {}, []
+    ks, at, feats, acts, missed = [], [], {}, [], []
 
     def running(states) -> np.ndarray:
         go = ~np.asarray(states.done)
@@ -278,7 +293,18 @@ def play_from(
         # A finished game's key stays as it was (its schedule ends there).
         keys = jnp.where(jnp.asarray(alive)[:, None], pair[:, 0], keys)
         option_keys = pair[:, 1]
-        out = runner(planner_params, option_keys, states, k, future_params=future_params)
+        miss = None
+        if misses is not None:
+            miss = np.asarray(misses(t, k), bool) & alive
+            missed.append(miss)
+        out = runner(
+            planner_params,
+            option_keys,
+            states,
+            k,
+            future_params=future_params,
+            **({} if miss is None else dict(miss=jnp.asarray(miss), fallback=fallback)),
+        )
         if record_actions:
             acts.append(np.where(alive[:, None], np.asarray(out.actions), -1))
         returns += np.where(alive, np.asarray(out.reward), 0.0)
@@ -305,8 +331,17 @@ def play_from(
         decision_frames=[at_arr[i][per[i]] for i in range(n)],
         features={name: [np.stack(v, 1)[i][per[i]] for i in range(n)] for name, v in feats.items()},
         actions=actions,
+        missed=None if misses is None else _per_episode(missed, per, n),
     )
     return episodes, states, keys
+
+
+def _per_episode(rows: list[np.ndarray], played: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """Per episode, the values of the decisions it played, from `[E]` rows per decision."""
+    if not rows:
+        return [np.zeros(0, bool) for _ in range(n)]
+    table = np.stack(rows, 1)
+    return [table[i][played[i]] for i in range(n)]
 
 
 @functools.lru_cache(maxsize=8)

@@ -41,6 +41,9 @@ from planner.actors import where
 from planner.network import AZNet, NetOutput, NetworkConfig
 
 _NEG = jnp.finfo(jnp.float32).min
+#: What a frame plays when its planned action missed the deadline: the game's fallback action
+#: or the reflex (the env server's session `fallback` values, `server._config.FALLBACKS`).
+FALLBACKS = ("game", "reflex")
 
 
 def landing_frame(decision_frame: int, k: int, *, two_player: bool) -> int:
@@ -369,6 +372,8 @@ class Planner:
         *,
         future: Future | None = None,
         future_params=None,
+        miss: jax.Array | None = None,
+        fallback: str = "game",
     ) -> OptionOutput:
         """Runs option k on every game of a batch.
 
@@ -380,13 +385,23 @@ class Planner:
             future: committed games: the budgets the tree expects at its deeper decision
                 states (None: `tree_k`, or always k). Overrides `tree_k`.
             future_params: `future`'s parameters (traced).
+            miss: committed games: `[B]` bool, True where the planned action missed its
+                landing frame's deadline (a simulated deployment, `gate.latency`): that frame
+                plays the `fallback` instead, as the env server does; the k-1 reflex frames
+                before it are unchanged. None: every planned action lands (the simulated clock).
+            fallback: what a missed landing frame plays (static): "game" (the game's
+                `fallback_action`, the env server's default) or "reflex" (the masked argmax of
+                the raw policy, a session's fallback "reflex").
 
         Returns:
-            The option's outcome per game; see `OptionOutput`.
+            The option's outcome per game; see `OptionOutput`. A missed landing frame's action
+            is the fallback, with `planned` False.
         """
+        if fallback not in FALLBACKS:
+            raise ValueError(f"fallback {fallback!r} is not one of {FALLBACKS}")
         if self.two_player:
-            if future is not None:
-                raise ValueError("a Future models committed-action games only")
+            if future is not None or miss is not None:
+                raise ValueError("a Future and a miss model committed-action games only")
             return self._clock_option(params, keys, states, k)
         cfg = self.config
         out0 = self.evaluate(params, states)
@@ -399,13 +414,21 @@ class Planner:
         )
         policy = self._search(params, keys, root, out0, out_l, k, future, future_params)
         planned_action = policy.action.astype(jnp.int32)
+        landed = jnp.ones(planned_action.shape, bool)
+        if miss is not None:
+            if fallback == "game":
+                instead = jax.vmap(self.game.fallback_action)(landing).astype(jnp.int32)
+            else:
+                instead = self.masked_argmax(out_l.logits, landing.legal_action_mask)
+            planned_action = jnp.where(miss, instead, planned_action)
+            landed = ~miss
         final = jax.vmap(self.game.step)(landing, planned_action)
         # Absorbing states pay 0 after the end, so plain sums are already cut at termination.
         raw = raw + final.reward
         disc = disc + cfg.gamma ** (k - 1) * final.reward
         batch = planned_action.shape[0]
         actions = jnp.concatenate([reflex, planned_action[:, None]], axis=1)
-        planned = jnp.concatenate([jnp.zeros((batch, k - 1), bool), jnp.ones((batch, 1), bool)], 1)
+        planned = jnp.concatenate([jnp.zeros((batch, k - 1), bool), landed[:, None]], 1)
         return self._output(
             out0,
             policy,

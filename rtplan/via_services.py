@@ -15,7 +15,15 @@ import numpy as np
 from harness.checkpoint import checkpoint_root
 from rtplan.processes import http_json, services
 
-__all__ = ["Served", "compare", "create_session", "play_sessions", "read_replay", "run"]
+__all__ = [
+    "Served",
+    "compare",
+    "create_session",
+    "play_sessions",
+    "read_replay",
+    "run",
+    "serving_folder",
+]
 
 #: Sessions the env server plays at once (its default `max_sessions` is 16).
 PARALLEL = 4
@@ -160,6 +168,19 @@ def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarr
     )
 
 
+def serving_folder(tmp: Path, game_id: str, planner_file: str, gate_file: str) -> Path:
+    """A checkpoints folder under `tmp` that holds exactly these two files where the services
+    read them (`<dir>/<game>/{planner,gate}.msgpack`); returns it."""
+    from gate.policy import gate_path
+    from planner.store import planner_path
+
+    root = Path(tmp) / "checkpoints"
+    (root / game_id).mkdir(parents=True)
+    shutil.copyfile(planner_file, planner_path(root, game_id))
+    shutil.copyfile(gate_file, gate_path(root, game_id))
+    return root
+
+
 def create_session(http: str, body: dict) -> str:
     """Creates a session; retries while the env server cannot reach the planner service yet.
 
@@ -286,11 +307,7 @@ def run(
     seeds = seeds_of(split, episodes)
 
     with tempfile.TemporaryDirectory(prefix="rtplan-via-services-") as tmp:
-        # The services read <dir>/<game>/{planner,gate}.msgpack: serve exactly these two files.
-        root = Path(tmp) / "checkpoints"
-        (root / game_id).mkdir(parents=True)
-        shutil.copyfile(planner_file, planner_path(root, game_id))
-        shutil.copyfile(gate_file, gate_path(root, game_id))
+        root = serving_folder(Path(tmp), game_id, planner_file, gate_file)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             # The in-process reference compiles while the services compile theirs.
             reference = pool.submit(_in_process, game_id, planner_file, gate_file, seeds)

@@ -343,3 +343,66 @@ def test_placement_splits_cores_and_gpus():
     assert one.env_server.cpus == one.planner.cpus == ()
     assert dict(one.env_server.env) == {"JAX_PLATFORMS": "cpu"}
     assert Placement().describe()["planner"] == {"cpus": [], "env": {}, "args": []}
+
+
+# A given gate, and the latency its rows measured --------------------------------------------
+
+
+def test_a_deploy_runs_rows_are_a_latency_source_that_misses_as_the_run_did(monkeypatch, tmp_path):
+    """`gate.latency` reads a deploy run's frame rows: at the run's own FPS the model misses
+    each budget's planned actions as often as the run did."""
+    from gate.latency import load_latency
+
+    _fake_sessions(monkeypatch, lambda fps, seed, o: o in (1, 3) and seed % 2 == 0)
+    exp = deploy.Experiment(game=GAME, fps=(9,), episodes=4)
+    deploy.run("http://fake", exp, tmp_path, services={}, log=lambda s: None)
+    summary = json.loads((tmp_path / "fps_9.json").read_text())
+    model = load_latency(str(tmp_path / "fps_9.jsonl"), simulations={1: 2, 2: 4})
+    assert summary["miss_rate"] == pytest.approx(0.2)
+    assert model.miss_probability(2, 9) == pytest.approx(summary["miss_rate"])
+    assert len(model.samples[2]) == summary["landings"] and 1 not in model.samples
+
+
+def test_deploy_plays_a_given_gate_over_exactly_that_planner_and_gate(
+    root, tmp_path, monkeypatch, capsys
+):
+    import contextlib
+    import shutil
+
+    from gate.policy import file_sha256
+    from rtplan import processes
+
+    gate = tmp_path / "tuned.msgpack"
+    shutil.copyfile(gate_path(root, GAME), gate)
+    served = {}
+
+    @contextlib.contextmanager
+    def fake_services(game, *, checkpoint_dir, **kw):
+        served["files"] = sorted(p.name for p in (checkpoint_dir / GAME).iterdir())
+        served["gate"] = file_sha256(checkpoint_dir / GAME / "gate.msgpack")
+        yield {"http": "http://fake"}
+
+    def fake_run(http, exp, out, *, services):
+        served["out"], served["ident"] = out, services
+
+    monkeypatch.setattr(processes, "services", fake_services)
+    monkeypatch.setattr(deploy, "run", fake_run)
+    argv = ["deploy", "--game", GAME, "--fps", "9", "--checkpoint-dir", str(root), "--no-pin"]
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--gate", str(gate)]) == 0
+    assert served["files"] == ["gate.msgpack", "planner.msgpack"]
+    assert served["gate"] == served["ident"]["gate_sha256"] == file_sha256(gate)
+    assert served["out"].name == f"gate-{file_sha256(gate)[:12]}"
+    # Refused before anything starts: with a forced k, a missing file, another planner's gate.
+    capsys.readouterr()
+    assert main([*argv, "--gate", str(gate), "--k", "2"]) == 2
+    assert "--gate is played by the services deploy starts" in _err_line(capsys)
+    assert main([*argv, "--gate", str(tmp_path / "none.msgpack")]) == 2
+    assert "--gate: no gate checkpoint at" in _err_line(capsys)
+    elsewhere = tmp_path / "elsewhere"
+    save_planner(
+        planner_path(elsewhere, GAME), CFG, Planner(CFG).init_params(jax.random.PRNGKey(1))
+    )
+    foreign = write_gate(elsewhere, GAME)
+    assert main([*argv, "--gate", str(foreign)]) == 2
+    assert "was trained over the planner with sha256" in _err_line(capsys)

@@ -33,6 +33,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     agent.add_argument("--k", type=int, default=None, help="force budget K on every option")
     p.add_argument(
+        "--gate",
+        metavar="PATH",
+        default=None,
+        help="play this gate checkpoint instead of the shipped one (trained over the same "
+        "planner, e.g. a latency-aware fine-tune); default output folder "
+        "results/<game>/deploy/gate-<its sha256's first 12>/; not with a forced k or a "
+        "remote server",
+    )
+    p.add_argument(
         "--max-frames", type=int, default=0, help="frames per episode at most (default 0: all)"
     )
     p.add_argument(
@@ -95,6 +104,10 @@ def _experiment(args: argparse.Namespace):
         raise CommandError("--planner names the planner of a --remote env server")
     if args.remote is not None and args.checkpoint_dir is not None:
         raise CommandError("--checkpoint-dir is for the services deploy starts, not --remote")
+    if args.gate is not None and (args.k is not None or args.remote is not None):
+        raise CommandError("--gate is played by the services deploy starts: not with --k, --remote")
+    if args.gate is not None and not Path(args.gate).is_file():
+        raise CommandError(f"--gate: no gate checkpoint at {args.gate}")
     return Experiment(
         game=args.game,
         fps=tuple(args.fps),
@@ -112,6 +125,10 @@ def _deploy(args: argparse.Namespace) -> int:
 
     exp = _experiment(args)
     out = Path(args.out) if args.out else results_root() / args.game / "deploy"
+    if args.gate is not None and not args.out:
+        from gate.policy import file_sha256
+
+        out = out / f"gate-{file_sha256(args.gate)[:12]}"
     try:
         if args.remote is not None:
             base = (args.remote if "://" in args.remote else f"http://{args.remote}").rstrip("/")
@@ -128,8 +145,8 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _local(args: argparse.Namespace, exp, out: Path) -> int:
     """Starts the planner service and the env server (`place_services`), then plays."""
-    from gate.policy import file_sha256, gate_path
-    from harness.checkpoint import checkpoint_root
+    from gate.policy import check_trained_over, file_sha256, gate_path
+    from harness.checkpoint import CheckpointError, checkpoint_root, load_metadata
     from planner.store import planner_path
     from rtplan import deploy
     from rtplan.processes import (
@@ -139,6 +156,7 @@ def _local(args: argparse.Namespace, exp, out: Path) -> int:
         stop_on_signals,
         visible_gpus,
     )
+    from rtplan.via_services import serving_folder
 
     root = Path(args.checkpoint_dir) if args.checkpoint_dir else checkpoint_root()
     planner_file = planner_path(root, exp.game)
@@ -146,24 +164,36 @@ def _local(args: argparse.Namespace, exp, out: Path) -> int:
         raise CommandError(f"no planner for {exp.game}: {planner_file} is missing")
     ident = {"planner_sha256": file_sha256(planner_file)}
     if exp.k is None:
-        gate_file = gate_path(root, exp.game)
+        gate_file = Path(args.gate) if args.gate else gate_path(root, exp.game)
         if not gate_file.exists():
             raise CommandError(f"no gate for {exp.game}: {gate_file} is missing; pass --k K")
         ident["gate_sha256"] = file_sha256(gate_file)
+    if args.gate is not None:  # refused here, before the services start
+        try:
+            check_trained_over(load_metadata(args.gate), planner_file, args.gate)
+        except CheckpointError as e:  # bad input, not a failed run
+            raise CommandError(str(e)) from e
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     placement = Placement() if args.no_pin else place_services(cpus, visible_gpus())
     print(f"starting the planner service and env server ({placement.describe()})")
     with (
-        tempfile.TemporaryDirectory(prefix="rtplan-deploy-") as replays,
+        tempfile.TemporaryDirectory(prefix="rtplan-deploy-") as tmp,
         stop_on_signals() as stopping,
-        services(
+    ):
+        served = root if args.checkpoint_dir else None
+        if args.gate is not None:  # the services serve exactly the planner and this gate
+            served = serving_folder(Path(tmp), exp.game, str(planner_file), args.gate)
+        replays = Path(tmp) / "replays"
+        replays.mkdir()
+        with services(
             exp.game,
             echo=False,
-            checkpoint_dir=root if args.checkpoint_dir else None,
-            record_dir=Path(replays),
+            checkpoint_dir=served,
+            record_dir=replays,
             placement=placement,
             stopping=stopping,
-        ) as addr,
-    ):
-        deploy.run(addr["http"], exp, out, services={**ident, "placement": placement.describe()})
+        ) as addr:
+            deploy.run(
+                addr["http"], exp, out, services={**ident, "placement": placement.describe()}
+            )
     return 0

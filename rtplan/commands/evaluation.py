@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gate.train_config import GateTrainConfig
+from harness.config import add_flags
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands._flags import add_out, add_split, out_dir
 from rtplan.jax_setup import check_map_count
@@ -13,6 +15,8 @@ from rtplan.jax_setup import check_map_count
 #: `calibrate`'s default simulation counts, by kind of game.
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
+#: `eval`'s simulated-deployment flags: the gate training's own (one definition of each).
+_LATENCY_FLAGS = ("latency", "latency_fps", "latency_overhead_ms", "latency_fallback")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -138,6 +142,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and write the tuned table <checkpoints>/<game>/midpeak.json (resumable: "
         "results/<game>/clock-eval/midpeak-sweep.csv)",
     )
+    sim = ev.add_argument_group(
+        "simulated deployment (committed games): misses drawn from measured latency",
+        "every condition's options miss with their budget's probability at the given FPS, the "
+        "same draws per seed and decision in every condition; files go to "
+        "<out>/<game>/<split>-latency-<F>fps/ (docs/gate.md, Latency-aware gate)",
+    )
+    add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
     ev.add_argument(
@@ -264,7 +275,10 @@ def _eval(args: argparse.Namespace) -> int:
     check_map_count()
     import games
 
+    latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     if games.game_class(args.game).num_players == 2:
+        if latency:
+            raise CommandError("--latency and its flags are for committed-action games")
         return _clock_eval(args)
     if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
         raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
@@ -273,9 +287,15 @@ def _eval(args: argparse.Namespace) -> int:
     if args.episodes is None:
         args.episodes = 100
     if args.via_services:
+        if latency:
+            raise CommandError("--via-services plays the simulated clock: no --latency")
         return _via_services(args)
     if args.episodes < 2:
         raise CommandError("--episodes must be >= 2 (a standard error needs two)")
+    try:  # the flags' checks are the training config's
+        GateTrainConfig(game_id=args.game, **latency)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
     from gate.experiment import run_conditions
 
     run_conditions(
@@ -289,6 +309,7 @@ def _eval(args: argparse.Namespace) -> int:
         force=args.force,
         ablations=args.ablations,
         command=" ".join(args.argv),
+        **latency,
     )
     return 0
 
