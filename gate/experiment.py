@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
-from gate.latency import decision_misses, load_latency
+from gate.latency import decision_misses, simulated_deployment
 from gate.policy import file_sha256, gate_path, load_gate
 from gate.triggers import FEATURES, trigger_features
 from harness import checkpoint as ckpt
@@ -153,13 +153,14 @@ def run_conditions(
     if latency:
         if not latency_fps > 0:
             raise ValueError(f"a latency source needs an FPS > 0, got {latency_fps}")
-        model = load_latency(
+        _, sim = simulated_deployment(
             latency,
-            simulations={k: pcfg.sims(k) for k in pcfg.budgets},
+            pcfg,
+            latency_fps,
             overhead_ms=latency_overhead_ms,
+            fallback=latency_fallback,
             game_id=game_id,
         )
-        sim = {**model.describe(pcfg.budgets, latency_fps), "fallback": latency_fallback}
         probability = {int(k): p for k, p in sim["miss_probability"].items()}
         misses = decision_misses(seeds, probability)
         folder = latency_split(split, latency_fps)

@@ -56,6 +56,7 @@ __all__ = [
     "draw_misses",
     "load_latency",
     "missed",
+    "simulated_deployment",
     "split_paths",
 ]
 
@@ -183,6 +184,27 @@ def load_latency(
         f"latency sources must all be deploy rows (.jsonl) or one calibration CSV (.csv), got "
         f"{', '.join(files)}"
     )
+
+
+def simulated_deployment(
+    source: str,
+    planner_config,
+    fps: float,
+    *,
+    overhead_ms: float | None,
+    fallback: str,
+    game_id: str,
+) -> tuple[LatencyModel, dict]:
+    """(the model, its provenance) of a simulated deployment of `planner_config`'s budgets at
+    `fps`: what `rtplan train-gate` and `rtplan eval` record beside their numbers."""
+    budgets = planner_config.budgets
+    model = load_latency(
+        source,
+        simulations={k: planner_config.sims(k) for k in budgets},
+        overhead_ms=overhead_ms,
+        game_id=game_id,
+    )
+    return model, {**model.describe(budgets, fps), "fallback": fallback}
 
 
 def _sha256(path: str) -> str:

@@ -16,7 +16,7 @@ from flax import struct
 
 from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
-from gate.latency import decision_misses, draw_misses, load_latency
+from gate.latency import decision_misses, draw_misses, simulated_deployment
 from gate.policy import Gate, file_sha256, load_gate
 from gate.ppo import Batch, make_update
 from gate.train_config import GateTrainConfig
@@ -126,16 +126,14 @@ class GatePPO:
         self.latency = None  # the provenance of a simulated deployment
         self._miss_probs = None  # [K] each budget's miss probability
         if cfg.latency:
-            model = load_latency(
+            model, self.latency = simulated_deployment(
                 cfg.latency,
-                simulations={k: pcfg.sims(k) for k in self.budgets},
+                pcfg,
+                cfg.latency_fps,
                 overhead_ms=cfg.latency_overhead_ms,
+                fallback=cfg.latency_fallback,
                 game_id=cfg.game_id,
             )
-            self.latency = {
-                **model.describe(self.budgets, cfg.latency_fps),
-                "fallback": cfg.latency_fallback,
-            }
             self._miss_probs = jnp.asarray(model.miss_probabilities(self.budgets, cfg.latency_fps))
             self._draw_misses = jax.jit(draw_misses)
         self.columns = (
