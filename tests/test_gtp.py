@@ -24,7 +24,8 @@ from rtplan.gtp import (
     parse_vertex,
     vertex_name,
 )
-from rtplan.gtp._board import area_score, capture_move, dead_stones, own_eye
+from rtplan.gtp._board import area_score, capture_move, dead_stones, own_eye, self_atari
+from rtplan.gtp._game import BIG_SELF_ATARI
 from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
 GAME = "speed-go-v0"
@@ -516,6 +517,46 @@ def test_dead_stones_are_captured_before_passing_when_the_count_depends_on_them(
         engine.handle(f"play w {vertex}")
     assert engine._guard(engine._ready(engine.states[-1], 0), PASS, 0.0) == PASS
     engine.handle("komi 7.5")
+
+
+#: Game 14 of bench/results/games/go-shipped-gate-gnugo-h7-sd3s-seed0-fixed.csv (we are black
+#: with 7 handicap stones) to ply 92: black's big group shares its last two liberties, D7 and F6,
+#: with white's E6-E7 inside it (a seki). Black filled D7, white took the group with F6 and the
+#: game ended W+88.5: the raw policy passed, and the old guard played D7 instead of that pass.
+SEKI_GAME = (
+    "c7 pass g7 pass c5 pass e5 pass g5 pass c3 pass g3 h5 d6 e3 h6 g2 e4 h3 h4 f3 f2 g4 d2 j4 "
+    "f5 e2 f8 d3 b4 c2 d8 b2 b3 a3 d1 a2 b7 d4 f4 c4 d5 b5 a4 b6 h8 a7 b8 a8 c6 j6 h7 j7 a6 a5 "
+    "h2 j8 f1 h9 h1 g9 g8 j5 j2 j9 e1 f9 g1 g3 b9 e9 e8 d9 g6 c9 c8 e7 f7 e6 j3 h4 c1 b4 b1 a6 "
+    "c3 a9 pass b3 pass a1"
+)
+
+
+def test_the_guard_never_fills_a_seki_liberty_of_a_big_group(local):
+    engine = local
+    engine.handle("clear_board")
+    for ply, move in enumerate(SEKI_GAME.split()):
+        assert engine.handle(f"play {'bw'[ply % 2]} {move}")[0].startswith("="), (ply, move)
+    state = engine._ready(engine.states[-1], 0)
+    x = state.inner.board._x
+    mine = np.sign(np.asarray(x.board))  # black to move: black's stones are +1
+    d7, f6 = parse_vertex("D7"), parse_vertex("F6")
+    assert self_atari(mine, d7) == self_atari(mine, f6) >= BIG_SELF_ATARI
+    assert engine._guard(state, PASS, -0.4, searched=False) == PASS  # no filling instead of a pass
+    assert engine._guard(state, d7, -0.97) == PASS  # not even when a search picks it
+
+
+def test_self_atari_counts_the_stones_left_with_one_liberty():
+    board = np.zeros(81, int)  # the mover's view
+    for vertex in ("A1", "A2"):
+        board[parse_vertex(vertex)] = 1
+    board[parse_vertex("B1")] = board[parse_vertex("B2")] = -1
+    assert self_atari(board, parse_vertex("A3")) == 0  # A1-A3 keep two liberties: A4, B3
+    board[parse_vertex("B3")] = -1
+    assert self_atari(board, parse_vertex("A3")) == 3  # now A4 is the last one
+    board[parse_vertex("A4")] = -1  # ... and A3 would have none, unless it captures:
+    for vertex in ("C1", "C2", "C3", "B4"):  # B1-B3's last liberty is A3
+        board[parse_vertex(vertex)] = 1
+    assert self_atari(board, parse_vertex("A3")) == 0  # taking B1-B3 frees three points
 
 
 def test_capture_move_takes_the_last_liberty_and_never_a_self_atari():

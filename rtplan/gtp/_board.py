@@ -123,6 +123,22 @@ def _liberties(board: np.ndarray, group: set[int]) -> set[int]:
     return {n for p in group for n in neighbours(p) if board[n] == 0}
 
 
+def self_atari(board: np.ndarray, point: int) -> int:
+    """How many of the mover's stones its stone at empty `point` leaves with one liberty or none
+    (after removing the opponent's stones it captures); 0 when its group keeps two or more.
+    `board` `[81]` is the mover's view (+1 its stones, -1 the opponent's). Such a move fills
+    the last shared liberty of a seki or a capturing race: the opponent takes the group next."""
+    after = board.copy()
+    after[point] = 1
+    for n in neighbours(point):
+        if after[n] == -1:
+            group = _group(after, n)
+            if not _liberties(after, group):
+                after[list(group)] = 0
+    group = _group(after, point)
+    return 0 if len(_liberties(after, group)) >= 2 else len(group)
+
+
 def mover_margin(board: np.ndarray, black_to_move: bool, komi: float) -> float:
     """The area count's margin (black - white - komi) from the mover's side, on `board` `[81]`
     (+1 black, -1 white, 0 empty): positive, the mover wins by that count."""
@@ -137,9 +153,9 @@ def capture_move(board: np.ndarray, legal: np.ndarray) -> int | None:
     stones, -1 the opponent's); `legal` `[>= 81]` the legal points.
 
     The move is a liberty of the dead group with the fewest liberties (a capture when it has one
-    left), never one of the mover's own eyes, and never one that leaves the mover's new group a
-    single liberty unless it captures. Under area scoring filling one's own area costs nothing,
-    so these moves only turn stones that the game's own count would call alive into captures.
+    left), never one of the mover's own eyes, and never a `self_atari`. Under area scoring
+    filling one's own area costs nothing, so these moves only turn stones that the game's own
+    count would call alive into captures.
     """
     dead = dead_stones(board) & (board == -1)
     best: tuple[int, int] | None = None
@@ -153,11 +169,8 @@ def capture_move(board: np.ndarray, legal: np.ndarray) -> int | None:
         for point in sorted(libs):
             if not legal[point] or own_eye(board, point):
                 continue
-            after = board.copy()
-            after[point] = 1
-            captures = len(libs) == 1
-            if not captures and len(_liberties(after, _group(after, point))) < 2:
-                continue  # a self-atari the opponent could punish
+            if self_atari(board, point) > 0:
+                continue  # the opponent could punish it
             if best is None or len(libs) < best[0]:
                 best = (len(libs), point)
     return None if best is None else best[1]

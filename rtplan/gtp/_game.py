@@ -21,7 +21,7 @@ import numpy as np
 from games import go
 from games.go import PASS, vertex_name
 from planner.compiled import CompiledOptions
-from rtplan.gtp._board import capture_move, dead_stones, mover_margin, own_eye
+from rtplan.gtp._board import capture_move, dead_stones, mover_margin, own_eye, self_atari
 from rtplan.gtp._gate import TIME_MANAGERS, GateManager, clock_gate_file
 from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import (
@@ -49,6 +49,16 @@ CARRY = 40
 #: After the opponent's pass, a search value below this (the mover's, in [-1, 1]) is a lost
 #: game: the engine passes too rather than play on inside its own area.
 LOST_VALUE = -0.9
+
+
+#: A move that leaves at least this many of the mover's stones with one liberty is never
+#: played (`_board.self_atari`): a sacrifice of that size is not a tactic but a lost group.
+BIG_SELF_ATARI = 6
+
+
+def _unsafe(mine: np.ndarray, point: int) -> bool:
+    """A board move the policy's pass is never replaced by: an own eye or a self-atari."""
+    return own_eye(mine, point) or self_atari(mine, point) > 0
 
 
 class TimeChoice(NamedTuple):
@@ -509,10 +519,14 @@ class GtpGame:
           the network's best board move instead;
         - never a pass from the raw policy alone (`searched` False: the clock afforded no
           search) while the opponent has not just passed: the network's best board move that
-          is not one of the mover's own eyes instead, if there is one. The policy passes in
-          positions it reads badly (handicap stones on the board), and a run of policy-only
-          passes handed GNU Go the whole board under a 3 s clock;
-        - a pass instead of filling one of the mover's own eyes (`_board.own_eye`);
+          is neither one of the mover's own eyes nor a self-atari (`_board.self_atari`: in a
+          seki or a lost capturing race the only moves left kill the mover's own group), if
+          there is one. The policy passes in positions it reads badly (handicap stones on the
+          board), and a run of policy-only passes handed GNU Go the whole board under a 3 s
+          clock;
+        - a pass instead of filling one of the mover's own eyes (`_board.own_eye`), or of a
+          searched move that leaves `BIG_SELF_ATARI` or more of the mover's stones in atari (a
+          96-simulation search filled a seki's last liberty and lost a 25-stone group);
         - a pass instead of any board move when the opponent has just passed and the search
           value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
           territory filled in (`--resign-below` resigns before this is reached);
@@ -527,13 +541,17 @@ class GtpGame:
             if not (mine == 1).any() and mask.any():
                 return self._policy_move(state, mask)
             if not searched and int(x.consecutive_pass_count) == 0:
-                mask[[p for p in np.flatnonzero(mask) if own_eye(mine, int(p))]] = False
+                unsafe = [p for p in np.flatnonzero(mask) if _unsafe(mine, int(p))]
+                mask[unsafe] = False
                 if mask.any():
                     action = self._policy_move(state, mask)
                     self._log(f"policy-only pass: {vertex_name(action)} instead")
                     return action
         elif own_eye(mine, action):
             self._log(f"{vertex_name(action)} fills an own eye: pass instead")
+            action = PASS
+        elif (stones := self_atari(mine, action)) >= BIG_SELF_ATARI:
+            self._log(f"{vertex_name(action)} leaves {stones} stones in atari: pass instead")
             action = PASS
         elif int(x.consecutive_pass_count) > 0 and value < LOST_VALUE:
             self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
