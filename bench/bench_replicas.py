@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bench._common import RESULTS, ROOT, append_rows, git_commit, utc_now
 from bench.bench_sessions import _ended as ended
-from rtplan.processes import _ENV_BOUND, _PLANNER_BOUND, Child, http_json, stop_all
+from rtplan.processes import Child, http_json, stop_all
+from rtplan.processes._services import _ENV_BOUND, _PLANNER_BOUND
 
 FIELDS = (
     "date", "commit", "game", "k", "replicas", "sessions", "frames", "plans", "seconds",

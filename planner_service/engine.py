@@ -1,16 +1,9 @@
-"""The planner service's core: served games compiled ahead, each request's decision and plan.
-
-Past ~450 lines because one `Engine` owns each game's compiled executables and their readiness
-(committed gates, the clock gate's recurrent state, per-game compile order): splitting it would
-spread one lock and one readiness table over modules.
-"""
+"""The planner service's core: served games compiled ahead, each request's decision and plan."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,10 +13,10 @@ import numpy as np
 
 import games
 from gate.clock_gate import ClockGateCarry
-from gate.clock_network import NO_OPTION
 from gate.policy import gate_path
 from planner import landing_frame
 from planner.store import PLANNER_FILE, planner_path
+from planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
 from planner_service._errors import (
     BudgetError,
     EngineError,
@@ -35,6 +28,16 @@ from planner_service._errors import (
     StateError,
 )
 from planner_service._loading import DeviceError, LoadedGame, load_game, resolve_device
+from planner_service._run import (
+    _batch,
+    _budget,
+    _check_gate_state,
+    _clock_gate,
+    _gate,
+    _policy_only,
+    _run_option,
+    _value,
+)
 from rtplan import wire
 from rtplan.v1 import tensor_pb2
 
@@ -58,39 +61,8 @@ __all__ = [
     "resolve_device",
 ]
 
-#: The budget that lets the gate choose k.
-GATE = "gate"
-#: The k of a clock gate's policy-only choice (the reflex move, cost 0).
-POLICY_ONLY = 0
-
 #: How a missing checkpoint's message names the override.
 _OVERRIDE = " (--checkpoint-dir or RTPLAN_PLANNER_CHECKPOINT_DIR names the checkpoints' folder)"
-
-
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    """The budget decision for one request (sent before the search result)."""
-
-    k: int
-    gate_probabilities: np.ndarray  # [K] float32 ([K + 1] a clock gate's options); [0] forced
-    value: float  # planner network value at s_t
-    landing_frame: int  # frame index where the planned action applies
-    #: A clock gate's state after this ply (`h` [hidden] float32, `last` int); None otherwise.
-    gate_state: ClockGateCarry | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """The planned action of option k and its search statistics."""
-
-    action: int  # the planned action, played on the landing frame
-    frame_actions: np.ndarray  # [K] int32 every frame action of the option, in play order
-    planned: np.ndarray  # [K] bool: True where MCTS chose the action, False for reflex
-    visit_counts: np.ndarray  # [A] int32 root visit counts
-    search_value: float  # MCTS value of the root
-    root_value: float  # the planner network's value at s_t (a decision's value)
-    cost: int  # clock ticks charged (clock games; 0 in committed games)
-    search_ms: float  # wall time of the option on the device, transfers included
 
 
 class Engine:
@@ -311,9 +283,9 @@ class Engine:
             if loaded.gate is None:
                 raise NoGateError(f"no gate checkpoint loaded for {game_id}")
         else:
-            budget = self._budget(loaded, budget)
+            budget = _budget(loaded, budget)
         if gate_state is not None:
-            self._check_gate_state(loaded, budget, gate_state)
+            _check_gate_state(loaded, budget, gate_state)
         self._serving(game_id)
         return budget
 
@@ -352,15 +324,15 @@ class Engine:
         """
         loaded = self._serving(game_id)
         budget = self.check(game_id, budget, gate_state)
-        states = self._batch(state)
+        states = _batch(state)
         carry = None
         if budget == GATE and loaded.clock_gate:
-            k, probabilities, value, carry = self._clock_gate(loaded, states, gate_state)
+            k, probabilities, value, carry = _clock_gate(loaded, states, gate_state)
         elif budget == GATE:
-            k, probabilities, value = self._gate(loaded, states)
+            k, probabilities, value = _gate(loaded, states)
         else:
             k, probabilities = int(budget), np.zeros((0,), np.float32)
-            value = self._value(loaded, states) if value is None else float(value)
+            value = _value(loaded, states) if value is None else float(value)
         return Decision(
             k=k,
             gate_probabilities=probabilities,
@@ -404,10 +376,10 @@ class Engine:
         if gated and loaded.gate is None:
             raise NoGateError(f"no gate checkpoint loaded for {game_id}")
         if gated and loaded.clock_gate and k == POLICY_ONLY:
-            return self._policy_only(loaded, self._batch(state))
+            return _policy_only(loaded, _batch(state))
         # A clock gate's budgets play the always-k options it was trained over.
         gated = gated and not loaded.clock_gate
-        return self._run_option(loaded, self._batch(state), self._budget(loaded, k), seed, gated)
+        return _run_option(loaded, _batch(state), _budget(loaded, k), seed, gated)
 
     # Internals ---------------------------------------------------------------------------------
 
@@ -421,105 +393,3 @@ class Engine:
                 f"ready; games ready: {ready})"
             )
         return loaded
-
-    @staticmethod
-    def _budget(loaded: LoadedGame, k) -> int:
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k not in loaded.budgets:
-            budgets = ", ".join(map(str, loaded.budgets))
-            raise BudgetError(f"k={k} is not a budget of {loaded.game_id}; budgets: {budgets}")
-        return int(k)
-
-    @staticmethod
-    def _batch(state: games.State) -> games.State:
-        # Host arrays: the compiled executable moves them to its device in one C++ call, far
-        # cheaper than a Python-level device_put per leaf (~0.5 ms for a Snake state).
-        return jax.tree.map(lambda x: np.asarray(x)[None], state)
-
-    def _value(self, loaded: LoadedGame, states: games.State) -> float:
-        return float(loaded.options.evaluate(states).value[0])
-
-    def _gate(self, loaded: LoadedGame, states: games.State) -> tuple[int, np.ndarray, float]:
-        """(k, probabilities [K], planner value) of the gate at one state."""
-        choice = loaded.options.decide(states)
-        return int(choice.k[0]), choice.probabilities[0].astype(np.float32), float(choice.value[0])
-
-    @staticmethod
-    def _check_gate_state(loaded: LoadedGame, budget, gate_state: ClockGateCarry) -> None:
-        if budget != GATE:
-            raise InvalidRequestError(
-                f"gate_state goes with budget.gate; a forced k={budget} has no gate state"
-            )
-        if not loaded.clock_gate:
-            raise InvalidRequestError(
-                f"gate_state is a clock gate's state, and {loaded.game_id} has no clock gate "
-                "(its gate keeps no state): leave gate_state out"
-            )
-        hidden, n = loaded.gate.config.hidden, loaded.gate.num_options
-        h = np.asarray(gate_state.h)
-        if h.shape != (hidden,) or h.dtype != np.float32:
-            raise InvalidRequestError(
-                f"gate_state.h is {h.dtype}{list(h.shape)}; the clock gate of {loaded.game_id} "
-                f"keeps float32[{hidden}]"
-            )
-        if not np.all(np.isfinite(h)):
-            raise InvalidRequestError("gate_state.h holds a NaN or an infinity")
-        last = int(gate_state.last)
-        if not NO_OPTION <= last < n:
-            raise InvalidRequestError(
-                f"gate_state.last is {last}; the clock gate of {loaded.game_id} has options "
-                f"0..{n - 1} ({NO_OPTION}: none yet)"
-            )
-
-    def _clock_gate(self, loaded: LoadedGame, states: games.State, gate_state):
-        """(k, probabilities [n], planner value, next state) of the clock gate at one state."""
-        options = loaded.options
-        carry = options.zero_carry() if gate_state is None else gate_state
-        batched = ClockGateCarry(
-            h=np.asarray(carry.h, np.float32)[None], last=np.asarray([carry.last], np.int32)
-        )
-        choice = options.decide(batched, states)
-        option = int(choice.option[0])
-        k = POLICY_ONLY if option == 0 else int(loaded.budgets[option - 1])
-        nxt = ClockGateCarry(h=choice.carry.h[0], last=int(choice.carry.last[0]))
-        return k, choice.probabilities[0].astype(np.float32), float(choice.value[0]), nxt
-
-    def _policy_only(self, loaded: LoadedGame, states: games.State) -> Plan:
-        """A clock gate's policy-only option: the reflex move (the raw policy's masked argmax),
-        free, no search."""
-        start = time.perf_counter()
-        ev = loaded.options.evaluate(states)
-        search_ms = (time.perf_counter() - start) * 1e3
-        action = int(ev.reflex[0])
-        actions = len(states.legal_action_mask[0])
-        return Plan(
-            action=action,
-            frame_actions=np.array([action], np.int32),
-            planned=np.zeros(1, bool),
-            visit_counts=np.zeros(actions, np.int32),
-            search_value=float(ev.value[0]),
-            root_value=float(ev.value[0]),
-            cost=0,
-            search_ms=search_ms,
-        )
-
-    def _run_option(
-        self, loaded: LoadedGame, states: games.State, k: int, seed: int, gated: bool = False
-    ) -> Plan:
-        # A uint64 seed is exactly one threefry key (two uint32 words).
-        keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
-        start = time.perf_counter()
-        if gated:
-            out = loaded.options.gated_option(k, keys, states)
-        else:
-            out = loaded.options.option(k, keys, states)
-        search_ms = (time.perf_counter() - start) * 1e3
-        return Plan(
-            action=int(out.actions[0, -1]),
-            frame_actions=out.actions[0].astype(np.int32),
-            planned=out.planned[0].astype(bool),
-            visit_counts=out.visit_counts[0].astype(np.int32),
-            search_value=float(out.search_value[0]),
-            root_value=float(out.root_value[0]),
-            cost=int(out.cost[0]),
-            search_ms=search_ms,
-        )

@@ -8,9 +8,9 @@ from typing import Protocol
 
 from rtplan.v1 import tensor_pb2
 from server._config import SessionConfig
+from server._frame_info import HostInfo
 from server._records import PlanDecision
 from server._rules import Arrival
-from server._runtime import HostInfo
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,9 +12,10 @@ from games.render import render
 from rtplan import wire
 from rtplan.v1 import env_pb2
 from server._config import SessionConfig
+from server._frame_info import HostInfo
 from server._queue import AgentLink
 from server._records import PlanDecision, Report
-from server._runtime import AGENT_PLAYER, GameRuntime, HostInfo
+from server._runtime import AGENT_PLAYER, GameRuntime
 from server._stats import SessionStats
 from server._viewers import ViewerHub
 

@@ -7,9 +7,9 @@ from typing import Protocol
 
 from server._agent_api import Answer
 from server._config import SessionConfig
+from server._frame_info import HostInfo
 from server._records import Report
 from server._rules import FrameDecision, clock_charge, decide_action
-from server._runtime import HostInfo
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,9 @@ import jax
 from games.render import render
 from server import _messages as messages
 from server._config import SessionConfig
+from server._frame_info import HostInfo
 from server._rules import Provenance
-from server._runtime import HostInfo, describe_game
+from server._runtime import describe_game
 from server._stats import SessionStats
 from server.replay import ReplayError, ReplayFile, Step, resimulate
 

@@ -1,36 +1,31 @@
-"""Per-game compiled functions (init, frame step, reflex) shared by every session of a process.
-
-A few lines past ~450 since the batched step (`step_batch`, `grow`, `warm_batch`) joined the
-batch-1 one: both are compiled from the same frame function and cached on the same
-`GameRuntime`, so they stay together.
-"""
+"""Per-game runtimes (a game, its network, its compiled functions) shared by every session."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
 import gc
 import hashlib
 import threading
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 import games
 from games.render import describe_view, render
 from harness.checkpoint import load_metadata
-from planner import Planner, PlannerConfig
+from planner import PlannerConfig
 from planner.store import load_planner, planner_path
 from rtplan import wire
 from rtplan.v1 import env_pb2, tensor_pb2
+from server._compiled import compiled
+from server._frame_info import HostInfo
 
 #: Clock games: the session's agent is always this player id; the built-in opponent the other.
 AGENT_PLAYER = 0
+
+
 #: Rows of a tick group's first batch (`server._tick_group`); it doubles when full.
 MIN_BATCH = 8
 
@@ -45,168 +40,6 @@ def batch_sizes(rows: int) -> tuple[int, ...]:
             break
         size *= 2
     return tuple(sizes)
-
-
-@struct.dataclass
-class FrameInfo:
-    """What the session needs of a state each frame, computed inside the jitted step."""
-
-    frame: jax.Array  # [] int32
-    reward: jax.Array  # [] float32, to the player who made the last move
-    rewards: jax.Array  # [P] float32 by player id (clock games), [1] otherwise
-    terminated: jax.Array  # [] bool
-    truncated: jax.Array  # [] bool
-    current_player: jax.Array  # [] int32
-    legal: jax.Array  # [A] bool
-    clocks: jax.Array  # [P] int32 ticks left by player id (clock games), [0] otherwise
-    fallback: jax.Array  # [] int32 the game's fallback action
-    reflex: jax.Array  # [] int32 the network's masked argmax, -1 without a network
-
-
-@dataclasses.dataclass(frozen=True)
-class HostInfo:
-    """`FrameInfo` on the host, as Python values."""
-
-    frame: int
-    reward: float
-    rewards: tuple[float, ...]
-    terminated: bool
-    truncated: bool
-    current_player: int
-    legal: np.ndarray  # [A] bool
-    clocks: tuple[int, ...]
-    fallback: int
-    reflex: int
-
-    @property
-    def done(self) -> bool:
-        return self.terminated or self.truncated
-
-    @classmethod
-    def from_device(cls, info: FrameInfo) -> HostInfo:
-        h = jax.device_get(info)
-        return cls(
-            frame=int(h.frame),
-            reward=float(h.reward),
-            rewards=tuple(float(x) for x in h.rewards),
-            terminated=bool(h.terminated),
-            truncated=bool(h.truncated),
-            current_player=int(h.current_player),
-            legal=np.asarray(h.legal, bool),
-            clocks=tuple(int(x) for x in h.clocks),
-            fallback=int(h.fallback),
-            reflex=int(h.reflex),
-        )
-
-    @classmethod
-    def rows(cls, h: FrameInfo, slots: list[int]) -> list[HostInfo]:
-        """The `HostInfo` of each of `slots` of a batched `FrameInfo` already on the host (each
-        value as `from_device` makes it: the same Python values and dtypes)."""
-        frame, reward = h.frame.tolist(), h.reward.tolist()
-        rewards, clocks = h.rewards.tolist(), h.clocks.tolist()
-        term, trunc = h.terminated.tolist(), h.truncated.tolist()
-        player, fallback, reflex = h.current_player.tolist(), h.fallback.tolist(), h.reflex.tolist()
-        legal = np.asarray(h.legal, bool)
-        return [
-            cls(
-                frame=frame[i],
-                reward=reward[i],
-                rewards=tuple(rewards[i]),
-                terminated=term[i],
-                truncated=trunc[i],
-                current_player=player[i],
-                legal=legal[i],
-                clocks=tuple(clocks[i]),
-                fallback=fallback[i],
-                reflex=reflex[i],
-            )
-            for i in slots
-        ]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Fns:
-    game: games.Game
-    planner: Planner | None
-    init: Any  # (key) -> state
-    info: Any  # (params, state) -> FrameInfo
-    frame: Any  # (params, state, action, cost, credit) -> (state, FrameInfo)
-    observe: Any  # (state) -> [*obs] float32
-    set_clock: Any  # clock games: (state, initial ticks) -> state; None otherwise
-    frames: Any  # (params, states [C], actions [C], live [C]) -> (states, FrameInfo [C])
-    put: Any  # (states [C], slot, state) -> states with row `slot` replaced
-
-
-@functools.lru_cache(maxsize=16)
-def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = None) -> _Fns:
-    """Jitted batch-1 functions of one game (and network); cached so every session and every
-    server of the process shares one compile per game.
-
-    Args:
-        game_id: registered id.
-        game_params: the game's settings as sorted (name, value) pairs.
-        cfg: a planner config (its `game_params` must equal `game_params`) for the reflex, or
-            None for a game without a network.
-    """
-    planner = Planner(cfg) if cfg is not None else None
-    game = planner.game if planner is not None else games.make(game_id, **dict(game_params))
-    clock = game.num_players == 2
-
-    def info(params, state) -> FrameInfo:
-        if planner is None:
-            reflex = jnp.int32(-1)
-        else:
-            reflex = planner.reflex_action(params, jax.tree.map(lambda x: x[None], state))[0]
-        if clock:
-            rewards, clocks = state.inner.rewards, state.inner.clocks
-        else:
-            rewards, clocks = state.reward[None], jnp.zeros((0,), jnp.int32)
-        return FrameInfo(
-            frame=state.frame,
-            reward=state.reward,
-            rewards=rewards,
-            terminated=state.terminated,
-            truncated=state.truncated,
-            current_player=state.current_player,
-            legal=state.legal_action_mask,
-            clocks=clocks,
-            fallback=game.fallback_action(state),
-            reflex=reflex,
-        )
-
-    def frame(params, state, action, cost, credit):
-        nxt = game.step(state, action, cost, credit) if clock else game.step(state, action, cost)
-        return nxt, info(params, nxt)
-
-    def frames(params, states, actions, live):
-        # The batch-1 frame, vmapped: each row computes what `frame` computes for it alone
-        # (tests/test_server_batch.py checks the frames match exactly). Rows not `live` are
-        # padding: they keep their state.
-        zero = jnp.int32(0)
-        step = jax.vmap(frame, in_axes=(None, 0, 0, None, None))
-        nxt, infos = step(params, states, actions, zero, zero)
-
-        def keep(new, old):
-            return jnp.where(live.reshape(live.shape + (1,) * (new.ndim - 1)), new, old)
-
-        return jax.tree.map(keep, nxt, states), infos
-
-    def put(states, slot, state):
-        return jax.tree.map(lambda b, x: b.at[slot].set(x), states, state)
-
-    return _Fns(
-        game=game,
-        planner=planner,
-        init=jax.jit(game.init),
-        info=jax.jit(info),
-        frame=jax.jit(frame),
-        observe=jax.jit(game.observe),
-        set_clock=jax.jit(game.set_initial_time) if clock else None,
-        # A join donates the batch: its put reuses the buffers instead of copying every row
-        # (`TickGroup` re-points the rows its members read: `_Rows.moved`).
-        frames=jax.jit(frames),
-        put=jax.jit(put, donate_argnums=0),
-    )
 
 
 #: The env server's collector thresholds once a game is compiled (`Runtimes.get`): measured

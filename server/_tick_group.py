@@ -16,8 +16,9 @@ import numpy as np
 
 import games
 from server._config import SessionConfig
+from server._frame_info import HostInfo
 from server._moves import Move
-from server._runtime import MIN_BATCH, GameRuntime, HostInfo
+from server._runtime import MIN_BATCH, GameRuntime
 from server._ticker import Tick, Ticker
 
 log = logging.getLogger("rtplan.server")

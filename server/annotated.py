@@ -17,9 +17,11 @@ import numpy as np
 
 from gate.clock_annotate import AnnotatedGame, AnnotatedMove, annotate_games, games_folder
 from server import _messages as messages
+from server._compiled import compiled
+from server._frame_info import HostInfo
 from server._records import PlanDecision, Report
 from server._rules import Provenance
-from server._runtime import HostInfo, compiled, describe_game, init_key, state_digest
+from server._runtime import describe_game, init_key, state_digest
 from server.replay import Recorder, ReplayError
 
 __all__ = ["annotated_name", "write_annotated", "write_annotated_games"]

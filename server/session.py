@@ -23,6 +23,7 @@ from rtplan.v1 import env_pb2, tensor_pb2
 from server import _messages as messages
 from server._agent_api import Agent
 from server._config import LIVE, SessionConfig, SessionError
+from server._frame_info import HostInfo
 from server._frames import FrameWindow
 from server._messages import WallClock
 from server._moves import Move, decide_move, move_report
@@ -35,7 +36,7 @@ from server._rules import (
     countdown_start,
     initial_ticks,
 )
-from server._runtime import AGENT_PLAYER, GameRuntime, HostInfo
+from server._runtime import AGENT_PLAYER, GameRuntime
 from server._stats import SessionStats
 from server._tick_group import TickGroups
 from server._ticker import Tick, Ticker, sleep_until

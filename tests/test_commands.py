@@ -208,6 +208,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     """`rtplan.processes.services` passes the folders to the env server and the planner
     service (the processes faked: what they would print is what they are asked for)."""
     from rtplan import processes
+    from rtplan.processes import _services
 
     argvs = {}
     said = {
@@ -231,7 +232,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
         def kill(self):
             pass
 
-    monkeypatch.setattr(processes, "Child", FakeChild)
+    monkeypatch.setattr(_services, "Child", FakeChild)
     ckpt, web = tmp_path / "ckpt", tmp_path / "web"
     with processes.services("snake-rt-v0", checkpoint_dir=ckpt, web_dir=web) as addr:
         assert addr["http"] == "http://127.0.0.1:2"

@@ -32,7 +32,8 @@ from planner_service.__main__ import build_parser as planner_parser
 from planner_service.settings import PlannerServiceSettings
 from rtplan.cli import build_parser as rtplan_parser
 from rtplan.commands.health import TIMEOUT_S
-from rtplan.processes import _ENV_BOUND, _PLANNER_BOUND, Child, stop_all
+from rtplan.processes import Child, stop_all
+from rtplan.processes._services import _ENV_BOUND, _PLANNER_BOUND
 from server.__main__ import _parser as server_parser
 from server.settings import Settings
 

@@ -20,6 +20,7 @@ from planner.episodes import seeds_of
 from planner.store import planner_path, save_planner
 from rtplan import deploy
 from rtplan.cli import main
+from rtplan.deploy import _play
 from rtplan.processes import Placement, place_services, services
 from support import tiny_config, write_gate
 
@@ -236,9 +237,9 @@ def _fake_sessions(monkeypatch, miss_at):
 
     spec = {"id": GAME, "num_players": 1, "planner": {"available": True, "budgets": [1, 2],
             "gate": True, "reason": ""}}  # fmt: skip
-    monkeypatch.setattr(deploy, "_live_episode", live)
-    monkeypatch.setattr(deploy, "play_sessions", sim)
-    monkeypatch.setattr(deploy, "served_game", lambda http, exp: spec)
+    monkeypatch.setattr(_play, "_live_episode", live)
+    monkeypatch.setattr(_play, "play_sessions", sim)
+    monkeypatch.setattr(_play, "served_game", lambda http, exp: spec)
     return played
 
 
@@ -275,7 +276,7 @@ def test_ladder_goes_on_until_the_miss_rate_passes(monkeypatch, tmp_path):
 
 def test_an_interrupted_fps_resumes_at_its_next_episode(monkeypatch, tmp_path):
     played = _fake_sessions(monkeypatch, lambda fps, seed, o: o == 1 and seed % 2 == 1)
-    live = deploy._live_episode
+    live = _play._live_episode
     seeds = seeds_of("eval", 3).tolist()
 
     def interrupted(http, exp, fps, seed):
@@ -283,14 +284,14 @@ def test_an_interrupted_fps_resumes_at_its_next_episode(monkeypatch, tmp_path):
             raise KeyboardInterrupt
         return live(http, exp, fps, seed)
 
-    monkeypatch.setattr(deploy, "_live_episode", interrupted)
+    monkeypatch.setattr(_play, "_live_episode", interrupted)
     exp = deploy.Experiment(game=GAME, fps=(9,), episodes=3)
     with pytest.raises(KeyboardInterrupt):
         deploy.run("http://fake", exp, tmp_path, services={}, log=lambda s: None)
     # A half-written episode (its rows without its episode line) is dropped on resume.
     with (tmp_path / "fps_9.jsonl").open("a") as f:
         f.write(json.dumps({"seed": seeds[2], "frame": 0}) + "\n" + '{"seed": 20')
-    monkeypatch.setattr(deploy, "_live_episode", live)
+    monkeypatch.setattr(_play, "_live_episode", live)
     played.clear()
     deploy.run("http://fake", exp, tmp_path, services={}, log=lambda s: None)
     assert played == [(9, seeds[2])]
@@ -304,14 +305,14 @@ def test_ladder_ends_where_the_server_refuses_the_fps(monkeypatch, tmp_path):
     from rtplan.processes import HTTPStatusError
 
     played = _fake_sessions(monkeypatch, lambda fps, seed, o: False)
-    live = deploy._live_episode
+    live = _play._live_episode
 
     def capped(http, exp, fps, seed):
         if fps > 11:
             raise HTTPStatusError(f"POST /v1/sessions: 422 fps {fps} above max_fps 11", 422)
         return live(http, exp, fps, seed)
 
-    monkeypatch.setattr(deploy, "_live_episode", capped)
+    monkeypatch.setattr(_play, "_live_episode", capped)
     exp = deploy.Experiment(game=GAME, fps=(9, 10), episodes=1, until_miss_rate=0.05)
     result = deploy.run("http://fake", exp, tmp_path, services={}, log=lambda s: None)
     assert [f for f, _ in played] == [9, 10, 11] and result["highest_fps_within_miss_rate"] == 11

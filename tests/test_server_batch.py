@@ -13,7 +13,8 @@ import pytest
 from planner.store import planner_path
 from server import ReplayFile
 from server._config import SessionConfig
-from server._runtime import GameRuntime, HostInfo, state_digest
+from server._frame_info import HostInfo
+from server._runtime import GameRuntime, state_digest
 from server._tick_group import TickGroup, TickGroups, _Rows
 from server._ticker import Ticker
 from support import write_checkpoints

@@ -13,8 +13,8 @@ from planner.store import load_planner, planner_path
 from rtplan import wire
 from rtplan.v1 import env_pb2
 from server import ReplayFile, replay
+from server._compiled import compiled
 from server._rules import wall_ticks
-from server._runtime import compiled
 from support import AgentStream, planner_fns, tiny_config
 
 GAME = "speed-hex-v0"

@@ -1,0 +1,96 @@
+"""`services`: the planner service and the env server as subprocesses, at the ports they print."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rtplan.processes._children import Child, stop_all
+from rtplan.processes._placement import Placement
+from rtplan.processes._signals import Stopping
+
+#: What the services print once they have bound their ports (`python -m server`,
+#: `python -m planner_service`): the ports are read from these lines, never guessed beforehand.
+_ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on \S+:(\d+)")
+_PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
+
+
+@contextlib.contextmanager
+def services(
+    game_ids: str | Sequence[str],
+    *,
+    planner: bool = True,
+    planner_games: Sequence[str] | None = None,
+    echo: bool = True,
+    http_port: int = 0,
+    checkpoint_dir: Path | None = None,
+    record_dir: Path | None = None,
+    web_dir: Path | None = None,
+    stopping: Stopping | None = None,
+    placement: Placement | None = None,
+) -> Iterator[dict]:
+    """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
+    (`game_ids` compiled at start-up, the others on first use); yields their addresses once the
+    planner service plans every one of `game_ids`. It compiles those first and the rest of
+    `planner_games` after, one by one (its ListGames says which are ready).
+
+    Each service binds its own ports (`http_port` 0: any free one; the others always) and
+    prints them; the addresses yielded are read from those lines. `checkpoint_dir`,
+    `record_dir` and `web_dir` default to the services' own defaults (`harness.checkpoint_root()`,
+    replays/ and the shipped pages). On the way out both services are stopped together
+    (`stop_all`), and killed at once once `stopping.hurry` is set (`stop_on_signals`).
+    `placement`: the cores, devices and flags of each (`place_services`; None: anywhere).
+    """
+    placement = placement or Placement()
+    game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
+    py = [sys.executable, "-m", "rtplan"]
+    ckpt = [] if checkpoint_dir is None else ["--checkpoint-dir", str(checkpoint_dir)]
+    children: list[Child] = []
+    try:
+        env_argv = [
+            *py,
+            "env-server",
+            "--http-port",
+            str(http_port),
+            "--grpc-port",
+            "0",
+            *ckpt,
+            *([] if record_dir is None else ["--record-dir", str(record_dir)]),
+            *([] if web_dir is None else ["--web-dir", str(web_dir)]),
+            "--preload",
+            *game_ids,
+        ]
+        planner_port = None
+        if planner:
+            others = [] if planner_games is None else planner_games
+            first = [g for g in game_ids if planner_games is None or g in planner_games]
+            served = list(dict.fromkeys([*first, *others]))
+            argv = [*py, "planner-service", "--port", "0", "--games", ",".join(served), *ckpt]
+            where = placement.planner
+            argv += list(where.args)
+            plan = Child("planner", argv, echo=echo, cpus=where.cpus, env=dict(where.env))
+            children.append(plan)
+            # It binds before it compiles: the env server starts (and compiles) meanwhile.
+            line = plan.wait_for("planner service bound to", timeout=600, stopping=stopping)
+            planner_port = int(_PLANNER_BOUND.search(line).group(1))
+            env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
+        where = placement.env_server
+        env_argv += list(where.args)
+        env = Child("env-server", env_argv, echo=echo, cpus=where.cpus, env=dict(where.env))
+        children.append(env)
+        http, grpc_port = map(
+            int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600, stopping)).groups()
+        )
+        for game_id in first if planner else ():
+            plan.wait_for(f"planner service: {game_id} ready", timeout=900, stopping=stopping)
+        yield {
+            "http": f"http://127.0.0.1:{http}",
+            "ws": f"ws://127.0.0.1:{http}",
+            "grpc": f"127.0.0.1:{grpc_port}",
+            "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
+        }
+    finally:
+        stop_all(children[::-1], hurry=None if stopping is None else stopping.hurry)
