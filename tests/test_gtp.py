@@ -22,6 +22,7 @@ from rtplan.gtp import (
     choose_budget,
     move_allowance,
     parse_vertex,
+    told_clock,
     vertex_name,
 )
 from rtplan.gtp._board import area_score, capture_move, dead_stones, own_eye, self_atari
@@ -545,18 +546,22 @@ def test_the_guard_never_fills_a_seki_liberty_of_a_big_group(local):
     assert engine._guard(state, d7, -0.97) == PASS  # not even when a search picks it
 
 
-def test_self_atari_counts_the_stones_left_with_one_liberty():
+def test_self_atari_counts_the_stones_it_puts_in_atari():
     board = np.zeros(81, int)  # the mover's view
-    for vertex in ("A1", "A2"):
+    for vertex in ("A2", "A3"):
         board[parse_vertex(vertex)] = 1
-    board[parse_vertex("B1")] = board[parse_vertex("B2")] = -1
-    assert self_atari(board, parse_vertex("A3")) == 0  # A1-A3 keep two liberties: A4, B3
-    board[parse_vertex("B3")] = -1
-    assert self_atari(board, parse_vertex("A3")) == 3  # now A4 is the last one
-    board[parse_vertex("A4")] = -1  # ... and A3 would have none, unless it captures:
-    for vertex in ("C1", "C2", "C3", "B4"):  # B1-B3's last liberty is A3
+    for vertex in ("B1", "B2", "B3", "B4"):
+        board[parse_vertex(vertex)] = -1
+    assert self_atari(board, parse_vertex("A4")) == 0  # A2-A5... keeps A1 and A5
+    assert self_atari(board, parse_vertex("A1")) == 3  # A1-A3 keep only A4: two liberties lost
+    board[parse_vertex("A4")] = -1  # A2-A3 already in atari: running loses nothing but A1
+    assert self_atari(board, parse_vertex("A1")) == 1
+    board = np.zeros(81, int)
+    for vertex in ("A1", "A2", "C1", "C2", "C3", "B4"):
         board[parse_vertex(vertex)] = 1
-    assert self_atari(board, parse_vertex("A3")) == 0  # taking B1-B3 frees three points
+    for vertex in ("B1", "B2", "B3", "A4"):
+        board[parse_vertex(vertex)] = -1
+    assert self_atari(board, parse_vertex("A3")) == 0  # it captures B1-B3: three liberties
 
 
 def test_capture_move_takes_the_last_liberty_and_never_a_self_atari():
@@ -628,6 +633,17 @@ def test_dead_stone_estimate():
         "D8",
     }
     assert area_score(np.where(dead, 0, board)) == (81, 0)
+
+
+def test_time_left_in_whole_seconds_keeps_the_engines_finer_clock():
+    """GTP's whole seconds would show the gate one clock for a whole game (2 s of 3 s, every
+    move): the engine's own count stands while it agrees with what the controller said."""
+    own = TimeSettings(3.0).spend(Clock(3.0, 0), 0.35)  # 2.65 s left by our count
+    assert told_clock(own, Clock(2, 0)) == own  # "2" agrees with 2.65: keep the finer one
+    assert told_clock(own, Clock(1, 0)) == Clock(1, 0)  # the controller charged more
+    assert told_clock(own, Clock(3, 0)) == Clock(3, 0)  # ... or less: its word stands
+    assert told_clock(Clock(2.5, 3), Clock(2, 2)) == Clock(2, 2)  # another stone count
+    assert told_clock(Clock(), Clock(2, 0)) == Clock(2, 0)  # no clock of our own yet
 
 
 def test_time_manager():

@@ -24,6 +24,7 @@ from rtplan.gtp._time import (
     gate_seconds,
     move_allowance,
     to_ticks,
+    told_clock,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "run",
     "score_text",
     "to_ticks",
+    "told_clock",
     "vertex_name",
 ]
 

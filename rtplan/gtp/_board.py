@@ -124,10 +124,12 @@ def _liberties(board: np.ndarray, group: set[int]) -> set[int]:
 
 
 def self_atari(board: np.ndarray, point: int) -> int:
-    """How many of the mover's stones its stone at empty `point` leaves with one liberty or none
-    (after removing the opponent's stones it captures); 0 when its group keeps two or more.
-    `board` `[81]` is the mover's view (+1 its stones, -1 the opponent's). Such a move fills
-    the last shared liberty of a seki or a capturing race: the opponent takes the group next."""
+    """How many of the mover's stones its stone at empty `point` puts in atari: when the group
+    it joins is left with one liberty or none (after removing the opponent's stones it
+    captures), the new stone plus the stones of the groups it joins that had two liberties or
+    more (a group already in atari loses nothing by trying to run); else 0. `board` `[81]` is
+    the mover's view (+1 its stones, -1 the opponent's). Such a move fills the last shared
+    liberty of a seki or a capturing race: the opponent takes the group next."""
     after = board.copy()
     after[point] = 1
     for n in neighbours(point):
@@ -135,8 +137,10 @@ def self_atari(board: np.ndarray, point: int) -> int:
             group = _group(after, n)
             if not _liberties(after, group):
                 after[list(group)] = 0
-    group = _group(after, point)
-    return 0 if len(_liberties(after, group)) >= 2 else len(group)
+    if len(_liberties(after, _group(after, point))) >= 2:
+        return 0
+    joined = {frozenset(_group(board, n)) for n in neighbours(point) if board[n] == 1}
+    return 1 + sum(len(g) for g in joined if len(_liberties(board, set(g))) >= 2)
 
 
 def mover_margin(board: np.ndarray, black_to_move: bool, komi: float) -> float:

@@ -23,7 +23,7 @@ from rtplan.gtp._protocol import (
     parse_vertex,
     score_text,
 )
-from rtplan.gtp._time import Clock, TimeSettings
+from rtplan.gtp._time import Clock, TimeSettings, told_clock
 
 
 class GtpEngine(GtpGame):
@@ -234,7 +234,7 @@ class GtpEngine(GtpGame):
         seconds, stones = number(seconds, "time"), number(stones, "stones")
         if seconds < 0 or stones < 0 or stones != int(stones):
             raise GtpError("syntax error: time and stones must be >= 0, stones an integer")
-        self.clocks[colour] = Clock(seconds, int(stones))
+        self.clocks[colour] = told_clock(self.clocks[colour], Clock(seconds, int(stones)))
         return ""
 
     def _cmd_rtplan_budget(self, args):

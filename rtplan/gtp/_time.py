@@ -27,6 +27,7 @@ __all__ = [
     "gate_seconds",
     "move_allowance",
     "to_ticks",
+    "told_clock",
 ]
 
 #: The proportional time manager spends its allowance less this lag per move (the GTP round trip
@@ -79,6 +80,27 @@ class TimeSettings:
         if clock.stones > 1:
             return Clock(max(left, 0.0), clock.stones - 1)
         return Clock(self.byo_time, self.byo_stones)  # a new period
+
+
+def told_clock(own: Clock, told: Clock) -> Clock:
+    """The clock to keep after the controller's `time_left` said `told`, where `own` is the
+    engine's, charged with each of its moves' measured times (`TimeSettings.spend`).
+
+    GTP's time is whole seconds (GNU Go's and `bench.match`'s referee round down): under 3 s of
+    sudden death `time_left` said 2 for a whole game, and the clock gate saw the same clock at
+    every move. So the engine's own count is kept while it agrees with the controller's (the
+    same stones, and between the stated seconds and one more); otherwise (a new period, a
+    controller that charges more, a reset) the controller's word stands. The engine's count
+    leaves out the pipes' lag, a few ms a move, so where they differ the controller's is the
+    smaller."""
+    if (
+        own.remaining is not None
+        and told.remaining is not None
+        and own.stones == told.stones
+        and told.remaining <= own.remaining < told.remaining + 1
+    ):
+        return own
+    return told
 
 
 def move_allowance(settings: TimeSettings, clock: Clock, ply: int) -> float:
