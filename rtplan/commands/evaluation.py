@@ -1,5 +1,5 @@
 """Evaluation commands: `calibrate`, `cross-eval`, `eval` (and `--via-services`), `report`,
-`counterfactual`, `annotate-games`."""
+`counterfactual`, `annotate-games` (handlers by kind of game: `_eval_committed`, `_eval_clock`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ from pathlib import Path
 
 from gate.train_config import GateTrainConfig
 from harness.config import add_flags
-from rtplan.commands._errors import FAILED, CommandError
+from rtplan.commands._eval_clock import _annotate_games
+from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _eval
 from rtplan.commands._flags import add_out, add_split, out_dir
 from rtplan.jax_setup import check_map_count
 
 #: `calibrate`'s default simulation counts, by kind of game.
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
-#: `eval`'s simulated-deployment flags: the gate training's own (one definition of each).
-_LATENCY_FLAGS = ("latency", "latency_fps", "latency_overhead_ms", "latency_fallback")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -271,142 +270,6 @@ def _cross_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval(args: argparse.Namespace) -> int:
-    check_map_count()
-    import games
-
-    latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
-    if games.game_class(args.game).num_players == 2:
-        if latency:
-            raise CommandError("--latency and its flags are for committed-action games")
-        return _clock_eval(args)
-    if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
-        raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
-    if args.gate_name != "gate":
-        raise CommandError("--gate-name is for clock games")
-    if args.episodes is None:
-        args.episodes = 100
-    if args.via_services:
-        if latency:
-            raise CommandError("--via-services plays the simulated clock: no --latency")
-        return _via_services(args)
-    if args.episodes < 2:
-        raise CommandError("--episodes must be >= 2 (a standard error needs two)")
-    try:  # the flags' checks are the training config's
-        GateTrainConfig(game_id=args.game, **latency)
-    except ValueError as e:
-        raise CommandError(str(e)) from e
-    from gate.experiment import run_conditions
-
-    run_conditions(
-        args.game,
-        split=args.split,
-        episodes=args.episodes,
-        conditions=args.conditions,
-        planner_file=args.planner,
-        gate_file=args.gate,
-        out=args.out,
-        force=args.force,
-        ablations=args.ablations,
-        command=" ".join(args.argv),
-        **latency,
-    )
-    return 0
-
-
-def _counterfactual(args: argparse.Namespace) -> int:
-    check_map_count()
-    import json
-
-    import games
-
-    if games.game_class(args.game).num_players != 1:
-        raise CommandError(f"{args.game} is a clock game: counterfactual is for committed games")
-    if args.worlds < 2:
-        raise CommandError("--worlds must be >= 2 (the noise is measured across worlds)")
-    for name in ("states", "chunk", "max_frame"):
-        if getattr(args, name) < 1:
-            raise CommandError(f"--{name.replace('_', '-')} must be >= 1")
-    from gate.counterfactual import run_counterfactual
-
-    summary = run_counterfactual(
-        args.game,
-        states=args.states,
-        continuation=args.continuation,
-        horizon=args.horizon or None,
-        worlds=args.worlds,
-        max_frame=args.max_frame,
-        chunk=args.chunk,
-        seed=args.seed,
-        planner_file=args.planner,
-        out=args.out,
-        command=" ".join(args.argv),
-    )
-    print(json.dumps(summary, indent=2))
-    return 0
-
-
-def _clock_eval(args: argparse.Namespace) -> int:
-    from gate import clock_eval
-    from harness.checkpoint import CheckpointError
-
-    if args.via_services or args.ablations:
-        raise CommandError("clock games: --via-services and --ablations are not available yet")
-    t0s = tuple(args.t0 or clock_eval.T0S)
-    if args.tune_midpeak:
-        split = "tuning" if "--split" not in args.argv else args.split
-        clock_eval.tune_midpeak(
-            args.game,
-            split=split,
-            games_per_cell=args.episodes or 12,
-            t0s=t0s,
-            opponents=args.opponents,
-            planner_file=args.planner,
-            out=args.out,
-        )
-        return 0
-    try:
-        clock_eval.run_clock_eval(
-            args.game,
-            split=args.split,
-            games_per_cell=args.episodes or 100,
-            t0s=t0s,
-            players=args.conditions,
-            opponents=args.opponents,
-            planner_file=args.planner,
-            gate_file=args.gate,
-            gate_name=args.gate_name,
-            out=args.out,
-            force=args.force,
-            command=" ".join(args.argv),
-        )
-    except CheckpointError as e:  # name the flag (a ValueError prints as it is: run_command)
-        raise CommandError(f"--gate {args.gate}: {e}") from e
-    return 0
-
-
-def _via_services(args: argparse.Namespace) -> int:
-    if args.conditions is not None or args.ablations:
-        raise CommandError("--via-services plays the gate only: drop --conditions and --ablations")
-    import games
-    from harness.checkpoint import CheckpointError
-    from rtplan import via_services
-
-    games.game_class(args.game)
-    try:
-        return via_services.run(
-            args.game,
-            episodes=args.episodes,
-            split=args.split,
-            planner_file=args.planner,
-            gate_file=args.gate,
-        )
-    except CheckpointError:
-        raise
-    except RuntimeError as e:  # a service did not start or a session failed: its log's tail
-        raise CommandError(f"--via-services: {e}", FAILED) from e
-
-
 def _report(args: argparse.Namespace) -> int:
     from gate.report import report
 
@@ -418,39 +281,4 @@ def _report(args: argparse.Namespace) -> int:
         print(f"wrote {args.results}/summary.csv, {args.results}/summary.json")
     if out["readme_updated"]:
         print(f"updated the results table in {args.readme}")
-    return 0
-
-
-def _annotate_games(args: argparse.Namespace) -> int:
-    check_map_count()
-    import games
-
-    if games.game_class(args.game).num_players != 2:
-        raise CommandError(f"{args.game} is not a clock game: annotate-games is for clock games")
-    if args.games < 1:
-        raise CommandError("--games must be >= 1")
-    from gate.clock_annotate import CellMismatch
-    from gate.policy import gate_path
-    from harness.checkpoint import CheckpointError, checkpoint_root
-    from planner.store import planner_path
-    from server.annotated import write_annotated_games
-
-    planner_file = args.planner or str(planner_path(checkpoint_root(), args.game))
-    gate_file = args.gate or str(gate_path(checkpoint_root(), args.game))
-    for flag, path in (("--planner", planner_file), ("--gate", gate_file)):
-        if not Path(path).is_file():
-            raise CheckpointError(f"no checkpoint at {path} (pass {flag})")
-    try:
-        write_annotated_games(
-            args.game,
-            root=args.results,
-            planner_file=planner_file,
-            gate_file=gate_file,
-            count=args.games,
-            split=args.split,
-            t0s=args.t0,
-            command=" ".join(args.argv),
-        )
-    except (CellMismatch, FileNotFoundError) as e:
-        raise CommandError(str(e), FAILED) from e
     return 0

@@ -1,0 +1,83 @@
+"""Clock-game evaluation handlers: `rtplan eval` on a clock game and `annotate-games`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rtplan.commands._errors import FAILED, CommandError
+from rtplan.jax_setup import check_map_count
+
+
+def _clock_eval(args: argparse.Namespace) -> int:
+    from gate import clock_eval
+    from harness.checkpoint import CheckpointError
+
+    if args.via_services or args.ablations:
+        raise CommandError("clock games: --via-services and --ablations are not available yet")
+    t0s = tuple(args.t0 or clock_eval.T0S)
+    if args.tune_midpeak:
+        split = "tuning" if "--split" not in args.argv else args.split
+        clock_eval.tune_midpeak(
+            args.game,
+            split=split,
+            games_per_cell=args.episodes or 12,
+            t0s=t0s,
+            opponents=args.opponents,
+            planner_file=args.planner,
+            out=args.out,
+        )
+        return 0
+    try:
+        clock_eval.run_clock_eval(
+            args.game,
+            split=args.split,
+            games_per_cell=args.episodes or 100,
+            t0s=t0s,
+            players=args.conditions,
+            opponents=args.opponents,
+            planner_file=args.planner,
+            gate_file=args.gate,
+            gate_name=args.gate_name,
+            out=args.out,
+            force=args.force,
+            command=" ".join(args.argv),
+        )
+    except CheckpointError as e:  # name the flag (a ValueError prints as it is: run_command)
+        raise CommandError(f"--gate {args.gate}: {e}") from e
+    return 0
+
+
+def _annotate_games(args: argparse.Namespace) -> int:
+    check_map_count()
+    import games
+
+    if games.game_class(args.game).num_players != 2:
+        raise CommandError(f"{args.game} is not a clock game: annotate-games is for clock games")
+    if args.games < 1:
+        raise CommandError("--games must be >= 1")
+    from gate.clock_annotate import CellMismatch
+    from gate.policy import gate_path
+    from harness.checkpoint import CheckpointError, checkpoint_root
+    from planner.store import planner_path
+    from server.annotated import write_annotated_games
+
+    planner_file = args.planner or str(planner_path(checkpoint_root(), args.game))
+    gate_file = args.gate or str(gate_path(checkpoint_root(), args.game))
+    for flag, path in (("--planner", planner_file), ("--gate", gate_file)):
+        if not Path(path).is_file():
+            raise CheckpointError(f"no checkpoint at {path} (pass {flag})")
+    try:
+        write_annotated_games(
+            args.game,
+            root=args.results,
+            planner_file=planner_file,
+            gate_file=gate_file,
+            count=args.games,
+            split=args.split,
+            t0s=args.t0,
+            command=" ".join(args.argv),
+        )
+    except (CellMismatch, FileNotFoundError) as e:
+        raise CommandError(str(e), FAILED) from e
+    return 0

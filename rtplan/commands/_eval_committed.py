@@ -1,0 +1,110 @@
+"""Committed-game evaluation handlers: `rtplan eval` (clock games handed on), `counterfactual`."""
+
+from __future__ import annotations
+
+import argparse
+
+from gate.train_config import GateTrainConfig
+from rtplan.commands._errors import FAILED, CommandError
+from rtplan.commands._eval_clock import _clock_eval
+from rtplan.jax_setup import check_map_count
+
+#: `eval`'s simulated-deployment flags: the gate training's own (one definition of each).
+_LATENCY_FLAGS = ("latency", "latency_fps", "latency_overhead_ms", "latency_fallback")
+
+
+def _eval(args: argparse.Namespace) -> int:
+    check_map_count()
+    import games
+
+    latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
+    if games.game_class(args.game).num_players == 2:
+        if latency:
+            raise CommandError("--latency and its flags are for committed-action games")
+        return _clock_eval(args)
+    if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
+        raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
+    if args.gate_name != "gate":
+        raise CommandError("--gate-name is for clock games")
+    if args.episodes is None:
+        args.episodes = 100
+    if args.via_services:
+        if latency:
+            raise CommandError("--via-services plays the simulated clock: no --latency")
+        return _via_services(args)
+    if args.episodes < 2:
+        raise CommandError("--episodes must be >= 2 (a standard error needs two)")
+    try:  # the flags' checks are the training config's
+        GateTrainConfig(game_id=args.game, **latency)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    from gate.experiment import run_conditions
+
+    run_conditions(
+        args.game,
+        split=args.split,
+        episodes=args.episodes,
+        conditions=args.conditions,
+        planner_file=args.planner,
+        gate_file=args.gate,
+        out=args.out,
+        force=args.force,
+        ablations=args.ablations,
+        command=" ".join(args.argv),
+        **latency,
+    )
+    return 0
+
+
+def _counterfactual(args: argparse.Namespace) -> int:
+    check_map_count()
+    import json
+
+    import games
+
+    if games.game_class(args.game).num_players != 1:
+        raise CommandError(f"{args.game} is a clock game: counterfactual is for committed games")
+    if args.worlds < 2:
+        raise CommandError("--worlds must be >= 2 (the noise is measured across worlds)")
+    for name in ("states", "chunk", "max_frame"):
+        if getattr(args, name) < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be >= 1")
+    from gate.counterfactual import run_counterfactual
+
+    summary = run_counterfactual(
+        args.game,
+        states=args.states,
+        continuation=args.continuation,
+        horizon=args.horizon or None,
+        worlds=args.worlds,
+        max_frame=args.max_frame,
+        chunk=args.chunk,
+        seed=args.seed,
+        planner_file=args.planner,
+        out=args.out,
+        command=" ".join(args.argv),
+    )
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _via_services(args: argparse.Namespace) -> int:
+    if args.conditions is not None or args.ablations:
+        raise CommandError("--via-services plays the gate only: drop --conditions and --ablations")
+    import games
+    from harness.checkpoint import CheckpointError
+    from rtplan import via_services
+
+    games.game_class(args.game)
+    try:
+        return via_services.run(
+            args.game,
+            episodes=args.episodes,
+            split=args.split,
+            planner_file=args.planner,
+            gate_file=args.gate,
+        )
+    except CheckpointError:
+        raise
+    except RuntimeError as e:  # a service did not start or a session failed: its log's tail
+        raise CommandError(f"--via-services: {e}", FAILED) from e
