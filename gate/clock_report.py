@@ -151,6 +151,32 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
     return cell_rows, rows
 
 
+def is_gate(player: str) -> bool:
+    """A learned gate's player name: `gate`, or `gate-<name>` (`rtplan eval --gate-name`)."""
+    return player == "gate" or player.startswith("gate-")
+
+
+def pair_rows(cells: list[dict]) -> list[dict]:
+    """Every gate's paired difference against every other player of the cells, per T0 and
+    averaged over T0 (`MEAN`), over the (T0, opponent) cells both have, game by game: what a
+    pre-registered rule with fixed bars reads (docs/preregistration.md), where
+    `summarize_cells` names the best baseline on the same games."""
+    by = _ordered(cells)
+    rows = []
+    for player in sorted(p for p in by if is_gate(p)):
+        for other in sorted(q for q in by if q != player):
+            both = sorted(set(by[player]) & set(by[other]))
+            for t0 in [*sorted({t for t, _ in both}), MEAN]:
+                keys = [k for k in both if t0 == MEAN or k[0] == t0]
+                d, se = paired(_scores(by[player], keys), _scores(by[other], keys))
+                rows.append({
+                    "player": player, "versus": other, "t0": t0, "games": sum(
+                        len(by[player][k]["returns"]) for k in keys),
+                    "diff": d, "se": se, "z": d / se if se > 0 else None,
+                })  # fmt: skip
+    return rows
+
+
 def _score(r: dict | None, named: bool = False) -> str:
     if not r:
         return "—"
@@ -204,8 +230,9 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def write_summary(root: str | os.PathLike, game_id: str, split: str = "eval") -> list[Path]:
-    """`results/<game>/clock-eval/<split>-cells.csv`, `<split>-scores.csv` and
-    `<split>-scores.json` from the split's cell files."""
+    """`results/<game>/clock-eval/<split>-cells.csv`, `<split>-scores.csv`, `<split>-pairs.csv`
+    (`pair_rows`, when a gate was played) and `<split>-scores.json` (last) from the split's
+    cell files."""
     cells = load_cells(root, game_id, split)
     cell_rows, rows = summarize_cells(cells)
     if not rows:
@@ -214,6 +241,10 @@ def write_summary(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     paths = [folder / f"{split}-cells.csv", folder / f"{split}-scores.csv"]
     _write_csv(paths[0], cell_rows)
     _write_csv(paths[1], rows)
+    pairs = pair_rows(cells)
+    if pairs:
+        paths.append(folder / f"{split}-pairs.csv")
+        _write_csv(paths[-1], pairs)
     paths.append(folder / f"{split}-scores.json")
     paths[-1].write_text(json.dumps({"cells": cell_rows, "players": rows}, indent=1))
     return paths

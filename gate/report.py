@@ -28,6 +28,8 @@ README_BEGIN = "<!-- results:begin (rtplan report writes this table) -->"
 README_END = "<!-- results:end -->"
 CLOCK_README_BEGIN = "<!-- clock-results:begin (rtplan report writes this table) -->"
 CLOCK_README_END = "<!-- clock-results:end -->"
+#: The clock games' splits `report` summarises (tuning cells are model selection, not results).
+CLOCK_SPLITS = ("eval", "holdout")
 #: Normalised episode bins of the strategy profiles.
 PROFILE_BINS = 10
 
@@ -247,13 +249,15 @@ def report(
     rows, files, clock_files, clock_players = [], [], [], {}
     for game_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         game = game_dir.name
-        # Clock games: their own tables and figures under <game>/clock-eval/.
-        summary = write_summary(root, game, "eval")
-        clock_files += summary
-        if summary:
-            clock_players[game] = json.loads(summary[-1].read_text())["players"]
-            if figures:
-                clock_files += clock_figures(root, game, "eval")
+        # Clock games: their own tables and figures under <game>/clock-eval/, per split played
+        # (eval; holdout for a pre-registered second look); the README's table is eval's.
+        for split in CLOCK_SPLITS:
+            summary = write_summary(root, game, split)
+            clock_files += summary
+            if summary and split == "eval":
+                clock_players[game] = json.loads(summary[-1].read_text())["players"]
+            if summary and figures:
+                clock_files += clock_figures(root, game, split)
         evals = load_conditions(root, game, "eval")
         if not evals:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import jax
@@ -252,15 +253,17 @@ def test_report_writes_the_clock_table_into_the_readme(tmp_path):
         "greedy": {6: [1, 0, 0, 0], 14: [1, 1, 1, 1]},
     }
     out = tmp_path / "results"
-    for player, by_t0 in scores.items():
-        for t0, r in by_t0.items():
-            path = clock_eval.cell_file(out, GAME, "eval", player, "random", t0)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({
-                "player": player, "opponent": "random", "t0": t0, "returns": r,
-                "game_ids": [f"g{t0}-{i}" for i in range(4)], "options": ["12", "0", "1", "2"],
-                "clocks_end": [[t0, t0]] * 4, "seeds": [0, 1],
-            }))  # fmt: skip
+    splits = {"eval": scores, "holdout": {"gate-x": scores["gate"], "k2": scores["k2"]}}
+    for split, players in splits.items():
+        for player, by_t0 in players.items():
+            for t0, r in by_t0.items():
+                path = clock_eval.cell_file(out, GAME, split, player, "random", t0)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps({
+                    "player": player, "opponent": "random", "t0": t0, "returns": r,
+                    "game_ids": [f"g{t0}-{i}" for i in range(4)], "options": ["12", "0", "1", "2"],
+                    "clocks_end": [[t0, t0]] * 4, "seeds": [0, 1],
+                }))  # fmt: skip
     readme = tmp_path / "README.md"
     readme.write_text(f"a\n{report.CLOCK_README_BEGIN}\nold\n{report.CLOCK_README_END}\nb\n")
     out_ = report.report(out, readme=readme, figures=False)
@@ -281,5 +284,20 @@ def test_report_writes_the_clock_table_into_the_readme(tmp_path):
         "random, policy-only, proportional, midpeak, uncertainty",
     ]
     assert row == "| " + " | ".join(cells) + " |"
+    # The gate against each player, paired (what a pre-registered rule with fixed bars reads).
+    with (out / GAME / "clock-eval" / "eval-pairs.csv").open() as f:
+        pairs = {(r["versus"], r["t0"]): r for r in csv.DictReader(f) if r["player"] == "gate"}
+    assert sorted({v for v, _ in pairs}) == ["greedy", "k2", "k4"]
+    d_k4 = gate - np.array([0, 0, 0, 0, 1, 0, 0, 0])
+    for versus, d in (("k2", d_fixed), ("greedy", d_heur), ("k4", d_k4)):
+        assert float(pairs[versus, "mean"]["diff"]) == pytest.approx(d.mean())
+        assert float(pairs[versus, "mean"]["se"]) == pytest.approx(se(d))
+    assert float(pairs["k2", "6"]["diff"]) == pytest.approx(d_fixed[:4].mean())
+    # The holdout split is summarised beside eval's (a second gate under its own name); the
+    # README's table stays eval's.
+    with (out / GAME / "clock-eval" / "holdout-pairs.csv").open() as f:
+        (held,) = [r for r in csv.DictReader(f) if r["t0"] == "mean"]
+    assert (held["player"], held["versus"]) == ("gate-x", "k2")
+    assert float(held["diff"]) == pytest.approx(d_fixed.mean())
     assert readme.read_text().startswith(f"a\n{report.CLOCK_README_BEGIN}\n| game (games")
     assert readme.read_text().endswith(f"{report.CLOCK_README_END}\nb\n")
