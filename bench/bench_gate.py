@@ -14,8 +14,8 @@ PPO update: one update (4 epochs, one minibatch of `--batch` x `--update-steps` 
 paper iteration is 192 times 64 samples) for the mlp gate and the paper's conv gate on the same
 rollout.
 Training throughput: whole PPO iterations (rollout of `--steps` meta-steps at `--batch` games,
-then the update) with each k-group's option on one device and split across two
-(`OptionRunner(devices=2)`, one host device per core); meta-steps/s and frames/s, the median
+then the update) on one device and data parallel over two (`GatePPO` with `devices=2`: each
+device plays half the games, one host device per core); meta-steps/s and frames/s, the median
 over the iterations after the first, with the time JAX spent tracing and compiling (new group
 sizes appear as the sampled mix changes) taken out, as `jax.monitoring` reports it.
 """

@@ -282,8 +282,14 @@ def test_two_processes_train_exactly_like_one_process_with_two_devices(
     assert not outs[1].exists()
     meta = ckpt.load_metadata(outs[0] / "checkpoint.msgpack")
     assert meta["processes"] == 2 and meta["devices"] == 2 and meta["iteration"] == 2
-    params = [ckpt.load(out / "gate.msgpack")[0]["params"] for out in (reference_out, outs[0])]
-    leaves = [jax.tree.leaves(p) for p in params]
+    from gate.policy import load_gate
+    from planner.store import load_planner
+
+    planner = Planner(load_planner(GAME, planner_file)[0])
+    leaves = [
+        jax.tree.leaves(load_gate(out / "gate.msgpack", planner)[1])
+        for out in (reference_out, outs[0])
+    ]
     assert len(leaves[0]) == len(leaves[1]) > 0
     assert all(np.array_equal(a, b) for a, b in zip(*leaves, strict=True))
     timing = ("wall_time", "iter_seconds", "frames_per_s")
