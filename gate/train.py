@@ -422,17 +422,30 @@ class GatePPO:
             params=self._put(params), opt_state=self._put(opt_state), actors=actors, key=key
         )
 
+    def learn(self, params, opt_state, steps: list, stats: list, key: jax.Array):
+        """The PPO update of a rollout over every device: (params, Adam state, host stats).
+
+        Args:
+            params: the gate variables, replicated over the mesh (`GateState.params`).
+            opt_state: the Adam state, replicated likewise.
+            steps: `rollout`'s steps, one `[T, B / D]` tree per local device.
+            stats: `rollout`'s stats, likewise.
+            key: the update's key (the same on every process).
+
+        Returns:
+            The new params and Adam state (replicated), and the update's mean stats with the
+            rollout's totals over all devices (`frames`, `episodes`, `return_sum`,
+            `frames_sum`, `count<i>` samples of budget index i, and `missed` when simulated).
+        """
+        params, opt_state, out = self._learn(
+            params, opt_state, self._global(steps), self._global(stats), self._put(key)
+        )
+        return params, opt_state, jax.device_get(out)  # replicated: each process has them all
+
     def step(self, state: GateState) -> tuple[GateState, dict]:
         key, roll_key, learn_key = jax.random.split(state.key, 3)
         actors, steps, stats = self.rollout(state.params, state.actors, roll_key)
-        params, opt_state, out = self._learn(
-            state.params,
-            state.opt_state,
-            self._global(steps),
-            self._global(stats),
-            self._put(learn_key),
-        )
-        out = jax.device_get(out)  # replicated: every process has the totals of all
+        params, opt_state, out = self.learn(state.params, state.opt_state, steps, stats, learn_key)
         samples = self.cfg.num_envs * self.cfg.meta_steps
         counts = np.array([int(out.pop(f"count{i}")) for i in range(len(self.budgets))])
         totals = {n: out.pop(n) for n in ("episodes", "frames", "return_sum", "frames_sum")}

@@ -170,7 +170,8 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
                           gate_stats=stats)  # fmt: skip
     algo = GatePPO(cfg)
     state = algo.init()
-    states = state.actors.states
+    (shard,) = state.actors  # one device
+    states = shard.states
 
     def loss(gate_params, planner_params):
         x = algo.gate.inputs(planner_params, states)
@@ -221,7 +222,8 @@ def test_init_k_starts_the_policy_at_that_budget(planner_file):
     plain = GatePPO(GateTrainConfig(**kw))
     algo = GatePPO(GateTrainConfig(**kw, init_k=2, init_prob=0.8))
     state, plain_state = algo.init(), plain.init()
-    states = state.actors.states
+    (shard,) = state.actors  # one device
+    states = shard.states
     decision = algo.gate.decide(state.params, algo.planner_params, states)
     assert decision.probabilities[:, 1].tolist() == pytest.approx([0.8] * 4, abs=0.02)
     assert decision.k.tolist() == [2, 2, 2, 2]
