@@ -14,8 +14,8 @@ PPO update: one update (4 epochs, one minibatch of `--batch` x `--update-steps` 
 paper iteration is 192 times 64 samples) for the mlp gate and the paper's conv gate on the same
 rollout.
 Training throughput: whole PPO iterations (rollout of `--steps` meta-steps at `--batch` games,
-then the update) with each k-group's option on one device and split across two
-(`OptionRunner(devices=2)`, one host device per core); meta-steps/s and frames/s, the median
+then the update) on one device and data parallel over two (`GatePPO` with `devices=2`: each
+device plays half the games, one host device per core); meta-steps/s and frames/s, the median
 over the iterations after the first, with the time JAX spent tracing and compiling (new group
 sizes appear as the sampled mix changes) taken out, as `jax.monitoring` reports it.
 """
@@ -59,7 +59,8 @@ def latency(game_id: str, calls: int) -> None:
             GateTrainConfig(game_id=game_id, gate=kind, num_envs=1, minibatches=1, devices=1)
         )
         state = algo.init()
-        states = state.actors.states
+        (shard,) = state.actors  # one device
+        states = shard.states
         fn = functools.partial(algo._decide, greedy=True)
         t = time_calls(fn, state.params, algo.planner_params, states, state.key, calls=calls)
         print(f"| gate decision ({kind}: planner forward + gate) | {_fmt(t)} |", flush=True)
@@ -78,7 +79,8 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     budgets = algo.budgets
     rng = np.random.default_rng(0)
     ks = rng.choice(budgets, size=batch)
-    pp, states = algo.planner_params, state.actors.states
+    pp, (shard,) = algo.planner_params, state.actors  # one device
+    states = shard.states
     keys = jax.random.split(jax.random.PRNGKey(3), batch)
 
     options = {k: jax.jit(functools.partial(algo.planner.option, k=k)) for k in budgets}
@@ -173,9 +175,9 @@ def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     for kind in ("mlp", "paper"):
         algo = GatePPO(dataclasses.replace(cfg, gate=kind))
         state = algo.init()
-        _, rollout, _ = algo.rollout(state.params, state.actors, state.key)
-        args = (state.params, state.opt_state, rollout, state.key)
-        t = time_calls(algo._learn, *args, calls=calls, warmup=1)
+        _, rollout, stats = algo.rollout(state.params, state.actors, state.key)
+        args = (state.params, state.opt_state, rollout, stats, state.key)
+        t = time_calls(algo.learn, *args, calls=calls, warmup=1)
         base = np.median(t) if base is None else base
         print(f"| {kind} | {_fmt(t)} | {np.median(t) / base:.0f} |", flush=True)
 

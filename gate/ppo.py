@@ -186,11 +186,17 @@ def make_update(
     clip: float,
     vf_coef: float,
     ent_coef: float,
+    axis_name: str | None = None,
 ):
     """`update(params, opt_state, batch, key) -> (params, opt_state, mean stats)`: `epochs`
-    passes over a random permutation of `batch` `[N]` in `minibatches` slices."""
+    passes over a random permutation of `batch` `[N]` in `minibatches` slices.
+
+    With `axis_name` (data parallel, inside `jax.shard_map` or a named `vmap`) `batch` and `key`
+    are one device's: it permutes and slices its own samples, and each Adam step applies the
+    gradient averaged over the axis (`pmean`), so replicated params stay equal on every device;
+    the stats are averaged too. Advantages are normalised over each device's minibatch."""
     loss = functools.partial(ppo_loss, net=net, clip=clip, vf_coef=vf_coef, ent_coef=ent_coef)
-    return _epochs(loss, optimizer, epochs=epochs, minibatches=minibatches)
+    return _epochs(loss, optimizer, epochs=epochs, minibatches=minibatches, axis_name=axis_name)
 
 
 def make_clock_update(
@@ -209,10 +215,23 @@ def make_clock_update(
     return _epochs(loss, optimizer, epochs=epochs, minibatches=minibatches)
 
 
-def _epochs(loss, optimizer: optax.GradientTransformation, *, epochs: int, minibatches: int):
+def _epochs(
+    loss,
+    optimizer: optax.GradientTransformation,
+    *,
+    epochs: int,
+    minibatches: int,
+    axis_name: str | None = None,
+):
     """`epochs` passes of Adam steps of `loss(params, batch=minibatch)` over random
-    permutations of the samples (leading axis) in `minibatches` slices."""
+    permutations of the samples (leading axis) in `minibatches` slices; with `axis_name`, of
+    the gradient and stats averaged over that axis (`make_update`)."""
     grad_fn = jax.value_and_grad(lambda p, b: loss(p, batch=b), has_aux=True)
+    if axis_name is not None:
+        local_grad_fn = grad_fn
+
+        def grad_fn(params, mb):
+            return jax.lax.pmean(local_grad_fn(params, mb), axis_name)
 
     def update(params, opt_state, batch, key: jax.Array):
         n = batch.action.shape[0]

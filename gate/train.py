@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
@@ -22,27 +24,29 @@ from gate.ppo import Batch, make_update
 from gate.train_config import GateTrainConfig
 from harness import checkpoint as ckpt
 from harness.checkpoint import checkpoint_root
-from harness.run import Run
+from harness.run import Run, data_parallel_processes
 from planner import actors as ac
 from planner.actors import Actors
 from planner.batching import OptionRunner
 from planner.options import OptionOutput, Planner
 from planner.store import load_planner, planner_path
 
-__all__ = ["EXPORT", "GatePPO", "GateState", "gate_trainer", "prior_init"]
+__all__ = ["AXIS", "EXPORT", "GatePPO", "GateState", "gate_trainer", "prior_init"]
 
 #: The exported params of a run folder (what the services will load).
 EXPORT = "gate.msgpack"
+#: The mesh axis of the data-parallel devices (the games and their samples are split along it).
+AXIS = "d"
 
 
 @struct.dataclass
 class GateState:
     """Everything that changes during a run."""
 
-    params: Any  # gate variables
-    opt_state: Any  # Adam state
-    actors: Actors  # [B] running games
-    key: jax.Array  # [2] learner PRNG key (k sampling, minibatch order)
+    params: Any  # gate variables, replicated over the mesh
+    opt_state: Any  # Adam state, replicated over the mesh
+    actors: tuple[Actors, ...]  # [B / D] running games of each of this process's devices
+    key: jax.Array  # [2] learner PRNG key (k sampling, minibatch order), on the host
 
 
 def _stack(steps: list):
@@ -74,8 +78,7 @@ class GatePPO:
        call runs the frozen planner's forward and the gate at s_t and samples k; the
        `OptionRunner` runs option k for each game, grouped by k, so only the chosen options
        are computed (never all four); one jitted call takes the gate's value at the state the
-       option ended in (the truncation bootstrap), and resets finished games. Each group's
-       option is split across `devices` (one per core on CPU).
+       option ended in (the truncation bootstrap), and resets finished games.
     2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
        `minibatches` Adam steps of the clipped PPO loss.
 
@@ -89,6 +92,22 @@ class GatePPO:
     planner's search runs deterministically (its config's gumbel_scale, 0 when shipped): the
     gate learns the planner as it is deployed. The checkpoint holds the gate params, Adam state
     and the learner key; games in flight are not saved (a resumed run starts new ones).
+
+    Data parallel over `devices` D devices (a 1-D mesh, axis `AXIS`; on CPU one per core):
+    device i plays games [i B/D, (i+1) B/D) of the `num_envs` B (its own `OptionRunner` calls
+    on that device, its k sampled with the meta-step's key folded with i), computes GAE on its
+    own steps, shuffles and splits its own samples into `minibatches` (so a minibatch is the D
+    devices' slices, and advantages are normalised per slice), and every Adam step applies the
+    gradient averaged over the devices (`pmean` in `gate.ppo.make_update`), so the params stay
+    replicated. One device is the plain algorithm, with the keys it always had.
+
+    Several processes (`jax.distributed`, e.g. one per GPU host): the mesh spans every
+    process's devices and each process plays the games of its own; the logged metrics are
+    summed over all of them inside the update. So an iteration equals the one of a single
+    process with as many devices, bitwise on XLA:CPU (tested). There is no evaluation during
+    training (evaluate the exported params). Params, Adam state and the learner key are the
+    same on every process, so process 0's checkpoint (every process reads it: a shared folder)
+    resumes the job, with any process and device count that divides `num_envs`.
     """
 
     kind = "gate"
@@ -106,6 +125,20 @@ class GatePPO:
         self.planner_sha256 = file_sha256(path)
         self.planner_commit = pmeta.get("git_commit")
         self.devices = cfg.devices
+        self.processes = data_parallel_processes(self.devices, eval_every=cfg.eval_every)
+        if self.devices > jax.device_count():
+            raise ValueError(
+                f"devices={self.devices} but JAX sees {jax.device_count()} device(s); on CPU set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={self.devices} before jax is "
+                "imported (the CLI's --devices does this)"
+            )
+        self.mesh = Mesh(np.array(jax.devices()[: self.devices]), (AXIS,))
+        # This process's shards: (index on the mesh, device), in mesh order.
+        self._shards = [
+            (i, d)
+            for i, d in enumerate(self.mesh.devices.flat)
+            if d.process_index == jax.process_index()
+        ]
         self.planner = _planner(pcfg)
         if self.planner.two_player:
             raise ValueError(f"{cfg.game_id} is a clock game; its gate is recurrent (not here)")
@@ -113,11 +146,13 @@ class GatePPO:
         self.budgets = tuple(pcfg.budgets)
         self.gamma = cfg.gamma if cfg.gamma is not None else pcfg.gamma
         self.gate = Gate(self.planner, cfg.gate_config)
-        max_batch = max(cfg.num_envs, cfg.eval_episodes)
+        # One device per runner call: a shard's options run on the device its games are on.
+        max_batch = max(cfg.device_envs, cfg.eval_episodes)
         if self.gate.future is None:
-            self.runner = _runner(pcfg, max_batch, self.devices)
+            self.runner = _runner(pcfg, max_batch, 1)
         else:  # the options' trees expect the gate's own budgets
-            self.runner = self.gate.runner(max_batch, self.devices)
+            self.runner = self.gate.runner(max_batch, 1)
+        self._local_planner = [jax.device_put(self.planner_params, d) for _, d in self._shards]
         self.value_scale = self.gate.value_scale
         self.net = self.gate.net
         self._init_sha256 = None
@@ -162,7 +197,14 @@ class GatePPO:
         self._decide = jax.jit(self._decide_fn, static_argnames="greedy")
         self._finish = jax.jit(self._finish_fn)
         self._init_actors = jax.jit(self._init_actors_fn, static_argnums=1)
-        self._learn = jax.jit(self._learn_fn)
+        self._learn = jax.jit(
+            jax.shard_map(
+                self._learn_fn,
+                mesh=self.mesh,
+                in_specs=(P(), P(), P(None, AXIS), P(None, AXIS), P()),
+                out_specs=(P(), P(), P()),
+            )
+        )
 
     # ---- pure pieces (jitted in __init__) ----
 
@@ -194,8 +236,16 @@ class GatePPO:
         actors, stats = ac.advance(actors, out, fresh, actors.keys)
         return actors, record, stats
 
-    def _learn_fn(self, params, opt_state, steps: dict, key):
+    def _shard_key(self, key: jax.Array, index) -> jax.Array:
+        """Device `index`'s key of a step: `key` folded with it (one device: `key` itself)."""
+        return key if self.devices == 1 else jax.random.fold_in(key, index)
+
+    def _learn_fn(self, params, opt_state, steps: dict, stats: dict, key):
+        """One device's share of the update (under `shard_map`): GAE and PPO on its own
+        `[T, B / D]` steps with gradients averaged over `AXIS`; returns (params, Adam state,
+        the update's stats and the rollout's `_TOTALS` and budget counts over all devices)."""
         cfg = self.cfg
+        key = self._shard_key(key, jax.lax.axis_index(AXIS))
         adv, target = smdp_gae(
             steps["reward"],
             steps["value"],
@@ -225,8 +275,12 @@ class GatePPO:
             clip=cfg.clip,
             vf_coef=cfg.vf_coef,
             ent_coef=cfg.entropy_coef,
+            axis_name=AXIS,
         )
-        return update(params, opt_state, batch, key)
+        params, opt_state, lstats = update(params, opt_state, batch, key)
+        totals = {name: x.sum() for name, x in stats.items()}
+        totals.update({f"count{i}": (steps["action"] == i).sum() for i in range(len(self.budgets))})
+        return params, opt_state, dict(lstats, **jax.lax.psum(totals, AXIS))
 
     # ---- rollout ----
 
@@ -235,37 +289,76 @@ class GatePPO:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         return split[:, 0], split[:, 1], split[:, 2]
 
-    def rollout(self, params, actors: Actors, key: jax.Array):
-        """`meta_steps` meta-steps of every game; returns (actors, time-major steps, stats).
-        A simulated deployment adds each option's miss to the stats (`missed`)."""
-        steps, stats = [], []
+    def rollout(self, params, actors: tuple[Actors, ...], key: jax.Array):
+        """`meta_steps` meta-steps of the games of this process's devices, the devices' steps
+        interleaved (each waits on its own k only, so the devices run side by side).
+
+        Args:
+            params: the gate variables, replicated over the mesh.
+            actors: each local device's `[B / D]` games, on its device.
+            key: the rollout's key (each meta-step splits one off, folded per device).
+
+        Returns:
+            (actors, steps, stats), the last two one per local device, time-major `[T, B / D]`
+            on its device: the decisions' records, and the `planner.actors.advance` stats per
+            meta-step `[T, 1]` (with a simulated deployment also `missed` `[T, B / D]`).
+        """
+        actors = list(actors)
+        params = [_on(params, d) for _, d in self._shards]
+        steps = [[] for _ in self._shards]
+        stats = [[] for _ in self._shards]
         for _ in range(self.cfg.meta_steps):
             key, sample_key = jax.random.split(key)
-            x, action, log_prob, value = self._decide(
-                params, self.planner_params, actors.states, sample_key
-            )
-            carried, option_keys, reset_keys = self.option_keys(actors.keys)
-            ks = self._budget_arr[np.asarray(action)]
-            latency = {}
-            if self._miss_probs is not None:
-                miss = self._draw_misses(sample_key, action, self._miss_probs)
-                latency = dict(miss=miss, fallback=self.cfg.latency_fallback)
-            out = self.runner(
-                self.planner_params,
-                option_keys,
-                actors.states,
-                ks,
-                future_params=self.gate.future_params(params),
-                **latency,
-            )
-            actors, record, stat = self._finish(
-                params, self.planner_params, actors.replace(keys=carried), out, reset_keys
-            )
-            if latency:
-                stat = dict(stat, missed=latency["miss"])
-            steps.append(dict(record, inputs=x, action=action, log_prob=log_prob, value=value))
-            stats.append(stat)
-        return actors, _stack(steps), jax.device_get(_stack(stats))
+            for j, (i, device) in enumerate(self._shards):
+                shard_key = jax.device_put(self._shard_key(sample_key, i), device)
+                actors[j], step, stat = self._meta_step(
+                    params[j], self._local_planner[j], actors[j], shard_key
+                )
+                steps[j].append(step)
+                stats[j].append(stat)
+        stats = [
+            {n: x if n == "missed" else x[:, None] for n, x in _stack(s).items()} for s in stats
+        ]
+        return tuple(actors), [_stack(s) for s in steps], stats
+
+    def _meta_step(self, params, planner_params, actors: Actors, sample_key: jax.Array):
+        """One meta-step of one device's games: (actors, the step's record, its stats)."""
+        x, action, log_prob, value = self._decide(params, planner_params, actors.states, sample_key)
+        carried, option_keys, reset_keys = self.option_keys(actors.keys)
+        ks = self._budget_arr[np.asarray(action)]
+        latency = {}
+        if self._miss_probs is not None:
+            miss = self._draw_misses(sample_key, action, self._miss_probs)
+            latency = dict(miss=miss, fallback=self.cfg.latency_fallback)
+        out = self.runner(
+            planner_params,
+            option_keys,
+            actors.states,
+            ks,
+            future_params=self.gate.future_params(params),
+            **latency,
+        )
+        actors, record, stat = self._finish(
+            params, planner_params, actors.replace(keys=carried), out, reset_keys
+        )
+        if latency:
+            stat = dict(stat, missed=latency["miss"])
+        return actors, dict(record, inputs=x, action=action, log_prob=log_prob, value=value), stat
+
+    def _global(self, shards: list):
+        """One `[T, B]` array per leaf, sharded over the mesh, of the local devices' `[T, B / D]`
+        leaves (`rollout`'s steps and stats); the other processes hold the other devices'."""
+        sharding = NamedSharding(self.mesh, P(None, AXIS))
+
+        def glue(*xs):
+            shape = (xs[0].shape[0], xs[0].shape[1] * self.devices, *xs[0].shape[2:])
+            return jax.make_array_from_single_device_arrays(shape, sharding, list(xs))
+
+        return jax.tree.map(glue, *shards)
+
+    def _put(self, tree):
+        """`tree` (host values, the same on every process) replicated over the mesh."""
+        return jax.device_put(jax.device_get(tree), NamedSharding(self.mesh, P()))
 
     # ---- harness.Algorithm ----
 
@@ -278,6 +371,7 @@ class GatePPO:
             "planner_git_commit": self.planner_commit,
             "tuning_seed_base": TUNING_SEED_BASE,
             "devices": self.devices,
+            "processes": self.processes,
             **({} if self.latency is None else {"latency": self.latency}),
             **({} if self.cfg.init_gate is None else {"init_gate_sha256": self._init_sha256}),
         }
@@ -317,29 +411,55 @@ class GatePPO:
 
     def _state(self, params, opt_state, key) -> GateState:
         key, actor_key = jax.random.split(key)
-        return GateState(
-            params=params,
-            opt_state=opt_state,
-            actors=self._init_actors(actor_key, self.cfg.num_envs),
-            key=key,
+        # Every process draws all the games (the same ones), then keeps its devices' shares.
+        games = self._init_actors(actor_key, self.cfg.num_envs)
+        n = self.cfg.device_envs
+        actors = tuple(
+            jax.device_put(jax.tree.map(lambda x, i=i: x[i * n : (i + 1) * n], games), d)
+            for i, d in self._shards
         )
+        return GateState(
+            params=self._put(params), opt_state=self._put(opt_state), actors=actors, key=key
+        )
+
+    def learn(self, params, opt_state, steps: list, stats: list, key: jax.Array):
+        """The PPO update of a rollout over every device: (params, Adam state, host stats).
+
+        Args:
+            params: the gate variables, replicated over the mesh (`GateState.params`).
+            opt_state: the Adam state, replicated likewise.
+            steps: `rollout`'s steps, one `[T, B / D]` tree per local device.
+            stats: `rollout`'s stats, likewise.
+            key: the update's key (the same on every process).
+
+        Returns:
+            The new params and Adam state (replicated), and the update's mean stats with the
+            rollout's totals over all devices (`frames`, `episodes`, `return_sum`,
+            `frames_sum`, `count<i>` samples of budget index i, and `missed` when simulated).
+        """
+        params, opt_state, out = self._learn(
+            params, opt_state, self._global(steps), self._global(stats), self._put(key)
+        )
+        return params, opt_state, jax.device_get(out)  # replicated: each process has them all
 
     def step(self, state: GateState) -> tuple[GateState, dict]:
         key, roll_key, learn_key = jax.random.split(state.key, 3)
         actors, steps, stats = self.rollout(state.params, state.actors, roll_key)
-        params, opt_state, lstats = self._learn(state.params, state.opt_state, steps, learn_key)
-        metrics = {k: float(v) for k, v in jax.device_get(lstats).items()}
-        ks = self._budget_arr[np.asarray(steps["action"])]
-        metrics["mean_k"] = float(ks.mean())
-        metrics.update({f"k{b}": float((ks == b).mean()) for b in self.budgets})
-        episodes = int(stats["episodes"].sum())
+        params, opt_state, out = self.learn(state.params, state.opt_state, steps, stats, learn_key)
+        samples = self.cfg.num_envs * self.cfg.meta_steps
+        counts = np.array([int(out.pop(f"count{i}")) for i in range(len(self.budgets))])
+        totals = {n: out.pop(n) for n in ("episodes", "frames", "return_sum", "frames_sum")}
+        metrics = {k: float(v) for k, v in out.items() if k != "missed"}
+        metrics["mean_k"] = float(counts @ self._budget_arr) / samples
+        metrics.update({f"k{b}": float(c) / samples for b, c in zip(self.budgets, counts)})
+        episodes = int(totals["episodes"])
         metrics["episodes"] = episodes
-        metrics["frames"] = int(stats["frames"].sum())
-        if "missed" in stats:
-            metrics["miss_rate"] = float(np.mean(stats["missed"]))
+        metrics["frames"] = int(totals["frames"])
+        if "missed" in out:
+            metrics["miss_rate"] = float(out["missed"]) / samples
         if episodes:
-            metrics["episode_return"] = float(stats["return_sum"].sum()) / episodes
-            metrics["episode_frames"] = float(stats["frames_sum"].sum()) / episodes
+            metrics["episode_return"] = float(totals["return_sum"]) / episodes
+            metrics["episode_frames"] = float(totals["frames_sum"]) / episodes
         else:
             metrics["episode_return"] = metrics["episode_frames"] = None
         return GateState(params=params, opt_state=opt_state, actors=actors, key=key), metrics
@@ -349,7 +469,8 @@ class GatePPO:
         (eval_mean, the eval columns)."""
         del iteration
         seeds = seeds_of("tuning", self.cfg.eval_episodes)
-        choose = gate_chooser(self.gate, state.params, self.planner_params)
+        params = self.params(state)  # on the host: the runner's calls take it to their device
+        choose = gate_chooser(self.gate, params, self.planner_params)
         latency = {}
         if self._miss_probs is not None:
             probs = dict(zip(self.budgets, np.asarray(self._miss_probs).tolist()))
@@ -360,7 +481,7 @@ class GatePPO:
             seeds,
             choose,
             max_decisions=self.cfg.eval_max_meta_steps,
-            future_params=self.gate.future_params(state.params),
+            future_params=self.gate.future_params(params),
             **latency,
         )
         mean_k = float(np.mean([k.mean() for k in ep.ks if len(k)]))
@@ -389,6 +510,13 @@ class GatePPO:
     def restore(self, tree: dict, meta: dict) -> GateState:
         del meta
         return self._state(tree["params"], tree["opt_state"], jnp.asarray(tree["key"]))
+
+
+def _on(tree, device):
+    """Device `device`'s copy of a `tree` replicated over a mesh."""
+    return jax.tree.map(
+        lambda x: next(s.data for s in x.addressable_shards if s.device == device), tree
+    )
 
 
 def prior_init(params, budgets: tuple[int, ...], k: int, prob: float, kernel_scale: float = 0.01):

@@ -59,10 +59,12 @@ class GateTrainConfig:
         None, "Frozen planner checkpoint; None: checkpoints/<game>/planner.msgpack."
     )
     iterations: int = knob(1000, "PPO updates (rollout + epochs) of the whole run.")
-    num_envs: int = knob(32, "Games played in parallel.")
+    num_envs: int = knob(32, "Games played in parallel (all devices' together).")
     meta_steps: int = knob(384, "Meta-steps (gate decisions) per game per rollout.")
     epochs: int = knob(4, "Passes over each rollout.")
-    minibatches: int = knob(16, "Minibatches per pass (they must divide num_envs * meta_steps).")
+    minibatches: int = knob(
+        16, "Minibatches per pass (they must divide num_envs / devices * meta_steps)."
+    )
     gamma: float | None = knob(
         None, "Discount per frame; None: the planner's (0.997 Snake, 0.99 the others)."
     )
@@ -137,8 +139,9 @@ class GateTrainConfig:
     seed: int = knob(0, "Seed of the gate parameters, the training games and the sampled k.")
     devices: int = knob(
         1,
-        "Devices each option group is split across (jax.shard_map; on CPU one per core). At 32 "
-        "games two were slower than one (bench/bench_gate.py): train two runs, one per core.",
+        "Data-parallel devices (on CPU one per core; with several processes all of theirs): "
+        "each plays num_envs / devices of the games and the update averages their gradients. "
+        "(The clock gate splits each option group across them.)",
     )
 
     def __post_init__(self) -> None:
@@ -150,10 +153,15 @@ class GateTrainConfig:
         for name in ("eval_every", "checkpoint_every", "eval_episodes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.num_envs * self.meta_steps % self.minibatches:
+        if self.num_envs % self.devices:
             raise ValueError(
-                f"minibatches={self.minibatches} does not divide a rollout of "
-                f"{self.num_envs} x {self.meta_steps} meta-steps"
+                f"num_envs={self.num_envs} is not divisible by devices={self.devices} (each "
+                "device plays its share of the games)"
+            )
+        if self.device_envs * self.meta_steps % self.minibatches:
+            raise ValueError(
+                f"minibatches={self.minibatches} does not divide a device's rollout of "
+                f"{self.device_envs} x {self.meta_steps} meta-steps"
             )
         if self.reward_mode not in REWARD_MODES:
             raise ValueError(f"reward_mode {self.reward_mode!r} is not one of {REWARD_MODES}")
@@ -184,8 +192,13 @@ class GateTrainConfig:
         return games.game_record(self.game_id).gate_entropy
 
     @property
+    def device_envs(self) -> int:
+        """Games each device plays."""
+        return self.num_envs // self.devices
+
+    @property
     def minibatch_size(self) -> int:
-        """Samples per minibatch."""
+        """Samples per minibatch (all devices' slices together)."""
         return self.num_envs * self.meta_steps // self.minibatches
 
     @property

@@ -96,6 +96,34 @@ def _process_index() -> int:
     return jax.process_index()
 
 
+def data_parallel_processes(devices: int, *, eval_every: int) -> int:
+    """The processes of this `jax.distributed` job (1 when it runs alone), checked against a
+    data-parallel run over a mesh of `devices` devices.
+
+    Several processes run one program whose collectives cross them, so the mesh must span
+    every process's devices, and there is no evaluation during training (each process would
+    play its own; evaluate the exported params instead).
+
+    Raises:
+        ValueError: several processes, and `devices` is not all of their devices or
+            `eval_every` is not 0.
+    """
+    import jax
+
+    processes = jax.process_count()
+    if processes > 1 and devices != jax.device_count():
+        raise ValueError(
+            f"devices={devices}, but the mesh of {processes} processes must span all their "
+            f"{jax.device_count()} devices"
+        )
+    if processes > 1 and eval_every:
+        raise ValueError(
+            "no evaluation during a run of several processes: set eval_every=0 "
+            "(--eval-every 0) and evaluate the exported params (rtplan eval)"
+        )
+    return processes
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return ""

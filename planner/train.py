@@ -14,7 +14,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from harness import checkpoint as ckpt
-from harness.run import BEST, CHECKPOINT, LOG, Run
+from harness.run import BEST, CHECKPOINT, LOG, Run, data_parallel_processes
 from harness.stats import standard_error
 from planner import replay as rb
 from planner.configs import config_from_dict, config_to_dict
@@ -112,17 +112,7 @@ class ExpertIteration:
         self.cfg = cfg
         self.name = cfg.game_id
         self.ndev = device_count(cfg)
-        self.processes = jax.process_count()
-        if self.processes > 1 and self.ndev != jax.device_count():
-            raise ValueError(
-                f"devices={self.ndev}, but the mesh of {self.processes} processes must span "
-                f"all their {jax.device_count()} devices"
-            )
-        if self.processes > 1 and cfg.eval_every:
-            raise ValueError(
-                "no evaluation during a run of several processes: set eval_every=0 "
-                "(--eval-every 0) and evaluate the exported params (rtplan eval)"
-            )
+        self.processes = data_parallel_processes(self.ndev, eval_every=cfg.eval_every)
         if cfg.batch // self.ndev * cfg.unroll > cfg.replay_capacity // self.ndev:
             raise ValueError(
                 f"replay_capacity={cfg.replay_capacity} is smaller than one iteration's "

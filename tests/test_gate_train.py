@@ -10,15 +10,18 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import optax
 import pytest
 
 from gate import Batch, GateTrainConfig, ppo_loss
-from gate.train import GatePPO
+from gate.gae import smdp_gae
+from gate.train import AXIS, GatePPO
 from harness import checkpoint as ckpt
 from planner import Planner
 from planner.store import planner_path, save_planner
 from rtplan.cli import main
-from support import tiny_config
+from support import free_port, tiny_config
 
 GAME = "snake-rt-v0"
 TINY = [
@@ -26,6 +29,13 @@ TINY = [
     "--eval-every", "2", "--eval-episodes", "1", "--eval-max-meta-steps", "3",
     "--gate-channels", "8", "--gate-hidden", "16", "--no-progress",
 ]  # fmt: skip
+#: A 2-device run (one process with two, or two processes with one each): 4 games, 2 per device.
+TWO_DEVICE_RUN = [
+    "--iterations", "2", "--devices", "2", "--num-envs", "4", "--meta-steps", "3",
+    "--epochs", "2", "--minibatches", "2", "--eval-every", "0", "--checkpoint-every", "1",
+    "--gate-channels", "8", "--gate-hidden", "16", "--no-progress",
+]  # fmt: skip
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +48,8 @@ def planner_file(tmp_path_factory):
 
 
 #: Run in a subprocess with two host devices: grouped options split across both equal the
-#: single-device ones, and a 2-device `train-gate` run trains and records its devices.
+#: single-device ones, and a 2-device `train-gate` run (`TWO_DEVICE_RUN`) trains and records
+#: its devices.
 _TWO_DEVICES = """
 import json, os, sys
 os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=2"  # conftest sets it
@@ -67,16 +78,14 @@ print(json.dumps(report))
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def two_devices(planner_file, tmp_path_factory):
-    """The 2-device subprocess, started (it mostly compiles); its test collects it."""
+    """The 2-device subprocess, started (it mostly compiles); its tests collect it."""
     out = tmp_path_factory.mktemp("two") / "run"
     argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
-    argv += ["--iterations", "1", "--devices", "2", *TINY]
-    root = Path(__file__).resolve().parents[1]
-    cmd = [sys.executable, "-c", _TWO_DEVICES, planner_file, str(out), *argv]
+    cmd = [sys.executable, "-c", _TWO_DEVICES, planner_file, str(out), *argv, *TWO_DEVICE_RUN]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
     )
     yield proc, out
     if proc.poll() is None:
@@ -161,7 +170,8 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
                           gate_stats=stats)  # fmt: skip
     algo = GatePPO(cfg)
     state = algo.init()
-    states = state.actors.states
+    (shard,) = state.actors  # one device
+    states = shard.states
 
     def loss(gate_params, planner_params):
         x = algo.gate.inputs(planner_params, states)
@@ -212,7 +222,8 @@ def test_init_k_starts_the_policy_at_that_budget(planner_file):
     plain = GatePPO(GateTrainConfig(**kw))
     algo = GatePPO(GateTrainConfig(**kw, init_k=2, init_prob=0.8))
     state, plain_state = algo.init(), plain.init()
-    states = state.actors.states
+    (shard,) = state.actors  # one device
+    states = shard.states
     decision = algo.gate.decide(state.params, algo.planner_params, states)
     assert decision.probabilities[:, 1].tolist() == pytest.approx([0.8] * 4, abs=0.02)
     assert decision.k.tolist() == [2, 2, 2, 2]
@@ -238,4 +249,143 @@ def test_options_split_across_two_devices_equal_one_device(two_devices):
     assert report["weights"] < 1e-4, report  # another batch shape: float reassociation only
     assert report["cli"] == 0
     meta = ckpt.load_metadata(out / "checkpoint.msgpack")
-    assert meta["devices"] == 2 and meta["iteration"] == 1
+    assert meta["devices"] == 2 and meta["processes"] == 1 and meta["iteration"] == 2
+
+
+@pytest.mark.slow  # three subprocesses compiling (~3-5 min on one core)
+def test_two_processes_train_exactly_like_one_process_with_two_devices(
+    two_devices, planner_file, tmp_path
+):
+    """Two local processes (`jax.distributed`, gloo collectives), one device each, against the
+    module's one process with 2 devices, same flags and seed: each device plays the same two
+    games, so the exported params and the log rows (timings aside) are bitwise equal; only
+    process 0 writes its folder."""
+    coordinator = f"127.0.0.1:{free_port()}"
+    outs = [tmp_path / "p0", tmp_path / "p1"]
+    argv = [sys.executable, "-m", "rtplan", "train-gate", "--game", GAME, "--planner", planner_file]
+    argv += [*TWO_DEVICE_RUN, "--coordinator", coordinator, "--num-processes", "2"]
+    procs = [
+        subprocess.Popen(
+            [*argv, "--out", str(out), "--process-id", str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for i, out in enumerate(outs)
+    ]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-3000:]
+    reference, reference_out = two_devices
+    if reference.returncode is None:  # its own test did not run
+        _, stderr = reference.communicate(timeout=600)
+    assert reference.returncode == 0
+    assert not outs[1].exists()
+    meta = ckpt.load_metadata(outs[0] / "checkpoint.msgpack")
+    assert meta["processes"] == 2 and meta["devices"] == 2 and meta["iteration"] == 2
+    from gate.policy import load_gate
+    from planner.store import load_planner
+
+    planner = Planner(load_planner(GAME, planner_file)[0])
+    leaves = [
+        jax.tree.leaves(load_gate(out / "gate.msgpack", planner)[1])
+        for out in (reference_out, outs[0])
+    ]
+    assert len(leaves[0]) == len(leaves[1]) > 0
+    assert all(np.array_equal(a, b) for a, b in zip(*leaves, strict=True))
+    timing = ("wall_time", "iter_seconds", "frames_per_s")
+    rows = []
+    for out in (reference_out, outs[0]):
+        lines = (out / "log.csv").read_text().splitlines()
+        header = lines[0].split(",")
+        rows.append(
+            [{k: v for k, v in zip(header, r.split(",")) if k not in timing} for r in lines[1:]]
+        )
+    assert rows[0] == rows[1] and len(rows[0]) == 2 and rows[0][-1]["loss"] not in ("", "nan")
+
+
+def test_the_devices_update_averages_their_gradients(planner_file):
+    """The trainer's per-device update, on 2 devices (a named `vmap` standing in for the mesh):
+    each device's GAE and PPO loss over its own games, one Adam step of the mean of the two
+    gradients, the same params on both; the rollout totals summed over both."""
+    cfg = GateTrainConfig(game_id=GAME, planner=planner_file, num_envs=4, meta_steps=3,
+                          epochs=1, minibatches=1, eval_every=0, gate_channels=8,
+                          gate_hidden=16)  # fmt: skip
+    algo = GatePPO(cfg)
+    state = algo.init()
+    params, opt_state = algo.params(state), jax.device_get(state.opt_state)
+    (t, b), keys = (3, 4), jax.random.split(jax.random.PRNGKey(5), 5)
+    x = algo.gate.inputs(algo.planner_params, state.actors[0].states)  # [B] distinct games
+    action = jax.random.randint(keys[0], (t, b), 0, 2)
+    steps = dict(
+        inputs=jax.tree.map(lambda a: jnp.broadcast_to(a, (t, *a.shape)), x),
+        action=action,
+        log_prob=jnp.log(jax.random.uniform(keys[1], (t, b), minval=0.2, maxval=0.8)),
+        value=jax.random.normal(keys[2], (t, b)),
+        next_value=jax.random.normal(keys[3], (t, b)),
+        reward=jax.random.normal(keys[4], (t, b)),
+        frames=1 + action,
+        terminated=jnp.zeros((t, b), bool).at[1, 0].set(True),
+        truncated=jnp.zeros((t, b), bool).at[2, 3].set(True),
+    )
+    stats = dict(
+        frames=jnp.full((t, 2, 1), 5), episodes=jnp.ones((t, 2, 1), jnp.int32),
+        return_sum=jnp.full((t, 2, 1), 0.5), frames_sum=jnp.full((t, 2, 1), 7),
+    )  # fmt: skip
+
+    def shards(x):  # [T, B, ...] -> [T, 2, B/2, ...]
+        return x.reshape(x.shape[0], 2, x.shape[1] // 2, *x.shape[2:])
+
+    learn = jax.vmap(algo._learn_fn, in_axes=(None, None, 1, 1, None), axis_name=AXIS)
+    new, _, out = jax.jit(learn)(params, opt_state, jax.tree.map(shards, steps), stats, keys[0])
+
+    def own(s):  # device s's gradient and loss, by hand
+        mine = jax.tree.map(lambda x: x[:, 2 * s : 2 * s + 2], steps)
+        adv, target = smdp_gae(mine["reward"], mine["value"], mine["next_value"],
+                               mine["frames"], mine["terminated"], mine["truncated"],
+                               gamma=algo.gamma, lam=cfg.lam)  # fmt: skip
+        flat = lambda tree: jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), tree)  # noqa: E731
+        batch = Batch(inputs=flat(mine["inputs"]), action=flat(mine["action"]),
+                      log_prob=flat(mine["log_prob"]), advantage=flat(adv),
+                      target=flat(target))  # fmt: skip
+        coefs = dict(clip=cfg.clip, vf_coef=cfg.vf_coef, ent_coef=cfg.entropy_coef)
+        loss = lambda p: ppo_loss(p, algo.net, batch, **coefs)[0]  # noqa: E731
+        return jax.value_and_grad(loss)(params)
+
+    def adam_step(grads):
+        updates, _ = algo.optimizer.update(grads, opt_state, params)
+        return jax.tree.leaves(optax.apply_updates(params, updates))
+
+    (loss0, g0), (loss1, g1) = own(0), own(1)
+    expected = adam_step(jax.tree.map(lambda a, b: (a + b) / 2, g0, g1))
+    alone = adam_step(g0)  # what device 0 would do without the pmean
+    got = jax.tree.leaves(new)
+    for a, e in zip(got, expected, strict=True):
+        assert np.array_equal(a[0], a[1])
+        np.testing.assert_allclose(a[0], e, rtol=1e-5, atol=1e-6)
+    assert not all(np.allclose(a[0], e, rtol=1e-5, atol=1e-6) for a, e in zip(got, alone))
+    np.testing.assert_allclose(out["loss"], [(loss0 + loss1) / 2] * 2, rtol=1e-5)
+    counts = [int((action == i).sum()) for i in (0, 1)]
+    assert [out["count0"].tolist(), out["count1"].tolist()] == [[c, c] for c in counts]
+    assert out["frames"].tolist() == [5 * t * 2] * 2 and out["frames_sum"].tolist() == [42, 42]
+
+
+def test_train_gate_checks_its_devices_and_processes(tmp_path, capsys):
+    """Games split evenly over the devices; the process flags need a coordinator, and a
+    clock game's gate refuses them (a subprocess: joining a job starts JAX's backends)."""
+    with pytest.raises(ValueError, match="num_envs=6 is not divisible by devices=4"):
+        GateTrainConfig(game_id=GAME, num_envs=6, devices=4)
+    with pytest.raises(ValueError, match="does not divide a device's rollout of 2 x 3"):
+        GateTrainConfig(game_id=GAME, num_envs=4, devices=2, meta_steps=3, minibatches=4)
+    base = ["train-gate", "--game", GAME, "--out", str(tmp_path / "run")]
+    assert main([*base, "--num-processes", "2", "--process-id", "1"]) == 2
+    assert "need --coordinator" in capsys.readouterr().err
+    several = ["--coordinator", f"127.0.0.1:{free_port()}", "--num-processes", "1"]
+    argv = ["train-gate", "--game", "speed-hex-v0", "--out", str(tmp_path / "hex"), *several]
+    done = subprocess.run(
+        [sys.executable, "-m", "rtplan", *argv], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "speed-hex-v0 is a clock game, whose gate trains in one process" in done.stderr
+    assert not (tmp_path / "hex").exists()

@@ -16,7 +16,7 @@ import pytest
 from harness import Run, add_flags, from_args, from_dict, knob, overrides, run_config, ship, to_dict
 from harness import checkpoint as ckpt
 from harness.checkpoint import CheckpointError
-from harness.run import BEST, CHECKPOINT, HEAD, LOG
+from harness.run import BEST, CHECKPOINT, HEAD, LOG, data_parallel_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -309,3 +309,18 @@ def test_ship_copies_the_export_with_its_provenance(tmp_path):
             describe=describe,
             variant="../up",
         )
+
+
+def test_data_parallel_processes_checks_the_mesh_and_evaluation(monkeypatch):
+    """Alone, anything goes; in a job of several processes the mesh spans all their devices and
+    nothing is evaluated during training (the check the planner's and the gate's trainers share)."""
+    import jax
+
+    assert data_parallel_processes(1, eval_every=10) == 1
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "device_count", lambda: 4)
+    assert data_parallel_processes(4, eval_every=0) == 2
+    with pytest.raises(ValueError, match="devices=2, but the mesh of 2 processes must span all"):
+        data_parallel_processes(2, eval_every=0)
+    with pytest.raises(ValueError, match="no evaluation during a run of several processes"):
+        data_parallel_processes(4, eval_every=10)

@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gate.clock_train_config.ClockGateTrainConfig's (flags of the other kind are refused).",
     )
     _run_flags(gate, "gate")
+    _process_flags(gate)
     add_flags(gate, GateTrainConfig, exclude=("game_id",))
     # The settings both kinds share (--num-envs, --lr, ...) are one flag; the rest are the
     # clock gate's own.
@@ -110,6 +111,7 @@ def _run_flags(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _process_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of a data-parallel run of several processes (`_setup_processes`)."""
     parser.add_argument(
         "--coordinator",
         default=None,
@@ -153,12 +155,18 @@ def _train_planner(args: argparse.Namespace) -> int:
 
 
 def _train_gate(args: argparse.Namespace) -> int:
-    set_device_count(args.devices)
+    _setup_processes(args)
     check_map_count()
-    import games
+    import games  # JAX: after the job is joined (importing games starts JAX's backends)
     from games.clock import ClockGame
 
     if issubclass(games.game_class(args.game), ClockGame):
+        if args.coordinator is not None:
+            raise CommandError(
+                f"{args.game} is a clock game, whose gate trains in one process: "
+                "--coordinator, --num-processes and --process-id are for the committed "
+                "games' gate"
+            )
         from gate.clock_train import clock_gate_trainer
 
         return _train(args, "gate", ClockGateTrainConfig, clock_gate_trainer, GateTrainConfig)
