@@ -151,6 +151,18 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan report",
         1,
     ),
+    "clock-eval/holdout-*.png": ResultKind(
+        "the clock game's holdout figures (a pre-registered second look, docs/preregistration.md)"
+        ": score per T0, strategy profile, remaining clock",
+        "rtplan report",
+        2,
+    ),
+    "clock-eval/holdout-*.csv": ResultKind(
+        "the clock game's holdout scores (a pre-registered second look): per player and T0, and "
+        "every gate minus every player, paired (holdout-pairs.csv)",
+        "rtplan eval --game {game} --split holdout",
+        2,
+    ),
     "clock-eval/**.json": ResultKind(
         "one cell of the clock evaluation: a player against one opponent of the pool at one "
         "T0, every game's score, plies, options and clocks (under <split>/<player>/)",
@@ -209,7 +221,9 @@ def describe_result(rel: str) -> ResultKind | None:
     """The kind of the results file at `rel` (relative to the results root), with `{game}` in
     its command filled in from the file's first folder; None for a file of no known kind."""
     path = Path(rel)
-    keys = [f"{path.parent.name}/*{path.suffix}"]
+    # A name's own kind first (e.g. clock-eval/holdout-*.png), then its folder's.
+    keys = [f"{path.parent.name}/{path.stem.split('-')[0]}-*{path.suffix}"]
+    keys.append(f"{path.parent.name}/*{path.suffix}")
     if len(path.parts) >= 4:  # <game>/<topic>/<sub folders>/<file>: the topic's kind
         keys.append(f"{path.parts[1]}/**{path.suffix}")
     keys.append(path.name)

@@ -642,6 +642,7 @@ def test_time_left_in_whole_seconds_keeps_the_engines_finer_clock():
     assert told_clock(own, Clock(2, 0)) == own  # "2" agrees with 2.65: keep the finer one
     assert told_clock(own, Clock(1, 0)) == Clock(1, 0)  # the controller charged more
     assert told_clock(own, Clock(3, 0)) == Clock(3, 0)  # ... or less: its word stands
+    assert told_clock(own, Clock(2.5, 0)) == Clock(2.5, 0)  # it states fractions: precise
     assert told_clock(Clock(2.5, 3), Clock(2, 2)) == Clock(2, 2)  # another stone count
     assert told_clock(Clock(), Clock(2, 0)) == Clock(2, 0)  # no clock of our own yet
 

@@ -21,6 +21,8 @@ SHIPPED = {
     "gate.msgpack.json",
     "gate.md",
     "gate_learning_curve.png",
+    # A clock game's midpeak baseline, tuned on tuning openings (`rtplan eval --tune-midpeak`).
+    "midpeak.json",
 }
 
 

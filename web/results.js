@@ -156,6 +156,18 @@ function replayList(replays) {
   return box;
 }
 
+/** A figure with its caption, linking to the image. */
+function figureOf(f) {
+  const fig = el("figure");
+  const link = el("a", null, { href: f.url });
+  link.append(el("img", null, { src: f.url, alt: f.shows || f.name, class: "figure", loading: "lazy" }));
+  fig.append(link);
+  const cap = el("figcaption");
+  caption(f, cap);
+  fig.append(cap);
+  return fig;
+}
+
 /** A closed <details> for a detail or training-log group, its summary counting what it holds. */
 function folded(g) {
   const body = el("details", null, { class: "group" });
@@ -188,24 +200,28 @@ async function init() {
       const h = el("h2", g.title);
       h.append(" ", el("span", RANKS[g.rank] || "other", { class: `rank rank${g.rank}` }));
       section.append(h, el("p", g.folder, { class: "muted folder" }));
-      const figures = el("div", null, { class: "figures" });
-      for (const f of g.figures) {
-        const fig = el("figure");
-        const link = el("a", null, { href: f.url });
-        link.append(el("img", null, { src: f.url, alt: f.shows || f.name, class: "figure", loading: "lazy" }));
-        fig.append(link);
-        const cap = el("figcaption");
-        caption(f, cap);
-        fig.append(cap);
-        figures.append(fig);
-      }
       // Details and training logs fold away (the page reads as a report); the headline and
-      // the strength figures stay open.
+      // the strength figures stay open, and an open group folds its own detail files.
       const body = g.rank >= 2 ? folded(g) : section;
-      if (g.figures.length) body.append(figures);
+      const open = body === section ? g.figures.filter((f) => f.rank < 2) : g.figures;
+      const figures = el("div", null, { class: "figures" });
+      for (const f of open) figures.append(figureOf(f));
+      if (open.length) body.append(figures);
       if (g.replays && g.replays.length) body.append(replayList(g.replays));
-      for (const t of g.tables) body.append(await tableOf(t));
+      const detail = { figures: g.figures.filter((f) => !open.includes(f)), tables: [] };
+      for (const t of g.tables) {
+        if (body === section && t.rank >= 2) detail.tables.push(t);
+        else body.append(await tableOf(t));
+      }
       if (body !== section) section.append(body);
+      else if (detail.figures.length || detail.tables.length) {
+        const inner = folded(detail);
+        const more = el("div", null, { class: "figures" });
+        for (const f of detail.figures) more.append(figureOf(f));
+        if (detail.figures.length) inner.append(more);
+        for (const t of detail.tables) inner.append(await tableOf(t));
+        section.append(inner);
+      }
       main.append(section);
     }
     main.dataset.ready = "true"; // every group is on the page

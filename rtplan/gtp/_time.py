@@ -88,14 +88,16 @@ def told_clock(own: Clock, told: Clock) -> Clock:
 
     GTP's time is whole seconds (GNU Go's and `bench.match`'s referee round down): under 3 s of
     sudden death `time_left` said 2 for a whole game, and the clock gate saw the same clock at
-    every move. So the engine's own count is kept while it agrees with the controller's (the
-    same stones, and between the stated seconds and one more); otherwise (a new period, a
-    controller that charges more, a reset) the controller's word stands. The engine's count
+    every move. So where the controller states whole seconds, the engine's own count is kept
+    while it agrees with them (the same stones, and between the stated seconds and one more);
+    otherwise (a controller that states fractions, a new period, one that charges more, a
+    reset) the controller's word stands. The engine's count
     leaves out the pipes' lag, a few ms a move, so where they differ the controller's is the
     smaller."""
     if (
         own.remaining is not None
         and told.remaining is not None
+        and float(told.remaining).is_integer()
         and own.stones == told.stones
         and told.remaining <= own.remaining < told.remaining + 1
     ):
