@@ -1,4 +1,9 @@
-"""The gate's trainer: rollouts of a frozen planner's options on the host, grouped by budget."""
+"""The gate's trainer: rollouts of a frozen planner's options on the host, grouped by budget.
+
+Past ~450 lines since it became data parallel: the rollout's per-device shards, the
+`shard_map`ped update and the checkpoint state all hang on one device mesh and one set of
+jitted pieces (`GatePPO.__init__`), so they read as one algorithm beside `gate/ppo.py`, as
+`planner/train.py` does for the planner (STYLE.md)."""
 
 from __future__ import annotations
 
