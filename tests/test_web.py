@@ -403,7 +403,11 @@ def test_replay_scrubs_to_the_recorded_frame(server, page):
     shares = page.evaluate(PROBE, [[r, c, hex_rgb(col), TOLERANCE] for r, c, col, _ in pieces])
     assert min(shares) >= 0.2, list(zip(pieces, shares))
     # The panels show frame n's report: the strip's last entry, and its counters.
-    assert f"{live[n]['stats']['on_time']} / 0 / 0 / 0" in page.inner_text("#stats")
+    # (A loaded machine may make a reflex frame late: the replay shows the live counts.)
+    counts = " / ".join(
+        str(live[n]["stats"][k]) for k in ("on_time", "late", "fallback", "invalid")
+    )
+    assert counts in page.inner_text("#stats")
 
     page.click("#fwd")
     page.wait_for_function(f"window.rtplanViewer.frame === {n + 1}", timeout=20_000)
