@@ -71,6 +71,17 @@ class ResultKind:
     rank: int
 
 
+#: The deployment ladder as run for the committed games (results/<game>/deploy/).
+_LADDER = (
+    "rtplan deploy --game {game} --fps 8 10 12 16 24 32 48 64 --until-miss-rate 0.05 "
+    "--episodes 3 --max-frames 200"
+)
+#: Per forced budget at the ladder's breaking FPS F (docs/services.md, Deployment experiments).
+_AT_BREAK = (
+    "rtplan deploy --game {game} --k K --fps F --episodes 3 --max-frames 200 "
+    "--out results/{game}/deploy/kK"
+)
+
 #: Results files by name (or "topic/*.suffix"), as `rtplan report`, `calibrate`, `cross-eval`,
 #: `eval` and training write them (the captions of the results page: `describe_result`).
 RESULT_KINDS: dict[str, ResultKind] = {
@@ -186,20 +197,39 @@ RESULT_KINDS: dict[str, ResultKind] = {
     "deploy/*.png": ResultKind(
         "the agent played live against the clock at each FPS: return (and its simulated-clock "
         "return on the same seeds), deadline miss rate and p95 slack",
-        "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
+        _LADDER,
         1,
     ),
     "deploy/*.csv": ResultKind(
         "the deployment experiment, a row per FPS: return ± SE, deployed - simulated (paired), "
         "miss rate, latency and slack, the budgets played",
-        "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
+        _LADDER,
         1,
     ),
     "deploy/*.json": ResultKind(
         "one FPS of the deployment experiment (or all of them, deploy.json): returns, paired "
         "difference, latency per k, misses, slack",
-        "rtplan deploy --game {game} --fps 8 9 10 11 12 --until-miss-rate 0.05",
+        _LADDER,
         1,
+    ),
+    "deploy/**.png": ResultKind(
+        "the same experiment for one forced budget (k<K>/) or one gate file (gate-<sha256>/) at "
+        "the breaking point's FPS: the latency a latency-aware gate is trained against, or the "
+        "live comparison of two gates",
+        _AT_BREAK,
+        2,
+    ),
+    "deploy/**.csv": ResultKind(
+        "a forced budget's (k<K>/) or a gate file's (gate-<sha256>/) deployment at the "
+        "breaking point's FPS, a row per FPS",
+        _AT_BREAK,
+        2,
+    ),
+    "deploy/**.json": ResultKind(
+        "a forced budget's (k<K>/) or a gate file's (gate-<sha256>/) deployment at the "
+        "breaking point's FPS: returns, paired difference, latency, misses",
+        _AT_BREAK,
+        2,
     ),
     "games/*.jsonl": ResultKind(
         "a clock-evaluation game where the gate spent big, re-played from its cell with each "

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -391,6 +392,10 @@ async def _compile(engine: eng.Engine, on_ready: Callable[[str], None] | None = 
         error = None
         try:
             engine.compile(on_ready=on_ready)
+            # Compiling left a heap of ~265k long-lived objects (Tetris) that a full collection
+            # walks in 100-200 ms: one inside a search is a missed frame. Out of the collector,
+            # a collection walks only what the requests allocate.
+            gc.freeze()
         except BaseException as e:
             error = e
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import dataclasses
 import functools
+import gc
 import os
 import signal
 import subprocess
@@ -30,6 +32,7 @@ from planner.store import load_planner, planner_path, save_planner
 from planner_service import BackgroundService, Engine, PlannerServiceSettings
 from planner_service.__main__ import main
 from planner_service.engine import resolve_device
+from planner_service.server import serve
 from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc, tensor_pb2
@@ -597,6 +600,32 @@ def test_a_decision_goes_out_before_the_search_only_when_it_lands_later(service)
     assert [r.WhichOneof("response") for r in got] == ["decision", "action"]
     assert got[0].decision.k == 2 and got[0].decision.landing_frame == int(_state(HEX).frame)
     _wait_idle(stub)
+
+
+def test_serving_moves_the_compiled_heap_out_of_the_collector(tmp_path):
+    """A full collection walks the compiled heap (100-200 ms on Tetris' service, measured in
+    docs/results.md); a search it interrupts misses its frame. `serve` freezes what compiling
+    left, so that collections walk only what the requests allocate."""
+    cfg = CONFIGS[SNAKE]
+    save_planner(
+        planner_path(tmp_path, SNAKE), cfg, Planner(cfg).init_params(jax.random.PRNGKey(0))
+    )
+    engine = Engine.from_dir(tmp_path, compiler_options=FAST_COMPILE)
+    settings = PlannerServiceSettings(checkpoint_dir=tmp_path, port=0)
+
+    async def serve_and_count() -> tuple[int, int]:
+        before = gc.get_freeze_count()
+        server, _ = await serve(settings, engine=engine)
+        after = gc.get_freeze_count()
+        await server.stop(None)
+        return before, after
+
+    gc.unfreeze()
+    try:
+        before, after = asyncio.run(serve_and_count())
+    finally:
+        gc.unfreeze()
+    assert before == 0 and after > 10_000, (before, after)
 
 
 def test_health_answers_while_searches_run(service):
