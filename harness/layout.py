@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +134,21 @@ RESULT_KINDS: dict[str, ResultKind] = {
     "eval/*.json": ResultKind(
         "one condition of the evaluation: per-episode returns, budgets and gate features",
         "rtplan eval --game {game}",
+        2,
+    ),
+    "latency-eval/*.json": ResultKind(
+        "one condition played with simulated deployment misses (each option misses with its "
+        "budget's measured probability at F FPS; the same draws in every condition)",
+        "rtplan eval --game {game} --latency results/{game}/deploy/fps_F.jsonl,... "
+        "--latency-fps F --conditions gate k1 k2 k3 k4",
+        2,
+    ),
+    "latency-eval/gate-*.json": ResultKind(
+        "the latency-aware gate (the shipped gate fine-tuned against the deploy rows' misses at "
+        "the breaking FPS), played with the same simulated misses as gate.json beside it "
+        "(its file, renamed from gate.json)",
+        "rtplan eval --game {game} --latency ... --latency-fps F --conditions gate "
+        "--gate archive/{game}/gate-latency-Ffps/best.msgpack --out runs/latency-aware",
         2,
     ),
     "tuning/*.json": ResultKind(
@@ -252,8 +268,11 @@ def describe_result(rel: str) -> ResultKind | None:
     its command filled in from the file's first folder; None for a file of no known kind."""
     path = Path(rel)
     # A name's own kind first (e.g. clock-eval/holdout-*.png), then its folder's.
-    keys = [f"{path.parent.name}/{path.stem.split('-')[0]}-*{path.suffix}"]
-    keys.append(f"{path.parent.name}/*{path.suffix}")
+    folder = path.parent.name
+    if re.fullmatch(r"(eval|tuning|holdout)-latency-[\d.]+fps", folder):
+        folder = "latency-eval"  # rtplan eval --latency: <split>-latency-<F>fps/
+    keys = [f"{folder}/{path.stem.split('-')[0]}-*{path.suffix}"] if "-" in path.stem else []
+    keys.append(f"{folder}/*{path.suffix}")
     if len(path.parts) >= 4:  # <game>/<topic>/<sub folders>/<file>: the topic's kind
         keys.append(f"{path.parts[1]}/**{path.suffix}")
     keys.append(path.name)
