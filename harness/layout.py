@@ -220,13 +220,13 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "the deployment experiment, a row per FPS: return ± SE, deployed - simulated (paired), "
         "miss rate, latency and slack, the budgets played",
         _LADDER,
-        1,
+        2,
     ),
     "deploy/*.json": ResultKind(
         "one FPS of the deployment experiment (or all of them, deploy.json): returns, paired "
         "difference, latency per k, misses, slack",
         _LADDER,
-        1,
+        2,
     ),
     "deploy/**.png": ResultKind(
         "the same experiment for one forced budget (k<K>/) or one gate file (gate-<sha256>/) at "

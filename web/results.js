@@ -180,6 +180,52 @@ function folded(g) {
   return body;
 }
 
+/** Detail groups three or more folders deep (a player's cells of a clock evaluation, a forced
+ * budget's deployment) gather under one section per game and topic, at the place of the first:
+ * the page lists each topic once, and a sub-folder opens inside it. */
+function nestDeep(groups) {
+  const out = [];
+  const nests = new Map();
+  for (const g of groups) {
+    const parts = g.title.split(" · ");
+    if (parts.length < 3 || g.rank < 2) {
+      out.push(g);
+      continue;
+    }
+    const key = parts.slice(0, 2).join(" · ");
+    if (!nests.has(key)) {
+      const nest = { nested: true, title: key, rank: g.rank, members: [] };
+      nests.set(key, nest);
+      out.push(nest);
+    }
+    nests.get(key).members.push({ ...g, sub: parts.slice(2).join(" · ") });
+  }
+  return out;
+}
+
+/** The section of a nest: one folded group holding a folded group per sub-folder. */
+async function nestSection(nest) {
+  const section = el("section");
+  section.dataset.nest = nest.title;
+  const h = el("h2", `${nest.title} · ${nest.members.length} folders`);
+  h.append(" ", el("span", RANKS[nest.rank] || "other", { class: `rank rank${nest.rank}` }));
+  section.append(h);
+  const outer = el("details", null, { class: "group" });
+  outer.append(el("summary", `show ${nest.members.map((m) => m.sub).join(", ")}`));
+  for (const m of nest.members) {
+    const inner = folded(m);
+    inner.querySelector("summary").prepend(`${m.sub}: `);
+    const figures = el("div", null, { class: "figures" });
+    for (const f of m.figures) figures.append(figureOf(f));
+    if (m.figures.length) inner.append(figures);
+    if (m.replays && m.replays.length) inner.append(replayList(m.replays));
+    for (const t of m.tables) inner.append(await tableOf(t));
+    outer.append(inner);
+  }
+  section.append(outer);
+  return section;
+}
+
 async function init() {
   const status = document.getElementById("status");
   const main = document.getElementById("groups");
@@ -194,7 +240,11 @@ async function init() {
     const json = summary && summary.tables.find((t) => t.name === "summary.json");
     const top = json && (await headline(json));
     if (top) main.append(top);
-    for (const g of body.groups) {
+    for (const g of nestDeep(body.groups)) {
+      if (g.nested) {
+        main.append(await nestSection(g));
+        continue;
+      }
       const section = el("section");
       section.dataset.group = g.title;
       const h = el("h2", g.title);
