@@ -31,8 +31,10 @@ def server(chromium_path, tmp_path_factory):  # noqa: F811
 def test_the_replay_page_shows_a_big_spend_with_its_annotation(server, page):
     page.goto(f"{server.base}/results")
     page.wait_for_function("document.getElementById('groups').dataset.ready", timeout=30_000)
-    # The games fold away with the other details; a click on the group shows them.
-    page.locator("details.group:has(ul.replays) > summary").first.click()
+    # The games fold away with the other details, their folder inside its topic's section:
+    # a click on the section, then one on the folder, shows them.
+    for group in page.locator("details.group:has(ul.replays)").all():
+        group.locator("> summary").click()
     link = page.locator("ul.replays a.watch").first
     assert link.is_visible()
     href = link.get_attribute("href")
