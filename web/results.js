@@ -203,23 +203,36 @@ function nestDeep(groups) {
   return out;
 }
 
+/** A section's heading: the group's title and its rank. */
+function heading(title, rank) {
+  const h = el("h2", title);
+  h.append(" ", el("span", RANKS[rank] || "other", { class: `rank rank${rank}` }));
+  return h;
+}
+
+/** The folded <details> of a detail group, holding its figures, annotated games and files. */
+async function foldedGroup(g) {
+  const body = folded(g);
+  if (g.figures.length) {
+    const figures = el("div", null, { class: "figures" });
+    for (const f of g.figures) figures.append(figureOf(f));
+    body.append(figures);
+  }
+  if (g.replays && g.replays.length) body.append(replayList(g.replays));
+  for (const t of g.tables) body.append(await tableOf(t));
+  return body;
+}
+
 /** The section of a nest: one folded group holding a folded group per sub-folder. */
 async function nestSection(nest) {
   const section = el("section");
   section.dataset.nest = nest.title;
-  const h = el("h2", `${nest.title} · ${nest.members.length} folders`);
-  h.append(" ", el("span", RANKS[nest.rank] || "other", { class: `rank rank${nest.rank}` }));
-  section.append(h);
+  section.append(heading(`${nest.title} · ${nest.members.length} folders`, nest.rank));
   const outer = el("details", null, { class: "group" });
   outer.append(el("summary", `show ${nest.members.map((m) => m.sub).join(", ")}`));
   for (const m of nest.members) {
-    const inner = folded(m);
+    const inner = await foldedGroup(m);
     inner.querySelector("summary").prepend(`${m.sub}: `);
-    const figures = el("div", null, { class: "figures" });
-    for (const f of m.figures) figures.append(figureOf(f));
-    if (m.figures.length) inner.append(figures);
-    if (m.replays && m.replays.length) inner.append(replayList(m.replays));
-    for (const t of m.tables) inner.append(await tableOf(t));
     outer.append(inner);
   }
   section.append(outer);
@@ -247,31 +260,25 @@ async function init() {
       }
       const section = el("section");
       section.dataset.group = g.title;
-      const h = el("h2", g.title);
-      h.append(" ", el("span", RANKS[g.rank] || "other", { class: `rank rank${g.rank}` }));
-      section.append(h, el("p", g.folder, { class: "muted folder" }));
+      section.append(heading(g.title, g.rank), el("p", g.folder, { class: "muted folder" }));
       // Details and training logs fold away (the page reads as a report); the headline and
       // the strength figures stay open, and an open group folds its own detail files.
-      const body = g.rank >= 2 ? folded(g) : section;
-      const open = body === section ? g.figures.filter((f) => f.rank < 2) : g.figures;
+      if (g.rank >= 2) {
+        section.append(await foldedGroup(g));
+        main.append(section);
+        continue;
+      }
+      const open = g.figures.filter((f) => f.rank < 2);
       const figures = el("div", null, { class: "figures" });
       for (const f of open) figures.append(figureOf(f));
-      if (open.length) body.append(figures);
-      if (g.replays && g.replays.length) body.append(replayList(g.replays));
+      if (open.length) section.append(figures);
+      if (g.replays && g.replays.length) section.append(replayList(g.replays));
       const detail = { figures: g.figures.filter((f) => !open.includes(f)), tables: [] };
       for (const t of g.tables) {
-        if (body === section && t.rank >= 2) detail.tables.push(t);
-        else body.append(await tableOf(t));
+        if (t.rank >= 2) detail.tables.push(t);
+        else section.append(await tableOf(t));
       }
-      if (body !== section) section.append(body);
-      else if (detail.figures.length || detail.tables.length) {
-        const inner = folded(detail);
-        const more = el("div", null, { class: "figures" });
-        for (const f of detail.figures) more.append(figureOf(f));
-        if (detail.figures.length) inner.append(more);
-        for (const t of detail.tables) inner.append(await tableOf(t));
-        section.append(inner);
-      }
+      if (detail.figures.length || detail.tables.length) section.append(await foldedGroup(detail));
       main.append(section);
     }
     main.dataset.ready = "true"; // every group is on the page
