@@ -189,6 +189,26 @@ def paying(values: np.ndarray, c: int, *, z: float = 2.0):
     return mean, se, (mean > z * se) & (mean > 0)
 
 
+def cross_fitted_gain(values: np.ndarray, c: int) -> np.ndarray:
+    """`[S]` per state, from `values` `[S, M, K]` (M >= 2 worlds): what an oracle gate gains
+    over budget index `c` when it must pick its budget from noisy values. The budget that looks
+    best on one half of the worlds (`c` unless another is strictly higher) is scored on the
+    other half, both ways round, and the two gains averaged. Unlike the maximum of the means,
+    this is not biased up by the noise: where no budget differs its expectation is 0, and a
+    state where one budget truly pays counts that budget's gain, less what noisy picks lose."""
+    m = values.shape[1]
+    if m < 2:
+        raise ValueError("cross-fitting needs at least two worlds per state")
+    halves = values[:, : m // 2].mean(1), values[:, m // 2 :].mean(1)
+    rows = np.arange(values.shape[0])
+
+    def gain(pick: np.ndarray, score: np.ndarray) -> np.ndarray:
+        j = np.where(pick.max(1) > pick[:, c], pick.argmax(1), c)
+        return score[rows, j] - score[:, c]
+
+    return (gain(*halves) + gain(*halves[::-1])) / 2
+
+
 def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
     """How much any budget beats the continuation budget k_c, state by state.
 
@@ -199,7 +219,10 @@ def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
     states (an upper bound: the max of noisy means is biased up), the share of states where
     some budget would pay by chance alone if no budget differed (K-1 one-sided tests at `z`;
     with few worlds the SE is itself noisy, so the true rate is higher), and per budget the
-    share of states where it pays and its mean difference with the states' SE.
+    share of states where it pays and its mean difference with the states' SE. The
+    cross-fitted oracle gain (`cross_fitted_gain`, its mean and SE over the states) is the
+    honest version of the oracle's: what a gate that knew each state's best budget as well as
+    half the worlds tell it would gain over k_c within the horizon.
     """
     values = bv.values
     c = bv.budgets.index(bv.continuation)
@@ -232,8 +255,19 @@ def diagnose(bv: BranchValues, *, z: float = 2.0) -> dict:
         "share_expected_by_chance": by_chance,
         "mean_gain_where_it_pays": float(best_gain[any_pays].mean()) if any_pays.any() else 0.0,
         "oracle_mean_gain": float(np.maximum(mean.max(1), 0.0).mean()),
+        **_cross_fitted(values, c),
         "mean_return_of_continuation": float(values[..., c].mean()),
         "per_budget": per_budget,
+    }
+
+
+def _cross_fitted(values: np.ndarray, c: int) -> dict:
+    if values.shape[1] < 2:
+        return {}
+    gain = cross_fitted_gain(values, c)
+    return {
+        "cross_fitted_oracle_gain": float(gain.mean()),
+        "cross_fitted_oracle_gain_se": standard_error(gain),
     }
 
 

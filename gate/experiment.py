@@ -19,6 +19,7 @@ from gate.policy import file_sha256, gate_path, load_gate
 from gate.triggers import FEATURES, trigger_features
 from harness import checkpoint as ckpt
 from harness.checkpoint import checkpoint_root
+from harness.stats import standard_error
 from planner.episodes import (
     Episodes,
     always,
@@ -31,12 +32,27 @@ from planner.episodes import (
 from planner.options import Planner
 from planner.store import load_planner, planner_path
 
-__all__ = ["condition_file", "latency_split", "load_conditions", "run_conditions"]
+__all__ = [
+    "condition_file",
+    "latency_split",
+    "load_conditions",
+    "partial_file",
+    "run_conditions",
+]
+
+#: The per-episode fields of a condition's record (lists in the order of its seeds).
+_PER_EPISODE = ("seeds", "returns", "frames", "ks", "decision_frames", "missed")
 
 
 def condition_file(out: str | os.PathLike, game_id: str, split: str, name: str) -> Path:
     """`<out>/<game>/<split>/<condition>.json`."""
     return Path(out) / game_id / split / f"{name}.json"
+
+
+def partial_file(out: str | os.PathLike, game_id: str, split: str, name: str) -> Path:
+    """`<out>/<game>/<split>/partial/<condition>.json`: the seeds a chunked condition has
+    finished so far (`run_conditions(chunk=...)`); `rtplan report` never reads it."""
+    return Path(out) / game_id / split / "partial" / f"{name}.json"
 
 
 def latency_split(split: str, fps: float) -> str:
@@ -73,8 +89,26 @@ def _record(name: str, ep: Episodes, provenance: dict, seconds: float) -> dict:
     }
     if ep.missed is not None:  # per episode, one character per decision: 1 missed
         rec["missed"] = ["".join("1" if m else "0" for m in row) for row in ep.missed]
-        decisions = sum(len(row) for row in ep.missed)
-        rec["miss_rate"] = sum(int(row.sum()) for row in ep.missed) / max(decisions, 1)
+        _miss_rate(rec)
+    return rec
+
+
+def _miss_rate(rec: dict) -> None:
+    decisions = sum(len(row) for row in rec["missed"])
+    rec["miss_rate"] = sum(row.count("1") for row in rec["missed"]) / max(decisions, 1)
+
+
+def _merge(done: dict | None, more: dict) -> dict:
+    """A record of `done`'s seeds followed by `more`'s (the same condition and provenance)."""
+    if done is None:
+        return more
+    rec = {**more, "seconds": round(done["seconds"] + more["seconds"], 1)}
+    for key in _PER_EPISODE:
+        if key in more:
+            rec[key] = done[key] + more[key]
+    rec["features"] = {n: done["features"][n] + v for n, v in more["features"].items()}
+    if "missed" in rec:
+        _miss_rate(rec)
     return rec
 
 
@@ -105,12 +139,16 @@ def run_conditions(
     latency_fps: float = 0.0,
     latency_overhead_ms: float | None = None,
     latency_fallback: str = "game",
+    chunk: int | None = None,
     log=print,
 ) -> dict[str, Path]:
     """Plays each condition on the split's first `episodes` seeds and writes its file.
 
     A condition whose file already holds the same seeds, planner and gate (by sha256) is kept
-    (so an interrupted evaluation resumes), unless `force`.
+    (so an interrupted evaluation resumes), unless `force`. With `chunk`, a condition plays
+    `chunk` seeds at a time and saves the seeds it has finished to `partial_file` after each
+    chunk, so a killed long evaluation resumes from its last chunk (a seed plays the same game
+    in any batch: `planner.episodes`); the condition's file is written once every seed is done.
 
     With a `latency` source (`gate.latency.load_latency`) every condition plays a simulated
     deployment at `latency_fps`: each option misses with its budget's probability, decision
@@ -149,7 +187,10 @@ def run_conditions(
             )
         gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
     seeds = seeds_of(split, episodes)
-    folder, misses, sim = split, None, None
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"chunk must be >= 1 seed, got {chunk}")
+    step = min(chunk or episodes, episodes)
+    folder, probability, sim = split, None, None
     if latency:
         if not latency_fps > 0:
             raise ValueError(f"a latency source needs an FPS > 0, got {latency_fps}")
@@ -162,7 +203,6 @@ def run_conditions(
             game_id=game_id,
         )
         probability = {int(k): p for k, p in sim["miss_probability"].items()}
-        misses = decision_misses(seeds, probability)
         folder = latency_split(split, latency_fps)
         log(f"simulated misses at {latency_fps:g} FPS: {sim['miss_probability']} by budget")
     provenance = {
@@ -182,8 +222,7 @@ def run_conditions(
     # runners whose executables would add up (XLA:CPU maps ~1,000 regions per option: Tetris'
     # gate and random-k conditions together peaked at 63k of the kernel's default 65,530), so
     # the gate's conditions play first and their runner is released before the others'.
-    has_future = needs_gate and gate.future is not None
-    runners = _RunnerSlot(planner, episodes)
+    runners = _RunnerSlot(planner, step)
     features = jax.jit(trigger_features(game_id)) if game_id in FEATURES else None
     written = {}
     for name in sorted(names, key=lambda n: not n.startswith("gate")):
@@ -199,46 +238,104 @@ def run_conditions(
                 log(f"{name}: kept {path}")
                 written[name] = path
                 continue
-        start = time.perf_counter()
-        if name == POLICY_ONLY:
-            ep = play_policy_only(planner, pparams, seeds)
-        else:
-            if name.startswith("gate"):
-                choose = gate_chooser(gate, gparams, pparams, zero=ABLATIONS.get(name))
-            elif name == "random":
-                choose = random_k(pcfg.budgets, seeds)
-            else:
-                choose = always(int(name[1:]))
-            is_gate = name.startswith("gate")
-            # Trigger features only where the report uses them: the gate's own play.
-            ep = play(
-                runners.get(gate.future if is_gate and has_future else None),
-                pparams,
-                seeds,
-                choose,
-                features=features if name == "gate" else None,
-                future_params=gate.future_params(gparams) if is_gate else None,
-                misses=misses,
+        part_path = partial_file(out, game_id, folder, name)
+        want_sha = gate_sha if name.startswith("gate") else None
+        rec = None if force else _resumable(part_path, seeds, provenance, want_sha)
+        if rec is not None:
+            log(f"{name}: resuming after {len(rec['seeds'])} of {len(seeds)} seeds ({part_path})")
+        done = 0 if rec is None else len(rec["seeds"])
+        while done < len(seeds):
+            part = seeds[done : done + step]
+            ep, seconds = _play_condition(
+                name,
+                part,
+                planner=planner,
+                pparams=pparams,
+                runners=runners,
+                gate=gate,
+                gparams=gparams,
+                budgets=pcfg.budgets,
+                features=features,
+                misses=None if probability is None else decision_misses(part, probability),
                 fallback=latency_fallback,
             )
-        seconds = time.perf_counter() - start
-        is_gate = name.startswith("gate")
-        rec = _record(name, ep, provenance, seconds)
-        rec["gate_checkpoint"] = gate_file if is_gate else None
-        rec["gate_sha256"] = gate_sha if is_gate else None
-        rec["git_commit"] = _git_commit()
-        rec["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(rec))
-        tmp.replace(path)
+            is_gate = name.startswith("gate")
+            more = _record(name, ep, provenance, seconds)
+            more["gate_checkpoint"] = gate_file if is_gate else None
+            more["gate_sha256"] = want_sha
+            more["git_commit"] = _git_commit()
+            more["timestamp"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            rec = _merge(rec, more)
+            done += len(part)
+            if done < len(seeds):
+                _write_json(part_path, rec)
+                log(f"{name}: {done} of {len(seeds)} seeds done ({part_path})")
+        _write_json(path, rec)
+        part_path.unlink(missing_ok=True)
+        returns = np.asarray(rec["returns"], np.float64)
+        mean, se = returns.mean(), standard_error(returns)
         missed = "" if "miss_rate" not in rec else f", miss rate {100 * rec['miss_rate']:.2f}%"
         log(
-            f"{name}: {ep.mean:.2f} +- {ep.se:.2f} over {len(seeds)} {split} seeds{missed} "
-            f"({seconds:.0f} s)"
+            f"{name}: {mean:.2f} +- {se:.2f} over {len(seeds)} {split} seeds{missed} "
+            f"({rec['seconds']:.0f} s)"
         )
         written[name] = path
     return {name: written[name] for name in names}
+
+
+def _write_json(path: Path, rec: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(rec))
+    tmp.replace(path)
+
+
+def _resumable(path: Path, seeds: np.ndarray, provenance: dict, gate_sha: str | None):
+    """The partial record at `path` if it holds a prefix of `seeds` under the same planner,
+    gate and latency model, else None (a stale one is replaced when the next chunk is saved)."""
+    if not path.exists():
+        return None
+    try:
+        rec = json.loads(path.read_text())
+        done = rec["seeds"]
+    except (ValueError, KeyError) as e:
+        raise ValueError(f"{path} is not a partial evaluation ({e}); delete it or --force") from e
+    same = (
+        done == seeds[: len(done)].tolist()
+        and len(done) < len(seeds)
+        and rec.get("planner_sha256") == provenance["planner_sha256"]
+        and rec.get("latency") == provenance.get("latency")
+        and rec.get("gate_sha256") == gate_sha
+    )
+    return rec if same else None
+
+
+def _play_condition(
+    name, seeds, *, planner, pparams, runners, gate, gparams, budgets, features, misses, fallback
+) -> tuple[Episodes, float]:
+    """One condition on `seeds`: its episodes and the seconds they took."""
+    start = time.perf_counter()
+    if name == POLICY_ONLY:
+        return play_policy_only(planner, pparams, seeds), time.perf_counter() - start
+    is_gate = name.startswith("gate")
+    if is_gate:
+        choose = gate_chooser(gate, gparams, pparams, zero=ABLATIONS.get(name))
+    elif name == "random":
+        choose = random_k(budgets, seeds)
+    else:
+        choose = always(int(name[1:]))
+    # Trigger features only where the report uses them: the gate's own play.
+    ep = play(
+        runners.get(gate.future if is_gate and gate.future is not None else None),
+        pparams,
+        seeds,
+        choose,
+        features=features if name == "gate" else None,
+        future_params=gate.future_params(gparams) if is_gate else None,
+        misses=misses,
+        fallback=fallback,
+    )
+    return ep, time.perf_counter() - start
 
 
 class _RunnerSlot:

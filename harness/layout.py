@@ -151,6 +151,18 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "--gate archive/{game}/gate-latency-Ffps/best.msgpack --out runs/latency-aware",
         2,
     ),
+    "holdout/*.json": ResultKind(
+        "one condition of the pre-registered evaluation (docs/preregistration.md): per-episode "
+        "returns and budgets on the 400 holdout seeds",
+        "rtplan eval --game {game} --split holdout --episodes 400 --chunk 50",
+        2,
+    ),
+    "partial/*.json": ResultKind(
+        "the seeds a chunked evaluation has finished so far (resumed by the same command; "
+        "never reported)",
+        "rtplan eval --game {game} --split holdout --episodes 400 --chunk 50",
+        3,
+    ),
     "tuning/*.json": ResultKind(
         "one fixed k on the tuning seeds (they pick the best fixed k)",
         "rtplan eval --game {game} --split tuning",

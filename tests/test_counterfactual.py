@@ -7,7 +7,14 @@ import jax
 import numpy as np
 import pytest
 
-from gate.counterfactual import BranchValues, branch_rows, branch_values, capped, diagnose
+from gate.counterfactual import (
+    BranchValues,
+    branch_rows,
+    branch_values,
+    capped,
+    cross_fitted_gain,
+    diagnose,
+)
 from planner import Planner
 from planner.batching import OptionRunner
 from planner.episodes import always, play, play_from, start
@@ -129,6 +136,21 @@ def test_diagnose_counts_the_states_where_a_budget_pays():
     assert got["per_budget"]["2"]["pays"] == 0.0
     # The oracle takes the best mean per state, clipped at 0: (5 + 0 + 0) / 3.
     assert got["oracle_mean_gain"] == pytest.approx(5.0 / 3)
+    # Cross-fitted: state 0 picks k=1 on either half and scores 4.75 and 5.25 on the other;
+    # states 1 and 2 keep k=2 on both halves (k=3's halves average 0, not more).
+    assert got["cross_fitted_oracle_gain"] == pytest.approx(5.0 / 3)
+    assert got["cross_fitted_oracle_gain_se"] == pytest.approx(np.std([5, 0, 0], ddof=1) / 3**0.5)
+
+
+def test_cross_fitting_charges_the_oracle_for_picks_that_noise_made():
+    """A budget that looks better on one half of the worlds only: the plain oracle counts its
+    noise as gain (or 0), the cross-fitted one pays for the wrong pick on the other half."""
+    values = np.zeros((2, 4, 2))  # continuation index 0
+    values[0, :, 1] = [2.0, 2.0, -2.0, -2.0]  # no true gain: first half up, second down
+    values[1, :, 1] = [3.0, 3.0, 3.0, 3.0]  # a true gain of 3 in every world
+    assert cross_fitted_gain(values, 0).tolist() == [-1.0, 3.0]
+    with pytest.raises(ValueError, match="at least two worlds"):
+        cross_fitted_gain(values[:, :1], 0)
 
 
 def _command(tmp_path):

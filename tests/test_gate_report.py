@@ -10,7 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from gate.experiment import condition_file, load_conditions, run_conditions
+from gate.experiment import (
+    _resumable,
+    condition_file,
+    load_conditions,
+    partial_file,
+    run_conditions,
+)
 from gate.report import README_BEGIN, README_END, best_fixed_k, summarize
 from planner import Planner
 from planner.store import planner_path, save_planner
@@ -120,6 +126,50 @@ def test_eval_writes_each_condition_once_and_resumes(ckdir, tmp_path):
     assert logs == [f"k1: kept {files['k1']}"]
     run_conditions(GAME, conditions=["k1"], force=True, log=logs.append, **kw)
     assert logs[-1].startswith("k1: ") and "kept" not in logs[-1]
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_a_chunked_evaluation_killed_after_a_chunk_resumes_to_the_same_record(ckdir, tmp_path):
+    """Chunks of 2 seeds; the run is killed once the first chunk is saved. The rerun resumes
+    from the partial file and ends with the record an unchunked run writes, seed for seed."""
+    kw = dict(episodes=3, planner_file=str(planner_path(ckdir, GAME)), split="holdout")
+    whole = run_conditions(GAME, conditions=["gate", "random"], out=str(tmp_path / "a"), **kw)
+
+    def kill(line):
+        if "seeds done" in line:
+            raise _Killed(line)
+
+    out = str(tmp_path / "b")
+    with pytest.raises(_Killed, match="gate: 2 of 3 seeds done"):
+        run_conditions(GAME, conditions=["gate", "random"], out=out, chunk=2, log=kill, **kw)
+    part = partial_file(out, GAME, "holdout", "gate")
+    assert json.loads(part.read_text())["seeds"] == [2_500_000, 2_500_001]
+    assert not condition_file(out, GAME, "holdout", "gate").exists()
+    logs = []
+    files = run_conditions(
+        GAME, conditions=["gate", "random"], out=out, chunk=2, **kw, log=logs.append
+    )
+    assert logs[0] == f"gate: resuming after 2 of 3 seeds ({part})"
+    assert not part.exists() and not partial_file(out, GAME, "holdout", "random").exists()
+    for name in ("gate", "random"):
+        a, b = (json.loads(f[name].read_text()) for f in (whole, files))
+        for key in ("seeds", "returns", "frames", "ks", "decision_frames", "features"):
+            assert a[key] == b[key], (name, key)
+    # A partial file of another gate, planner or seed list is not resumed.
+    rec = json.loads(files["gate"].read_text())
+    rec["seeds"], seeds = rec["seeds"][:2], np.asarray(rec["seeds"])
+    part.write_text(json.dumps(rec))
+    prov = {"planner_sha256": rec["planner_sha256"]}
+    assert _resumable(part, seeds, prov, rec["gate_sha256"])["seeds"] == rec["seeds"]
+    assert _resumable(part, seeds, prov, "another gate") is None
+    assert _resumable(part, seeds, {"planner_sha256": "another"}, rec["gate_sha256"]) is None
+    assert _resumable(part, seeds + 1, prov, rec["gate_sha256"]) is None
+    part.write_text("{")
+    with pytest.raises(ValueError, match="is not a partial evaluation"):
+        _resumable(part, seeds, prov, rec["gate_sha256"])
 
 
 def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):

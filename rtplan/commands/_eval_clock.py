@@ -15,6 +15,8 @@ def _clock_eval(args: argparse.Namespace) -> int:
 
     if args.via_services or args.ablations:
         raise CommandError("clock games: --via-services and --ablations are not available yet")
+    if args.chunk is not None:
+        raise CommandError("--chunk is for committed games (clock games resume per cell)")
     t0s = tuple(args.t0 or clock_eval.T0S)
     if args.tune_midpeak:
         split = "tuning" if "--split" not in args.argv else args.split

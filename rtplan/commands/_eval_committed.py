@@ -26,6 +26,8 @@ def _eval(args: argparse.Namespace) -> int:
         raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
     if args.gate_name != "gate":
         raise CommandError("--gate-name is for clock games")
+    if args.chunk is not None and args.chunk < 1:
+        raise CommandError(f"--chunk must be >= 1 seed, got {args.chunk}")
     if args.episodes is None:
         args.episodes = 100
     if args.via_services:
@@ -51,6 +53,7 @@ def _eval(args: argparse.Namespace) -> int:
         force=args.force,
         ablations=args.ablations,
         command=" ".join(args.argv),
+        chunk=args.chunk,
         **latency,
     )
     return 0

@@ -151,6 +151,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
     ev.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="committed games: play this many seeds at a time and save the finished ones to "
+        "<out>/<game>/<split>/partial/<condition>.json after each chunk, so a killed long "
+        "evaluation (the 400-seed holdout) resumes from its last chunk (default: all at once)",
+    )
+    ev.add_argument(
         "--via-services",
         action="store_true",
         help="play the gate through the real planner service and env server (simulated clock) "
