@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.evaluate import ABLATIONS, POLICY_ONLY
+from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names
 from gate.experiment import load_conditions
 from gate.triggers import FEATURES, PIECE_NAMES
 from harness.stats import paired, standard_error
@@ -17,9 +17,12 @@ from harness.stats import paired, standard_error
 __all__ = [
     "CLOCK_README_BEGIN",
     "CLOCK_README_END",
+    "HOLDOUT_README_BEGIN",
+    "HOLDOUT_README_END",
     "README_BEGIN",
     "README_END",
     "best_fixed_k",
+    "holdout_readme_table",
     "report",
     "summarize",
 ]
@@ -28,6 +31,10 @@ README_BEGIN = "<!-- results:begin (rtplan report writes this table) -->"
 README_END = "<!-- results:end -->"
 CLOCK_README_BEGIN = "<!-- clock-results:begin (rtplan report writes this table) -->"
 CLOCK_README_END = "<!-- clock-results:end -->"
+HOLDOUT_README_BEGIN = "<!-- holdout-results:begin (rtplan report writes this table) -->"
+HOLDOUT_README_END = "<!-- holdout-results:end -->"
+#: The paired SEs a gate must clear on the holdout (docs/preregistration.md).
+HOLDOUT_Z = 2.0
 #: The clock games' splits `report` summarises (tuning cells are model selection, not results).
 CLOCK_SPLITS = ("eval", "holdout")
 #: Normalised episode bins of the strategy profiles.
@@ -121,6 +128,54 @@ def readme_table(rows: list[dict]) -> str:
             f"{_fmt(gate['mean_k'], 2) if gate else '—'} |"
         )
     return "\n".join(lines)
+
+
+def holdout_readme_table(rows: list[dict], unfinished: dict[str, list[str]]) -> str:
+    """Markdown: the pre-registered evaluation (docs/preregistration.md) per committed game:
+    the shipped gate against the best fixed k chosen on the tuning seeds, paired over the
+    holdout seeds, the preregistered decision, and the conditions not yet finished."""
+    lines = [
+        "| game (holdout seeds) | shipped gate | best fixed k (tuning) | gate - best fixed "
+        f"| gate > best fixed by {HOLDOUT_Z:g} SE? | not yet finished |",
+        "|---|---|---|---|---|---|",
+    ]
+    for game in sorted(set(unfinished) | {r["game"] for r in rows}):
+        by = {r["condition"]: r for r in rows if r["game"] == game}
+        best = next((r for r in by.values() if r["best_fixed"]), None)
+        gate = by.get("gate")
+        n = next(iter(by.values()))["episodes"] if by else 0
+        verdict = "—"
+        if best and gate:
+            z = best["gate_minus"] / best["gate_minus_se"] if best["gate_minus_se"] else 0.0
+            verdict = f"{'yes' if z > HOLDOUT_Z else 'no'} ({z:+.1f} SE)"
+        best_cell = f"{_cell(best)} ({best['condition']})" if best else "—"
+        lines.append(
+            f"| {game} ({n or '—'}) | {_cell(gate)} | {best_cell} | {_diff(best)} | {verdict} | "
+            f"{', '.join(unfinished.get(game, [])) or 'none'} |"
+        )
+    return "\n".join(lines)
+
+
+def _holdout(root: Path, game: str, tuning: dict[str, dict]) -> tuple[list[dict], list[str]]:
+    """The holdout rows of a committed game and the conditions it has not finished."""
+    hold = load_conditions(root, game, "holdout")
+    partial = sorted(p.stem for p in (root / game / "holdout" / "partial").glob("*.json"))
+    if not hold and not partial:
+        return [], []
+    rows = [dict(r, split="holdout") for r in summarize(game, hold, tuning)]
+    budgets = next(iter(hold.values()))["budgets"] if hold else []
+    expected = condition_names(budgets, gate=True) if budgets else []
+    missing = [n for n in expected if n not in hold and n not in partial]
+    return rows, [*(f"{n} (partial)" for n in partial), *missing]
+
+
+def _write_rows(root: Path, name: str, rows: list[dict]) -> None:
+    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
+    with (root / f"{name}.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    (root / f"{name}.json").write_text(json.dumps(rows, indent=1))
 
 
 def _update_readme(
@@ -247,6 +302,7 @@ def report(
 
     root = Path(results)
     rows, files, clock_files, clock_players = [], [], [], {}
+    hold_rows, unfinished = [], {}
     for game_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         game = game_dir.name
         # Clock games: their own tables and figures under <game>/clock-eval/, per split played
@@ -258,14 +314,19 @@ def report(
                 clock_players[game] = json.loads(summary[-1].read_text())["players"]
             if summary and figures:
                 clock_files += clock_figures(root, game, split)
+        tuning = load_conditions(root, game, "tuning")
+        game_hold, game_unfinished = _holdout(root, game, tuning)
+        hold_rows += game_hold
+        if game_unfinished:
+            unfinished[game] = game_unfinished
         evals = load_conditions(root, game, "eval")
         if not evals:
             continue
-        game_rows = summarize(game, evals, load_conditions(root, game, "tuning"))
+        game_rows = summarize(game, evals, tuning)
         rows += game_rows
         if figures:
             files += _figures(game, evals, game_rows, game_dir)
-    if not rows and not clock_files:
+    if not rows and not clock_files and not hold_rows and not unfinished:
         raise FileNotFoundError(f"no evaluation results under {root}/<game>/eval/ (rtplan eval)")
     clock_table = clock_readme_table(clock_players) if clock_players else ""
     updated = False
@@ -273,18 +334,21 @@ def report(
         updated = _update_readme(Path(readme), clock_table, CLOCK_README_BEGIN, CLOCK_README_END)
     table = ""
     if rows:
-        fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in rows[0], k))
-        with (root / "summary.csv").open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(rows)
-        (root / "summary.json").write_text(json.dumps(rows, indent=1))
+        _write_rows(root, "summary", rows)
         table = readme_table(rows)
         if readme and Path(readme).exists():
             updated = _update_readme(Path(readme), table) or updated
+    hold_table = ""
+    if hold_rows or unfinished:
+        if hold_rows:
+            _write_rows(root, "holdout-summary", hold_rows)
+        hold_table = holdout_readme_table(hold_rows, unfinished)
+        if readme and Path(readme).exists():
+            begin, end = HOLDOUT_README_BEGIN, HOLDOUT_README_END
+            updated = _update_readme(Path(readme), hold_table, begin, end) or updated
     return {
         "rows": rows,
         "figures": files + clock_files,
-        "table": "\n\n".join(t for t in (table, clock_table) if t),
+        "table": "\n\n".join(t for t in (table, hold_table, clock_table) if t),
         "readme_updated": updated,
     }

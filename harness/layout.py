@@ -92,6 +92,15 @@ RESULT_KINDS: dict[str, ResultKind] = {
         0,
     ),
     "summary.json": ResultKind("the same rows as summary.csv, as JSON", "rtplan report", 0),
+    "holdout-summary.csv": ResultKind(
+        "the pre-registered evaluation (docs/preregistration.md): every finished condition on "
+        "the 400 holdout seeds, the gate minus each (paired)",
+        "rtplan report",
+        0,
+    ),
+    "holdout-summary.json": ResultKind(
+        "the same rows as holdout-summary.csv, as JSON", "rtplan report", 0
+    ),
     "main.png": ResultKind(
         "the gate (red) against every fixed budget k, the policy-only player and random: mean "
         "return ± SE over the same paired evaluation seeds",

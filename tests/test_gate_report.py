@@ -17,7 +17,14 @@ from gate.experiment import (
     partial_file,
     run_conditions,
 )
-from gate.report import README_BEGIN, README_END, best_fixed_k, summarize
+from gate.report import (
+    HOLDOUT_README_BEGIN,
+    HOLDOUT_README_END,
+    README_BEGIN,
+    README_END,
+    best_fixed_k,
+    summarize,
+)
 from planner import Planner
 from planner.store import planner_path, save_planner
 from rtplan.cli import main
@@ -68,6 +75,32 @@ def test_summary_pairs_seeds_and_best_fixed_comes_from_tuning(tmp_path):
     _write(tmp_path, "eval", "random", [1, 2, 3], seeds=[7, 8, 9])
     with pytest.raises(ValueError, match=r"conditions \['random'\] played other seeds"):
         summarize(GAME, load_conditions(tmp_path, GAME, "eval"), tuning)
+
+
+def test_report_tables_the_holdout_decision_and_what_is_unfinished(tmp_path):
+    """The pre-registered table: the gate against the best fixed k of the tuning seeds (k2
+    here, though k1 does better on the holdout), the 2-SE decision, and the conditions still
+    to finish (a partial file, or none at all)."""
+    res = tmp_path / "results"
+    hold = list(range(2_500_000, 2_500_004))
+    _write(res, "holdout", "gate", [6, 8, 7, 9], seeds=hold)
+    _write(res, "holdout", "k2", [5, 6, 6, 7], seeds=hold)
+    _write(res, "holdout", "k1", [9, 9, 9, 9], seeds=hold)
+    _write(res, "tuning", "k1", [1, 1], seeds=[1_000_000, 1_000_001])
+    _write(res, "tuning", "k2", [3, 3], seeds=[1_000_000, 1_000_001])
+    (res / GAME / "holdout" / "partial").mkdir()
+    (res / GAME / "holdout" / "partial" / "random.json").write_text("{}")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{HOLDOUT_README_BEGIN}\nold\n{HOLDOUT_README_END}\ny\n")
+    assert main(["report", "--results", str(res), "--readme", str(readme), "--no-figures"]) == 0
+    d = np.array([6, 8, 7, 9]) - np.array([5, 6, 6, 7])
+    z = d.mean() / (d.std(ddof=1) / 2)
+    row = f"| {GAME} (4) | 7.5 ± 0.6 | 6.0 ± 0.4 (k2) | +1.5 ± 0.3 | yes ({z:+.1f} SE) |"
+    text = readme.read_text()
+    assert row + " random (partial), policy-only |" in text and "\nold\n" not in text
+    rows = json.loads((res / "holdout-summary.json").read_text())
+    assert {r["condition"] for r in rows} == {"gate", "k1", "k2"}
+    assert all(r["split"] == "holdout" for r in rows)
 
 
 def test_report_writes_tables_figures_and_the_readme_table(tmp_path, capsys):
