@@ -100,9 +100,9 @@ def rollout_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     alone = time_calls(chosen_alone, calls=calls)
     every = time_calls(everything, pp, keys, states, calls=calls)
     # The whole gate rollout per meta-step (decide, grouped options, bootstrap, reset).
-    algo.rollout(state.params, state.actors, state.key)  # compiles every group size
+    algo.rollout(state.params, state.actors, state.key, state.memories)  # compiles every group size
     start = time.perf_counter()
-    _, steps_out, _ = algo.rollout(state.params, state.actors, state.key)
+    _, steps_out, _, _ = algo.rollout(state.params, state.actors, state.key, state.memories)
     jax.block_until_ready(steps_out)
     per_step = (time.perf_counter() - start) * 1e3 / steps
     mix = ", ".join(f"k={k}: {(ks == k).sum()}" for k in budgets)
@@ -175,7 +175,7 @@ def update_cost(game_id: str, batch: int, steps: int, calls: int) -> None:
     for kind in ("mlp", "paper"):
         algo = GatePPO(dataclasses.replace(cfg, gate=kind))
         state = algo.init()
-        _, rollout, stats = algo.rollout(state.params, state.actors, state.key)
+        _, rollout, stats, _ = algo.rollout(state.params, state.actors, state.key, state.memories)
         args = (state.params, state.opt_state, rollout, stats, state.key)
         t = time_calls(algo.learn, *args, calls=calls, warmup=1)
         base = np.median(t) if base is None else base

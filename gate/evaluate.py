@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import games
-from gate.policy import Gate
+from gate.policy import Gate, GateMemory
 from planner.episodes import (
     EVAL_SEED_BASE,
     SPLITS,
@@ -57,33 +57,59 @@ ABLATIONS = {
     "gate-no-features": "features",
     "gate-no-value": "value",
     "gate-no-stats": "stats",  # only for a gate that sees them (`GateConfig.stats`)
+    "gate-no-memory": "memory",  # only for a gate with memory (`GateConfig.memory`)
 }
+#: The ablations that exist only for a gate with that input: condition -> `GateConfig` field.
+OPTIONAL_INPUTS = {"gate-no-stats": "stats", "gate-no-memory": "memory"}
 
 
 def condition_names(
-    budgets: Sequence[int], *, gate: bool, ablations: bool = False, stats: bool = False
+    budgets: Sequence[int],
+    *,
+    gate: bool,
+    ablations: bool = False,
+    stats: bool = False,
+    memory: bool = False,
 ) -> list[str]:
-    """Every condition of an evaluation: the gate (and its ablations), always-k, random k,
-    policy-only."""
+    """Every condition of an evaluation: the gate (and its ablations: of its stats and memory
+    only when it has them), always-k, random k, policy-only."""
     names = ["gate"] if gate else []
     if gate and ablations:
-        names += [a for a in ABLATIONS if a != "gate-no-stats" or stats]
+        has = {"stats": stats, "memory": memory}
+        names += [a for a in ABLATIONS if a not in OPTIONAL_INPUTS or has[OPTIONAL_INPUTS[a]]]
     return [*names, *(f"k{k}" for k in budgets), "random", POLICY_ONLY]
 
 
 @functools.partial(jax.jit, static_argnames=("gate", "zero"))
-def _greedy_k(gate: Gate, params, planner_params, states: games.State, zero: str | None):
-    x = gate.inputs(planner_params, states)
+def _greedy_k(gate: Gate, params, planner_params, states: games.State, memory, zero: str | None):
+    x = gate.inputs(planner_params, states, memory=memory)
     if zero is not None:
         x = x.replace(**{zero: jnp.zeros_like(getattr(x, zero))})
     logits, _ = gate.apply(params, x)
-    return jnp.asarray(gate.budgets)[jnp.argmax(logits, -1)]
+    index = jnp.argmax(logits, -1)
+    k = jnp.asarray(gate.budgets)[index]
+    after = None if memory is None else memory.after(index, x.value, k)
+    return k, after
 
 
 def gate_chooser(gate: Gate, params, planner_params, *, zero: str | None = None) -> Chooser:
-    """The deployed gate (argmax), optionally with one input field zeroed (an ablation)."""
+    """The deployed gate (argmax), optionally with one input field zeroed (an ablation).
+
+    A gate with memory starts each play with an empty one (decision t = 0) and updates it at
+    the games' own decisions only (`alive`), so a finished game's memory stays as it ended.
+    """
     if zero is not None and zero not in ABLATIONS.values():
         raise ValueError(f"cannot zero {zero!r}: choose from {sorted(ABLATIONS.values())}")
-    return lambda states, alive, t: np.asarray(
-        _greedy_k(gate, params, planner_params, states, zero)
-    )
+    memory = None
+
+    def choose(states: games.State, alive: np.ndarray, t: int) -> np.ndarray:
+        nonlocal memory
+        if gate.config.memory and t == 0:
+            memory = GateMemory.empty(len(alive))
+        k, after = _greedy_k(gate, params, planner_params, states, memory, zero)
+        if after is not None:
+            keep = jnp.asarray(alive)
+            memory = jax.tree.map(lambda a, b: jnp.where(keep, a, b), after, memory)
+        return np.asarray(k)
+
+    return choose

@@ -167,14 +167,15 @@ def run_conditions(
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
     gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
     have_gate = Path(gate_file).exists()
-    # A gate that sees the planner's stats has one more input to ablate.
-    stats = have_gate and bool(ckpt.load_metadata(gate_file).get("gate_config", {}).get("stats"))
+    # A gate that sees the planner's stats, or remembers, has one more input to ablate each.
+    shape = ckpt.load_metadata(gate_file).get("gate_config", {}) if have_gate else {}
+    optional = {"stats": bool(shape.get("stats")), "memory": bool(shape.get("memory"))}
     names = (
         list(conditions)
         if conditions
-        else condition_names(pcfg.budgets, gate=have_gate, ablations=ablations, stats=stats)
+        else condition_names(pcfg.budgets, gate=have_gate, ablations=ablations, **optional)
     )
-    valid = set(condition_names(pcfg.budgets, gate=True, ablations=True, stats=stats))
+    valid = set(condition_names(pcfg.budgets, gate=True, ablations=True, **optional))
     bad = [n for n in names if n not in valid]
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")

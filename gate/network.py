@@ -30,8 +30,9 @@ class GateNet(nn.Module):
     Inputs (batch B): `obs` `[B, H, W, C]` the planner's input planes, `time` `[B, 2]` =
     [t/T, 1 - t/T], `features` `[B, F]` the frozen planner's pooled trunk features at s_t and
     `value` `[B]` its value there (return units), and with `config.stats` `stats` `[B, 2]` its
-    policy's uncertainty there (`gate.policy.planner_stats`). The planner inputs pass
-    `stop_gradient`, so no gradient of any gate loss reaches the planner.
+    policy's uncertainty there (`gate.policy.planner_stats`), and with `config.memory`
+    `memory` `[B, K + 2]` what it remembers of its episode (`gate.policy.memory_features`). The
+    planner inputs pass `stop_gradient`, so no gradient of any gate loss reaches the planner.
 
     Returns:
         (`[B, K]` logits over the budgets, `[B]` value baseline in units of `value_scale`).
@@ -50,10 +51,13 @@ class GateNet(nn.Module):
         features: jax.Array,
         value: jax.Array,
         stats: jax.Array | None = None,
+        memory: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
         if cfg.stats and stats is None:
             raise ValueError("this gate sees the planner's stats: pass `stats` [B, 2]")
+        if cfg.memory and memory is None:
+            raise ValueError("this gate has memory: pass `memory` [B, K + 2]")
         features = jax.lax.stop_gradient(features)
         value = jax.lax.stop_gradient(value)
         # h-space squashes Pac-Man/Tetris values in the thousands to the scale of Snake's.
@@ -72,6 +76,8 @@ class GateNet(nn.Module):
         fused = [board, features, value_in]
         if cfg.stats:
             fused.append(jax.lax.stop_gradient(stats))
+        if cfg.memory:
+            fused.append(jax.lax.stop_gradient(memory))
         fused = jnp.concatenate(fused, axis=-1)
         logits = nn.Dense(self.num_budgets)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))
         baseline = nn.Dense(1)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))[:, 0]

@@ -17,7 +17,7 @@ from gate.train_config import GateConfig
 from harness import checkpoint as ckpt
 from planner.batching import OptionRunner
 from planner.configs import config_from_dict, config_to_dict
-from planner.network import NetOutput
+from planner.network import NetOutput, h_transform
 from planner.options import Planner
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "Gate",
     "GateDecision",
     "GateInputs",
+    "GateMemory",
     "check_trained_over",
     "file_sha256",
     "gate_path",
@@ -66,6 +67,65 @@ class GateInputs:
     value: jax.Array  # [L] frozen planner value (return units)
     #: [L, 2] the frozen planner's uncertainty (`planner_stats`); None where not computed.
     stats: jax.Array | None = None
+    #: [L, K + 2] what the gate remembers (`memory_features`); None for a gate without memory.
+    memory: jax.Array | None = None
+
+
+#: Frames since the last switch at which `memory_features` reads 1/2.
+SINCE_HALF = 16.0
+
+
+@struct.dataclass
+class GateMemory:
+    """What a gate with `GateConfig.memory` remembers of its episode so far, `[B]` each.
+
+    Only the gate's own decisions update it (`after`); it starts empty at every episode start
+    (`empty`, or `reset` for the games that ended), so nothing crosses episodes.
+    """
+
+    last: jax.Array  # [B] int32 index of the budget chosen last; -1 before the first decision
+    value: jax.Array  # [B] float32 the frozen planner's value at that decision (return units)
+    since: jax.Array  # [B] int32 frames since the gate last switched budget (0 at the start)
+
+    @classmethod
+    def empty(cls, n: int) -> GateMemory:
+        """The memory of `n` games at their first decision."""
+        return cls(
+            last=jnp.full((n,), -1, jnp.int32),
+            value=jnp.zeros((n,), jnp.float32),
+            since=jnp.zeros((n,), jnp.int32),
+        )
+
+    def after(self, index: jax.Array, value: jax.Array, k: jax.Array) -> GateMemory:
+        """The memory once budget `index` (an option of `k` frames) is chosen at states whose
+        planner value is `value`: a switch (another index than last time, or the first
+        decision) restarts the count of frames since the last switch."""
+        switched = index != self.last
+        return GateMemory(
+            last=index.astype(jnp.int32),
+            value=value.astype(jnp.float32),
+            since=jnp.where(switched, 0, self.since) + k.astype(jnp.int32),
+        )
+
+    def reset(self, done: jax.Array) -> GateMemory:
+        """Empty where `done` `[B]` (a new episode starts there), kept elsewhere."""
+        return jax.tree.map(
+            lambda e, x: jnp.where(done, e, x), GateMemory.empty(done.shape[0]), self
+        )
+
+
+def memory_features(
+    memory: GateMemory, value: jax.Array, num_budgets: int, value_scale: float
+) -> jax.Array:
+    """`[B, K + 2]` the memory as the gate sees it at states of planner value `value`: the
+    one-hot of the budget chosen last (all 0 before the first decision), the change of the
+    planner's value since that decision (h-squashed like the value input; 0 at the first),
+    and the frames since the last switch as f / (f + SINCE_HALF) in [0, 1)."""
+    seen = memory.last >= 0
+    last = jax.nn.one_hot(memory.last, num_budgets) * seen[:, None]
+    change = jnp.where(seen, h_transform((value - memory.value) / value_scale), 0.0)
+    since = memory.since.astype(jnp.float32)
+    return jnp.concatenate([last, change[:, None], (since / (since + SINCE_HALF))[:, None]], -1)
 
 
 def planner_stats(logits: jax.Array, legal: jax.Array) -> jax.Array:
@@ -95,6 +155,8 @@ class GateDecision:
     value: jax.Array  # [B] the frozen planner's value at the state (return units)
     baseline: jax.Array  # [B] the gate's own value (units of `Gate.value_scale`)
     inputs: GateInputs  # [B] what the gate saw (PPO stores it)
+    #: [B] its memory after this decision (`GateConfig.memory`), else None.
+    memory: GateMemory | None = None
 
 
 class Gate:
@@ -118,18 +180,30 @@ class Gate:
         self.net = GateNet(config, len(self.budgets), self.value_scale)
         self._budget_arr = jnp.asarray(self.budgets, jnp.int32)
 
-    def inputs(self, planner_params, states: games.State, out: NetOutput | None = None):
+    def inputs(
+        self,
+        planner_params,
+        states: games.State,
+        out: NetOutput | None = None,
+        memory: GateMemory | None = None,
+    ):
         """The gate's `GateInputs` at `[B]` states: one frozen planner forward (none when the
-        planner's output `out` at them is given)."""
+        planner's output `out` at them is given). A gate with memory sees `memory` (None: an
+        empty one, as at an episode's first decision)."""
         if out is None:
             out = self.planner.evaluate(planner_params, states)
         obs, time = jax.vmap(self.planner.inputs)(states)
+        remembered = None
+        if self.config.memory:
+            memory = GateMemory.empty(out.value.shape[0]) if memory is None else memory
+            remembered = memory_features(memory, out.value, len(self.budgets), self.value_scale)
         return GateInputs(
             obs=obs.astype(jnp.bfloat16),
             time=time,
             features=out.features,
             value=out.value,
             stats=planner_stats(out.logits, states.legal_action_mask),
+            memory=remembered,
         )
 
     @property
@@ -152,7 +226,8 @@ class Gate:
         """The deployed (argmax) budget at `[B]` states whose planner output is `out`.
 
         This makes a gate a `planner.options.Future`: with `OptionRunner(planner, future=gate)`
-        the tree expects the gate's own budgets at its deeper decision states.
+        the tree expects the gate's own budgets at its deeper decision states. Inside a tree a
+        gate with memory sees an empty one (the tree does not track its path's decisions).
         """
         logits, _ = self.apply(params, self.inputs(None, states, out))
         return self._budget_arr[jnp.argmax(logits, -1)]
@@ -160,14 +235,26 @@ class Gate:
     def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
         """(`[B, K]` logits, `[B]` baseline in units of `value_scale`)."""
         return self.net.apply(
-            params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats
+            params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats, x.memory
         )
 
     def decide(
-        self, params, planner_params, states: games.State, key: jax.Array | None = None
+        self,
+        params,
+        planner_params,
+        states: games.State,
+        key: jax.Array | None = None,
+        memory: GateMemory | None = None,
     ) -> GateDecision:
-        """The budget decision at `[B]` states: sampled with `key`, else the argmax (deployed)."""
-        x = self.inputs(planner_params, states)
+        """The budget decision at `[B]` states: sampled with `key`, else the argmax (deployed).
+        A gate with memory needs its `memory` (`GateMemory.empty` at an episode's start) and
+        returns the next one in `GateDecision.memory`."""
+        if self.config.memory and memory is None:
+            raise ValueError(
+                "this gate remembers its episode: pass its GateMemory (GateMemory.empty(B) at "
+                "an episode's first decision)"
+            )
+        x = self.inputs(planner_params, states, memory=memory)
         logits, baseline = self.apply(params, x)
         log_p = jax.nn.log_softmax(logits)
         if key is None:
@@ -182,6 +269,9 @@ class Gate:
             value=x.value,
             baseline=baseline,
             inputs=x,
+            memory=None
+            if memory is None
+            else memory.after(index, x.value, self._budget_arr[index]),
         )
 
     def init_params(self, key: jax.Array):
@@ -190,7 +280,7 @@ class Gate:
         states = jax.eval_shape(lambda k: jax.vmap(self.planner.game.init)(k[None]), key)
         x = jax.eval_shape(self.inputs, planner_params, states)
         x = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), x)
-        return jax.jit(self.net.init)(key, x.obs, x.time, x.features, x.value, x.stats)
+        return jax.jit(self.net.init)(key, x.obs, x.time, x.features, x.value, x.stats, x.memory)
 
     def metadata(self) -> dict:
         """What `load_gate` checks: the network shape and the planner it gates."""

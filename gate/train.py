@@ -24,9 +24,9 @@ from jax.sharding import PartitionSpec as P
 from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
 from gate.latency import decision_misses, draw_misses, simulated_deployment
-from gate.policy import Gate, file_sha256, load_gate
+from gate.policy import Gate, GateMemory, file_sha256, load_gate
 from gate.ppo import Batch, make_update
-from gate.train_config import GateTrainConfig
+from gate.train_config import GateConfig, GateTrainConfig
 from harness import checkpoint as ckpt
 from harness.checkpoint import checkpoint_root
 from harness.run import Run, data_parallel_processes
@@ -52,6 +52,8 @@ class GateState:
     opt_state: Any  # Adam state, replicated over the mesh
     actors: tuple[Actors, ...]  # [B / D] running games of each of this process's devices
     key: jax.Array  # [2] learner PRNG key (k sampling, minibatch order), on the host
+    #: [B / D] the gate's memory of each running game, per device (`GateConfig.memory`).
+    memories: tuple[GateMemory, ...] | None = None
 
 
 def _stack(steps: list):
@@ -213,19 +215,23 @@ class GatePPO:
 
     # ---- pure pieces (jitted in __init__) ----
 
-    def _decide_fn(self, params, planner_params, states, key, *, greedy: bool = False):
-        d = self.gate.decide(params, planner_params, states, None if greedy else key)
-        return d.inputs, d.index, d.log_prob, d.baseline
+    def _decide_fn(self, params, planner_params, states, key, memory, *, greedy: bool = False):
+        d = self.gate.decide(params, planner_params, states, None if greedy else key, memory)
+        return d.inputs, d.index, d.log_prob, d.baseline, d.memory
 
     def _init_actors_fn(self, key, n: int) -> Actors:
         keys = jax.random.split(key, (n, 2))
         return ac.start(jax.vmap(self.game.init)(keys[:, 0]), keys[:, 1])
 
-    def _finish_fn(self, params, planner_params, actors: Actors, out: OptionOutput, reset_keys):
-        """The step's record (reward, frames, ends, bootstrap value) and the reset games."""
+    def _finish_fn(
+        self, params, planner_params, actors: Actors, out: OptionOutput, reset_keys, memory
+    ):
+        """The step's record (reward, frames, ends, bootstrap value), the reset games and the
+        gate's memory (`memory` after this decision; emptied where a game was reset)."""
         frames = out.next_state.frame - actors.states.frame
         reward = out.reward if self.cfg.reward_mode == "raw" else out.discounted_reward
-        _, next_value = self.gate.apply(params, self.gate.inputs(planner_params, out.next_state))
+        x = self.gate.inputs(planner_params, out.next_state, memory=memory)
+        _, next_value = self.gate.apply(params, x)
         truncated = out.truncated & ~out.terminated
         if not self.cfg.truncation_bootstrap:
             truncated = jnp.zeros_like(truncated)
@@ -239,7 +245,9 @@ class GatePPO:
         )
         fresh = jax.vmap(self.game.init)(reset_keys)
         actors, stats = ac.advance(actors, out, fresh, actors.keys)
-        return actors, record, stats
+        if memory is not None:
+            memory = memory.reset(out.done)  # the games `advance` restarted
+        return actors, record, stats, memory
 
     def _shard_key(self, key: jax.Array, index) -> jax.Array:
         """Device `index`'s key of a step: `key` folded with it (one device: `key` itself)."""
@@ -294,7 +302,13 @@ class GatePPO:
         split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         return split[:, 0], split[:, 1], split[:, 2]
 
-    def rollout(self, params, actors: tuple[Actors, ...], key: jax.Array):
+    def rollout(
+        self,
+        params,
+        actors: tuple[Actors, ...],
+        key: jax.Array,
+        memories: tuple[GateMemory, ...] | None = None,
+    ):
         """`meta_steps` meta-steps of the games of this process's devices, the devices' steps
         interleaved (each waits on its own k only, so the devices run side by side).
 
@@ -302,13 +316,19 @@ class GatePPO:
             params: the gate variables, replicated over the mesh.
             actors: each local device's `[B / D]` games, on its device.
             key: the rollout's key (each meta-step splits one off, folded per device).
+            memories: a gate with memory: each local device's `[B / D]` memories of its games
+                (`GateState.memories`); None otherwise.
 
         Returns:
-            (actors, steps, stats), the last two one per local device, time-major `[T, B / D]`
-            on its device: the decisions' records, and the `planner.actors.advance` stats per
-            meta-step `[T, 1]` (with a simulated deployment also `missed` `[T, B / D]`).
+            (actors, steps, stats, memories), steps and stats one per local device,
+            time-major `[T, B / D]` on its device: the decisions' records, and the
+            `planner.actors.advance` stats per meta-step `[T, 1]` (with a simulated deployment
+            also `missed` `[T, B / D]`); memories as passed in, after the rollout.
         """
+        if self.gate.config.memory != (memories is not None):
+            raise ValueError("pass the games' memories exactly when the gate has memory")
         actors = list(actors)
+        memories = list(memories) if memories is not None else [None] * len(actors)
         params = [_on(params, d) for _, d in self._shards]
         steps = [[] for _ in self._shards]
         stats = [[] for _ in self._shards]
@@ -316,19 +336,23 @@ class GatePPO:
             key, sample_key = jax.random.split(key)
             for j, (i, device) in enumerate(self._shards):
                 shard_key = jax.device_put(self._shard_key(sample_key, i), device)
-                actors[j], step, stat = self._meta_step(
-                    params[j], self._local_planner[j], actors[j], shard_key
+                actors[j], step, stat, memories[j] = self._meta_step(
+                    params[j], self._local_planner[j], actors[j], shard_key, memories[j]
                 )
                 steps[j].append(step)
                 stats[j].append(stat)
         stats = [
             {n: x if n == "missed" else x[:, None] for n, x in _stack(s).items()} for s in stats
         ]
-        return tuple(actors), [_stack(s) for s in steps], stats
+        kept = tuple(memories) if self.gate.config.memory else None
+        return tuple(actors), [_stack(s) for s in steps], stats, kept
 
-    def _meta_step(self, params, planner_params, actors: Actors, sample_key: jax.Array):
-        """One meta-step of one device's games: (actors, the step's record, its stats)."""
-        x, action, log_prob, value = self._decide(params, planner_params, actors.states, sample_key)
+    def _meta_step(self, params, planner_params, actors: Actors, sample_key: jax.Array, memory):
+        """One meta-step of one device's games: (actors, the step's record, its stats, the
+        gate's memory after it)."""
+        x, action, log_prob, value, memory = self._decide(
+            params, planner_params, actors.states, sample_key, memory
+        )
         carried, option_keys, reset_keys = self.option_keys(actors.keys)
         ks = self._budget_arr[np.asarray(action)]
         latency = {}
@@ -343,12 +367,13 @@ class GatePPO:
             future_params=self.gate.future_params(params),
             **latency,
         )
-        actors, record, stat = self._finish(
-            params, planner_params, actors.replace(keys=carried), out, reset_keys
+        actors, record, stat, memory = self._finish(
+            params, planner_params, actors.replace(keys=carried), out, reset_keys, memory
         )
         if latency:
             stat = dict(stat, missed=latency["miss"])
-        return actors, dict(record, inputs=x, action=action, log_prob=log_prob, value=value), stat
+        record = dict(record, inputs=x, action=action, log_prob=log_prob, value=value)
+        return actors, record, stat, memory
 
     def _global(self, shards: list):
         """One `[T, B]` array per leaf, sharded over the mesh, of the local devices' `[T, B / D]`
@@ -423,8 +448,15 @@ class GatePPO:
             jax.device_put(jax.tree.map(lambda x, i=i: x[i * n : (i + 1) * n], games), d)
             for i, d in self._shards
         )
+        memories = None
+        if self.gate.config.memory:  # every run (and every resume) starts fresh episodes
+            memories = tuple(jax.device_put(GateMemory.empty(n), d) for _, d in self._shards)
         return GateState(
-            params=self._put(params), opt_state=self._put(opt_state), actors=actors, key=key
+            params=self._put(params),
+            opt_state=self._put(opt_state),
+            actors=actors,
+            key=key,
+            memories=memories,
         )
 
     def learn(self, params, opt_state, steps: list, stats: list, key: jax.Array):
@@ -449,7 +481,9 @@ class GatePPO:
 
     def step(self, state: GateState) -> tuple[GateState, dict]:
         key, roll_key, learn_key = jax.random.split(state.key, 3)
-        actors, steps, stats = self.rollout(state.params, state.actors, roll_key)
+        actors, steps, stats, memories = self.rollout(
+            state.params, state.actors, roll_key, state.memories
+        )
         params, opt_state, out = self.learn(state.params, state.opt_state, steps, stats, learn_key)
         samples = self.cfg.num_envs * self.cfg.meta_steps
         counts = np.array([int(out.pop(f"count{i}")) for i in range(len(self.budgets))])
@@ -467,7 +501,10 @@ class GatePPO:
             metrics["episode_frames"] = float(totals["frames_sum"]) / episodes
         else:
             metrics["episode_return"] = metrics["episode_frames"] = None
-        return GateState(params=params, opt_state=opt_state, actors=actors, key=key), metrics
+        new = GateState(
+            params=params, opt_state=opt_state, actors=actors, key=key, memories=memories
+        )
+        return new, metrics
 
     def evaluate(self, state: GateState, iteration: int) -> tuple[float, dict]:
         """Greedy gate on `eval_episodes` tuning seeds (the same every time); returns
@@ -503,9 +540,11 @@ class GatePPO:
 
     def template(self, meta: dict) -> dict:
         saved = meta.get("gate_config")
-        if saved != dataclasses.asdict(self.gate.config) or meta.get("budgets") != list(
-            self.budgets
-        ):
+        try:  # compared as configs: a field added since the run saved takes its default
+            same = GateConfig(**saved) == self.gate.config
+        except (TypeError, ValueError):
+            same = False
+        if not same or meta.get("budgets") != list(self.budgets):
             raise ckpt.CheckpointError(
                 f"the checkpoint holds a gate {saved} over budgets {meta.get('budgets')}, but "
                 f"this run asks for {dataclasses.asdict(self.gate.config)} over {self.budgets}"

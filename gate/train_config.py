@@ -42,6 +42,10 @@ class GateConfig:
     #: its policy entropy over the legal actions (over log of their number) and the gap
     #: between its top two legal logits (`gate.policy.planner_stats`).
     stats: bool = False
+    #: Also see what it remembers of its episode (`gate.policy.GateMemory`): the budget it
+    #: chose last, the planner value's change since then and the frames since it last
+    #: switched budget. Every caller of `Gate.decide` then carries its memory.
+    memory: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in GATE_KINDS:
@@ -99,6 +103,11 @@ class GateTrainConfig:
     gate_stats: bool = knob(
         False,
         "Also feed the gate the planner's policy entropy and top-two logit gap at the state.",
+    )
+    gate_memory: bool = knob(
+        False,
+        "Also feed the gate its memory of the episode: the budget it chose last, the planner "
+        "value's change since then and the frames since it last switched budget.",
     )
     gate_tree: str = knob(
         "always-k",
@@ -211,4 +220,5 @@ class GateTrainConfig:
             head_hidden=self.gate_hidden,
             tree=self.gate_tree,
             stats=self.gate_stats,
+            memory=self.gate_memory,
         )

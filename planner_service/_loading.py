@@ -130,6 +130,13 @@ def load_gate_file(
         clock = ckpt.load_metadata(path).get("kind") == CLOCK_GATE_KIND
         load = load_clock_gate if clock else load_gate
         gate, params, _ = load(path, planner, planner_file=planner_file)
+        if not clock and gate.config.memory:
+            # Its memory would have to travel in each Plan request, as a clock gate's state
+            # does; until a gate with memory earns that (docs/gate.md), the service refuses it.
+            raise ValueError(
+                "a gate with memory (--gate-memory) plays in rtplan eval and train-gate only; "
+                "the planner service serves gates without it"
+            )
     except (CheckpointError, ValueError, OSError) as e:
         game_id = planner.config.game_id
         raise GateLoadError(f"gate checkpoint {path} does not load for {game_id}: {e}") from e

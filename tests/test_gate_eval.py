@@ -37,6 +37,8 @@ def test_condition_names():
     assert "gate-no-value" in condition_names((1, 2), gate=True, ablations=True)
     assert "gate-no-stats" not in condition_names((1, 2), gate=True, ablations=True)
     assert "gate-no-stats" in condition_names((1, 2), gate=True, ablations=True, stats=True)
+    assert "gate-no-memory" not in condition_names((1, 2), gate=True, ablations=True, stats=True)
+    assert "gate-no-memory" in condition_names((1, 2), gate=True, ablations=True, memory=True)
     assert "gate" not in condition_names((1, 2), gate=False)
 
 

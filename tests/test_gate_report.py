@@ -205,6 +205,24 @@ def test_a_chunked_evaluation_killed_after_a_chunk_resumes_to_the_same_record(ck
         _resumable(part, seeds, prov, rec["gate_sha256"])
 
 
+def test_a_gate_with_memory_plays_its_conditions_and_its_memory_ablation(tmp_path):
+    """`--gate-memory` gates evaluate like any other: their memory starts empty in every
+    play (the same seeds give the same budgets twice) and `gate-no-memory` zeroes it."""
+    root = tmp_path / "ck"
+    cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
+    save_planner(planner_path(root, GAME), cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
+    write_gate(root, GAME, channels=8, head_hidden=16, memory=True)
+    kw = dict(episodes=2, planner_file=str(planner_path(root, GAME)), ablations=True)
+    files = run_conditions(
+        GAME, out=str(tmp_path / "a"), conditions=["gate", "gate-no-memory"], **kw
+    )
+    with pytest.raises(ValueError, match="unknown condition 'gate-no-stats'"):
+        run_conditions(GAME, out=str(tmp_path / "a"), conditions=["gate-no-stats"], **kw)
+    again = run_conditions(GAME, out=str(tmp_path / "b"), conditions=["gate"], **kw)
+    first, second = (json.loads(f["gate"].read_text()) for f in (files, again))
+    assert first["ks"] == second["ks"] and first["returns"] == second["returns"]
+
+
 def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):
     base = ["eval", "--game", GAME, "--planner", str(planner_path(ckdir, GAME))]
     assert main([*base, "--conditions", "k9", "--out", str(tmp_path)]) == 2

@@ -221,6 +221,11 @@ def test_a_broken_or_mismatched_gate_file_is_a_startup_error(gated, tmp_path, ca
     other_budgets = root_with("budgets", dataclasses.replace(CFG, budgets=(1,), simulations=(2,)))
     with pytest.raises(GateLoadError, match=r"picks among budgets \[1, 2\]"):
         Engine.from_dir(other_budgets)
+    # A gate with memory (`--gate-memory`) is for rtplan eval and train-gate only, so far.
+    remembers = root_with("memory")
+    write_gate(remembers, GAME, channels=8, head_hidden=16, memory=True)
+    with pytest.raises(GateLoadError, match=r"a gate with memory \(--gate-memory\) plays"):
+        Engine.from_dir(remembers)
     # The service's entry point fails at start-up, naming the file.
     assert main(["--checkpoint-dir", str(corrupt), "--port", "0"]) == 1
     err = capsys.readouterr().err

@@ -389,3 +389,71 @@ def test_train_gate_checks_its_devices_and_processes(tmp_path, capsys):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "speed-hex-v0 is a clock game, whose gate trains in one process" in done.stderr
     assert not (tmp_path / "hex").exists()
+
+
+def test_the_memory_counts_frames_since_the_last_switch_and_empties_at_a_new_episode():
+    from gate.policy import SINCE_HALF, GateMemory, memory_features
+    from planner.network import h_transform
+
+    m = GateMemory.empty(3)
+    m = m.after(jnp.array([0, 1, 1]), jnp.array([1.0, 2.0, 3.0]), jnp.array([1, 2, 2]))
+    assert m.last.tolist() == [0, 1, 1] and m.since.tolist() == [1, 2, 2]  # first: a switch
+    m2 = m.after(jnp.array([0, 0, 1]), jnp.array([4.0, 4.0, 4.0]), jnp.array([1, 1, 2]))
+    assert m2.since.tolist() == [2, 1, 4]  # kept 0: 1 + 1; switched to 0: 0 + 1; kept 1: 2 + 2
+    feats = np.asarray(memory_features(m, jnp.array([3.0, 2.0, 0.0]), 2, 2.0))
+    np.testing.assert_allclose(feats[:, :2], [[1, 0], [0, 1], [0, 1]])
+    np.testing.assert_allclose(feats[:, 2], h_transform(jnp.array([1.0, 0.0, -1.5])), rtol=1e-6)
+    np.testing.assert_allclose(feats[:, 3], [1 / (1 + SINCE_HALF), *[2 / (2 + SINCE_HALF)] * 2])
+    fresh = np.asarray(memory_features(GateMemory.empty(2), jnp.array([5.0, -5.0]), 2, 1.0))
+    assert not fresh.any()  # nothing remembered before the first decision
+    r = m2.reset(jnp.array([False, True, False]))
+    assert r.last.tolist() == [0, -1, 1] and r.since.tolist() == [2, 0, 4]
+    assert r.value.tolist() == [4.0, 0.0, 4.0]
+
+
+def test_a_gate_with_memory_needs_it_sees_it_and_carries_it_through_training(planner_file):
+    """`--gate-memory`: `decide` refuses to run without the memory, its inputs change the
+    logits, and a rollout threads it: each decision's stored inputs remember the decision
+    before (reset where a game ended), and the memories returned are the fold of
+    `GateMemory.after` over the recorded decisions."""
+    from gate.policy import GateMemory
+
+    kw = dict(game_id=GAME, planner=planner_file, num_envs=2, meta_steps=3, minibatches=1,
+              gate_channels=8, gate_hidden=16)  # fmt: skip
+    algo = GatePPO(GateTrainConfig(**kw, gate_memory=True))
+    state = algo.init()
+    (shard,) = state.actors
+    with pytest.raises(ValueError, match="pass its GateMemory"):
+        algo.gate.decide(state.params, algo.planner_params, shard.states)
+    empty = GateMemory.empty(2)
+    d = algo.gate.decide(state.params, algo.planner_params, shard.states, memory=empty)
+    assert d.memory.last.tolist() == d.index.tolist() and d.memory.since.tolist() == d.k.tolist()
+    x = algo.gate.inputs(algo.planner_params, shard.states, memory=d.memory)
+    x0 = algo.gate.inputs(algo.planner_params, shard.states, memory=empty)
+    assert bool(
+        jnp.any(algo.gate.apply(state.params, x)[0] != algo.gate.apply(state.params, x0)[0])
+    )
+    with pytest.raises(ValueError, match="memories exactly when"):
+        algo.rollout(state.params, state.actors, state.key)
+    _, (steps,), _, (after,) = algo.rollout(
+        state.params, state.actors, jax.random.PRNGKey(1), state.memories
+    )
+    actions = np.asarray(steps["action"])  # [T, B]
+    ended = np.asarray(steps["terminated"] | steps["truncated"])
+    seen = np.asarray(steps["inputs"].memory)  # [T, B, K + 2]
+    want = GateMemory.empty(2)
+    for t in range(actions.shape[0]):
+        one_hot = np.eye(2)[np.asarray(want.last)] * (np.asarray(want.last) >= 0)[:, None]
+        np.testing.assert_array_equal(seen[t, :, :2], one_hot)
+        k = jnp.asarray(algo.gate.budgets)[actions[t]]
+        value = steps["inputs"].value[t]
+        want = want.after(jnp.asarray(actions[t]), value, k).reset(jnp.asarray(ended[t]))
+    for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # A run saved before the memory field existed resumes: configs compare field by field.
+    meta = {"gate_config": dataclasses.asdict(GatePPO(GateTrainConfig(**kw)).gate.config),
+            "budgets": [1, 2]}  # fmt: skip
+    del meta["gate_config"]["memory"]
+    GatePPO(GateTrainConfig(**kw)).template(meta)
+    with pytest.raises(ckpt.CheckpointError, match="holds a gate"):
+        algo.template(meta)
