@@ -1,4 +1,9 @@
-"""`rtplan eval --via-services`: the gate played through the real services against in-process."""
+"""`rtplan eval --via-services`: the gate played through the real services against in-process.
+
+Committed games: the gate's episodes, frame by frame (actions, k-sequence, return). Clock games:
+the clock gate (the planner agent, player 0) against the reflex opponent, ply by ply (movers,
+moves, charged ticks, the gate's budgets, both clocks after every ply, the result).
+"""
 
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ from harness.checkpoint import checkpoint_root
 from rtplan.processes import http_json, services
 
 __all__ = [
+    "ClockGame",
     "Served",
     "compare",
+    "compare_clock",
     "create_session",
     "play_sessions",
     "read_replay",
@@ -72,6 +79,194 @@ def read_replay(path: str | Path, seed: int, reason: str) -> Served:
         decision_frames=np.array(at, np.int64),
         reason=reason,
     )
+
+
+@dataclasses.dataclass
+class ClockGame:
+    """One clock game ply by ply, as a session recorded it or as `play_match` played it."""
+
+    seed: int
+    movers: np.ndarray  # [plies] the player who moved (0: the planner agent, 1: the opponent)
+    actions: np.ndarray  # [plies] the move
+    costs: np.ndarray  # [plies] the ticks it was charged
+    ks: np.ndarray  # [agent's moves] its budget (0: policy-only)
+    clocks: np.ndarray  # [plies, 2] both players' ticks after the ply
+    result: float  # the agent's reward (+1 win, -1 loss, 0 draw or unfinished)
+
+
+def read_clock_replay(path: str | Path, seed: int, result: float) -> ClockGame:
+    """A clock game's replay file as a `ClockGame` (the agent is player 0; the opponent's
+    lines have source "opponent"), with the agent's `result` as the session reported it (a
+    frame line's reward is the mover's)."""
+    from server.replay import ReplayFile
+
+    frames = ReplayFile.read(path).frames
+    movers = np.array([1 if x.report.source == "opponent" else 0 for x in frames], np.int64)
+    return ClockGame(
+        seed=seed,
+        movers=movers,
+        actions=np.array([x.report.action for x in frames], np.int64),
+        costs=np.array([x.report.cost for x in frames], np.int64),
+        ks=np.array([x.report.k or 0 for x, m in zip(frames, movers) if m == 0], np.int64),
+        clocks=np.array([x.state["clocks"] for x in frames], np.int64).reshape(-1, 2),
+        result=result,
+    )
+
+
+def compare_clock(want: list[ClockGame], served: list[ClockGame]) -> tuple[list[dict], list[str]]:
+    """Compares in-process clock games with the sessions', seed by seed.
+
+    Returns:
+        one row per seed (plies, identical moves / budgets / clocks) and the mismatches, one
+        line each naming the first differing ply (or move of the agent).
+    """
+    rows, problems = [], []
+    for a, b in zip(want, served, strict=True):
+        plies = {
+            name: _first_difference(getattr(a, name), getattr(b, name))
+            for name in ("movers", "actions", "costs")
+        }
+        clock = _first_difference(a.clocks.reshape(-1), b.clocks.reshape(-1))
+        k = _first_difference(a.ks, b.ks)
+        rows.append(
+            {
+                "seed": a.seed,
+                "plies_in_process": len(a.actions),
+                "plies_services": len(b.actions),
+                "moves": all(v is None for v in plies.values()),
+                "ks": k is None,
+                "clocks": clock is None,
+                "result": a.result == b.result,
+            }
+        )
+        for name, i in plies.items():
+            if i is not None:
+                problems.append(
+                    f"seed {a.seed}: first differing {name[:-1]} at ply {i}: in-process "
+                    f"{_at(getattr(a, name), i)}, services {_at(getattr(b, name), i)}"
+                )
+        if k is not None:
+            problems.append(
+                f"seed {a.seed}: first differing budget at the agent's move {k}: in-process "
+                f"k={_at(a.ks, k)}, services k={_at(b.ks, k)}"
+            )
+        if clock is not None:
+            i = clock // 2
+            problems.append(
+                f"seed {a.seed}: clocks first differ after ply {i}: in-process "
+                f"{_row(a.clocks, i)}, services {_row(b.clocks, i)}"
+            )
+        if a.result != b.result:
+            problems.append(f"seed {a.seed}: result in-process {a.result:g}, services {b.result:g}")
+    return rows, problems
+
+
+def _row(a: np.ndarray, i: int) -> list | str:
+    return a[i].tolist() if i < len(a) else "none (the game is over)"
+
+
+def _clock_table(rows: list[dict]) -> str:
+    yes = {True: "yes", False: "NO"}
+    out = [
+        f"{'seed':>9} {'plies':>6} {'services':>8} {'moves':>6} {'budgets':>8} {'clocks':>7} "
+        f"{'result':>7}"
+    ]
+    for r in rows:
+        out.append(
+            f"{r['seed']:>9} {r['plies_in_process']:>6} {r['plies_services']:>8} "
+            f"{yes[r['moves']]:>6} {yes[r['ks']]:>8} {yes[r['clocks']]:>7} {yes[r['result']]:>7}"
+        )
+    return "\n".join(out)
+
+
+def _clock_in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
+    """`play_match` of the clock gate (player A) against the reflex from `game.init(PRNGKey(s))`
+    (no opening, the game's own clocks): for each seed the game in which A is player 0, as
+    the sessions play it, ply by ply (`on_ply`)."""
+    import dataclasses as dc
+
+    from gate.clock_players import gate_player
+    from planner.matches import constant_player, play_match
+    from planner.options import Planner
+    from planner.store import load_planner
+
+    pcfg, params, _ = load_planner(game_id, planner_file)
+    planner = Planner(dc.replace(pcfg, gumbel_scale=0.0))  # the service's search
+    budgets = np.asarray((0, *planner.config.budgets))
+    n = len(seeds)
+    log: dict[int, list] = {g: [] for g in range(2 * n)}
+
+    def on_ply(ply) -> None:
+        movers = np.asarray(ply.states.current_player)
+        clocks = np.asarray(ply.next_states.inner.clocks)
+        for r, g in enumerate(ply.game):
+            if g >= 0 and ply.alive[r]:
+                row = (int(movers[r]), int(ply.actions[r]), int(ply.costs[r]), int(ply.options[r]))
+                log[int(g)].append((*row, clocks[r].tolist()))
+
+    ep = play_match(
+        planner,
+        params,
+        gate_player(gate_file, planner, params),
+        constant_player("reflex", 0),
+        seeds,
+        opening_plies=0,
+        on_ply=on_ply,
+    )
+    games = []
+    for i, seed in enumerate(seeds):
+        # Game i has A moving first, game n + i second: the session's agent is player 0.
+        g = i if log[i][0][0] == 0 else n + i
+        movers, actions, costs, options, clocks = zip(*log[g])
+        movers = np.array(movers)
+        a_options = np.array(options)[movers == 0]
+        games.append(
+            ClockGame(
+                seed=int(seed),
+                movers=movers,
+                actions=np.array(actions),
+                costs=np.array(costs),
+                ks=np.where(a_options > 0, budgets[np.clip(a_options, 0, None)], 0),
+                clocks=np.array(clocks),
+                result=2.0 * float(ep.returns[g]) - 1.0,
+            )
+        )
+    return games
+
+
+def _run_clock(game_id, seeds, split, planner_file, gate_file, log) -> int:
+    from gate.clock_gate import load_clock_gate
+    from planner.options import Planner
+    from planner.store import load_planner
+
+    pcfg, _, _ = load_planner(game_id, planner_file)
+    load_clock_gate(gate_file, Planner(pcfg), planner_file=planner_file)  # the service's checks
+    with tempfile.TemporaryDirectory(prefix="rtplan-via-services-") as tmp:
+        root = serving_folder(Path(tmp), game_id, planner_file, gate_file)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            reference = pool.submit(_clock_in_process, game_id, planner_file, gate_file, seeds)
+            log(f"starting the planner service and env server over {planner_file}, {gate_file}")
+            with services(
+                game_id, echo=False, checkpoint_dir=root, record_dir=Path(tmp) / "replays"
+            ) as addr:
+                want = reference.result()
+                ended = play_sessions(addr["http"], game_id, seeds, log, opponent="reflex")
+                served = [
+                    read_clock_replay(info["replay"], int(s), float(info["episode_return"]))
+                    for info, s in zip(ended, seeds)
+                ]
+    rows, problems = compare_clock(want, served)
+    log(_clock_table(rows))
+    for line in problems:
+        log(f"MISMATCH {line}")
+    if problems:
+        return 1
+    log(
+        f"{game_id}: {len(seeds)} {split} openings identical in process and through the "
+        f"services (the gate against the reflex: {sum(len(g.actions) for g in served)} plies, "
+        f"{sum(len(g.ks) for g in served)} gate budgets, both clocks after every ply)"
+    )
+    return 0
 
 
 def _first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
@@ -205,9 +400,11 @@ def play_sessions(
     *,
     k: int | None = None,
     max_frames: int = 0,
+    opponent: str | None = None,
 ) -> list[dict]:
     """One simulated-clock planner-agent session per seed, recorded, to the episode's end (or
     `max_frames`), `PARALLEL` at a time; the gate picks each option's k unless `k` forces one.
+    Clock games: `opponent` is the built-in opponent (e.g. "reflex").
 
     Returns:
         Each session's final details (`GET /v1/sessions/ID`: episode_return, frame, reason,
@@ -230,6 +427,7 @@ def play_sessions(
                 "record": True,
                 "max_frames": max_frames,
                 **({} if k is None else {"k": k}),
+                **({} if opponent is None else {"opponent": opponent}),
             }
             sid = create_session(http, body)
             if k is None and not http_json("GET", f"{http}/v1/sessions/{sid}")["gated"]:
@@ -283,7 +481,7 @@ def run(
 
     Raises:
         FileNotFoundError: no planner or gate file. CheckpointError: one does not load (or the
-        gate was trained over another planner). ValueError: a clock game, too few episodes.
+        gate was trained over another planner). ValueError: too few episodes.
         RuntimeError: a service failed to start or a session failed.
     """
     from gate.evaluate import seeds_of
@@ -301,10 +499,10 @@ def run(
         raise FileNotFoundError(f"--via-services plays the gate, and {gate_file} is missing")
     pcfg, _, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
-    if planner.two_player:
-        raise ValueError(f"{game_id} is a clock game: the gate plays committed-action games")
-    load_gate(gate_file, planner, planner_file=planner_file)  # the same checks as the service
     seeds = seeds_of(split, episodes)
+    if planner.two_player:
+        return _run_clock(game_id, seeds, split, planner_file, gate_file, log)
+    load_gate(gate_file, planner, planner_file=planner_file)  # the same checks as the service
 
     with tempfile.TemporaryDirectory(prefix="rtplan-via-services-") as tmp:
         root = serving_folder(Path(tmp), game_id, planner_file, gate_file)

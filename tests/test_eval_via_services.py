@@ -92,3 +92,66 @@ def test_via_services_without_a_gate_is_a_clear_error(root, tmp_path, capsys):
     assert f"rtplan eval: error: --via-services plays the gate, and {missing} is missing" in err
     assert main([*argv, "--conditions", "k1"]) == 2
     assert "--via-services plays the gate only" in capsys.readouterr().err
+
+
+CLOCK_GAME = "speed-hex-v0"
+#: Budgets 2 and 4 simulations and 30 ticks a side: the random-init clock gate of seed 4 plays
+#: policy-only and both budgets and runs its clock down (`test_clock_gate_service`).
+CLOCK_CFG = dataclasses.replace(tiny_config(CLOCK_GAME), game_params=(("initial_time", 30),))
+
+
+def test_the_services_reproduce_the_in_process_clock_gate(tmp_path, capsys, monkeypatch):
+    """A clock game through the real services: the gated planner agent against the reflex,
+    ply by ply equal to `play_match` with the in-process clock gate (the game in which the
+    gate is player 0), and the comparison names the first ply that differs."""
+    from support import write_clock_gate
+
+    save_planner(
+        planner_path(tmp_path, CLOCK_GAME),
+        CLOCK_CFG,
+        Planner(CLOCK_CFG).init_params(jax.random.PRNGKey(0)),
+    )
+    write_clock_gate(tmp_path, CLOCK_GAME, seed=4)
+    seen, real = [], via_services.compare_clock
+
+    def compare(want, served):
+        seen.append((want, served))
+        return real(want, served)
+
+    monkeypatch.setattr(via_services, "compare_clock", compare)
+    planner = str(planner_path(tmp_path, CLOCK_GAME))
+    argv = ["eval", "--game", CLOCK_GAME, "--via-services", "--episodes", "2"]
+    assert main([*argv, "--planner", planner]) == 0
+    out = capsys.readouterr().out
+    assert "identical in process and through the services" in out and "MISMATCH" not in out
+    want, served = seen[0]
+    assert [g.seed for g in served] == [2_000_000, 2_000_001] == [g.seed for g in want]
+    for a, b in zip(want, served):
+        assert len(b.actions) == len(a.actions) > 10  # played to the game's end
+        assert set(b.movers.tolist()) == {0, 1} and len(b.ks) == (b.movers == 0).sum()
+        np.testing.assert_array_equal(a.clocks, b.clocks)
+        assert b.clocks[-1, 1] == 30  # the reflex moves for free
+    assert min(g.clocks[-1, 0] for g in served) == 0  # the gate spent a whole clock
+    assert {0, *CLOCK_CFG.budgets} <= set(np.concatenate([g.ks for g in served]).tolist())
+
+    # A changed move, budget or clock is named where it first differs.
+    g = served[0]
+    moved = dataclasses.replace(g, actions=np.where(np.arange(len(g.actions)) == 5, -7, g.actions))
+    _, problems = via_services.compare_clock(want[:1], [moved])
+    assert problems == [
+        f"seed 2000000: first differing action at ply 5: in-process {g.actions[5]}, services -7"
+    ]
+    ks = g.ks.copy()
+    ks[2] = 99
+    _, problems = via_services.compare_clock(want[:1], [dataclasses.replace(g, ks=ks)])
+    assert problems == [
+        f"seed 2000000: first differing budget at the agent's move 2: in-process k={g.ks[2]}, "
+        "services k=99"
+    ]
+    clocks = g.clocks.copy()
+    clocks[3, 0] += 1
+    _, problems = via_services.compare_clock(want[:1], [dataclasses.replace(g, clocks=clocks)])
+    assert problems == [
+        f"seed 2000000: clocks first differ after ply 3: in-process {g.clocks[3].tolist()}, "
+        f"services {clocks[3].tolist()}"
+    ]

@@ -13,8 +13,8 @@ def _clock_eval(args: argparse.Namespace) -> int:
     from gate import clock_eval
     from harness.checkpoint import CheckpointError
 
-    if args.via_services or args.ablations:
-        raise CommandError("clock games: --via-services and --ablations are not available yet")
+    if args.ablations:
+        raise CommandError("clock games have no input ablations (--ablations)")
     if args.chunk is not None:
         raise CommandError("--chunk is for committed games (clock games resume per cell)")
     t0s = tuple(args.t0 or clock_eval.T0S)

@@ -18,7 +18,19 @@ def _eval(args: argparse.Namespace) -> int:
     import games
 
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
-    if games.game_class(args.game).num_players == 2:
+    clock = games.game_class(args.game).num_players == 2
+    if args.via_services:
+        if latency:
+            raise CommandError("--via-services plays the simulated clock: no --latency")
+        if clock and (args.tune_midpeak or args.t0 is not None or args.opponents is not None):
+            raise CommandError(
+                "--via-services plays the clock gate against the reflex at the game's own "
+                "clocks: drop --t0, --opponents and --tune-midpeak"
+            )
+        if args.episodes is None:
+            args.episodes = 100
+        return _via_services(args)
+    if clock:
         if latency:
             raise CommandError("--latency and its flags are for committed-action games")
         return _clock_eval(args)
@@ -30,10 +42,6 @@ def _eval(args: argparse.Namespace) -> int:
         raise CommandError(f"--chunk must be >= 1 seed, got {args.chunk}")
     if args.episodes is None:
         args.episodes = 100
-    if args.via_services:
-        if latency:
-            raise CommandError("--via-services plays the simulated clock: no --latency")
-        return _via_services(args)
     if args.episodes < 2:
         raise CommandError("--episodes must be >= 2 (a standard error needs two)")
     try:  # the flags' checks are the training config's

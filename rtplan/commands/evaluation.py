@@ -163,7 +163,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="play the gate through the real planner service and env server (simulated clock) "
         "on the split's first --episodes seeds and check that returns, frame actions and "
-        "k-sequences equal the in-process play exactly (exit 1 on a mismatch); writes nothing",
+        "k-sequences equal the in-process play exactly (exit 1 on a mismatch); writes nothing. "
+        "Clock games: the clock gate (player 0) against the reflex from each seed's start at "
+        "the game's own clocks, one game per seed: moves, charged ticks, budgets, both clocks "
+        "after every ply and the result",
     )
     ev.set_defaults(handler=_eval)
 
