@@ -239,8 +239,14 @@ def test_sessions_play_the_same_batched_or_alone(serve, root, batched):
     a, b = _play(batched), _play(alone)
     played = set()
     for seed in SEEDS:
-        # Timing: a tick that fired a whole period late decided what it decided on time.
-        timely = all(x[seed]["stats"]["max_tick_lag_ms"] < 1e3 / FPS for x in (a, b))
+        # Timing: a tick that fired a whole period late, or a reflex answer that a loaded
+        # machine delivered past its deadline (LATE: the reflex fallback plays the same
+        # action), decides each frame's provenance, never what is played.
+        timely = all(
+            x[seed]["stats"]["max_tick_lag_ms"] < 1e3 / FPS
+            and x[seed]["stats"]["late"] == x[seed]["stats"]["fallback"] == 0
+            for x in (a, b)
+        )
         same = _replay(a[seed], provenance=timely) == _replay(b[seed], provenance=timely)
         assert same, (seed, a[seed]["stats"], b[seed]["stats"])
         assert a[seed]["episode_return"] == b[seed]["episode_return"]
