@@ -36,7 +36,7 @@ def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
         seen.append((episodes, served))
         return real(episodes, served)
 
-    monkeypatch.setattr(via_services, "compare", compare)
+    monkeypatch.setattr(via_services.committed, "compare", compare)
     planner = str(planner_path(root, GAME))
     argv = ["eval", "--game", GAME, "--via-services", "--episodes", "2", "--planner", planner]
     assert main(argv) == 0
@@ -118,7 +118,7 @@ def test_the_services_reproduce_the_in_process_clock_gate(tmp_path, capsys, monk
         seen.append((want, served))
         return real(want, served)
 
-    monkeypatch.setattr(via_services, "compare_clock", compare)
+    monkeypatch.setattr(via_services.clock, "compare_clock", compare)
     planner = str(planner_path(tmp_path, CLOCK_GAME))
     argv = ["eval", "--game", CLOCK_GAME, "--via-services", "--episodes", "2"]
     assert main([*argv, "--planner", planner]) == 0

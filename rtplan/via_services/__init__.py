@@ -1,0 +1,72 @@
+"""`rtplan eval --via-services`: the gate played through the real services against in-process.
+
+Committed games (`committed`): the gate's episodes, frame by frame (actions, k-sequence,
+return). Clock games (`clock`): the clock gate (the planner agent, player 0) against the reflex
+opponent, ply by ply (movers, moves, charged ticks, the gate's budgets, both clocks after every
+ply, the result). Both play through `sessions.play_through_services`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.checkpoint import checkpoint_root
+from rtplan.via_services import clock, committed
+from rtplan.via_services.clock import ClockGame, compare_clock, read_clock_replay
+from rtplan.via_services.committed import Served, compare, read_replay
+from rtplan.via_services.sessions import create_session, play_sessions, serving_folder
+
+__all__ = [
+    "ClockGame",
+    "Served",
+    "clock",
+    "committed",
+    "compare",
+    "compare_clock",
+    "create_session",
+    "play_sessions",
+    "read_clock_replay",
+    "read_replay",
+    "run",
+    "serving_folder",
+]
+
+
+def run(
+    game_id: str,
+    *,
+    episodes: int,
+    split: str = "eval",
+    planner_file: str | None = None,
+    gate_file: str | None = None,
+    log: Callable = print,
+) -> int:
+    """Plays the gate on a split's first `episodes` seeds in process and through the services
+    (planner service + env server subprocesses, simulated clock) and compares them.
+
+    Returns:
+        0 when every seed plays identically (committed games: return, actions, k-sequence;
+        clock games: movers, moves, charged ticks, budgets, clocks, result), 1 otherwise.
+
+    Raises:
+        FileNotFoundError: no planner or gate file. CheckpointError: one does not load (or the
+        gate was trained over another planner). ValueError: too few episodes.
+        RuntimeError: a service failed to start or a session failed.
+    """
+    from gate.evaluate import seeds_of
+    from gate.policy import gate_path
+    from planner.options import Planner
+    from planner.store import load_planner, planner_path
+
+    if episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
+    if not Path(planner_file).exists():
+        raise FileNotFoundError(f"planner checkpoint {planner_file} is missing")
+    gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
+    if not Path(gate_file).exists():
+        raise FileNotFoundError(f"--via-services plays the gate, and {gate_file} is missing")
+    pcfg, _, _ = load_planner(game_id, planner_file)
+    kind = clock if Planner(pcfg).two_player else committed
+    return kind.run(game_id, seeds_of(split, episodes), split, planner_file, gate_file, log)

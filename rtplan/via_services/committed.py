@@ -1,0 +1,174 @@
+"""Committed games through the services: the gate's episodes frame by frame (actions,
+k-sequence, return) against `gate.evaluate.play` in process."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from rtplan.via_services.sessions import at, first_difference, play_through_services, report
+
+__all__ = ["Served", "compare", "read_replay", "run"]
+
+
+@dataclasses.dataclass
+class Served:
+    """What one services session recorded (its replay file)."""
+
+    seed: int
+    returns: float  # sum of the frames' rewards
+    frames: int
+    actions: np.ndarray  # [frames] the action applied at each frame
+    ks: np.ndarray  # [decisions] the k of each option, in order (-1: no decision)
+    decision_frames: np.ndarray  # [decisions] the first frame of each option
+    reason: str  # why the session ended ("terminated" or "truncated" at the horizon)
+
+
+def read_replay(path: str | Path, seed: int, reason: str) -> Served:
+    """Reads a replay file (`server.replay.ReplayFile`): its frames, cut into options by the k
+    each one records.
+
+    An option of budget k covers k frames (k - 1 reflex frames, then the planned one), every
+    one recording k; the last option may be cut short by the episode's end.
+    """
+    from server.replay import ReplayFile  # JAX: only once a comparison runs
+
+    frames = ReplayFile.read(path).frames
+    ks, starts, f = [], [], 0
+    while f < len(frames):
+        k = frames[f].report.k
+        ks.append(-1 if k is None else int(k))
+        starts.append(f)
+        f += max(1, k or 1)  # no decision (a miss) ends the option at its first frame
+    return Served(
+        seed=seed,
+        returns=float(sum(x.reward for x in frames)),
+        frames=len(frames),
+        actions=np.array([x.report.action for x in frames], np.int64),
+        ks=np.array(ks, np.int64),
+        decision_frames=np.array(starts, np.int64),
+        reason=reason,
+    )
+
+
+def _served(info: dict, seed: int) -> Served:
+    """What a finished session's replay file recorded, checked against its reported return."""
+    served = read_replay(info["replay"], seed, info["reason"])
+    if abs(served.returns - float(info["episode_return"])) > 1e-6:
+        raise RuntimeError(
+            f"session {info['id']}: replay rewards sum to {served.returns}, the session "
+            f"reports {info['episode_return']}"
+        )
+    return served
+
+
+def compare(episodes, served: list[Served]) -> tuple[list[dict], list[str]]:
+    """Compares in-process episodes (`gate.evaluate.Episodes` with actions) with the sessions.
+
+    Returns:
+        one row per seed (returns, frames, identical actions / k-sequence) and the
+        mismatches, one line each naming the first differing frame.
+    """
+    rows, problems = [], []
+    for i, s in enumerate(served):
+        seed = int(episodes.seeds[i])
+        acts, ks = episodes.actions[i], episodes.ks[i]
+        frame = first_difference(acts, s.actions)
+        decision = first_difference(ks, s.ks)
+        same_return = abs(float(episodes.returns[i]) - s.returns) <= 1e-6
+        rows.append(
+            {
+                "seed": seed,
+                "return_in_process": float(episodes.returns[i]),
+                "return_services": s.returns,
+                "frames_in_process": int(episodes.frames[i]),
+                "frames_services": s.frames,
+                "actions": frame is None,
+                "ks": decision is None,
+            }
+        )
+        if frame is not None:
+            problems.append(
+                f"seed {seed}: first differing action at frame {frame}: in-process "
+                f"{at(acts, frame)}, services {at(s.actions, frame)}"
+            )
+        if decision is not None:
+            where = episodes.decision_frames[i]
+            first = where[decision] if decision < len(where) else s.decision_frames[decision]
+            problems.append(
+                f"seed {seed}: first differing k at decision {decision} (frame {int(first)}): "
+                f"in-process k={at(ks, decision)}, services k={at(s.ks, decision)}"
+            )
+        if not same_return or int(episodes.frames[i]) != s.frames:
+            problems.append(
+                f"seed {seed}: in-process return {float(episodes.returns[i]):g} over "
+                f"{int(episodes.frames[i])} frames, services {s.returns:g} over {s.frames}"
+            )
+    return rows, problems
+
+
+def _table(rows: list[dict]) -> str:
+    yes = {True: "yes", False: "NO"}
+    out = [
+        f"{'seed':>9} {'return in-process':>17} {'services':>9} {'frames':>7} "
+        f"{'services':>8} {'actions':>8} {'k-seq':>6}"
+    ]
+    for r in rows:
+        out.append(
+            f"{r['seed']:>9} {r['return_in_process']:>17g} {r['return_services']:>9g} "
+            f"{r['frames_in_process']:>7} {r['frames_services']:>8} {yes[r['actions']]:>8} "
+            f"{yes[r['ks']]:>6}"
+        )
+    return "\n".join(out)
+
+
+def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
+    """`gate.evaluate.play` of the deployed gate (argmax), recording every frame's action."""
+    from gate.evaluate import gate_chooser, play
+    from gate.policy import load_gate
+    from planner.options import Planner
+    from planner.store import load_planner
+
+    pcfg, pparams, _ = load_planner(game_id, planner_file)
+    planner = Planner(pcfg)
+    gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
+    choose = gate_chooser(gate, gparams, pparams)
+    return play(
+        gate.runner(len(seeds)),
+        pparams,
+        seeds,
+        choose,
+        record_actions=True,
+        future_params=gate.future_params(gparams),
+    )
+
+
+def run(
+    game_id: str,
+    seeds: np.ndarray,
+    split: str,
+    planner_file: str,
+    gate_file: str,
+    log: Callable,
+) -> int:
+    """The committed game's gate on `seeds`, in process and through the services, compared
+    (`rtplan.via_services.run` checks the files exist first)."""
+    from gate.policy import load_gate
+    from planner.options import Planner
+    from planner.store import load_planner
+
+    pcfg, _, _ = load_planner(game_id, planner_file)
+    load_gate(gate_file, Planner(pcfg), planner_file=planner_file)  # the service's checks
+    episodes, served = play_through_services(
+        game_id, seeds, planner_file, gate_file, reference=_in_process, read=_served, log=log
+    )
+    rows, problems = compare(episodes, served)
+    identical = (
+        f"{game_id}: {len(seeds)} {split} seeds identical in process and through the services "
+        f"(returns, {sum(r['frames_services'] for r in rows)} frame actions, "
+        f"{sum(len(s.ks) for s in served)} gate decisions)"
+    )
+    return report(_table(rows), problems, identical, log)
