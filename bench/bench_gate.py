@@ -61,8 +61,8 @@ def latency(game_id: str, calls: int) -> None:
         state = algo.init()
         (shard,) = state.actors  # one device
         states = shard.states
-        fn = functools.partial(algo._decide, greedy=True)
-        t = time_calls(fn, state.params, algo.planner_params, states, state.key, calls=calls)
+        fn = jax.jit(algo.gate.decide)  # no key: the greedy decision, as deployed
+        t = time_calls(fn, state.params, algo.planner_params, states, calls=calls)
         print(f"| gate decision ({kind}: planner forward + gate) | {_fmt(t)} |", flush=True)
     option = jax.jit(functools.partial(algo.planner.option, k=1))
     keys = jax.random.split(jax.random.PRNGKey(2), 1)

@@ -1,9 +1,9 @@
-"""The gate's trainer: rollouts of a frozen planner's options on the host, grouped by budget.
+"""The gate's trainer: rollouts of a frozen planner's options on the host, grouped by budget
+(`gate.rollout.GateRollout`), then SMDP-GAE and PPO data parallel over a device mesh.
 
-Past ~450 lines since it became data parallel: the rollout's per-device shards, the
-`shard_map`ped update and the checkpoint state all hang on one device mesh and one set of
-jitted pieces (`GatePPO.__init__`), so they read as one algorithm beside `gate/ppo.py`, as
-`planner/train.py` does for the planner (STYLE.md)."""
+The mesh, the `shard_map`ped update and the checkpoint state live here; the rollout's
+meta-steps on each device's games live in `gate/rollout.py`, which this class builds and hands
+its devices' shards."""
 
 from __future__ import annotations
 
@@ -23,17 +23,17 @@ from jax.sharding import PartitionSpec as P
 
 from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
-from gate.latency import decision_misses, draw_misses, simulated_deployment
+from gate.latency import decision_misses, simulated_deployment
 from gate.policy import Gate, GateMemory, file_sha256, load_gate
 from gate.ppo import Batch, make_update
+from gate.rollout import GateRollout, shard_key
 from gate.train_config import GateConfig, GateTrainConfig
 from harness import checkpoint as ckpt
 from harness.checkpoint import checkpoint_root
 from harness.run import Run, data_parallel_processes
-from planner import actors as ac
 from planner.actors import Actors
 from planner.batching import OptionRunner
-from planner.options import OptionOutput, Planner
+from planner.options import Planner
 from planner.store import load_planner, planner_path
 
 __all__ = ["AXIS", "EXPORT", "GatePPO", "GateState", "gate_trainer", "prior_init"]
@@ -56,15 +56,6 @@ class GateState:
     memories: tuple[GateMemory, ...] | None = None
 
 
-def _stack(steps: list):
-    """Stacks a list of equal pytrees along a new leading axis, leaf by leaf.
-
-    Not jitted: a jit over hundreds of steps would take thousands of arguments, and compiling
-    that took minutes on XLA:CPU; one concatenation per leaf is cheap.
-    """
-    return jax.tree.map(lambda *x: jnp.stack(x), *steps)
-
-
 @functools.lru_cache(maxsize=4)
 def _planner(pcfg) -> Planner:
     return Planner(pcfg)
@@ -81,11 +72,9 @@ class GatePPO:
 
     One iteration:
 
-    1. Rollout, `meta_steps` host steps on `num_envs` auto-reset games. Each step: one jitted
-       call runs the frozen planner's forward and the gate at s_t and samples k; the
-       `OptionRunner` runs option k for each game, grouped by k, so only the chosen options
-       are computed (never all four); one jitted call takes the gate's value at the state the
-       option ended in (the truncation bootstrap), and resets finished games.
+    1. Rollout (`gate.rollout.GateRollout`), `meta_steps` host steps on `num_envs` auto-reset
+       games: the gate samples k, the `OptionRunner` runs only the chosen options (grouped by
+       k), and the gate's value at the option's end bootstraps a truncation.
     2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
        `minibatches` Adam steps of the clipped PPO loss.
 
@@ -159,7 +148,6 @@ class GatePPO:
             self.runner = _runner(pcfg, max_batch, 1)
         else:  # the options' trees expect the gate's own budgets
             self.runner = self.gate.runner(max_batch, 1)
-        self._local_planner = [jax.device_put(self.planner_params, d) for _, d in self._shards]
         self.value_scale = self.gate.value_scale
         self.net = self.gate.net
         self._init_sha256 = None
@@ -177,7 +165,6 @@ class GatePPO:
                 game_id=cfg.game_id,
             )
             self._miss_probs = jnp.asarray(model.miss_probabilities(self.budgets, cfg.latency_fps))
-            self._draw_misses = jax.jit(draw_misses)
         self.columns = (
             "loss",
             "policy_loss",
@@ -201,9 +188,15 @@ class GatePPO:
             optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
         )
         self._budget_arr = np.asarray(self.budgets)
-        self._decide = jax.jit(self._decide_fn, static_argnames="greedy")
-        self._finish = jax.jit(self._finish_fn)
-        self._init_actors = jax.jit(self._init_actors_fn, static_argnums=1)
+        self.rollouts = GateRollout(
+            cfg,
+            self.gate,
+            self.runner,
+            self._shards,
+            [jax.device_put(self.planner_params, d) for _, d in self._shards],
+            devices=self.devices,
+            miss_probs=self._miss_probs,
+        )
         self._learn = jax.jit(
             jax.shard_map(
                 self._learn_fn,
@@ -213,52 +206,14 @@ class GatePPO:
             )
         )
 
-    # ---- pure pieces (jitted in __init__) ----
-
-    def _decide_fn(self, params, planner_params, states, key, memory, *, greedy: bool = False):
-        d = self.gate.decide(params, planner_params, states, None if greedy else key, memory)
-        return d.inputs, d.index, d.log_prob, d.baseline, d.memory
-
-    def _init_actors_fn(self, key, n: int) -> Actors:
-        keys = jax.random.split(key, (n, 2))
-        return ac.start(jax.vmap(self.game.init)(keys[:, 0]), keys[:, 1])
-
-    def _finish_fn(
-        self, params, planner_params, actors: Actors, out: OptionOutput, reset_keys, memory
-    ):
-        """The step's record (reward, frames, ends, bootstrap value), the reset games and the
-        gate's memory (`memory` after this decision; emptied where a game was reset)."""
-        frames = out.next_state.frame - actors.states.frame
-        reward = out.reward if self.cfg.reward_mode == "raw" else out.discounted_reward
-        x = self.gate.inputs(planner_params, out.next_state, memory=memory)
-        _, next_value = self.gate.apply(params, x)
-        truncated = out.truncated & ~out.terminated
-        if not self.cfg.truncation_bootstrap:
-            truncated = jnp.zeros_like(truncated)
-        terminated = out.terminated | (out.truncated & ~truncated)
-        record = dict(
-            reward=reward / self.value_scale,
-            next_value=next_value,
-            frames=frames,
-            terminated=terminated,
-            truncated=truncated,
-        )
-        fresh = jax.vmap(self.game.init)(reset_keys)
-        actors, stats = ac.advance(actors, out, fresh, actors.keys)
-        if memory is not None:
-            memory = memory.reset(out.done)  # the games `advance` restarted
-        return actors, record, stats, memory
-
-    def _shard_key(self, key: jax.Array, index) -> jax.Array:
-        """Device `index`'s key of a step: `key` folded with it (one device: `key` itself)."""
-        return key if self.devices == 1 else jax.random.fold_in(key, index)
+    # ---- the update (jitted in __init__) ----
 
     def _learn_fn(self, params, opt_state, steps: dict, stats: dict, key):
         """One device's share of the update (under `shard_map`): GAE and PPO on its own
         `[T, B / D]` steps with gradients averaged over `AXIS`; returns (params, Adam state,
         the update's stats and the rollout's `_TOTALS` and budget counts over all devices)."""
         cfg = self.cfg
-        key = self._shard_key(key, jax.lax.axis_index(AXIS))
+        key = shard_key(key, jax.lax.axis_index(AXIS), self.devices)
         adv, target = smdp_gae(
             steps["reward"],
             steps["value"],
@@ -295,13 +250,6 @@ class GatePPO:
         totals.update({f"count{i}": (steps["action"] == i).sum() for i in range(len(self.budgets))})
         return params, opt_state, dict(lstats, **jax.lax.psum(totals, AXIS))
 
-    # ---- rollout ----
-
-    def option_keys(self, keys: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """(carried, option, reset) per-game keys `[B, 2]` split from `keys` `[B, 2]`."""
-        split = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-        return split[:, 0], split[:, 1], split[:, 2]
-
     def rollout(
         self,
         params,
@@ -309,71 +257,9 @@ class GatePPO:
         key: jax.Array,
         memories: tuple[GateMemory, ...] | None = None,
     ):
-        """`meta_steps` meta-steps of the games of this process's devices, the devices' steps
-        interleaved (each waits on its own k only, so the devices run side by side).
-
-        Args:
-            params: the gate variables, replicated over the mesh.
-            actors: each local device's `[B / D]` games, on its device.
-            key: the rollout's key (each meta-step splits one off, folded per device).
-            memories: a gate with memory: each local device's `[B / D]` memories of its games
-                (`GateState.memories`); None otherwise.
-
-        Returns:
-            (actors, steps, stats, memories), steps and stats one per local device,
-            time-major `[T, B / D]` on its device: the decisions' records, and the
-            `planner.actors.advance` stats per meta-step `[T, 1]` (with a simulated deployment
-            also `missed` `[T, B / D]`); memories as passed in, after the rollout.
-        """
-        if self.gate.config.memory != (memories is not None):
-            raise ValueError("pass the games' memories exactly when the gate has memory")
-        actors = list(actors)
-        memories = list(memories) if memories is not None else [None] * len(actors)
-        params = [_on(params, d) for _, d in self._shards]
-        steps = [[] for _ in self._shards]
-        stats = [[] for _ in self._shards]
-        for _ in range(self.cfg.meta_steps):
-            key, sample_key = jax.random.split(key)
-            for j, (i, device) in enumerate(self._shards):
-                shard_key = jax.device_put(self._shard_key(sample_key, i), device)
-                actors[j], step, stat, memories[j] = self._meta_step(
-                    params[j], self._local_planner[j], actors[j], shard_key, memories[j]
-                )
-                steps[j].append(step)
-                stats[j].append(stat)
-        stats = [
-            {n: x if n == "missed" else x[:, None] for n, x in _stack(s).items()} for s in stats
-        ]
-        kept = tuple(memories) if self.gate.config.memory else None
-        return tuple(actors), [_stack(s) for s in steps], stats, kept
-
-    def _meta_step(self, params, planner_params, actors: Actors, sample_key: jax.Array, memory):
-        """One meta-step of one device's games: (actors, the step's record, its stats, the
-        gate's memory after it)."""
-        x, action, log_prob, value, memory = self._decide(
-            params, planner_params, actors.states, sample_key, memory
-        )
-        carried, option_keys, reset_keys = self.option_keys(actors.keys)
-        ks = self._budget_arr[np.asarray(action)]
-        latency = {}
-        if self._miss_probs is not None:
-            miss = self._draw_misses(sample_key, action, self._miss_probs)
-            latency = dict(miss=miss, fallback=self.cfg.latency_fallback)
-        out = self.runner(
-            planner_params,
-            option_keys,
-            actors.states,
-            ks,
-            future_params=self.gate.future_params(params),
-            **latency,
-        )
-        actors, record, stat, memory = self._finish(
-            params, planner_params, actors.replace(keys=carried), out, reset_keys, memory
-        )
-        if latency:
-            stat = dict(stat, missed=latency["miss"])
-        record = dict(record, inputs=x, action=action, log_prob=log_prob, value=value)
-        return actors, record, stat, memory
+        """`GateRollout.__call__` with `params` replicated over the mesh (`GateState.params`)."""
+        local = [_on(params, d) for _, d in self._shards]
+        return self.rollouts(local, actors, key, memories)
 
     def _global(self, shards: list):
         """One `[T, B]` array per leaf, sharded over the mesh, of the local devices' `[T, B / D]`
@@ -442,7 +328,7 @@ class GatePPO:
     def _state(self, params, opt_state, key) -> GateState:
         key, actor_key = jax.random.split(key)
         # Every process draws all the games (the same ones), then keeps its devices' shares.
-        games = self._init_actors(actor_key, self.cfg.num_envs)
+        games = self.rollouts.init_actors(actor_key, self.cfg.num_envs)
         n = self.cfg.device_envs
         actors = tuple(
             jax.device_put(jax.tree.map(lambda x, i=i: x[i * n : (i + 1) * n], games), d)
