@@ -13,7 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
@@ -28,7 +28,7 @@ from harness import checkpoint as ckpt
 from planner.batching import OptionRunner
 from planner.episodes import play_from, start
 
-__all__ = ["fit", "label", "load_labels", "state_inputs", "fit_gate"]
+__all__ = ["fit", "fit_gate", "held_out_gain", "label", "load_labels", "state_inputs"]
 
 
 def label(values: np.ndarray, continuation: int, *, z: float = 2.0) -> np.ndarray:
@@ -40,16 +40,30 @@ def label(values: np.ndarray, continuation: int, *, z: float = 2.0) -> np.ndarra
     return np.where(pays.any(1), best, continuation).astype(np.int32)
 
 
-def load_labels(folder: str | os.PathLike) -> dict:
-    """The chunks `rtplan counterfactual` wrote to `folder`: seeds `[S]`, frames `[S]`,
-    values `[S, M, K]`, budgets, the planner's sha256 (one planner for all chunks)."""
-    files = sorted(glob.glob(str(Path(folder) / "chunk-*.json")))
-    if not files:
-        raise FileNotFoundError(f"no counterfactual chunks in {folder} (run rtplan counterfactual)")
+def load_labels(*folders: str | os.PathLike) -> dict:
+    """The chunks `rtplan counterfactual` wrote to `folders` (one or more runs of one planner,
+    budgets and continuation): seeds `[S]`, frames `[S]`, values `[S, M, K]`, budgets, the
+    continuation budget, the planner's sha256."""
+    files, continuations = [], set()
+    for folder in folders:
+        found = sorted(glob.glob(str(Path(folder) / "chunk-*.json")))
+        if not found:
+            raise FileNotFoundError(
+                f"no counterfactual chunks in {folder} (run rtplan counterfactual)"
+            )
+        files += found
+        summary = Path(folder) / "summary.json"
+        if not summary.exists():
+            raise FileNotFoundError(f"{folder} has no summary.json (an unfinished run?)")
+        continuations.add(int(json.loads(summary.read_text())["continuation"]))
+    if len(continuations) != 1:
+        raise ValueError(f"the labels mix continuation budgets {sorted(continuations)}")
     parts = [json.loads(Path(f).read_text()) for f in files]
     shas = {p["planner_sha256"] for p in parts}
     if len(shas) != 1:
-        raise ValueError(f"{folder} mixes chunks of {len(shas)} planners")
+        raise ValueError(f"the labels mix chunks of {len(shas)} planners")
+    if len({tuple(p["budgets"]) for p in parts}) != 1:
+        raise ValueError("the labels mix budget sets")
     k = len(parts[0]["budgets"])
     values = [np.asarray(p["values"], np.float64) for p in parts if p["seeds"]]
     return {
@@ -57,6 +71,7 @@ def load_labels(folder: str | os.PathLike) -> dict:
         "frames": np.concatenate([np.asarray(p["frames"], np.int64) for p in parts]),
         "values": np.concatenate([v.reshape(len(v), -1, k) for v in values]),
         "budgets": tuple(parts[0]["budgets"]),
+        "continuation": continuations.pop(),
         "planner_sha256": shas.pop(),
     }
 
@@ -118,9 +133,56 @@ def fit(
     return params, history
 
 
+def held_out_gain(
+    gate: Gate,
+    inputs: GateInputs,
+    targets: np.ndarray,
+    values: np.ndarray,
+    continuation: int,
+    *,
+    groups: np.ndarray,
+    folds: int = 4,
+    epochs: int = 200,
+    lr: float = 1e-3,
+    key: jax.Array,
+) -> tuple[np.ndarray, np.ndarray]:
+    """What the fitted gate would gain on states it never saw, before any game is played.
+
+    The states are split into `folds` by `groups` (their game: states of one game are
+    correlated, so a game's states stay in one fold); a gate fitted on the other folds picks
+    the budget (its argmax) of each held-out state, and the pick is scored with that state's
+    counterfactual values: its mean over the worlds minus the continuation's. The pick never
+    saw the state's own values, so noise in them biases nothing, unlike a gate scored on the
+    states it was fitted to.
+
+    Returns:
+        `[S]` the gain of each state's held-out pick over budget index `continuation`, and
+        `[S]` the picks (budget indices).
+    """
+    unique = np.unique(groups)
+    if len(unique) < folds:
+        raise ValueError(f"{len(unique)} games cannot be split into {folds} folds")
+    order = np.asarray(jax.random.permutation(jax.random.fold_in(key, 1 << 20), len(unique)))
+    fold_of = dict(zip(unique[order].tolist(), np.arange(len(unique)) % folds, strict=True))
+    fold = np.array([fold_of[g] for g in np.asarray(groups).tolist()])
+    picks = np.empty(len(targets), np.int32)
+    for f in range(folds):
+        held = fold == f
+        train = jax.tree.map(lambda a, m=~held: a[m], inputs)
+        k = jax.random.fold_in(key, f)
+        params, _ = fit(
+            gate, gate.init_params(k), train, targets[~held], epochs=epochs, lr=lr, key=k
+        )
+        logits, _ = gate.apply(params, jax.tree.map(lambda a, m=held: a[m], inputs))
+        picks[held] = np.asarray(jnp.argmax(logits, -1))
+    mean = values.mean(1)
+    rows = np.arange(len(picks))
+    return mean[rows, picks] - mean[:, continuation], picks
+
+
 def fit_gate(
     game_id: str,
-    labels_dir: str | os.PathLike,
+    labels_dirs: Sequence[str | os.PathLike],
     out: str | os.PathLike,
     *,
     config: GateConfig,
@@ -129,22 +191,23 @@ def fit_gate(
     epochs: int = 200,
     lr: float = 1e-3,
     seed: int = 0,
+    folds: int = 0,
     command: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Fits a gate to the labels in `labels_dir` and writes it to `out` (a `gate.msgpack` that
-    `load_gate`, `rtplan eval --gate` and the services take), with the labels' provenance."""
+    """Fits a gate to the labels in `labels_dirs` and writes it to `out` (a `gate.msgpack`
+    that `load_gate`, `rtplan eval --gate` and the services take), with the labels'
+    provenance; `folds` > 0 first measures the held-out gain (`held_out_gain`) and records it."""
     from planner.options import Planner
     from planner.store import load_planner
 
-    data = load_labels(labels_dir)
+    data = load_labels(*labels_dirs)
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     if file_sha256(planner_file) != data["planner_sha256"]:
-        raise ValueError(f"the labels in {labels_dir} were measured with another planner")
+        raise ValueError("the labels were measured with another planner")
     if tuple(pcfg.budgets) != data["budgets"]:
         raise ValueError(f"the labels' budgets {data['budgets']} are not {pcfg.budgets}")
-    tag = json.loads((Path(labels_dir) / "summary.json").read_text())
-    continuation = int(tag["continuation"])
+    continuation = data["continuation"]
     planner = Planner(pcfg)
     gate = Gate(planner, config)
     runner = OptionRunner(planner, max_batch=len(data["seeds"]))
@@ -152,6 +215,32 @@ def fit_gate(
     targets = label(data["values"], c, z=z)
     inputs = state_inputs(gate, runner, pparams, data["seeds"], data["frames"], continuation)
     key = jax.random.PRNGKey(seed)
+    held = {}
+    if folds:
+        gain, picks = held_out_gain(
+            gate,
+            inputs,
+            targets,
+            data["values"],
+            c,
+            groups=data["seeds"],
+            folds=folds,
+            epochs=epochs,
+            lr=lr,
+            key=key,
+        )
+        se = float(gain.std(ddof=1) / np.sqrt(len(gain)))
+        held = {
+            "held_out_folds": folds,
+            "held_out_gain": float(gain.mean()),
+            "held_out_gain_se": se,
+            "held_out_off_continuation": int((picks != c).sum()),
+        }
+        log(
+            f"held out ({folds} folds by game): the fitted gate's picks gain "
+            f"{gain.mean():+.3f} +- {se:.3f} per state over k{continuation} "
+            f"({held['held_out_off_continuation']} of {len(picks)} picks off k{continuation})"
+        )
     params, history = fit(
         gate, gate.init_params(key), inputs, targets, epochs=epochs, lr=lr, key=key
     )
@@ -165,8 +254,9 @@ def fit_gate(
         "planner_checkpoint": planner_file,
         "planner_sha256": data["planner_sha256"],
         "trained_by": "supervised",
-        "labels": str(labels_dir),
+        "labels": [str(d) for d in labels_dirs],
         "labels_per_budget": counts,
+        **held,
         "z": z,
         "epochs": epochs,
         "lr": lr,

@@ -232,6 +232,43 @@ def test_the_gate_fits_labels_that_differ_between_states(setup):
     assert np.asarray(logits.argmax(-1)).tolist() == targets.tolist()
 
 
+def test_held_out_picks_never_see_their_own_game_and_are_scored_by_its_values(setup, monkeypatch):
+    """Each fold's gate is fitted without the held-out games' states; a rule every state
+    shares (index 0 pays +1) is learned from the others and scored with the held-out values."""
+    from gate import supervised
+    from gate.policy import Gate
+    from gate.train_config import GateConfig
+
+    planner, params, runner = setup
+    gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
+    seeds = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    x = supervised.state_inputs(gate, runner, params, seeds, np.array([0, 2] * 4), 2)
+    values = np.zeros((8, 2, len(runner.budgets)))
+    values[:, :, 0] = [[1.5, 0.5]] * 8  # index 0 pays +1 over the continuation (index 1)
+    fitted, real = [], supervised.fit
+
+    def spy(gate, params, inputs, targets, **kw):
+        fitted.append(np.asarray(inputs.obs).reshape(len(targets), -1))
+        return real(gate, params, inputs, targets, **kw)
+
+    monkeypatch.setattr(supervised, "fit", spy)
+    gain, picks = supervised.held_out_gain(
+        gate, x, np.zeros(8, np.int32), values, 1, groups=seeds, folds=2, epochs=60, lr=1e-2,
+        key=jax.random.PRNGKey(0),
+    )  # fmt: skip
+    assert len(fitted) == 2 and [len(f) for f in fitted] == [4, 4]
+    obs = np.asarray(x.obs).reshape(8, -1)
+    for f in fitted:  # a game's two states are fitted together or not at all
+        rows = [i for i in range(8) if any(np.array_equal(obs[i], r) for r in f)]
+        assert len(rows) == 4 and len(set(seeds[rows].tolist())) == 2
+    assert picks.tolist() == [0] * 8 and gain.tolist() == [1.0] * 8
+    with pytest.raises(ValueError, match="4 games cannot be split into 5 folds"):
+        supervised.held_out_gain(
+            gate, x, np.zeros(8, np.int32), values, 1, groups=seeds, folds=5,
+            key=jax.random.PRNGKey(0),
+        )  # fmt: skip
+
+
 @pytest.mark.slow  # ~40 s: replays the states with its own runner
 def test_fit_gate_writes_a_gate_that_loads_with_its_labels_provenance(tmp_path):
     import json
@@ -261,8 +298,10 @@ def test_fit_gate_writes_a_gate_that_loads_with_its_labels_provenance(tmp_path):
     out = tmp_path / "gate.msgpack"
     argv = ["fit-gate", "--game", GAME, "--labels", str(folder), "--out", str(out)]
     argv += ["--planner", str(planner_file), "--epochs", "100", "--lr", "0.01"]
-    assert main([*argv, "--gate-channels", "8", "--gate-hidden", "16", "--gate-stats"]) == 0
+    argv_fit = [*argv, "--gate-channels", "8", "--gate-hidden", "16", "--gate-stats"]
+    assert main([*argv_fit, "--folds", "2"]) == 0
     meta = ckpt.load_metadata(out)
+    assert meta["held_out_folds"] == 2 and "held_out_gain_se" in meta
     assert meta["trained_by"] == "supervised" and meta["labels_per_budget"]["1"] == 2
     assert meta["labels_per_budget"]["2"] == 2 and meta["fit_agreement"] == 1.0
     pcfg, _, _ = load_planner(GAME, str(planner_file))

@@ -57,13 +57,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "checkpoint (`rtplan eval --gate` plays it).",
     )
     fit.add_argument("--game", required=True, help="a committed game id")
-    fit.add_argument("--labels", required=True, help="an rtplan counterfactual output folder")
+    fit.add_argument(
+        "--labels",
+        required=True,
+        nargs="+",
+        help="rtplan counterfactual output folders (one planner and continuation budget)",
+    )
     fit.add_argument("--out", required=True, help="the gate checkpoint to write")
     fit.add_argument("--planner", default=None, help="planner checkpoint (default: shipped)")
     fit.add_argument("--z", type=float, default=2.0, help="SEs a budget must beat K by")
     fit.add_argument("--epochs", type=int, default=200, help="passes over the labels")
     fit.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
     fit.add_argument("--seed", type=int, default=0, help="seed of the gate's init and order")
+    fit.add_argument(
+        "--folds",
+        type=int,
+        default=4,
+        help="first measure the gain of held-out picks, states split by game (0: skip)",
+    )
     fit.add_argument("--gate-stats", action="store_true", help="the gate sees planner stats")
     fit.add_argument("--gate-channels", type=int, default=64, help="board branch width")
     fit.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
@@ -216,6 +227,8 @@ def _fit_gate(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.game} is a clock game: fit-gate is for committed games")
     if args.epochs < 1:
         raise CommandError("--epochs must be >= 1")
+    if args.folds < 0 or args.folds == 1:
+        raise CommandError("--folds must be 0 (skip) or at least 2")
     from gate.supervised import fit_gate
     from gate.train_config import GateConfig
     from harness.checkpoint import checkpoint_root
@@ -235,6 +248,7 @@ def _fit_gate(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         lr=args.lr,
         seed=args.seed,
+        folds=args.folds,
         command=" ".join(args.argv),
     )
     return 0
