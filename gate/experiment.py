@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Sequence
@@ -140,6 +141,7 @@ def run_conditions(
     latency_overhead_ms: float | None = None,
     latency_fallback: str = "game",
     chunk: int | None = None,
+    gate_name: str = "gate",
     log=print,
 ) -> dict[str, Path]:
     """Plays each condition on the split's first `episodes` seeds and writes its file.
@@ -156,6 +158,10 @@ def run_conditions(
     and a miss plays `latency_fallback` on its landing frame. Its files go to the folder
     `latency_split(split, latency_fps)` and record the misses; policy-only plans nothing and
     misses nothing.
+
+    `gate_name` other than "gate" (e.g. `gate-supervised`) plays `gate_file` as a second gate:
+    its condition and file take that name, so it sits beside the shipped gate's and pairs with
+    the same seeds (no ablations: they are the shipped gate's).
 
     Returns:
         condition name -> its file.
@@ -179,6 +185,15 @@ def run_conditions(
     bad = [n for n in names if n not in valid]
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")
+    if gate_name != "gate":
+        if not re.fullmatch(r"gate-[a-z0-9][a-z0-9_.-]*", gate_name) or gate_name in ABLATIONS:
+            raise ValueError(
+                f"gate name {gate_name!r}: a second gate is named gate-<name> (lower case, "
+                "digits, '.', '_', '-'), not an ablation"
+            )
+        if any(n.startswith("gate") and n != "gate" for n in names):
+            raise ValueError(f"{gate_name} plays its gate only: its ablations are not kept")
+        names = [gate_name if n == "gate" else n for n in names]
     needs_gate = [n for n in names if n.startswith("gate")]
     gate = gparams = None
     if needs_gate:
@@ -325,13 +340,13 @@ def _play_condition(
         choose = random_k(budgets, seeds)
     else:
         choose = always(int(name[1:]))
-    # Trigger features only where the report uses them: the gate's own play.
+    # Trigger features only where the report uses them: a gate's own play (not its ablations).
     ep = play(
         runners.get(gate.future if is_gate and gate.future is not None else None),
         pparams,
         seeds,
         choose,
-        features=features if name == "gate" else None,
+        features=features if is_gate and name not in ABLATIONS else None,
         future_params=gate.future_params(gparams) if is_gate else None,
         misses=misses,
         fallback=fallback,

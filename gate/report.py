@@ -23,6 +23,7 @@ __all__ = [
     "README_END",
     "best_fixed_k",
     "holdout_readme_table",
+    "is_gate",
     "report",
     "summarize",
 ]
@@ -90,8 +91,15 @@ def summarize(game_id: str, evals: dict[str, dict], tuning: dict[str, dict]) -> 
             row["gate_minus_se"] = se
         rows.append(row)
     order = {"gate": 0, **{a: 1 for a in ABLATIONS}, "random": 3, POLICY_ONLY: 4}
-    rows.sort(key=lambda r: (order.get(r["condition"], 2), r["condition"]))
+    rows.sort(key=lambda r: (order.get(r["condition"], 0.5 if is_gate(r["condition"]) else 2),
+                             r["condition"]))  # fmt: skip
     return rows
+
+
+def is_gate(condition: str) -> bool:
+    """A learned gate's condition: `gate`, or a second gate's `gate-<name>` (`rtplan eval
+    --gate-name`), not one of the shipped gate's ablations."""
+    return condition == "gate" or (condition.startswith("gate-") and condition not in ABLATIONS)
 
 
 def _cell(r: dict | None) -> str:
@@ -131,28 +139,35 @@ def readme_table(rows: list[dict]) -> str:
 
 
 def holdout_readme_table(rows: list[dict], unfinished: dict[str, list[str]]) -> str:
-    """Markdown: the pre-registered evaluation (docs/preregistration.md) per committed game:
-    the shipped gate against the best fixed k chosen on the tuning seeds, paired over the
-    holdout seeds, the preregistered decision, and the conditions not yet finished."""
+    """Markdown: the pre-registered evaluation (docs/preregistration.md) per committed game
+    and gate (the shipped `gate`, then any second gate): the gate against the best fixed k
+    chosen on the tuning seeds, paired over the holdout seeds, the preregistered decision, and
+    the conditions not yet finished."""
     lines = [
-        "| game (holdout seeds) | shipped gate | best fixed k (tuning) | gate - best fixed "
+        "| game (holdout seeds) | gate | mean | best fixed k (tuning) | gate - best fixed "
         f"| gate > best fixed by {HOLDOUT_Z:g} SE? | not yet finished |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for game in sorted(set(unfinished) | {r["game"] for r in rows}):
         by = {r["condition"]: r for r in rows if r["game"] == game}
         best = next((r for r in by.values() if r["best_fixed"]), None)
-        gate = by.get("gate")
         n = next(iter(by.values()))["episodes"] if by else 0
-        verdict = "—"
-        if best and gate:
-            z = best["gate_minus"] / best["gate_minus_se"] if best["gate_minus_se"] else 0.0
-            verdict = f"{'yes' if z > HOLDOUT_Z else 'no'} ({z:+.1f} SE)"
         best_cell = f"{_cell(best)} ({best['condition']})" if best else "—"
-        lines.append(
-            f"| {game} ({n or '—'}) | {_cell(gate)} | {best_cell} | {_diff(best)} | {verdict} | "
-            f"{', '.join(unfinished.get(game, [])) or 'none'} |"
-        )
+        gates = [r for r in by.values() if is_gate(r["condition"])] or [None]
+        for i, gate in enumerate(gates):
+            diff = (gate or {}).get("minus_best")
+            verdict, diff_cell = "—", "—"
+            if diff is not None:
+                se = gate["minus_best_se"]
+                z = diff / se if se else 0.0
+                verdict = f"{'yes' if z > HOLDOUT_Z else 'no'} ({z:+.1f} SE)"
+                diff_cell = f"{diff:+.1f} ± {se:.1f}"
+            name = "shipped" if gate is None or gate["condition"] == "gate" else gate["condition"]
+            missing = ", ".join(unfinished.get(game, [])) or "none"
+            lines.append(
+                f"| {game} ({n or '—'}) | {name} | {_cell(gate)} | {best_cell} | {diff_cell} | "
+                f"{verdict} | {missing if i == 0 else ''} |"
+            )
     return "\n".join(lines)
 
 
@@ -163,6 +178,11 @@ def _holdout(root: Path, game: str, tuning: dict[str, dict]) -> tuple[list[dict]
     if not hold and not partial:
         return [], []
     rows = [dict(r, split="holdout") for r in summarize(game, hold, tuning)]
+    best = next((r["condition"] for r in rows if r["best_fixed"]), None)
+    for r in rows:  # every gate against the pre-registered baseline, paired seed by seed
+        if best in hold and is_gate(r["condition"]):
+            diff, se = paired(hold[r["condition"]]["returns"], hold[best]["returns"])
+            r["minus_best"], r["minus_best_se"] = diff, se
     budgets = next(iter(hold.values()))["budgets"] if hold else []
     expected = condition_names(budgets, gate=True) if budgets else []
     missing = [n for n in expected if n not in hold and n not in partial]

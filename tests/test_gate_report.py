@@ -86,6 +86,7 @@ def test_report_tables_the_holdout_decision_and_what_is_unfinished(tmp_path):
     _write(res, "holdout", "gate", [6, 8, 7, 9], seeds=hold)
     _write(res, "holdout", "k2", [5, 6, 6, 7], seeds=hold)
     _write(res, "holdout", "k1", [9, 9, 9, 9], seeds=hold)
+    _write(res, "holdout", "gate-second", [5, 6, 5, 7], seeds=hold)  # `--gate-name`
     _write(res, "tuning", "k1", [1, 1], seeds=[1_000_000, 1_000_001])
     _write(res, "tuning", "k2", [3, 3], seeds=[1_000_000, 1_000_001])
     (res / GAME / "holdout" / "partial").mkdir()
@@ -95,11 +96,16 @@ def test_report_tables_the_holdout_decision_and_what_is_unfinished(tmp_path):
     assert main(["report", "--results", str(res), "--readme", str(readme), "--no-figures"]) == 0
     d = np.array([6, 8, 7, 9]) - np.array([5, 6, 6, 7])
     z = d.mean() / (d.std(ddof=1) / 2)
-    row = f"| {GAME} (4) | 7.5 ± 0.6 | 6.0 ± 0.4 (k2) | +1.5 ± 0.3 | yes ({z:+.1f} SE) |"
+    row = f"| {GAME} (4) | shipped | 7.5 ± 0.6 | 6.0 ± 0.4 (k2) | +1.5 ± 0.3 | yes ({z:+.1f} SE) |"
     text = readme.read_text()
     assert row + " random (partial), policy-only |" in text and "\nold\n" not in text
+    # The second gate against the same baseline, paired seed by seed, on its own line.
+    d = np.array([5, 6, 5, 7]) - np.array([5, 6, 6, 7])
+    z = d.mean() / (d.std(ddof=1) / 2)
+    second = f"| {GAME} (4) | gate-second | 5.8 ± 0.5 | 6.0 ± 0.4 (k2) | -0.2 ± 0.2 | no ({z:+.1f}"
+    assert second + " SE) |  |" in text
     rows = json.loads((res / "holdout-summary.json").read_text())
-    assert {r["condition"] for r in rows} == {"gate", "k1", "k2"}
+    assert {r["condition"] for r in rows} == {"gate", "gate-second", "k1", "k2"}
     assert all(r["split"] == "holdout" for r in rows)
 
 
@@ -167,7 +173,8 @@ class _Killed(Exception):
 
 def test_a_chunked_evaluation_killed_after_a_chunk_resumes_to_the_same_record(ckdir, tmp_path):
     """Chunks of 2 seeds; the run is killed once the first chunk is saved. The rerun resumes
-    from the partial file and ends with the record an unchunked run writes, seed for seed."""
+    from the partial file and ends with the record an unchunked run writes, seed for seed.
+    The chunked run plays the same gate as a second gate (`gate_name`): only the name moves."""
     kw = dict(episodes=3, planner_file=str(planner_path(ckdir, GAME)), split="holdout")
     whole = run_conditions(GAME, conditions=["gate"], out=str(tmp_path / "a"), **kw)
 
@@ -176,20 +183,23 @@ def test_a_chunked_evaluation_killed_after_a_chunk_resumes_to_the_same_record(ck
             raise _Killed(line)
 
     out = str(tmp_path / "b")
-    with pytest.raises(_Killed, match="gate: 2 of 3 seeds done"):
+    kw["gate_name"] = name = "gate-second"
+    with pytest.raises(_Killed, match=f"{name}: 2 of 3 seeds done"):
         run_conditions(GAME, conditions=["gate"], out=out, chunk=2, log=kill, **kw)
-    part = partial_file(out, GAME, "holdout", "gate")
+    part = partial_file(out, GAME, "holdout", name)
     assert json.loads(part.read_text())["seeds"] == [2_500_000, 2_500_001]
-    assert not condition_file(out, GAME, "holdout", "gate").exists()
+    assert not condition_file(out, GAME, "holdout", name).exists()
     logs = []
     files = run_conditions(GAME, conditions=["gate"], out=out, chunk=2, **kw, log=logs.append)
-    assert logs[0] == f"gate: resuming after 2 of 3 seeds ({part})"
-    assert not part.exists()
-    a, b = (json.loads(f["gate"].read_text()) for f in (whole, files))
+    assert logs[0] == f"{name}: resuming after 2 of 3 seeds ({part})"
+    assert not part.exists() and files[name] == condition_file(out, GAME, "holdout", name)
+    a, b = json.loads(whole["gate"].read_text()), json.loads(files[name].read_text())
+    assert (a["condition"], b["condition"]) == ("gate", name)
+    assert a["gate_sha256"] == b["gate_sha256"]
     for key in ("seeds", "returns", "frames", "ks", "decision_frames", "features"):
         assert a[key] == b[key], key
     # A partial file of another gate, planner or seed list is not resumed.
-    rec = json.loads(files["gate"].read_text())
+    rec = json.loads(files[name].read_text())
     rec["seeds"], seeds = rec["seeds"][:2], np.asarray(rec["seeds"])
     part.write_text(json.dumps(rec))
     prov = {"planner_sha256": rec["planner_sha256"]}
@@ -232,6 +242,16 @@ def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):
     bad.write_bytes(b"not a checkpoint")
     assert main([*base, "--gate", str(bad), "--conditions", "gate", "--out", str(tmp_path)]) == 2
     assert "rtplan eval: error:" in capsys.readouterr().err
+    # A second gate is named gate-<name>: not an ablation, and without the ablations.
+    for name, why in (
+        ("gate-no-board", "not an ablation"),
+        ("second", "a second gate is named gate-<name>"),
+        ("gate-Big", "a second gate is named gate-<name>"),
+    ):
+        assert main([*base, "--gate-name", name, "--out", str(tmp_path)]) == 2
+        assert why in capsys.readouterr().err
+    assert main([*base, "--gate-name", "gate-x", "--ablations", "--out", str(tmp_path)]) == 2
+    assert "gate-x plays its gate only" in capsys.readouterr().err
 
 
 def test_one_evaluation_runner_is_held_at_a_time():

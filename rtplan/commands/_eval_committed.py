@@ -36,8 +36,6 @@ def _eval(args: argparse.Namespace) -> int:
         return _clock_eval(args)
     if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
         raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
-    if args.gate_name != "gate":
-        raise CommandError("--gate-name is for clock games")
     if args.chunk is not None and args.chunk < 1:
         raise CommandError(f"--chunk must be >= 1 seed, got {args.chunk}")
     if args.episodes is None:
@@ -62,6 +60,7 @@ def _eval(args: argparse.Namespace) -> int:
         ablations=args.ablations,
         command=" ".join(args.argv),
         chunk=args.chunk,
+        gate_name=args.gate_name,
         **latency,
     )
     return 0

@@ -117,13 +117,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="default: gate.msgpack beside the planner; clock games: a clock gate checkpoint, "
         "played as 'gate' when gate.clock_gate provides clock_player() (else skipped)",
     )
-    clock = ev.add_argument_group("clock games (speed-hex-v0, speed-go-v0)")
-    clock.add_argument(
+    ev.add_argument(
         "--gate-name",
         default="gate",
-        help="the player name of the gate's cells (default gate; a second gate's name, e.g. "
-        "gate-mixed, keeps its cells beside the first's)",
+        help="the gate's condition (player) name (default gate; a second gate's name, e.g. "
+        "gate-mixed, keeps its results beside the first's)",
     )
+    clock = ev.add_argument_group("clock games (speed-hex-v0, speed-go-v0)")
     clock.add_argument(
         "--t0",
         type=int,
