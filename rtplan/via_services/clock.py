@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rtplan.via_services.sessions import at, first_difference, play_through_services, report
+from rtplan.via_services.sessions import (
+    at,
+    first_difference,
+    play_through_services,
+    report,
+    table,
+)
 
 __all__ = ["ClockGame", "compare_clock", "read_clock_replay", "run"]
 
@@ -103,18 +109,16 @@ def _row(a: np.ndarray, i: int) -> list | str:
     return a[i].tolist() if i < len(a) else "none (the game is over)"
 
 
-def _table(rows: list[dict]) -> str:
-    yes = {True: "yes", False: "NO"}
-    out = [
-        f"{'seed':>9} {'plies':>6} {'services':>8} {'moves':>6} {'budgets':>8} {'clocks':>7} "
-        f"{'result':>7}"
-    ]
-    for r in rows:
-        out.append(
-            f"{r['seed']:>9} {r['plies_in_process']:>6} {r['plies_services']:>8} "
-            f"{yes[r['moves']]:>6} {yes[r['ks']]:>8} {yes[r['clocks']]:>7} {yes[r['result']]:>7}"
-        )
-    return "\n".join(out)
+#: The per-seed table's columns: (header, row key, width).
+COLUMNS = (
+    ("seed", "seed", 9),
+    ("plies", "plies_in_process", 6),
+    ("services", "plies_services", 8),
+    ("moves", "moves", 6),
+    ("budgets", "ks", 8),
+    ("clocks", "clocks", 7),
+    ("result", "result", 7),
+)
 
 
 def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
@@ -202,4 +206,4 @@ def run(
         f"services (the gate against the reflex: {sum(len(g.actions) for g in served)} plies, "
         f"{sum(len(g.ks) for g in served)} gate budgets, both clocks after every ply)"
     )
-    return report(_table(rows), problems, identical, log)
+    return report(table(rows, COLUMNS), problems, identical, log)

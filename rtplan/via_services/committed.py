@@ -9,7 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rtplan.via_services.sessions import at, first_difference, play_through_services, report
+from rtplan.via_services.sessions import (
+    at,
+    first_difference,
+    play_through_services,
+    report,
+    table,
+)
 
 __all__ = ["Served", "compare", "read_replay", "run"]
 
@@ -110,19 +116,16 @@ def compare(episodes, served: list[Served]) -> tuple[list[dict], list[str]]:
     return rows, problems
 
 
-def _table(rows: list[dict]) -> str:
-    yes = {True: "yes", False: "NO"}
-    out = [
-        f"{'seed':>9} {'return in-process':>17} {'services':>9} {'frames':>7} "
-        f"{'services':>8} {'actions':>8} {'k-seq':>6}"
-    ]
-    for r in rows:
-        out.append(
-            f"{r['seed']:>9} {r['return_in_process']:>17g} {r['return_services']:>9g} "
-            f"{r['frames_in_process']:>7} {r['frames_services']:>8} {yes[r['actions']]:>8} "
-            f"{yes[r['ks']]:>6}"
-        )
-    return "\n".join(out)
+#: The per-seed table's columns: (header, row key, width).
+COLUMNS = (
+    ("seed", "seed", 9),
+    ("return in-process", "return_in_process", 17),
+    ("services", "return_services", 9),
+    ("frames", "frames_in_process", 7),
+    ("services", "frames_services", 8),
+    ("actions", "actions", 8),
+    ("k-seq", "ks", 6),
+)
 
 
 def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
@@ -171,4 +174,4 @@ def run(
         f"(returns, {sum(r['frames_services'] for r in rows)} frame actions, "
         f"{sum(len(s.ks) for s in served)} gate decisions)"
     )
-    return report(_table(rows), problems, identical, log)
+    return report(table(rows, COLUMNS), problems, identical, log)

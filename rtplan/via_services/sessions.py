@@ -23,6 +23,7 @@ __all__ = [
     "play_through_services",
     "report",
     "serving_folder",
+    "table",
 ]
 
 #: Sessions the env server plays at once (its default `max_sessions` is 16).
@@ -169,6 +170,19 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
 def at(a: np.ndarray, i: int) -> int | str:
     """`a[i]` for a mismatch line, or that the sequence ended before `i`."""
     return int(a[i]) if i < len(a) else "none (the episode is over)"
+
+
+def table(rows: list[dict], columns: Sequence[tuple[str, str, int]]) -> str:
+    """The per-seed table: one (header, row key, width) per column; a bool reads yes / NO."""
+
+    def cell(v) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "NO"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    lines = [" ".join(f"{h:>{w}}" for h, _, w in columns)]
+    lines += [" ".join(f"{cell(r[k]):>{w}}" for _, k, w in columns) for r in rows]
+    return "\n".join(lines)
 
 
 def report(table: str, problems: Sequence[str], identical: str, log: Callable) -> int:
