@@ -82,3 +82,12 @@ class GateNet(nn.Module):
         logits = nn.Dense(self.num_budgets)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))
         baseline = nn.Dense(1)(nn.relu(nn.Dense(cfg.head_hidden)(fused)))[:, 0]
         return logits, baseline
+
+
+def apply_gate(net: GateNet, params, x) -> tuple[jax.Array, jax.Array]:
+    """`net` on a `gate.policy.GateInputs` `x` (every input it carries, the optional ones
+    included): (`[B, K]` logits, `[B]` baseline). The one place the inputs meet the network,
+    so a new input reaches acting, evaluation and the PPO loss alike."""
+    return net.apply(
+        params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats, x.memory
+    )

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from flax import struct
 
 import games
-from gate.network import GateNet
+from gate.network import GateNet, apply_gate
 from gate.train_config import GateConfig
 from harness import checkpoint as ckpt
 from planner.batching import OptionRunner
@@ -234,9 +234,7 @@ class Gate:
 
     def apply(self, params, x: GateInputs) -> tuple[jax.Array, jax.Array]:
         """(`[B, K]` logits, `[B]` baseline in units of `value_scale`)."""
-        return self.net.apply(
-            params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats, x.memory
-        )
+        return apply_gate(self.net, params, x)
 
     def decide(
         self,

@@ -10,7 +10,7 @@ import optax
 from flax import struct
 
 from gate.clock_network import MASKED_LOGIT, ClockGateInputs, ClockGateNet, unroll
-from gate.network import GateNet
+from gate.network import GateNet, apply_gate
 from gate.policy import GateInputs
 
 __all__ = [
@@ -123,10 +123,7 @@ def ppo_terms(
 
 def ppo_loss(params, net: GateNet, batch: Batch, **coefs: float):
     """`ppo_terms` of the gate `net` with `params` on `batch` (coefs: clip, vf_coef, ent_coef)."""
-    x = batch.inputs
-    logits, baseline = net.apply(
-        params, x.obs.astype(jnp.float32), x.time, x.features, x.value, x.stats
-    )
+    logits, baseline = apply_gate(net, params, batch.inputs)
     return ppo_terms(logits, baseline, batch, **coefs)
 
 

@@ -450,6 +450,20 @@ def test_a_gate_with_memory_needs_it_sees_it_and_carries_it_through_training(pla
         want = want.after(jnp.asarray(actions[t]), value, k).reset(jnp.asarray(ended[t]))
     for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(want), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The PPO loss sees the stored memory (a loss without it once stopped every update).
+    flat = jax.tree.map(lambda v: v.reshape(-1, *v.shape[2:]), steps)
+    batch = Batch(inputs=flat["inputs"], action=flat["action"], log_prob=flat["log_prob"],
+                  advantage=jnp.ones_like(flat["value"]), target=flat["value"])  # fmt: skip
+    forgot = batch.replace(inputs=batch.inputs.replace(memory=jnp.zeros_like(seen.reshape(6, -1))))
+    coefs = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01)
+    losses = [ppo_loss(algo.params(state), algo.net, b, **coefs)[0] for b in (batch, forgot)]
+    assert float(losses[0]) != float(losses[1])
+    moved, metrics = algo.step(state)  # a whole update: rollout, GAE, PPO
+    assert np.isfinite(metrics["loss"])
+    assert any(
+        bool(jnp.any(a != b))
+        for a, b in zip(jax.tree.leaves(moved.params), jax.tree.leaves(state.params), strict=True)
+    )
     # A run saved before the memory field existed resumes: configs compare field by field.
     meta = {"gate_config": dataclasses.asdict(GatePPO(GateTrainConfig(**kw)).gate.config),
             "budgets": [1, 2]}  # fmt: skip
