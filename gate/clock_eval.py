@@ -24,6 +24,7 @@ from gate.clock_players import (
     write_midpeak_table,
 )
 from gate.clock_report import CLOCK_EVAL, option_text, write_summary
+from gate.evaluate import check_gate_name
 from gate.policy import file_sha256
 from harness.checkpoint import checkpoint_root
 from harness.layout import results_root
@@ -180,10 +181,7 @@ def run_clock_eval(
     opts = ClockOptions.of(planner)
     tuned = load_midpeak_table(game_id)
     everyone = baseline_players(opts, tuned=tuned)
-    if gate_name in everyone or not gate_name.startswith("gate"):
-        raise ValueError(
-            f"gate name {gate_name!r}: a gate's name starts with 'gate' (not a baseline)"
-        )
+    check_gate_name(gate_name)
     if gate_file is not None:
         everyone[gate_name] = gate_player(gate_file, planner, params)
     pool = pool_players(opts)

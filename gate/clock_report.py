@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from gate.clock_players import heuristic_names
+from gate.evaluate import is_gate
 from harness.stats import paired, standard_error
 from planner.matches import unique_games
 
@@ -149,11 +150,6 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
                     row[f"best_{label}_name"] = ref
             rows.append(row)
     return cell_rows, rows
-
-
-def is_gate(player: str) -> bool:
-    """A learned gate's player name: `gate`, or `gate-<name>` (`rtplan eval --gate-name`)."""
-    return player == "gate" or player.startswith("gate-")
 
 
 def pair_rows(cells: list[dict]) -> list[dict]:

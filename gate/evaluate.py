@@ -8,6 +8,7 @@ callers.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 import jax
@@ -39,9 +40,11 @@ __all__ = [
     "Chooser",
     "Episodes",
     "always",
+    "check_gate_name",
     "condition_names",
     "cycle",
     "gate_chooser",
+    "is_gate",
     "play",
     "play_policy_only",
     "random_k",
@@ -61,6 +64,28 @@ ABLATIONS = {
 }
 #: The ablations that exist only for a gate with that input: condition -> `GateConfig` field.
 OPTIONAL_INPUTS = {"gate-no-stats": "stats", "gate-no-memory": "memory"}
+#: A learned gate's condition (player) name, in every game: `gate` (the shipped gate), or a
+#: second gate's `gate-<name>` (`rtplan eval --gate-name`) that is not an ablation's.
+GATE_NAME = re.compile(r"gate(-[a-z0-9][a-z0-9_.-]*)?")
+
+
+def is_gate(name: str) -> bool:
+    """Whether `name` names a learned gate (`GATE_NAME`), not an ablation or a baseline."""
+    return GATE_NAME.fullmatch(name) is not None and name not in ABLATIONS
+
+
+def check_gate_name(name: str) -> str:
+    """`name` if it names a gate (`is_gate`).
+
+    Raises:
+        ValueError: it does not, with the rule.
+    """
+    if not is_gate(name):
+        raise ValueError(
+            f"gate name {name!r}: a gate is named 'gate' or 'gate-<name>' (lower case, digits, "
+            "'.', '_', '-'), and not an ablation's name"
+        )
+    return name
 
 
 def condition_names(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import subprocess
 import time
 from collections.abc import Sequence
@@ -14,7 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, gate_chooser
+from gate.evaluate import ABLATIONS, POLICY_ONLY, check_gate_name, condition_names, gate_chooser
 from gate.latency import decision_misses, simulated_deployment
 from gate.policy import file_sha256, gate_path, load_gate
 from gate.triggers import FEATURES, trigger_features
@@ -186,11 +185,7 @@ def run_conditions(
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")
     if gate_name != "gate":
-        if not re.fullmatch(r"gate-[a-z0-9][a-z0-9_.-]*", gate_name) or gate_name in ABLATIONS:
-            raise ValueError(
-                f"gate name {gate_name!r}: a second gate is named gate-<name> (lower case, "
-                "digits, '.', '_', '-'), not an ablation"
-            )
+        check_gate_name(gate_name)
         if any(n.startswith("gate") and n != "gate" for n in names):
             raise ValueError(f"{gate_name} plays its gate only: its ablations are not kept")
         names = [gate_name if n == "gate" else n for n in names]

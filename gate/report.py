@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names
+from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, is_gate
 from gate.experiment import load_conditions
 from gate.triggers import FEATURES, PIECE_NAMES
 from harness.stats import paired, standard_error
@@ -94,12 +94,6 @@ def summarize(game_id: str, evals: dict[str, dict], tuning: dict[str, dict]) -> 
     rows.sort(key=lambda r: (order.get(r["condition"], 0.5 if is_gate(r["condition"]) else 2),
                              r["condition"]))  # fmt: skip
     return rows
-
-
-def is_gate(condition: str) -> bool:
-    """A learned gate's condition: `gate`, or a second gate's `gate-<name>` (`rtplan eval
-    --gate-name`), not one of the shipped gate's ablations."""
-    return condition == "gate" or (condition.startswith("gate-") and condition not in ABLATIONS)
 
 
 def _cell(r: dict | None) -> str:

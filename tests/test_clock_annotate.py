@@ -77,7 +77,7 @@ def test_a_second_gate_name_keeps_its_cells_beside_the_first(cell):
     assert second["gate_sha256"] == first["gate_sha256"] is not None
     for key in ("returns", "options", "game_ids", "clocks_end"):
         assert second[key] == first[key], key
-    with pytest.raises(ValueError, match="a gate's name starts with 'gate'"):
+    with pytest.raises(ValueError, match="gate name 'k4': a gate is named 'gate' or 'gate-<name>'"):
         clock_eval.run_clock_eval(
             GAME, games_per_cell=2, t0s=(12,), players=["k4"], opponents=["k4"],
             planner_file=cell["planner_file"], gate_name="k4", out=cell["out"],

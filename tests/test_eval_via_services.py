@@ -30,7 +30,7 @@ def root(tmp_path_factory):
 
 
 def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
-    seen, real = [], via_services.compare
+    seen, real = [], via_services.committed.compare
 
     def compare(episodes, served):
         seen.append((episodes, served))
@@ -61,7 +61,9 @@ def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
     s = served[0]
     acts = s.actions.copy()
     acts[17] = (acts[17] + 1) % 4
-    rows, problems = via_services.compare(episodes, [dataclasses.replace(s, actions=acts)])
+    rows, problems = via_services.committed.compare(
+        episodes, [dataclasses.replace(s, actions=acts)]
+    )
     assert not rows[0]["actions"] and rows[0]["ks"]
     assert problems == [
         f"seed 2000000: first differing action at frame 17: in-process {s.actions[17]}, "
@@ -69,12 +71,14 @@ def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
     ]
     ks = s.ks.copy()
     ks[3] = 3 - ks[3]
-    _, problems = via_services.compare(episodes, [dataclasses.replace(s, ks=ks)])
+    _, problems = via_services.committed.compare(episodes, [dataclasses.replace(s, ks=ks)])
     assert problems == [
         f"seed 2000000: first differing k at decision 3 (frame {s.decision_frames[3]}): "
         f"in-process k={s.ks[3]}, services k={ks[3]}"
     ]
-    _, problems = via_services.compare(episodes, [dataclasses.replace(s, returns=s.returns + 1)])
+    _, problems = via_services.committed.compare(
+        episodes, [dataclasses.replace(s, returns=s.returns + 1)]
+    )
     assert problems == [
         f"seed 2000000: in-process return {episodes.returns[0]:g} over {s.frames} frames, "
         f"services {s.returns + 1:g} over {s.frames}"
@@ -112,13 +116,13 @@ def test_the_services_reproduce_the_in_process_clock_gate(tmp_path, capsys, monk
         Planner(CLOCK_CFG).init_params(jax.random.PRNGKey(0)),
     )
     write_clock_gate(tmp_path, CLOCK_GAME, seed=4)
-    seen, real = [], via_services.compare_clock
+    seen, real = [], via_services.clock.compare
 
     def compare(want, served):
         seen.append((want, served))
         return real(want, served)
 
-    monkeypatch.setattr(via_services.clock, "compare_clock", compare)
+    monkeypatch.setattr(via_services.clock, "compare", compare)
     planner = str(planner_path(tmp_path, CLOCK_GAME))
     argv = ["eval", "--game", CLOCK_GAME, "--via-services", "--episodes", "2"]
     assert main([*argv, "--planner", planner]) == 0
@@ -137,20 +141,20 @@ def test_the_services_reproduce_the_in_process_clock_gate(tmp_path, capsys, monk
     # A changed move, budget or clock is named where it first differs.
     g = served[0]
     moved = dataclasses.replace(g, actions=np.where(np.arange(len(g.actions)) == 5, -7, g.actions))
-    _, problems = via_services.compare_clock(want[:1], [moved])
+    _, problems = via_services.clock.compare(want[:1], [moved])
     assert problems == [
         f"seed 2000000: first differing action at ply 5: in-process {g.actions[5]}, services -7"
     ]
     ks = g.ks.copy()
     ks[2] = 99
-    _, problems = via_services.compare_clock(want[:1], [dataclasses.replace(g, ks=ks)])
+    _, problems = via_services.clock.compare(want[:1], [dataclasses.replace(g, ks=ks)])
     assert problems == [
         f"seed 2000000: first differing budget at the agent's move 2: in-process k={g.ks[2]}, "
         "services k=99"
     ]
     clocks = g.clocks.copy()
     clocks[3, 0] += 1
-    _, problems = via_services.compare_clock(want[:1], [dataclasses.replace(g, clocks=clocks)])
+    _, problems = via_services.clock.compare(want[:1], [dataclasses.replace(g, clocks=clocks)])
     assert problems == [
         f"seed 2000000: clocks first differ after ply 3: in-process {g.clocks[3].tolist()}, "
         f"services {clocks[3].tolist()}"

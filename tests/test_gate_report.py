@@ -53,6 +53,19 @@ def _write(root, split, name, returns, ks=None, seeds=None, budgets=(1, 2)):
     path.write_text(json.dumps(rec))
 
 
+def test_one_rule_names_a_gate_in_every_game():
+    """`gate` and `gate-<name>` are gates (committed and clock games alike); ablations,
+    baselines and malformed names are not, and `check_gate_name` says the rule."""
+    from gate.evaluate import ABLATIONS, check_gate_name, is_gate
+
+    for name in ("gate", "gate-heur", "gate-supervised-stats", "gate-ppo.2", "gate-a_b"):
+        assert is_gate(name) and check_gate_name(name) == name
+    for name in (*ABLATIONS, "k4", "always-32", "gate-", "gate-Big", "gates", "policy-only"):
+        assert not is_gate(name)
+        with pytest.raises(ValueError, match=f"gate name '{name}': a gate is named"):
+            check_gate_name(name)
+
+
 def test_summary_pairs_seeds_and_best_fixed_comes_from_tuning(tmp_path):
     _write(tmp_path, "eval", "gate", [5, 7, 9], ks=["12", "2", "11"])
     _write(tmp_path, "eval", "k1", [4, 7, 6], ks=["111", "11", "1"])
@@ -242,14 +255,12 @@ def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):
     bad.write_bytes(b"not a checkpoint")
     assert main([*base, "--gate", str(bad), "--conditions", "gate", "--out", str(tmp_path)]) == 2
     assert "rtplan eval: error:" in capsys.readouterr().err
-    # A second gate is named gate-<name>: not an ablation, and without the ablations.
-    for name, why in (
-        ("gate-no-board", "not an ablation"),
-        ("second", "a second gate is named gate-<name>"),
-        ("gate-Big", "a second gate is named gate-<name>"),
-    ):
+    # A second gate is named gate-<name> (`gate.evaluate.GATE_NAME`), and without the ablations.
+    for name in ("gate-no-board", "second", "gate-Big"):
         assert main([*base, "--gate-name", name, "--out", str(tmp_path)]) == 2
-        assert why in capsys.readouterr().err
+        assert f"gate name {name!r}: a gate is named 'gate' or 'gate-<name>'" in (
+            capsys.readouterr().err
+        )
     assert main([*base, "--gate-name", "gate-x", "--ablations", "--out", str(tmp_path)]) == 2
     assert "gate-x plays its gate only" in capsys.readouterr().err
 

@@ -3,7 +3,8 @@
 Committed games (`committed`): the gate's episodes, frame by frame (actions, k-sequence,
 return). Clock games (`clock`): the clock gate (the planner agent, player 0) against the reflex
 opponent, ply by ply (movers, moves, charged ticks, the gate's budgets, both clocks after every
-ply, the result). Both play through `sessions.play_through_services`.
+ply, the result). One `run` plays either: each kind's module gives its checks, its in-process
+reference, its replay reader, its comparison and its table (`committed`, `clock`).
 """
 
 from __future__ import annotations
@@ -13,24 +14,16 @@ from pathlib import Path
 
 from harness.checkpoint import checkpoint_root
 from rtplan.via_services import clock, committed
-from rtplan.via_services.clock import ClockGame, compare_clock, read_clock_replay
-from rtplan.via_services.committed import Served, compare, read_replay
-from rtplan.via_services.sessions import create_session, play_sessions, serving_folder
+from rtplan.via_services.sessions import (
+    create_session,
+    play_sessions,
+    play_through_services,
+    report,
+    serving_folder,
+    table,
+)
 
-__all__ = [
-    "ClockGame",
-    "Served",
-    "clock",
-    "committed",
-    "compare",
-    "compare_clock",
-    "create_session",
-    "play_sessions",
-    "read_clock_replay",
-    "read_replay",
-    "run",
-    "serving_folder",
-]
+__all__ = ["clock", "committed", "create_session", "play_sessions", "run", "serving_folder"]
 
 
 def run(
@@ -69,4 +62,17 @@ def run(
         raise FileNotFoundError(f"--via-services plays the gate, and {gate_file} is missing")
     pcfg, _, _ = load_planner(game_id, planner_file)
     kind = clock if Planner(pcfg).two_player else committed
-    return kind.run(game_id, seeds_of(split, episodes), split, planner_file, gate_file, log)
+    kind.check(game_id, planner_file, gate_file)  # the service's checks, before it starts
+    want, served = play_through_services(
+        game_id,
+        seeds_of(split, episodes),
+        planner_file,
+        gate_file,
+        reference=kind.in_process,
+        read=kind.served,
+        log=log,
+        opponent=kind.OPPONENT,
+    )
+    rows, problems = kind.compare(want, served)
+    identical = kind.identical(game_id, split, rows, served)
+    return report(table(rows, kind.COLUMNS), problems, identical, log)

@@ -5,20 +5,26 @@ every ply, the result) against `play_match` in process."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from rtplan.via_services.sessions import (
-    at,
-    first_difference,
-    play_through_services,
-    report,
-    table,
-)
+from rtplan.via_services.sessions import at, first_difference
 
-__all__ = ["ClockGame", "compare_clock", "read_clock_replay", "run"]
+__all__ = [
+    "COLUMNS",
+    "OPPONENT",
+    "ClockGame",
+    "check",
+    "compare",
+    "identical",
+    "in_process",
+    "read_clock_replay",
+    "served",
+]
+
+#: The sessions' opponent: the reflex (the agent is player 0).
+OPPONENT = "reflex"
 
 
 @dataclasses.dataclass
@@ -53,11 +59,12 @@ def read_clock_replay(path: str | Path, seed: int, result: float) -> ClockGame:
     )
 
 
-def _served(info: dict, seed: int) -> ClockGame:
+def served(info: dict, seed: int) -> ClockGame:
+    """A finished session's clock game, from its replay file."""
     return read_clock_replay(info["replay"], seed, float(info["episode_return"]))
 
 
-def compare_clock(want: list[ClockGame], served: list[ClockGame]) -> tuple[list[dict], list[str]]:
+def compare(want: list[ClockGame], served: list[ClockGame]) -> tuple[list[dict], list[str]]:
     """Compares in-process clock games with the sessions', seed by seed.
 
     Returns:
@@ -121,7 +128,7 @@ COLUMNS = (
 )
 
 
-def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
+def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
     """`play_match` of the clock gate (player A) against the reflex from `game.init(PRNGKey(s))`
     (no opening, the game's own clocks): for each seed the game in which A is player 0, as
     the sessions play it, ply by ply (`on_ply`)."""
@@ -174,36 +181,21 @@ def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarr
     return games
 
 
-def run(
-    game_id: str,
-    seeds: np.ndarray,
-    split: str,
-    planner_file: str,
-    gate_file: str,
-    log: Callable,
-) -> int:
-    """The clock gate against the reflex on `seeds`, in process and through the services,
-    compared (`rtplan.via_services.run` checks the files exist first)."""
+def check(game_id: str, planner_file: str, gate_file: str) -> None:
+    """The service's checks of the clock gate file (`load_clock_gate`: it loads, over this
+    planner)."""
     from gate.clock_gate import load_clock_gate
     from planner.options import Planner
     from planner.store import load_planner
 
     pcfg, _, _ = load_planner(game_id, planner_file)
-    load_clock_gate(gate_file, Planner(pcfg), planner_file=planner_file)  # the service's checks
-    want, served = play_through_services(
-        game_id,
-        seeds,
-        planner_file,
-        gate_file,
-        reference=_in_process,
-        read=_served,
-        log=log,
-        opponent="reflex",
-    )
-    rows, problems = compare_clock(want, served)
-    identical = (
-        f"{game_id}: {len(seeds)} {split} openings identical in process and through the "
+    load_clock_gate(gate_file, Planner(pcfg), planner_file=planner_file)
+
+
+def identical(game_id: str, split: str, rows: list[dict], served: list[ClockGame]) -> str:
+    """The line that says every opening played identically."""
+    return (
+        f"{game_id}: {len(rows)} {split} openings identical in process and through the "
         f"services (the gate against the reflex: {sum(len(g.actions) for g in served)} plies, "
         f"{sum(len(g.ks) for g in served)} gate budgets, both clocks after every ply)"
     )
-    return report(table(rows, COLUMNS), problems, identical, log)

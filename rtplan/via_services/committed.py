@@ -4,20 +4,26 @@ k-sequence, return) against `gate.evaluate.play` in process."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from rtplan.via_services.sessions import (
-    at,
-    first_difference,
-    play_through_services,
-    report,
-    table,
-)
+from rtplan.via_services.sessions import at, first_difference
 
-__all__ = ["Served", "compare", "read_replay", "run"]
+__all__ = [
+    "COLUMNS",
+    "OPPONENT",
+    "Served",
+    "check",
+    "compare",
+    "identical",
+    "in_process",
+    "read_replay",
+    "served",
+]
+
+#: The sessions' opponent: none (one-player games).
+OPPONENT = None
 
 
 @dataclasses.dataclass
@@ -60,7 +66,7 @@ def read_replay(path: str | Path, seed: int, reason: str) -> Served:
     )
 
 
-def _served(info: dict, seed: int) -> Served:
+def served(info: dict, seed: int) -> Served:
     """What a finished session's replay file recorded, checked against its reported return."""
     served = read_replay(info["replay"], seed, info["reason"])
     if abs(served.returns - float(info["episode_return"])) > 1e-6:
@@ -128,7 +134,7 @@ COLUMNS = (
 )
 
 
-def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
+def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
     """`gate.evaluate.play` of the deployed gate (argmax), recording every frame's action."""
     from gate.evaluate import gate_chooser, play
     from gate.policy import load_gate
@@ -149,29 +155,20 @@ def _in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarr
     )
 
 
-def run(
-    game_id: str,
-    seeds: np.ndarray,
-    split: str,
-    planner_file: str,
-    gate_file: str,
-    log: Callable,
-) -> int:
-    """The committed game's gate on `seeds`, in process and through the services, compared
-    (`rtplan.via_services.run` checks the files exist first)."""
+def check(game_id: str, planner_file: str, gate_file: str) -> None:
+    """The service's checks of the gate file (`load_gate`: it loads, over this planner)."""
     from gate.policy import load_gate
     from planner.options import Planner
     from planner.store import load_planner
 
     pcfg, _, _ = load_planner(game_id, planner_file)
-    load_gate(gate_file, Planner(pcfg), planner_file=planner_file)  # the service's checks
-    episodes, served = play_through_services(
-        game_id, seeds, planner_file, gate_file, reference=_in_process, read=_served, log=log
-    )
-    rows, problems = compare(episodes, served)
-    identical = (
-        f"{game_id}: {len(seeds)} {split} seeds identical in process and through the services "
+    load_gate(gate_file, Planner(pcfg), planner_file=planner_file)
+
+
+def identical(game_id: str, split: str, rows: list[dict], served: list[Served]) -> str:
+    """The line that says every seed played identically."""
+    return (
+        f"{game_id}: {len(rows)} {split} seeds identical in process and through the services "
         f"(returns, {sum(r['frames_services'] for r in rows)} frame actions, "
         f"{sum(len(s.ks) for s in served)} gate decisions)"
     )
-    return report(table(rows, COLUMNS), problems, identical, log)
