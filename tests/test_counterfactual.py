@@ -17,7 +17,7 @@ from gate.counterfactual import (
 )
 from planner import Planner
 from planner.batching import OptionRunner
-from planner.episodes import always, play, play_from, start
+from planner.episodes import play_from, start
 from support import tiny_config
 
 GAME = "snake-rt-v0"  # chance events (food) after init: re-keying matters
@@ -33,24 +33,28 @@ def setup():
 
 def test_the_played_budgets_branch_continues_play_exactly(setup):
     """From the state always-2 reaches at frame 4, branching without re-keying and continuing
-    always-2 to the end: the k=2 branch plus what came before is `play`'s return, seed by seed."""
+    always-2 for 24 frames: the k=2 branch plus what came before is `play_from`'s return over
+    the same 28 frames, seed by seed (seed 1's episode ends inside the horizon)."""
     planner, params, runner = setup
-    seeds = np.arange(4)
-    whole = play(runner, params, seeds, always(2))
+    seeds, horizon = np.arange(4), 24
     states, keys = start(planner.game, seeds)
+    end = np.full(4, 4 + horizon)
+    whole, _, _ = play_from(
+        runner, params, states, keys, capped(2, runner.budgets, end), seeds=seeds, until=end
+    )
     until = np.full(4, 4)
     before, states, keys = play_from(
         runner, params, states, keys, capped(2, runner.budgets, until), seeds=seeds, until=until
     )
     running = ~np.asarray(states.done)
-    assert running.any()
+    assert running.any() and (whole.frames < end).any()  # an episode ends inside the horizon
     bv = branch_values(
         runner,
         params,
         states,
         keys,
         continuation=2,
-        horizon=None,
+        horizon=horizon,
         worlds=0,
         world_key=jax.random.PRNGKey(9),
     )
