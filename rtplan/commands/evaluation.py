@@ -120,8 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--gate-name",
         default="gate",
-        help="the gate's condition (player) name (default gate; a second gate's name, e.g. "
-        "gate-mixed, keeps its results beside the first's)",
+        help="the gate's condition (player) name, in every game: gate, or a second gate's "
+        "gate-<name> (lower case, digits, '.', '_', '-'; not an ablation's), whose results sit "
+        "beside the first's",
     )
     clock = ev.add_argument_group("clock games (speed-hex-v0, speed-go-v0)")
     clock.add_argument(
