@@ -184,8 +184,8 @@ def run_conditions(
     bad = [n for n in names if n not in valid]
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")
+    check_gate_name(gate_name)
     if gate_name != "gate":
-        check_gate_name(gate_name)
         if any(n.startswith("gate") and n != "gate" for n in names):
             raise ValueError(f"{gate_name} plays its gate only: its ablations are not kept")
         names = [gate_name if n == "gate" else n for n in names]

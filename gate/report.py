@@ -23,7 +23,6 @@ __all__ = [
     "README_END",
     "best_fixed_k",
     "holdout_readme_table",
-    "is_gate",
     "report",
     "summarize",
 ]
