@@ -134,6 +134,26 @@ def test_a_stop_that_a_gc_callback_swallowed_is_raised_at_the_next_check(own_han
             stopping.sleep(60)  # at once, not after a minute
 
 
+def test_a_stop_that_lands_in_code_run_from_source_text_still_exits_0():
+    """The signal lands inside `exec` of a string (what a dataclass or namedtuple definition
+    runs, as a late import may when the stop comes): the process catches the interrupt, stops
+    and exits 0. With a plain KeyboardInterrupt CPython would end it by SIGINT at exit (-2),
+    as the headless demo once did after printing that it had stopped."""
+    code = (
+        "import os, signal, time\n"
+        "from rtplan.processes import stop_on_signals\n"
+        "with stop_on_signals(deadline_s=60):\n"
+        "    try:\n"
+        "        exec('os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)')\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('stopped', flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "stopped\n"), done.stderr
+
+
 def test_without_a_signal_the_handlers_are_restored(own_handlers):
     before = signal.getsignal(signal.SIGTERM)
     with stop_on_signals() as stopping:

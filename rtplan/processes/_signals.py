@@ -54,6 +54,17 @@ def exit_with_parent() -> None:
 STOP_DEADLINE_S = 60.0
 
 
+class StopSignal(KeyboardInterrupt):
+    """What a stop signal raises in the main thread: a KeyboardInterrupt, so every
+    `except KeyboardInterrupt` clean-up runs as for Ctrl-C, but a subclass, for one CPython
+    quirk. CPython remembers a KeyboardInterrupt of exactly that class that leaves code run
+    from source text (`exec`/`eval` of a string, which every dataclass and namedtuple
+    definition does, so a late import can be running it when the signal lands) as unhandled,
+    even when an outer `except` catches it, and then ends the process by SIGINT at exit (exit
+    code -2 after a clean stop). It checks the exact class, so a subclass is not remembered.
+    """
+
+
 class Stopping:
     """The state `stop_on_signals` shares with the clean-up: whether a stop signal arrived, and
     whether a second one asks to hurry (kill the services instead of waiting for them)."""
@@ -77,10 +88,11 @@ class Stopping:
             self._holding = False
         if self._pending:
             self._pending = False
-            raise KeyboardInterrupt
+            raise StopSignal
 
     def check(self) -> None:
-        """Raises KeyboardInterrupt once a stop signal has arrived (outside a held step).
+        """Raises `StopSignal` (a KeyboardInterrupt) once a stop signal has arrived (outside a
+        held step).
 
         The signal handler raises it wherever the main thread happens to be, and Python drops
         an exception raised inside a garbage-collection callback or a finalizer ("Exception
@@ -89,7 +101,7 @@ class Stopping:
         service, a frame, the example agent, the next poll) call this between their waits.
         """
         if self.requested.is_set() and not self._holding:
-            raise KeyboardInterrupt
+            raise StopSignal
 
     def sleep(self, seconds: float) -> None:
         """Sleeps `seconds`, or less when a stop signal arrives; then `check`."""
@@ -100,10 +112,10 @@ class Stopping:
 @contextlib.contextmanager
 def stop_on_signals(*, deadline_s: float = STOP_DEADLINE_S) -> Iterator[Stopping]:
     """Within the block SIGINT, SIGTERM and SIGHUP (where the OS has it) stop the main thread:
-    the first one raises KeyboardInterrupt there, so that Ctrl-C, `kill <pid>` or a closed
-    terminal all run the same clean-up (`services` stops its children). Later signals raise
-    nothing, so they cannot break the clean-up half way: they set `Stopping.hurry` (the children
-    are killed at once).
+    the first one raises `StopSignal` (a KeyboardInterrupt) there, so that Ctrl-C, `kill <pid>`
+    or a closed terminal all run the same clean-up (`services` stops its children). Later
+    signals raise nothing, so they cannot break the clean-up half way: they set
+    `Stopping.hurry` (the children are killed at once).
 
     The first signal means the process is on its way out, and two things hold from then on,
     after the block too: the handlers stay (a late signal cannot turn a clean exit into a death
@@ -126,7 +138,7 @@ def stop_on_signals(*, deadline_s: float = STOP_DEADLINE_S) -> Iterator[Stopping
         if stopping._holding:
             stopping._pending = True  # raised when the held step ends
             return
-        raise KeyboardInterrupt
+        raise StopSignal
 
     names = ("SIGINT", "SIGTERM", "SIGHUP")
     signals = [getattr(signal, n) for n in names if hasattr(signal, n)]
