@@ -37,13 +37,14 @@ from gate.policy import file_sha256
 from harness.checkpoint import checkpoint_root
 from harness.stats import standard_error
 from planner.batching import OptionRunner
-from planner.episodes import Chooser, play_from, seeds_of, start
+from planner.episodes import Chooser, always, play_from, seeds_of, start
 from planner.options import Planner
 
 __all__ = [
     "BranchValues",
     "branch_values",
     "capped",
+    "cut",
     "decision_states",
     "diagnose",
     "paying",
@@ -64,20 +65,26 @@ class BranchValues:
     seeds: np.ndarray  # [S] the seed of the game each state comes from
 
 
-def capped(continuation: int, budgets: Sequence[int], until: np.ndarray | None) -> Chooser:
-    """Always-`continuation`, cut to the largest budget that ends by frame `until` `[E]`
-    (None: never cut)."""
+def cut(choose: Chooser, budgets: Sequence[int], until: np.ndarray | None) -> Chooser:
+    """`choose`, each budget it picks cut to the largest of `budgets` that ends by frame
+    `until` `[E]` (None: never cut; budgets include 1, so the cut is exact)."""
     table = np.asarray(sorted(budgets))
 
-    def choose(states: games.State, alive: np.ndarray, t: int) -> np.ndarray:
-        k = np.full(alive.shape, continuation)
+    def cut_choose(states: games.State, alive: np.ndarray, t: int) -> np.ndarray:
+        k = np.asarray(choose(states, alive, t))
         if until is None:
             return k
         room = until - np.asarray(states.frame)
         fits = table[None, :] <= np.minimum(k, room)[:, None]
         return np.where(fits.any(1), table[np.argmax(np.where(fits, table, 0), 1)], table[0])
 
-    return choose
+    return cut_choose
+
+
+def capped(continuation: int, budgets: Sequence[int], until: np.ndarray | None) -> Chooser:
+    """Always-`continuation`, cut to the largest budget that ends by frame `until` `[E]`
+    (None: never cut)."""
+    return cut(always(continuation), budgets, until)
 
 
 def decision_states(
@@ -88,17 +95,17 @@ def decision_states(
     *,
     max_frame: int,
     rng: np.random.Generator,
+    along: Chooser | None = None,
 ) -> tuple[games.State, jax.Array, np.ndarray]:
-    """Decision states sampled along always-`continuation` play: game i (from `seeds[i]`, as
-    `play` starts it) is played to a frame drawn uniformly from `[0, max_frame)`; games that
-    ended before it are dropped. Returns (states `[S]`, their carried keys, their seeds)."""
+    """Decision states sampled along always-`continuation` play (or along the chooser `along`,
+    a gate's own play): game i (from `seeds[i]`, as `play` starts it) is played to a frame
+    drawn uniformly from `[0, max_frame)`; games that ended before it are dropped. Returns
+    (states `[S]`, their carried keys, their seeds)."""
     seeds = np.asarray(seeds)
     until = rng.integers(0, max_frame, len(seeds))
     states, keys = start(runner.planner.game, seeds)
-    budgets = runner.budgets
-    _, states, keys = play_from(
-        runner, params, states, keys, capped(continuation, budgets, until), seeds=seeds, until=until
-    )
+    play = cut(along or always(continuation), runner.budgets, until)
+    _, states, keys = play_from(runner, params, states, keys, play, seeds=seeds, until=until)
     keep = ~np.asarray(states.done)
     pick = jnp.asarray(np.flatnonzero(keep))
     return jax.tree.map(lambda x: x[pick], states), keys[pick], seeds[keep]

@@ -1,4 +1,5 @@
-"""Training commands: `train-planner`, `train-gate`, `ship-planner`, `ship-gate`."""
+"""Training commands: `train-planner`, `train-gate`, `fit-gate`, `train-gate-cf`,
+`ship-planner`, `ship-gate`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 
 # None imports JAX: `--devices` must set XLA's flags before jax loads.
 from gate.clock_train_config import ClockGateTrainConfig
-from gate.train_config import GateTrainConfig
+from gate.train_config import CounterfactualPPOConfig, GateTrainConfig
 from harness.config import add_flags, flag_fields
 from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
@@ -79,6 +80,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     fit.add_argument("--gate-channels", type=int, default=64, help="board branch width")
     fit.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
     fit.set_defaults(handler=_fit_gate)
+
+    cf = sub.add_parser(
+        "train-gate-cf",
+        help="committed games: train a gate by PPO with the counterfactual critic",
+        description="Each round plays train games along the gate's sampled budgets to a state "
+        "per game, branches every budget there (the same keys, --worlds futures, continued "
+        "under --continuation for --horizon frames) and takes a PPO step on the measured "
+        "advantages of every budget (gate.counterfactual_ppo). Writes <out>/learner.msgpack, "
+        "rounds.jsonl and gate.msgpack (`rtplan eval --gate` plays it) after each round; "
+        "--resume continues a killed run.",
+    )
+    cf.add_argument("--game", required=True, help="a committed game id")
+    cf.add_argument("--out", required=True, help="the run's folder")
+    cf.add_argument("--planner", default=None, help="planner checkpoint (default: shipped)")
+    cf.add_argument("--resume", action="store_true", help="continue the run in --out")
+    cf.add_argument("--gate-stats", action="store_true", help="the gate sees planner stats")
+    cf.add_argument("--gate-channels", type=int, default=64, help="board branch width")
+    cf.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
+    add_flags(cf, CounterfactualPPOConfig)
+    cf.set_defaults(handler=_train_gate_cf)
 
     ship = sub.add_parser(
         "ship-planner", help="copy a run's planner params, provenance and curve to checkpoints/"
@@ -251,6 +272,43 @@ def _fit_gate(args: argparse.Namespace) -> int:
         folds=args.folds,
         command=" ".join(args.argv),
     )
+    return 0
+
+
+def _train_gate_cf(args: argparse.Namespace) -> int:
+    import games
+
+    if games.game_class(args.game).num_players != 1:
+        raise CommandError(f"{args.game} is a clock game: train-gate-cf is for committed games")
+    if args.continuation is None:
+        raise CommandError("--continuation is required: the best fixed budget K")
+    from gate.counterfactual_ppo import train_counterfactual_ppo
+    from gate.train_config import GateConfig
+    from harness.checkpoint import checkpoint_root
+    from harness.config import from_args
+    from planner.store import planner_path
+
+    try:
+        cfg = from_args(CounterfactualPPOConfig, args)
+        config = GateConfig(
+            channels=args.gate_channels, head_hidden=args.gate_hidden, stats=args.gate_stats
+        )
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    planner = args.planner or str(planner_path(checkpoint_root(), args.game))
+    try:
+        gate = train_counterfactual_ppo(
+            args.game,
+            args.out,
+            cfg,
+            gate_config=config,
+            planner_file=planner,
+            resume=args.resume,
+            command=" ".join(args.argv),
+        )
+    except (FileExistsError, FileNotFoundError, ValueError) as e:
+        raise CommandError(str(e)) from e
+    print(f"gate: {gate}")
     return 0
 
 
