@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import traverse_util
 
 from gate.counterfactual import branch_values, decision_states
 from gate.policy import Gate, GateInputs, file_sha256
@@ -63,29 +64,14 @@ def prior_params(gate: Gate, params, continuation_index: int, prior: float):
     k = len(gate.budgets)
     probs = np.full(k, (1.0 - prior) / (k - 1))
     probs[continuation_index] = prior
-    found = []
-
-    def visit(tree, path=()):
-        if isinstance(tree, dict):
-            if "kernel" in tree and tree["kernel"].shape[-1] == k:
-                found.append(path)
-            for name, sub in tree.items():
-                visit(sub, (*path, name))
-
-    visit(params)
-    if len(found) != 1:
-        raise ValueError(f"expected one logits layer of {k} units, found {found}")
-
-    def replace(tree, path):
-        if not path:
-            return {
-                **tree,
-                "kernel": tree["kernel"] * 0.01,
-                "bias": jnp.log(jnp.asarray(probs, tree["bias"].dtype)),
-            }
-        return {**tree, path[0]: replace(tree[path[0]], path[1:])}
-
-    return replace(params, found[0])
+    flat = traverse_util.flatten_dict(params)
+    layers = [path[:-1] for path, x in flat.items() if path[-1] == "kernel" and x.shape[-1] == k]
+    if len(layers) != 1:
+        raise ValueError(f"expected one logits layer of {k} units, found {layers}")
+    layer = layers[0]
+    flat[(*layer, "kernel")] = flat[(*layer, "kernel")] * 0.01
+    flat[(*layer, "bias")] = jnp.log(jnp.asarray(probs, flat[(*layer, "bias")].dtype))
+    return traverse_util.unflatten_dict(flat)
 
 
 def sampled(gate: Gate, params, planner_params, key: jax.Array, decide=None) -> Chooser:

@@ -7,7 +7,7 @@ import argparse
 
 # None imports JAX: `--devices` must set XLA's flags before jax loads.
 from gate.clock_train_config import ClockGateTrainConfig
-from gate.train_config import CounterfactualPPOConfig, GateTrainConfig
+from gate.train_config import CounterfactualPPOConfig, GateConfig, GateTrainConfig
 from harness.config import add_flags, flag_fields
 from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
@@ -76,9 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=4,
         help="first measure the gain of held-out picks, states split by game (0: skip)",
     )
-    fit.add_argument("--gate-stats", action="store_true", help="the gate sees planner stats")
-    fit.add_argument("--gate-channels", type=int, default=64, help="board branch width")
-    fit.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
+    _gate_shape_flags(fit)
     fit.set_defaults(handler=_fit_gate)
 
     cf = sub.add_parser(
@@ -95,9 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cf.add_argument("--out", required=True, help="the run's folder")
     cf.add_argument("--planner", default=None, help="planner checkpoint (default: shipped)")
     cf.add_argument("--resume", action="store_true", help="continue the run in --out")
-    cf.add_argument("--gate-stats", action="store_true", help="the gate sees planner stats")
-    cf.add_argument("--gate-channels", type=int, default=64, help="board branch width")
-    cf.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
+    _gate_shape_flags(cf)
     add_flags(cf, CounterfactualPPOConfig)
     cf.set_defaults(handler=_train_gate_cf)
 
@@ -251,14 +247,11 @@ def _fit_gate(args: argparse.Namespace) -> int:
     if args.folds < 0 or args.folds == 1:
         raise CommandError("--folds must be 0 (skip) or at least 2")
     from gate.supervised import fit_gate
-    from gate.train_config import GateConfig
     from harness.checkpoint import checkpoint_root
     from planner.store import planner_path
 
     planner = args.planner or str(planner_path(checkpoint_root(), args.game))
-    config = GateConfig(
-        channels=args.gate_channels, head_hidden=args.gate_hidden, stats=args.gate_stats
-    )
+    config = _gate_shape(args)
     fit_gate(
         args.game,
         args.labels,
@@ -275,6 +268,20 @@ def _fit_gate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gate_shape_flags(parser: argparse.ArgumentParser) -> None:
+    """The gate network's shape flags of the commands that train one outside `train-gate`."""
+    parser.add_argument("--gate-stats", action="store_true", help="the gate sees planner stats")
+    parser.add_argument("--gate-channels", type=int, default=64, help="board branch width")
+    parser.add_argument("--gate-hidden", type=int, default=256, help="hidden units per head")
+
+
+def _gate_shape(args: argparse.Namespace) -> GateConfig:
+    """The `GateConfig` of `_gate_shape_flags`."""
+    return GateConfig(
+        channels=args.gate_channels, head_hidden=args.gate_hidden, stats=args.gate_stats
+    )
+
+
 def _train_gate_cf(args: argparse.Namespace) -> int:
     import games
 
@@ -283,16 +290,13 @@ def _train_gate_cf(args: argparse.Namespace) -> int:
     if args.continuation is None:
         raise CommandError("--continuation is required: the best fixed budget K")
     from gate.counterfactual_ppo import train_counterfactual_ppo
-    from gate.train_config import GateConfig
     from harness.checkpoint import checkpoint_root
     from harness.config import from_args
     from planner.store import planner_path
 
     try:
         cfg = from_args(CounterfactualPPOConfig, args)
-        config = GateConfig(
-            channels=args.gate_channels, head_hidden=args.gate_hidden, stats=args.gate_stats
-        )
+        config = _gate_shape(args)
     except ValueError as e:
         raise CommandError(str(e)) from e
     planner = args.planner or str(planner_path(checkpoint_root(), args.game))
