@@ -22,7 +22,7 @@ _EXPORTS = {
     "default_config": "planner.configs",
     "landing_frame": "planner.options",
     "play": "planner.episodes",
-    "play_match": "planner.episodes",
+    "play_match": "planner.matches",
     "seeds_of": "planner.episodes",
 }
 
