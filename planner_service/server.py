@@ -27,6 +27,7 @@ from planner_service._admission import (
 )
 from planner_service.settings import PlannerServiceSettings
 from rtplan import wire
+from rtplan.jax_setup import guard_map_count
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 
@@ -355,6 +356,7 @@ async def serve(
     Returns:
         (started server, bound port).
     """
+    guard_map_count()  # a load past vm.max_map_count raises, not SIGSEGV
     engine = engine if engine is not None else load_engine(settings)
     server, port = create_server(
         engine,

@@ -12,7 +12,11 @@ __all__ = [
     "COMPILE_CACHE_BYTES",
     "COMPILE_CACHE_ENV",
     "MAP_COUNT_NEEDED",
+    "MAP_HEADROOM",
+    "MapCountExhausted",
     "check_map_count",
+    "guard_map_count",
+    "map_count",
     "init_distributed",
     "set_device_count",
     "use_compile_cache",
@@ -44,9 +48,78 @@ def use_compile_cache() -> None:
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(COMPILE_CACHE_BYTES))
 
 
+#: Memory regions that must stay free for a compile or a compile-cache load to start. XLA:CPU
+#: maps 3 regions per kernel of a loaded executable (code, constants, data) and does not check
+#: that mmap succeeded: at the limit the load dies of SIGSEGV, not an error. A tiny planner's
+#: option is ~40 kernels, a shipped one a few hundred.
+MAP_HEADROOM = 6_000
+#: A bound on the regions one load adds (a shipped planner's search: a few hundred kernels): the
+#: guard reads /proc/self/maps (~1 ms per 1,000 regions) only as often as loads could use the
+#: headroom it last saw.
+_MAPS_PER_LOAD = 2_000
+
+
+_GUARDED = False
+_unchecked = 0  # loads the guard may let pass before it reads the count again
+
+
+class MapCountExhausted(MemoryError):
+    """This process is about to exceed vm.max_map_count, where XLA:CPU would crash."""
+
+
+def map_count(
+    maps: str = "/proc/self/maps", limit_path: str = "/proc/sys/vm/max_map_count"
+) -> tuple[int, int] | None:
+    """(memory regions this process maps, the kernel's per-process limit), or None where the
+    kernel does not say (not Linux)."""
+    try:
+        with open(maps, "rb") as f:
+            used = f.read().count(b"\n")
+        with open(limit_path) as f:
+            return used, int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_a_load_past_the_limit(event: str, **_: object) -> None:
+    global _unchecked
+    if event != "/jax/compilation_cache/compile_requests_use_cache":
+        return
+    if _unchecked > 0:
+        _unchecked -= 1
+        return
+    counts = map_count()
+    if counts is None:
+        return
+    used, limit = counts
+    _unchecked = max(limit - used - MAP_HEADROOM, 0) // _MAPS_PER_LOAD
+    if limit - used < MAP_HEADROOM:
+        raise MapCountExhausted(
+            f"this process maps {used} memory regions of the kernel's vm.max_map_count={limit}, "
+            f"and XLA:CPU (3 per compiled kernel) crashes when it runs out: release compiled "
+            "programs (drop their planners, jax.clear_caches()) or raise the limit: "
+            "sudo sysctl -w vm.max_map_count=1048576"
+        )
+
+
+def guard_map_count() -> None:
+    """Makes a compile or compile-cache load that would run this process out of memory regions
+    raise `MapCountExhausted` instead of crashing inside XLA (idempotent). JAX announces each
+    compile that uses the persistent cache (`use_compile_cache`, on in every rtplan process), so
+    the guard rides on that event. Imports jax: call it after `set_device_count`."""
+    from jax import monitoring
+
+    global _GUARDED
+    if not _GUARDED:  # registering twice would check twice
+        monitoring.register_event_listener(_refuse_a_load_past_the_limit)
+        _GUARDED = True
+
+
 def check_map_count(path: str = "/proc/sys/vm/max_map_count") -> None:
     """Warns on stderr when the kernel's per-process memory-map limit is too low for long JAX
-    runs (XLA:CPU then fails with 'Cannot allocate memory')."""
+    runs, and guards every later compile (`guard_map_count`). Imports jax: call it after
+    `set_device_count`."""
+    guard_map_count()
     try:
         with open(path) as f:
             limit = int(f.read())
@@ -56,7 +129,7 @@ def check_map_count(path: str = "/proc/sys/vm/max_map_count") -> None:
         print(
             f"rtplan: warning: vm.max_map_count is {limit}; XLA:CPU maps ~3 regions per "
             "compiled kernel, and the searches of a gate run or evaluation can exceed it "
-            "(LLVM then fails with 'Cannot allocate memory'). Raise it: "
+            "(rtplan then stops with MapCountExhausted). Raise it: "
             "sudo sysctl -w vm.max_map_count=1048576",
             file=sys.stderr,
         )

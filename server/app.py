@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rtplan.jax_setup import guard_map_count
 from rtplan.v1 import planner_pb2_grpc
 from server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
 from server._config import SessionError
@@ -39,6 +40,7 @@ async def _lifespan(app: FastAPI):
     the planner channel, the replay cache) and starts the gRPC Env server (`grpc_server`, and
     `grpc_port`, the port it bound); stops them in reverse."""
     settings: Settings = app.state.settings
+    guard_map_count()  # a load past vm.max_map_count raises, not SIGSEGV
     rows = min(settings.batch_warm_rows, settings.max_sessions) if settings.batch_ticks else 0
     runtimes = Runtimes(settings.checkpoint_dir, batch_rows=rows)
     channel = stub = None

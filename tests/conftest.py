@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-# One persistent JAX compilation cache for the run: both xdist workers and every server
-# process they start load what another already compiled (set before any test imports jax;
-# the size limit makes JAX lock the folder, see rtplan/cli.py).
-os.environ.setdefault(
-    "JAX_COMPILATION_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax")
-)
-os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
+ROOT = Path(__file__).resolve().parents[1]
+# One persistent JAX compilation cache for the run, inside the clone: both xdist workers and every
+# server process they start load what another already compiled, and nothing compiled outside
+# the clone (a user's ~/.cache/rtplan, a JAX_COMPILATION_CACHE_DIR of the shell) is read, so a
+# run here times what a new machine's first run takes. Set before any test imports jax; the size
+# limit makes JAX lock the folder (rtplan/jax_setup.py).
+os.environ["JAX_COMPILATION_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "jax")
+os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(4 << 30)
+os.environ.pop("RTPLAN_COMPILE_CACHE", None)
 # The suite is compile-bound (tiny shapes, few steps): without LLVM's backend optimisations XLA:CPU
 # compiles ~40% faster and the small programs run about as fast. Inherited by every subprocess
 # (servers, CLI runs); what is tested (the programs' semantics) does not depend on it.
@@ -24,6 +27,57 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
     ).strip()
+
+
+#: A worker releases the programs it compiled once it maps this many memory regions at the end
+#: of a test module. Fixed, not a fraction of this machine's vm.max_map_count, so that every
+#: machine runs the suite as one with Linux's default limit (65,530) does.
+RELEASE_AT_MAPS = 20_000
+
+
+def pytest_sessionstart(session) -> None:
+    from rtplan.jax_setup import guard_map_count
+
+    # A module that alone outgrows the map limit fails with MapCountExhausted, not a SIGSEGV.
+    guard_map_count()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs() -> Iterator[None]:
+    """After a module, frees the XLA executables its tests left in process-wide caches, once
+    the worker maps `RELEASE_AT_MAPS` regions. An xdist worker lives through hundreds of tests,
+    and the `functools` caches of the packages and the test modules (each bounded on its own)
+    kept every planner and option alive together: at 3 regions per compiled kernel a worker
+    reached vm.max_map_count (65,530) and XLA:CPU died of SIGSEGV loading the next program
+    (issue 40; `python -m bench.map_limit`). Released programs load again from the persistent
+    cache when a later module needs them."""
+    yield
+    from rtplan.jax_setup import map_count
+
+    counts = map_count()
+    if counts is None or counts[0] < RELEASE_AT_MAPS:
+        return
+    release_compiled_programs()
+
+
+def release_compiled_programs() -> None:
+    """Clears the `functools` caches of every loaded module of this checkout (its packages and
+    tests, classes included) and JAX's, then collects the cycles that held their executables."""
+    import gc
+
+    import jax
+
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.startswith(str(ROOT)) or "/.venv/" in path:
+            continue
+        for value in list(vars(module).values()):
+            holders = [value, *vars(value).values()] if isinstance(value, type) else [value]
+            for holder in holders:
+                if callable(getattr(holder, "cache_clear", None)) and hasattr(holder, "cache_info"):
+                    holder.cache_clear()
+    jax.clear_caches()
+    gc.collect()
 
 
 @pytest.fixture(scope="module")
