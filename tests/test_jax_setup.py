@@ -12,10 +12,10 @@ import weakref
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import ROOT, release_compiled_programs
-from support import planner_fns, tiny_config
 
 import rtplan.jax_setup as jax_setup
+from conftest import ROOT, release_compiled_programs
+from support import planner_fns, tiny_config
 
 PRINT_CACHE = (
     "import os; from rtplan.jax_setup import use_compile_cache; use_compile_cache(); "
