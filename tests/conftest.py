@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ["JAX_COMPILATION_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "jax")
 os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(4 << 30)
 os.environ.pop("RTPLAN_COMPILE_CACHE", None)
+# Every process of the run refuses to load programs past Linux's default map limit, even where
+# this machine's was raised: what would crash on a new machine fails here too (jax_setup).
+os.environ["RTPLAN_MAP_LIMIT"] = "65530"
 # The suite is compile-bound (tiny shapes, few steps): without LLVM's backend optimisations XLA:CPU
 # compiles ~40% faster and the small programs run about as fast. Inherited by every subprocess
 # (servers, CLI runs); what is tested (the programs' semantics) does not depend on it.
@@ -30,9 +33,25 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 
 
 #: A worker releases the programs it compiled once it maps this many memory regions at the end
-#: of a test module. Fixed, not a fraction of this machine's vm.max_map_count, so that every
-#: machine runs the suite as one with Linux's default limit (65,530) does.
+#: of a test module: a third of the limit every process of the run keeps to.
 RELEASE_AT_MAPS = 20_000
+
+
+def pytest_report_header(config) -> list[str]:
+    """What a run starts from, in CI's log: the compile cache and the map limit."""
+    from rtplan.jax_setup import map_count
+
+    cache = Path(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    entries = len(list(cache.glob("*-cache"))) if cache.is_dir() else 0
+    try:
+        kernel = Path("/proc/sys/vm/max_map_count").read_text().strip()
+    except OSError:
+        kernel = "unknown"
+    counts = map_count()
+    return [
+        f"jax compile cache: {cache} ({entries} entries at the start)",
+        f"vm.max_map_count: {kernel} (the run keeps to {counts[1] if counts else '-'})",
+    ]
 
 
 def pytest_sessionstart(session) -> None:

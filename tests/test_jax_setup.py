@@ -66,3 +66,13 @@ def test_releasing_compiled_programs_frees_what_the_process_wide_caches_held():
     assert held() is not None  # the lru_cache of `support.planner_fns` holds it
     release_compiled_programs()
     assert held() is None
+
+
+def test_the_run_keeps_to_linuxs_default_map_limit_where_the_machine_allows_more(
+    monkeypatch, tmp_path
+):
+    raised = tmp_path / "max_map_count"
+    raised.write_text("1048576\n")
+    assert jax_setup.map_count(limit_path=str(raised))[1] == 65_530  # conftest's cap
+    monkeypatch.delenv(jax_setup.MAP_LIMIT_ENV)
+    assert jax_setup.map_count(limit_path=str(raised))[1] == 1_048_576
