@@ -53,6 +53,7 @@ def test_calibrate_writes_csv_and_png(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
+@pytest.mark.slow  # ~22 s; test_calibrate_writes_csv_and_png covers the command
 def test_cross_eval_grid(tmp_path):
     paths = [
         _tiny_checkpoint(tmp_path / "a.msgpack", None),  # the default: k=1 (committed games)

@@ -408,6 +408,7 @@ def _template(run):
     return algo.template(meta)
 
 
+@pytest.mark.slow  # ~40 s; test_clock_eval covers play_match's pairing
 def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, planner):
     """The trainer's evaluation is the one clock-match path (`planner.matches.play_match`): the
     greedy gate against always-k on the tuning openings, colours swapped, at each clock."""

@@ -107,6 +107,7 @@ def _run(ckpt_root, out, rounds: int, *extra: str) -> int:
     )
 
 
+@pytest.mark.slow  # ~58 s: three training runs; train-gate's resume test covers the shared harness
 def test_a_killed_run_resumes_to_the_gate_an_unbroken_run_trains(ckpt_root, tmp_path, capsys):
     assert _run(ckpt_root, tmp_path / "whole", 2) == 0
     assert _run(ckpt_root, tmp_path / "broken", 1) == 0

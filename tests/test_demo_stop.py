@@ -261,7 +261,10 @@ def commands(kids: dict[int, int]) -> list[str]:
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+# SIGHUP's run (~16 s) is slow: both signals take the same handler (the unit tests above).
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)]
+)
 def test_sigterm_and_sighup_stop_the_demo_and_its_services(checkpoints, tmp_path, sig):
     proc, lines, kids, ports = start_demo(checkpoints, tmp_path)
     try:

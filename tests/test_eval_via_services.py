@@ -104,6 +104,9 @@ CLOCK_GAME = "speed-hex-v0"
 CLOCK_CFG = dataclasses.replace(tiny_config(CLOCK_GAME), game_params=(("initial_time", 30),))
 
 
+# ~25 s; the committed gate's run covers the path, test_clock_gate_service the clock gate
+# over gRPC.
+@pytest.mark.slow
 def test_the_services_reproduce_the_in_process_clock_gate(tmp_path, capsys, monkeypatch):
     """A clock game through the real services: the gated planner agent against the reflex,
     ply by ply equal to `play_match` with the in-process clock gate (the game in which the

@@ -270,6 +270,7 @@ def _log(out: Path) -> dict:
     return dict(zip(header.split(","), rows[-1].split(",")))
 
 
+@pytest.mark.slow  # ~48 s: three training runs; the in-process miss tests cover the model
 def test_train_gate_with_latency(root, tmp_path, capsys):
     """No misses: the same update as without a latency model, bit for bit. Every option
     missing (fine-tuned from that gate): the log says so, in training and evaluation."""

@@ -447,6 +447,9 @@ class _FrameFuture:
         return jnp.where(states.frame % 2 == 0, self.even, self.odd).astype(jnp.int32)
 
 
+# ~35 s of compiles; test_tree_k_sets_the_frames_of_every_edge_below_the_root and the
+# gate-tree service test cover the tree.
+@pytest.mark.slow
 def test_a_future_sets_each_deeper_edge_to_the_budget_it_picks():
     """With a `Future`, every edge below the root spans the budget the future picks at the
     decision state it leaves: a future that always answers k is the "always k" tree exactly,
