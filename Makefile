@@ -31,18 +31,16 @@ $(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
 demo: $(STAMP_RUN)
 	$(VENV)/bin/rtplan demo
 
-# --dist loadfile: a module's tests run in one worker, so its module-scoped fixtures (a planner
-# service, compiled options) are built once, not once per worker that got some of its tests.
 test: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	@start=$$(date +%s); $(PY) -m pytest -n 2 --dist loadfile; rc=$$?; \
+	@start=$$(date +%s); $(PY) -m pytest -n 2; rc=$$?; \
 		echo "pytest wall time: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # The long tests kept out of the default suite (`-m slow`); run before an issue is resolved.
 test-slow: $(STAMP_DEV)
-	@start=$$(date +%s); $(PY) -m pytest -n 2 --dist loadfile -m slow; rc=$$?; \
+	@start=$$(date +%s); $(PY) -m pytest -n 2 -m slow; rc=$$?; \
 		echo "pytest wall time: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 bench: $(STAMP_RUN)

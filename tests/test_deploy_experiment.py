@@ -138,7 +138,6 @@ def test_deploy_plays_two_fps_and_resumes(root, tmp_path, capsys):
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("fps_*")} == before
 
 
-@pytest.mark.slow  # ~16 s; test_deploy_plays_two_fps_and_resumes covers the experiment
 def test_deploy_against_remote_services(root, tmp_path, capsys):
     out = tmp_path / "remote"
     with services(GAME, echo=False, checkpoint_dir=root, record_dir=tmp_path / "rep") as addr:
