@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -64,7 +65,6 @@ _MAPS_PER_LOAD = 2_000
 #: (65530), so that a machine whose limit was raised fails where a new machine would crash.
 MAP_LIMIT_ENV = "RTPLAN_MAP_LIMIT"
 
-_GUARDED = False
 _unchecked = 0  # loads the guard may let pass before it reads the count again
 
 
@@ -116,10 +116,11 @@ def guard_map_count() -> None:
     the guard rides on that event. Imports jax: call it after `set_device_count`."""
     from jax import monitoring
 
-    global _GUARDED
-    if not _GUARDED:  # registering twice would check twice
-        monitoring.register_event_listener(_refuse_a_load_past_the_limit)
-        _GUARDED = True
+    # Once only (registering twice would check twice), and again after a
+    # `monitoring.clear_event_listeners()` elsewhere took it away.
+    with contextlib.suppress(AssertionError, ValueError):
+        monitoring.unregister_event_listener(_refuse_a_load_past_the_limit)
+    monitoring.register_event_listener(_refuse_a_load_past_the_limit)
 
 
 def check_map_count(path: str = "/proc/sys/vm/max_map_count") -> None:

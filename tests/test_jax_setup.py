@@ -17,6 +17,13 @@ import rtplan.jax_setup as jax_setup
 from conftest import ROOT, release_compiled_programs
 from support import planner_fns, tiny_config
 
+
+def monitoring_listeners() -> list:
+    from jax._src import monitoring  # the public module has no way to list them
+
+    return list(monitoring._event_listeners)
+
+
 PRINT_CACHE = (
     "import os; from rtplan.jax_setup import use_compile_cache; use_compile_cache(); "
     "print(os.environ['JAX_COMPILATION_CACHE_DIR'])"
@@ -46,6 +53,7 @@ def test_a_load_that_would_pass_the_map_limit_raises_instead_of_crashing(monkeyp
     suite and in every rtplan command that compiles much) refuses the load first."""
     jax_setup.guard_map_count()
     jax_setup.guard_map_count()  # idempotent: one listener
+    assert monitoring_listeners().count(jax_setup._refuse_a_load_past_the_limit) == 1
     monkeypatch.setattr(jax_setup, "_unchecked", 0)
     limit = 65_530
     monkeypatch.setattr(jax_setup, "map_count", lambda: (limit - 100, limit))
