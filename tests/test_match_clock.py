@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import csv
-import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
 from bench import match
 from support import FAKE_GTP_ENGINE, write_checkpoints
-
-GNUGO = shutil.which("gnugo") or (match.DEBIAN_GNUGO if Path(match.DEBIAN_GNUGO).exists() else None)
-
 
 # ---- The clock ------------------------------------------------------------------------------
 
@@ -215,9 +210,9 @@ def test_a_slow_gtp_engine_loses_on_the_wall_clock(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(GNUGO is None, reason="GNU Go is not installed (/usr/games/gnugo)")
 def test_rtplan_gtp_spends_a_real_clock_against_gnu_go(tmp_path, capsys):
-    """`make test-slow` (~40-60 s, most of it rtplan gtp's start-up): `rtplan gtp
+    """`make test-slow` (~40-60 s, most of it rtplan gtp's start-up; GNU Go is installed from
+    Debian when missing, as bench.match does): `rtplan gtp
     --time-manager proportional` on a tiny planner against GNU Go level 1 under 6 s of sudden
     death. Both games finish without our loss on time, and each row has its clocks and the
     budgets the manager chose. (GNU Go itself may flag: against a random planner it reads long

@@ -6,12 +6,25 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from filelock import FileLock
 
 #: The `bench` extra of pyproject.toml.
 OPEN_SPIEL = "open-spiel==2.0.2"
 #: Debian installs GNU Go outside root's PATH.
 DEBIAN_GNUGO = "/usr/games/gnugo"
+
+
+def _run(cmd: list[str], *, check: bool) -> int:
+    """Runs an installer, its output echoed to `sys.stderr` (whatever that is: under pytest's
+    capture it has no file descriptor for the child to inherit); returns its exit status."""
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(done.stdout, end="", file=sys.stderr, flush=True)
+    if check and done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, cmd, done.stdout)
+    return done.returncode
 
 
 def ensure_gnugo() -> str:
@@ -20,14 +33,20 @@ def ensure_gnugo() -> str:
     def find() -> str | None:
         return shutil.which("gnugo") or (DEBIAN_GNUGO if os.access(DEBIAN_GNUGO, os.X_OK) else None)
 
-    if (path := find()) is None:
+    if (path := find()) is not None:
+        return path
+    # One installer at a time (apt-get refuses to start while another holds dpkg's lock): two
+    # matches started at once, as two test workers do, both find GNU Go missing.
+    with FileLock(Path(tempfile.gettempdir()) / "rtplan-gnugo-install.lock"):
+        if (path := find()) is not None:
+            return path
         print("GNU Go missing: apt-get install -y gnugo", file=sys.stderr, flush=True)
         install = ["apt-get", "install", "-y", "gnugo"]
-        if subprocess.run(install, stdout=sys.stderr, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update"], stdout=sys.stderr, check=True)
-            subprocess.run(install, stdout=sys.stderr, check=True)
-        if (path := find()) is None:
-            raise SystemExit("bench.match: gnugo installed but not found")
+        if _run(install, check=False) != 0:
+            _run(["apt-get", "update"], check=True)
+            _run(install, check=True)
+    if (path := find()) is None:
+        raise SystemExit("bench.match: gnugo installed but not found")
     return path
 
 
@@ -38,7 +57,7 @@ def ensure_open_spiel() -> None:
     except ImportError:
         print(f"open_spiel missing: pip install {OPEN_SPIEL}", file=sys.stderr, flush=True)
         pip = [sys.executable, "-m", "pip", "install", OPEN_SPIEL]
-        subprocess.run(pip, stdout=sys.stderr, check=True)
+        _run(pip, check=True)
 
 
 def checkpoint(game: str, planner: str | None) -> Path:
