@@ -1,6 +1,6 @@
 """Real-time games as pure JAX functions: `make(id)` then `init`/`step` over a `State` pytree."""
 
-from games._core import Board, Game, State, random_opening, random_opening_moves
+from games._core import Board, Game, State, random_opening, random_opening_moves, tree_where
 from games._registry import (
     ARROW_KEYS,
     GameRecord,
@@ -37,5 +37,6 @@ __all__ = [
     "register",
     "registered_games",
     "resolve",
+    "tree_where",
     "unregister",
 ]

@@ -209,10 +209,21 @@ class Game(abc.ABC):
             truncated = jnp.zeros((), bool)
         nxt = nxt.replace(truncated=truncated)
         frozen = state.replace(reward=jnp.zeros_like(state.reward))
-        return jax.tree.map(lambda a, b: jnp.where(state.done, a, b), frozen, nxt)
+        return tree_where(state.done, frozen, nxt)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r})"
+
+
+def tree_where(mask: jax.Array, a, b):
+    """`a` where `mask` else `b`, leaf by leaf (two pytrees of one structure): a per-row select
+    when `mask` is `[B]` and the leaves `[B, ...]`, a whole-tree select when `mask` is a
+    scalar (as inside `vmap`). The one tree select of games, planner and gate."""
+
+    def pick(x, y):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
+
+    return jax.tree.map(pick, a, b)
 
 
 def random_opening(game: Game, state: State, key: jax.Array, plies: jax.Array, max_plies: int):
@@ -252,7 +263,7 @@ def random_opening_moves(
         nxt = game.step(state, action)
         played = i < plies
         moves = moves.at[i].set(jnp.where(played, action, -1))
-        return jax.tree.map(lambda a, b: jnp.where(played, a, b), nxt, state), key, moves
+        return tree_where(played, nxt, state), key, moves
 
     moves = jnp.full((max_plies,), -1, jnp.int32)
     state, _, moves = jax.lax.fori_loop(0, max_plies, body, (state, key, moves))

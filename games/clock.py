@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pgx
 from flax import struct
 
-from games._core import Game, State, legal_or_any
+from games._core import Game, State, legal_or_any, tree_where
 
 _TIMEOUT_MODES = ("reflex", "strict")
 #: Ticks per player that never run out: clock games played for their board alone (self-play
@@ -210,7 +210,7 @@ class ClockGame(Game):
 
         moved = self._env.step(inner.board, action)
         # The flag fell before the stone was placed: keep the board as it was.
-        board = jax.tree.map(lambda a, b: jnp.where(flagged, a, b), inner.board, moved)
+        board = tree_where(flagged, inner.board, moved)
         timeout_rewards = jnp.ones(2, jnp.float32).at[mover].set(-1.0)
         rewards = jnp.where(flagged, timeout_rewards, moved.rewards.astype(jnp.float32))
         terminated = flagged | moved.terminated

@@ -35,7 +35,6 @@ from gate.ppo import ClockChunks, make_clock_update
 from harness import checkpoint as ckpt
 from harness.checkpoint import checkpoint_root
 from harness.run import Run
-from planner.actors import where
 from planner.batching import SKIP, OptionRunner
 from planner.episodes import TUNING_SEED_BASE, seeds_of
 from planner.matches import clock_opening, play_match
@@ -267,7 +266,7 @@ class ClockGatePPO:
         """The next states and costs: policy-only plays `reflex` for free, else the option."""
         po = option == 0
         free = jax.vmap(self.game.step)(states, reflex, jnp.zeros_like(reflex))
-        return where(po, free, out.next_state), jnp.where(po, 0, out.cost)
+        return games.tree_where(po, free, out.next_state), jnp.where(po, 0, out.cost)
 
     def _finish_fn(self, sp: SelfPlay, option, reflex, out: OptionOutput, reset_keys):
         nxt, cost = self._apply_fn(sp.states, option, reflex, out)
@@ -288,7 +287,7 @@ class ClockGatePPO:
         fresh = self._fresh_games_fn(reset_keys)
         opp_side, opp_index = self._opponents_fn(reset_keys)
         sp = SelfPlay(
-            states=where(done, fresh, nxt),
+            states=games.tree_where(done, fresh, nxt),
             carry=jnp.where(done[:, None, None], 0.0, sp.carry),
             last=jnp.where(done[:, None], NO_OPTION, sp.last),
             start=done,

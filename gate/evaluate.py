@@ -134,7 +134,7 @@ def gate_chooser(gate: Gate, params, planner_params, *, zero: str | None = None)
         k, after = _greedy_k(gate, params, planner_params, states, memory, zero)
         if after is not None:
             keep = jnp.asarray(alive)
-            memory = jax.tree.map(lambda a, b: jnp.where(keep, a, b), after, memory)
+            memory = games.tree_where(keep, after, memory)
         return np.asarray(k)
 
     return choose

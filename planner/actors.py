@@ -13,7 +13,7 @@ import games
 if TYPE_CHECKING:
     from planner.options import OptionOutput
 
-__all__ = ["Actors", "advance", "start", "where"]
+__all__ = ["Actors", "advance", "start"]
 
 
 @struct.dataclass
@@ -24,16 +24,6 @@ class Actors:
     keys: jax.Array  # [B, 2] per-game PRNG keys (option search and resets)
     episode_return: jax.Array  # [B] raw return of the running episode
     episode_frames: jax.Array  # [B] frames of the running episode
-
-
-def where(mask: jax.Array, a, b):
-    """`a` where `mask` else `b`, leaf by leaf: a per-row select when `mask` is `[B]` and the
-    leaves `[B, ...]`, a whole-tree select when `mask` is a scalar."""
-
-    def pick(x, y):
-        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
-
-    return jax.tree.map(pick, a, b)
 
 
 def start(states: games.State, keys: jax.Array) -> Actors:
@@ -73,7 +63,7 @@ def advance(
         frames_sum=jnp.where(done, length, 0).sum(),
     )
     actors = Actors(
-        states=where(done, fresh, out.next_state),
+        states=games.tree_where(done, fresh, out.next_state),
         keys=keys,
         episode_return=jnp.where(done, 0.0, ret),
         episode_frames=jnp.where(done, 0, length),

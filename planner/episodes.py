@@ -35,7 +35,6 @@ import numpy as np
 
 import games
 from harness.stats import standard_error
-from planner.actors import where
 from planner.batching import SKIP, OptionRunner
 from planner.options import Future, Planner
 
@@ -164,7 +163,7 @@ def eval_runner(
 @functools.lru_cache(maxsize=1)
 def _select_fn():
     # Jitted once per process: `alive`-row select of two state batches.
-    return jax.jit(where)
+    return jax.jit(games.tree_where)
 
 
 # Jitted once per game and kept: an evaluation runs every few training iterations, and each

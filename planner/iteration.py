@@ -160,7 +160,7 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
         keys = jax.random.split(key, cfg.learner_steps)
         (new_params, new_opt), stats = jax.lax.scan(one, (params, opt_state), keys, unroll=True)
         ready = replay.size > 0
-        params, opt_state = ac.where(ready, (new_params, new_opt), (params, opt_state))
+        params, opt_state = games.tree_where(ready, (new_params, new_opt), (params, opt_state))
         stats = jax.tree.map(lambda x: jnp.where(ready, x.mean(), jnp.nan), stats)
         return params, opt_state, stats
 

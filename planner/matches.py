@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import games
-from planner.actors import where
 from planner.batching import GROWTH, SKIP, OptionRunner, bucket_ladder
 from planner.episodes import Episodes
 from planner.network import NetOutput
@@ -338,9 +337,9 @@ def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
         free_action = jnp.where(options == RANDOM_MOVE, rand, reflex)
         free = jax.vmap(game.step)(states, free_action, jnp.zeros_like(free_action))
         search = options > 0
-        nxt = where(search, searched.next_state, free)
+        nxt = games.tree_where(search, searched.next_state, free)
         action = jnp.where(search, searched.actions[:, 0], free_action)
-        nxt = where(alive, nxt, states)
+        nxt = games.tree_where(alive, nxt, states)
         rewards = jnp.where(alive[:, None], nxt.inner.rewards, 0.0)
         return nxt, action, rewards
 

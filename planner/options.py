@@ -37,7 +37,6 @@ import mctx
 from flax import struct
 
 import games
-from planner.actors import where
 from planner.network import AZNet, NetOutput, NetworkConfig
 
 _NEG = jnp.finfo(jnp.float32).min
@@ -232,8 +231,8 @@ class Planner:
             live = j < frames
             a = self.masked_argmax(o.logits, s.legal_action_mask)
             nxt = jax.vmap(self.game.step)(s, a)
-            s = where(live, nxt, s)
-            o = where(live, self.evaluate(params, s), o)
+            s = games.tree_where(live, nxt, s)
+            o = games.tree_where(live, self.evaluate(params, s), o)
             disc = disc + jnp.where(live, gamma ** j.astype(jnp.float32) * nxt.reward, 0.0)
             return j + 1, s, o, disc
 

@@ -18,7 +18,7 @@ from gate.gae import side_gae
 from gate.ppo import Batch, ClockChunks, clock_ppo_loss, ppo_terms
 from harness import checkpoint as ckpt
 from planner import Planner
-from planner.actors import where
+from games import tree_where as where
 from planner.store import planner_path, save_planner
 from rtplan.cli import main
 from support import tiny_config

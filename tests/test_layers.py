@@ -94,3 +94,23 @@ def test_a_breach_fails_its_contract(tree_copy, module, line, broken):
     assert {c for c, spec in CONTRACTS.items() if f"{spec['name']} BROKEN" in out} == broken, out
     if broken:  # the report names the importing module
         assert Path(module).stem in out, out
+
+
+def test_an_import_for_annotations_only_counts_too(tree_copy):
+    """An import under TYPE_CHECKING is a dependency all the same: the options <-> actors circle
+    once hid there (actors names `OptionOutput` in its annotations)."""
+    path = tree_copy / "planner/options.py"
+    before = path.read_text()
+    guarded = (
+        "from typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n    from planner.actors import Actors\n"
+    )
+    path.write_text(before + "\n\n" + guarded)
+    try:
+        result = lint_imports(tree_copy)
+    finally:
+        path.write_text(before)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert f"{CONTRACTS['acyclic']['name']} BROKEN" in out, out
+    assert ".options -> .actors" in out, out
