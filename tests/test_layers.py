@@ -75,6 +75,8 @@ def tree_copy(tmp_path_factory) -> Path:
         ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),
         ("planner_service/_loading.py", "from planner_service import engine", {"acyclic"}),
         ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),
+        ("rtplan/via_services/clock.py", "from server.replay import ReplayFile", {"over-the-wire"}),
+        ("rtplan/deploy/_play.py", "import planner_service", {"over-the-wire"}),
     ],
 )
 def test_a_breach_fails_its_contract(tree_copy, module, line, broken):
