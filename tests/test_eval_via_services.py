@@ -162,3 +162,22 @@ def test_the_services_reproduce_the_in_process_clock_gate(tmp_path, capsys, monk
         f"seed 2000000: clocks first differ after ply 3: in-process {g.clocks[3].tolist()}, "
         f"services {clocks[3].tolist()}"
     ]
+
+
+def test_a_replay_read_over_the_wire_gives_each_frame_its_own_report():
+    """Frame message n + 1 carries frame n's report (the viewer's `previous`); the reward is
+    the agent's, from the running returns; the clocks are those after the frame."""
+    frames = [
+        {"previous": None, "episode_return": 0.0, "clocks": [9, 9]},
+        {"previous": {"frame": 0, "action": 3, "k": 2}, "episode_return": 0.0, "clocks": [8, 9]},
+        {"previous": {"frame": 1, "action": 1, "k": 2}, "episode_return": 1.5, "clocks": [8, 7]},
+    ]
+    rows = via_services.sessions.played_frames({"frames": frames})
+    assert [r["frame"] for r in rows] == [0, 1] and [r["action"] for r in rows] == [3, 1]
+    assert [r["reward"] for r in rows] == [0.0, 1.5]
+    assert [r["clocks"] for r in rows] == [[8, 9], [8, 7]]
+    info = {"id": "s", "episode_return": 1.5, "reason": "terminated"}
+    served = via_services.committed.served(rows, info, seed=7)
+    assert served.ks.tolist() == [2] and served.decision_frames.tolist() == [0]
+    with pytest.raises(RuntimeError, match="replay rewards sum to 1.5, the session reports 2"):
+        via_services.committed.served(rows, dict(info, episode_return=2.0), seed=7)

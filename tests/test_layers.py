@@ -66,7 +66,7 @@ def tree_copy(tmp_path_factory) -> Path:
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
         ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
         ("rtplan/live.py", "from rtplan.commands import GROUPS", {"layers", "acyclic"}),
-        ("rtplan/processes/_services.py", "import server", {"layers"}),
+        ("rtplan/processes/_services.py", "import server", {"layers", "over-the-wire"}),
         ("rtplan/jax_setup.py", "from rtplan import client", set()),  # below it: allowed
         ("server/_breach.py", "from rtplan import processes", set()),  # above it: allowed
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
@@ -75,6 +75,8 @@ def tree_copy(tmp_path_factory) -> Path:
         ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),
         ("planner_service/_loading.py", "from planner_service import engine", {"acyclic"}),
         ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),
+        ("rtplan/via_services/clock.py", "from server.replay import ReplayFile", {"over-the-wire"}),
+        ("rtplan/deploy/_play.py", "import planner_service", {"over-the-wire"}),
     ],
 )
 def test_a_breach_fails_its_contract(tree_copy, module, line, broken):

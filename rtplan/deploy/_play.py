@@ -17,7 +17,7 @@ from rtplan.deploy._resume import _KEPT, _append, _finished, _load, _rewrite, _w
 from rtplan.deploy._summary import frame_rows, summarize
 from rtplan.deploy._tables import _table, _tables
 from rtplan.processes import HTTPStatusError, http_json
-from rtplan.via_services import create_session, play_sessions
+from rtplan.via_services import create_session, fetch_replay, play_sessions
 
 #: Seconds between two polls of a live session.
 POLL_S = 0.5
@@ -25,10 +25,6 @@ POLL_S = 0.5
 
 #: FPS values that `until_miss_rate` adds at most past the given ones (a guard, not a goal).
 LADDER_MAX = 40
-
-
-#: Seconds the env server may take to re-simulate one replay (`GET /v1/replays/NAME`).
-REPLAY_TIMEOUT_S = 600.0
 
 
 def served_game(http: str, exp: Experiment) -> dict:
@@ -76,9 +72,7 @@ def _live_episode(http: str, exp: Experiment, fps: float, seed: int) -> tuple[di
         raise RuntimeError(
             f"session {sid} (seed {seed}, {fps:g} FPS) ended {info['status']}: {info['reason']}"
         )
-    name = Path(info["replay"]).name
-    index = http_json("GET", f"{http}/v1/replays/{name}", timeout=REPLAY_TIMEOUT_S)
-    rows = frame_rows(index["frames"], fps=fps, seed=seed)
+    rows = frame_rows(fetch_replay(http, info)["frames"], fps=fps, seed=seed)
     if abs(sum(r["reward"] for r in rows) - float(info["episode_return"])) > 1e-3:
         raise RuntimeError(f"session {sid}: the replay's rewards do not sum to its return")
     return info, rows

@@ -4,7 +4,9 @@ Committed games (`committed`): the gate's episodes, frame by frame (actions, k-s
 return). Clock games (`clock`): the clock gate (the planner agent, player 0) against the reflex
 opponent, ply by ply (movers, moves, charged ticks, the gate's budgets, both clocks after every
 ply, the result). One `run` plays either: each kind's module gives its checks, its in-process
-reference, its replay reader, its comparison and its table (`committed`, `clock`).
+reference, its reader of a session's replay, its comparison and its table (`committed`,
+`clock`). Sessions are read back over the wire (`GET /v1/replays/NAME`, the env server's own
+re-simulation of the file it wrote), never from the server's files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from harness.checkpoint import checkpoint_root
 from rtplan.via_services import clock, committed
 from rtplan.via_services.sessions import (
     create_session,
+    fetch_replay,
     play_sessions,
     play_through_services,
     report,
@@ -23,7 +26,15 @@ from rtplan.via_services.sessions import (
     table,
 )
 
-__all__ = ["clock", "committed", "create_session", "play_sessions", "run", "serving_folder"]
+__all__ = [
+    "clock",
+    "committed",
+    "create_session",
+    "fetch_replay",
+    "play_sessions",
+    "run",
+    "serving_folder",
+]
 
 
 def run(

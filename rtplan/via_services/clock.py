@@ -5,7 +5,6 @@ every ply, the result) against `play_match` in process."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
@@ -19,7 +18,6 @@ __all__ = [
     "compare",
     "identical",
     "in_process",
-    "read_clock_replay",
     "served",
 ]
 
@@ -40,28 +38,20 @@ class ClockGame:
     result: float  # the agent's reward (+1 win, -1 loss, 0 draw or unfinished)
 
 
-def read_clock_replay(path: str | Path, seed: int, result: float) -> ClockGame:
-    """A clock game's replay file as a `ClockGame` (the agent is player 0; the opponent's
-    lines have source "opponent"), with the agent's `result` as the session reported it (a
-    frame line's reward is the mover's)."""
-    from server.replay import ReplayFile
-
-    frames = ReplayFile.read(path).frames
-    movers = np.array([1 if x.report.source == "opponent" else 0 for x in frames], np.int64)
+def served(frames: list[dict], info: dict, seed: int) -> ClockGame:
+    """A finished session's clock game (`played_frames` of its replay, as the env server
+    re-simulates it): the agent is player 0, the opponent's plies answered by "opponent"; the
+    result is the agent's as the session reported it."""
+    movers = np.array([1 if x["answer_source"] == "opponent" else 0 for x in frames], np.int64)
     return ClockGame(
         seed=seed,
         movers=movers,
-        actions=np.array([x.report.action for x in frames], np.int64),
-        costs=np.array([x.report.cost for x in frames], np.int64),
-        ks=np.array([x.report.k or 0 for x, m in zip(frames, movers) if m == 0], np.int64),
-        clocks=np.array([x.state["clocks"] for x in frames], np.int64).reshape(-1, 2),
-        result=result,
+        actions=np.array([x["action"] for x in frames], np.int64),
+        costs=np.array([x["cost"] for x in frames], np.int64),
+        ks=np.array([x["k"] or 0 for x, m in zip(frames, movers) if m == 0], np.int64),
+        clocks=np.array([x["clocks"] for x in frames], np.int64).reshape(-1, 2),
+        result=float(info["episode_return"]),
     )
-
-
-def served(info: dict, seed: int) -> ClockGame:
-    """A finished session's clock game, from its replay file."""
-    return read_clock_replay(info["replay"], seed, float(info["episode_return"]))
 
 
 def compare(want: list[ClockGame], served: list[ClockGame]) -> tuple[list[dict], list[str]]:

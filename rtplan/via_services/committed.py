@@ -4,7 +4,6 @@ k-sequence, return) against `gate.evaluate.play` in process."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
@@ -18,7 +17,6 @@ __all__ = [
     "compare",
     "identical",
     "in_process",
-    "read_replay",
     "served",
 ]
 
@@ -28,7 +26,7 @@ OPPONENT = None
 
 @dataclasses.dataclass
 class Served:
-    """What one services session recorded (its replay file)."""
+    """What one services session played (its replay, read back over the wire)."""
 
     seed: int
     returns: float  # sum of the frames' rewards
@@ -39,42 +37,38 @@ class Served:
     reason: str  # why the session ended ("terminated" or "truncated" at the horizon)
 
 
-def read_replay(path: str | Path, seed: int, reason: str) -> Served:
-    """Reads a replay file (`server.replay.ReplayFile`): its frames, cut into options by the k
-    each one records.
+def served(frames: list[dict], info: dict, seed: int) -> Served:
+    """What a finished session played (`played_frames` of its replay, as the env server
+    re-simulates it), cut into options by the k each frame records, and checked against the
+    return the session reported.
 
     An option of budget k covers k frames (k - 1 reflex frames, then the planned one), every
     one recording k; the last option may be cut short by the episode's end.
-    """
-    from server.replay import ReplayFile  # JAX: only once a comparison runs
 
-    frames = ReplayFile.read(path).frames
+    Raises:
+        RuntimeError: the frames' rewards do not sum to the session's return.
+    """
     ks, starts, f = [], [], 0
     while f < len(frames):
-        k = frames[f].report.k
+        k = frames[f]["k"]
         ks.append(-1 if k is None else int(k))
         starts.append(f)
         f += max(1, k or 1)  # no decision (a miss) ends the option at its first frame
-    return Served(
-        seed=seed,
-        returns=float(sum(x.reward for x in frames)),
-        frames=len(frames),
-        actions=np.array([x.report.action for x in frames], np.int64),
-        ks=np.array(ks, np.int64),
-        decision_frames=np.array(starts, np.int64),
-        reason=reason,
-    )
-
-
-def served(info: dict, seed: int) -> Served:
-    """What a finished session's replay file recorded, checked against its reported return."""
-    served = read_replay(info["replay"], seed, info["reason"])
-    if abs(served.returns - float(info["episode_return"])) > 1e-6:
+    returns = float(sum(x["reward"] for x in frames))
+    if abs(returns - float(info["episode_return"])) > 1e-6:
         raise RuntimeError(
-            f"session {info['id']}: replay rewards sum to {served.returns}, the session "
+            f"session {info['id']}: replay rewards sum to {returns}, the session "
             f"reports {info['episode_return']}"
         )
-    return served
+    return Served(
+        seed=seed,
+        returns=returns,
+        frames=len(frames),
+        actions=np.array([x["action"] for x in frames], np.int64),
+        ks=np.array(ks, np.int64),
+        decision_frames=np.array(starts, np.int64),
+        reason=info["reason"],
+    )
 
 
 def compare(episodes, served: list[Served]) -> tuple[list[dict], list[str]]:

@@ -18,9 +18,11 @@ from rtplan.processes import http_json, services
 __all__ = [
     "at",
     "create_session",
+    "fetch_replay",
     "first_difference",
     "play_sessions",
     "play_through_services",
+    "played_frames",
     "report",
     "serving_folder",
     "table",
@@ -33,6 +35,8 @@ PARALLEL = 4
 STALL_S = 300.0
 #: Session creations tried while the planner service does not answer the gate query.
 CREATE_TRIES = 5
+#: Seconds the env server may take to re-simulate one replay (`GET /v1/replays/NAME`).
+REPLAY_TIMEOUT_S = 600.0
 
 
 def serving_folder(tmp: Path, game_id: str, planner_file: str, gate_file: str) -> Path:
@@ -62,6 +66,29 @@ def create_session(http: str, body: dict) -> str:
                 raise
             time.sleep(2.0)
     raise AssertionError("unreachable")
+
+
+def fetch_replay(http: str, info: dict) -> dict:
+    """A finished session's replay as the env server at `http` re-simulates it from its file
+    (`GET /v1/replays/NAME`): the header, and the frame messages a live viewer got."""
+    name = Path(info["replay"]).name
+    return http_json("GET", f"{http}/v1/replays/{name}", timeout=REPLAY_TIMEOUT_S)
+
+
+def played_frames(index: dict) -> list[dict]:
+    """One row per played frame of a replay (`fetch_replay`): the frame's report as the viewer
+    shows it (`action`, `k`, `cost`, `answer_source`, ...: frame message n + 1 carries the
+    report of frame n), with `reward`, the agent's reward at that frame, and `clocks`, both
+    players' ticks after it."""
+    frames = index["frames"]
+    return [
+        {
+            **msg["previous"],
+            "reward": msg["episode_return"] - before["episode_return"],
+            "clocks": msg["clocks"],
+        }
+        for before, msg in zip(frames, frames[1:])
+    ]
 
 
 def play_sessions(
@@ -132,7 +159,7 @@ def play_through_services(
     gate_file: str,
     *,
     reference: Callable[[str, str, str, np.ndarray], Any],
-    read: Callable[[dict, int], Any],
+    read: Callable[[list[dict], dict, int], Any],
     log: Callable,
     opponent: str | None = None,
 ) -> tuple[Any, list]:
@@ -142,8 +169,12 @@ def play_through_services(
     The reference compiles in a thread while the services start and compile theirs; sessions
     start once it is done, so its compile does not slow them.
 
+    Each session is read back over the wire, as the env server re-simulates its replay
+    (`fetch_replay`), while the services still run.
+
     Returns:
-        the reference's result and `read(info, seed)` of each finished session, in seed order.
+        the reference's result and `read(played_frames(replay), info, seed)` of each finished
+        session, in seed order.
     """
     with tempfile.TemporaryDirectory(prefix="rtplan-via-services-") as tmp:
         root = serving_folder(Path(tmp), game_id, planner_file, gate_file)
@@ -154,8 +185,12 @@ def play_through_services(
                 game_id, echo=False, checkpoint_dir=root, record_dir=Path(tmp) / "replays"
             ) as addr:
                 want = pending.result()
-                ended = play_sessions(addr["http"], game_id, seeds, log, opponent=opponent)
-                return want, [read(info, int(s)) for info, s in zip(ended, seeds, strict=True)]
+                http = addr["http"]
+                ended = play_sessions(http, game_id, seeds, log, opponent=opponent)
+                return want, [
+                    read(played_frames(fetch_replay(http, info)), info, int(s))
+                    for info, s in zip(ended, seeds, strict=True)
+                ]
 
 
 def first_difference(a: np.ndarray, b: np.ndarray) -> int | None:
