@@ -1,9 +1,21 @@
-"""Speed Go: Go 9x9 (area scoring, komi), on the clock wrapper."""
+"""Speed Go: Go 9x9 (area scoring, komi), on the clock wrapper.
+
+Besides the game, the few position edits a Go engine needs that pgx has no API for (a GTP
+controller moves either colour, changes komi, and outlives pgx's 162-ply cap): `position`
+reads a state's position, `SpeedGo.reposition` edits its ply count, superko record and ko
+ban, and `SpeedGo.traced_komi` makes komi an input of compiled functions. They are the only
+code that touches pgx's private fields (pgx is pinned).
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pgx
 import pgx.go
 
@@ -33,6 +45,38 @@ def parse_vertex(text: str) -> int:
         ValueError: not a vertex of the 9x9 board.
     """
     return PASS if text.strip().lower() == "pass" else BOARD.action(text)
+
+
+class Position(NamedTuple):
+    """A Speed Go position read from its state (host arrays): what an engine's move guards,
+    scorers and colour bookkeeping need."""
+
+    stones: np.ndarray  # [81] int32: > 0 black, < 0 white, 0 empty (row-major, row 0 on top)
+    ply: int  # pgx's ply count; its colour to move is the parity (0 black, 1 white)
+    passes: int  # consecutive passes just played
+    superko: bool  # the last move repeated an earlier position (pgx ends the game: mover loses)
+    hashes: np.ndarray  # [162, 2] uint32: the superko record, one hash per ply (0: none)
+    ko: int  # the point the ko rule bans for the mover (-1: none)
+
+    @property
+    def to_play(self) -> int:
+        """The colour to move: 0 black, 1 white."""
+        return self.ply % 2
+
+    def own(self) -> np.ndarray:
+        """`[81]` int: +1 the mover's stones, -1 the opponent's, 0 empty."""
+        return np.sign(self.stones) * (1 if self.to_play == 0 else -1)
+
+
+def position(state: State) -> Position:
+    """The position of an unbatched Speed Go state, read in one transfer."""
+    x = state.inner.board._x
+    board, ply, passes, psk, hashes, ko = jax.device_get(
+        (x.board, x.step_count, x.consecutive_pass_count, x.is_psk, x.hash_history, x.ko)
+    )
+    return Position(
+        np.asarray(board), int(ply), int(passes), bool(psk), np.asarray(hashes), int(ko)
+    )
 
 
 class SpeedGo(ClockGame):
@@ -79,3 +123,43 @@ class SpeedGo(ClockGame):
         """`[]` int32: pass, which is always legal."""
         del state
         return jnp.int32(PASS)
+
+    def reposition(self, state: State, ply: jax.Array, hashes: jax.Array, ko: jax.Array) -> State:
+        """`state` with pgx's ply count, superko record (`[162, 2]` uint32) and ko ban replaced,
+        and what they decide recomputed: the player to move (the ply's parity), the legal
+        moves and the observation. Board, history planes and passes are kept. Jit-able.
+
+        A GTP controller uses it to hand the move to the other colour without a pass, and to
+        start pgx's ply count afresh before its 162-ply cap (keeping recent hashes).
+        """
+        board = state.inner.board
+        x = board._x._replace(
+            step_count=jnp.asarray(ply, jnp.int32),
+            hash_history=jnp.asarray(hashes, jnp.uint32),
+            ko=jnp.asarray(ko, jnp.int32),
+        )
+        rules = self._env._game
+        board = board.replace(
+            _x=x,
+            current_player=board._player_order[x.color],
+            legal_action_mask=rules.legal_action_mask(x),
+        )
+        board = board.replace(observation=self._env.observe(board))
+        return state.replace(
+            inner=state.inner.replace(board=board),
+            legal_action_mask=board.legal_action_mask,
+            current_player=board.current_player,
+        )
+
+    @contextlib.contextmanager
+    def traced_komi(self, komi: jax.Array) -> Iterator[None]:
+        """While tracing inside it, the rules read `komi` (a traced scalar) instead of
+        `self.komi`, so komi becomes an input of the compiled step and searches: a new komi
+        needs no compile. pgx reads komi in its scoring only."""
+        rules = self._env._game
+        constant = rules.komi
+        rules.komi = komi
+        try:
+            yield
+        finally:
+            rules.komi = constant

@@ -9,9 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import games
+from games import go
 from games.go import PASS
 from rtplan.gtp import (
     COMMANDS,
@@ -338,8 +341,8 @@ def test_handicap_stones_spend_no_plies(local):
     """A setup starts pgx's state afresh from the position: ply 1, white to move, not ply 18."""
     local.handle("clear_board")
     assert local.handle("fixed_handicap 9")[0] == "= C3 G7 C7 G3 C5 G5 E3 E7 E5\n\n"
-    x = local.states[-1].inner.board._x
-    assert int(x.step_count) == 1 and int(x.consecutive_pass_count) == 0
+    pos = go.position(local.states[-1])
+    assert pos.ply == 1 and pos.passes == 0
     assert local.to_play == 1
 
 
@@ -445,7 +448,7 @@ def test_a_game_goes_on_past_pgx_ply_cap(local):
             if answer.startswith("="):
                 break
         assert answer.startswith("="), (ply, answer)
-        assert int(engine.states[-1].inner.board._x.step_count) < 162
+        assert go.position(engine.states[-1]).ply < 162
     assert len(engine.moves) == 180 and not engine.over
     assert engine.handle(f"genmove {'bw'[engine.to_play]}")[0].startswith("=")
 
@@ -538,8 +541,7 @@ def test_the_guard_never_fills_a_seki_liberty_of_a_big_group(local):
     for ply, move in enumerate(SEKI_GAME.split()):
         assert engine.handle(f"play {'bw'[ply % 2]} {move}")[0].startswith("="), (ply, move)
     state = engine._ready(engine.states[-1], 0)
-    x = state.inner.board._x
-    mine = np.sign(np.asarray(x.board))  # black to move: black's stones are +1
+    mine = go.position(state).own()  # black to move: black's stones are +1
     d7, f6 = parse_vertex("D7"), parse_vertex("F6")
     assert self_atari(mine, d7) == self_atari(mine, f6) >= BIG_SELF_ATARI
     assert engine._guard(state, PASS, -0.4, searched=False) == PASS  # no filling instead of a pass
@@ -609,7 +611,7 @@ def test_final_score_agrees_with_pgx_at_the_end_of_random_games(local):
         assert bool(state.terminated)
         black_reward = float(state.inner.rewards[engine.black_id])
         # The area count (before dead stones are removed) is pgx's.
-        black, white = area_score(np.sign(np.asarray(state.inner.board._x.board)))
+        black, white = area_score(np.sign(go.position(state).stones))
         assert (black - white - 7.5 > 0) == (black_reward > 0), (black, white, black_reward)
 
 
@@ -702,3 +704,31 @@ def test_time_manager_searches_whenever_the_clock_affords_it():
         assert clock.remaining > 0, move  # never out of time
     assert sum(k > 0 for k in searched) >= 60
     assert searched[0] == 96
+
+
+def test_go_repositions_a_state_through_its_public_api():
+    """`games.go`'s position edits, which the engine builds on: handing the move to the other
+    colour keeps the stones, recomputes who moves and the legal moves; komi is an input."""
+    import jax
+
+    game = games.make("speed-go-v0", initial_time=games.UNLIMITED_CLOCK)
+    start = game.init(jax.random.PRNGKey(0))
+    black = int(start.current_player)
+    state = game.step(start, jnp.int32(go.parse_vertex("E5")))
+    before = go.position(state)
+    assert (before.ply, before.to_play, before.passes, before.superko) == (1, 1, 0, False)
+    moved = game.reposition(state, np.int32(2), before.hashes, np.int32(-1))
+    after = go.position(moved)
+    assert after.to_play == 0 and np.array_equal(after.stones, before.stones)
+    assert int(moved.current_player) != int(state.current_player)
+    assert not bool(moved.legal_action_mask[go.parse_vertex("E5")])
+    assert after.own()[go.parse_vertex("E5")] == 1  # black's stone, black to move
+
+    # Two passes end the game: black's one stone owns the board, 81 points against komi.
+    def finish(komi):
+        with game.traced_komi(komi):
+            s = game.step(moved, jnp.int32(PASS))
+            return game.step(s, jnp.int32(PASS)).inner.rewards
+
+    assert float(jax.jit(finish)(jnp.float32(7.5))[black]) == 1.0  # 81 points beat 7.5
+    assert float(jax.jit(finish)(jnp.float32(90.0))[black]) == -1.0

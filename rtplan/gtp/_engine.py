@@ -10,6 +10,7 @@ from typing import TextIO
 
 import numpy as np
 
+from games import go
 from games.go import COLUMNS, PASS, SIZE, vertex_name
 from rtplan.gtp._board import area_score, dead_stones
 from rtplan.gtp._game import GAME_ID, GtpGame
@@ -182,7 +183,7 @@ class GtpEngine(GtpGame):
 
     def _cmd_final_score(self, args):
         # Dead stones (estimated: `_board.dead_stones`) are removed before the area count.
-        board = np.sign(np.asarray(self.states[-1].inner.board._x.board))
+        board = np.sign(go.position(self.states[-1]).stones)
         black, white = area_score(np.where(dead_stones(board), 0, board))
         return score_text(black, white, self.komi)
 

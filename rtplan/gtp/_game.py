@@ -3,12 +3,12 @@
 `GtpGame` keeps the position stack, both clocks and the clock gate's per-colour states in step
 (undo pops all three together), and its time managers and move guards read all of them, so it
 stays one file past ~450 lines; the pure rules live beside it (`_time.py`, `_gate.py`,
-`_board.py`: eyes, dead stones, the capture before passing).
+`_board.py`: eyes, dead stones, the capture before passing), and Go's position edits (the
+colour to move, the superko record, komi as an input) in `games.go`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import time
@@ -75,25 +75,8 @@ class _Compiled(NamedTuple):
     game: object
     init: Callable
     step: Callable
-    resume: Callable  # a state whose pgx position was edited -> its mask, player, observation
+    reposition: Callable  # `go.SpeedGo.reposition`: ply count, superko record and ko replaced
     options: CompiledOptions  # the value (reflex move) and options, komi an input
-
-
-@contextlib.contextmanager
-def _komi(game, komi):
-    """While tracing: pgx's Go reads `komi` (a traced scalar) where it reads its constant.
-
-    pgx uses komi only in `Game.rewards` (`scores[0] - self.komi > scores[1]`), so a traced
-    komi there makes komi an input of the compiled step and searches: `komi` answers at once
-    instead of compiling every function again.
-    """
-    rules = game._env._game  # pgx.go.Go's rules object (pgx is pinned)
-    constant = rules.komi
-    rules.komi = komi
-    try:
-        yield
-    finally:
-        rules.komi = constant
 
 
 class _KomiOptions(CompiledOptions):
@@ -109,7 +92,7 @@ class _KomiOptions(CompiledOptions):
         game = self._game
 
         def with_komi(komi, *args):
-            with _komi(game, komi):
+            with game.traced_komi(komi):
                 return fn(*args)
 
         return with_komi, (np.float32(self._komi()), *lead)
@@ -185,28 +168,14 @@ class GtpGame:
         planner = Planner(self.config, game=game)
 
         def step(state, action, cost, komi):
-            with _komi(game, komi):
+            with game.traced_komi(komi):
                 return game.step(state, action, cost)
-
-        def resume(state):
-            board = state.inner.board
-            x = board._x
-            board = board.replace(
-                current_player=board._player_order[x.color],
-                legal_action_mask=game._env._game.legal_action_mask(x),
-            )
-            board = board.replace(observation=game._env.observe(board))
-            return state.replace(
-                inner=state.inner.replace(board=board),
-                legal_action_mask=board.legal_action_mask,
-                current_player=board.current_player,
-            )
 
         return _Compiled(
             game=game,
             init=jax.jit(game.init),
             step=jax.jit(step),
-            resume=jax.jit(resume),
+            reposition=jax.jit(game.reposition),
             options=_KomiOptions(planner, self.params, game, lambda: self.komi),
         )
 
@@ -293,7 +262,7 @@ class GtpGame:
     @property
     def to_play(self) -> int:
         """The colour to move next in pgx's state: 0 black, 1 white (pgx's ply parity)."""
-        return int(self.states[-1].inner.board._x.step_count) % 2
+        return go.position(self.states[-1]).to_play
 
     def _ready(self, state, colour: int, *, carry: int | None = None):
         """`state` with `colour` to move: the position set up again when another colour is due.
@@ -306,15 +275,13 @@ class GtpGame:
         happens by itself once pgx's ply count reaches `REBASE_AT`, so pgx's cap never ends a
         game (the engine counts its own plies in `moves`).
         """
-        import jax.numpy as jnp
-
-        x = state.inner.board._x
-        step = int(x.step_count)
+        pos = go.position(state)
+        step = pos.ply
         if carry is None and step >= REBASE_AT:
             carry = CARRY
         if step % 2 == colour and carry is None:
             return state
-        hashes, ko = np.asarray(x.hash_history), int(x.ko)
+        hashes, ko = pos.hashes, pos.ko
         if carry is not None:
             keep = min(carry, step)
             kept = np.zeros_like(hashes)
@@ -322,15 +289,11 @@ class GtpGame:
             hashes, step = kept, keep
         if step % 2 != colour:
             step, ko = step + 1, -1
-        x = x._replace(
-            step_count=jnp.int32(step), hash_history=jnp.asarray(hashes), ko=jnp.int32(ko)
-        )
-        board = state.inner.board.replace(_x=x)
-        return self._fns.resume(state.replace(inner=state.inner.replace(board=board)))
+        return self._fns.reposition(state, np.int32(step), hashes, np.int32(ko))
 
     def stones(self) -> int:
         """How many stones are on the board."""
-        return int(np.count_nonzero(np.asarray(self.states[-1].inner.board._x.board)))
+        return int(np.count_nonzero(go.position(self.states[-1]).stones))
 
     def setup(self, actions: list[int]) -> None:
         """Black stones on the empty board (handicap), then white to move; one `undo` step.
@@ -429,7 +392,7 @@ class GtpGame:
                 raise GtpError("illegal move")
             nxt = self._step(state, action, 0)
             # pgx would end the game with a loss for the mover (positional superko).
-            if bool(nxt.inner.board._x.is_psk):
+            if go.position(nxt).superko:
                 raise GtpError("illegal move (repeats an earlier position: positional superko)")
 
     def _apply(self, colour: int, action: int, cost: int, gate_state=None) -> None:
@@ -537,14 +500,14 @@ class GtpGame:
         - instead of a pass, a capture of the opponent's dead stones when the count depends on
           them (`_capture_before_passing`).
         """
-        x = state.inner.board._x
-        mine = np.sign(np.asarray(x.board)) * (1 if int(x.step_count) % 2 == 0 else -1)
+        pos = go.position(state)
+        mine = pos.own()
         if action == PASS:
             mask = np.asarray(state.legal_action_mask).copy()
             mask[PASS] = False
             if not (mine == 1).any() and mask.any():
                 return self._policy_move(state, mask)
-            if not searched and int(x.consecutive_pass_count) == 0:
+            if not searched and pos.passes == 0:
                 unsafe = [p for p in np.flatnonzero(mask) if _unsafe(mine, int(p))]
                 mask[unsafe] = False
                 if mask.any():
@@ -557,7 +520,7 @@ class GtpGame:
         elif (stones := self_atari(mine, action)) >= BIG_SELF_ATARI:
             self._log(f"{vertex_name(action)} leaves {stones} stones in atari: pass instead")
             action = PASS
-        elif int(x.consecutive_pass_count) > 0 and value < LOST_VALUE:
+        elif pos.passes > 0 and value < LOST_VALUE:
             self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
             action = PASS
         return self._capture_before_passing(state, mine) if action == PASS else action
@@ -573,9 +536,9 @@ class GtpGame:
         """PASS, or a move that takes a liberty of the opponent's dead stones when the game's own
         count (dead stones counted alive: pgx's, and a Tromp-Taylor referee's) gives the mover
         a worse result than the count with them removed (`_board.capture_move`)."""
-        x = state.inner.board._x
-        black = int(x.step_count) % 2 == 0
-        board = np.sign(np.asarray(x.board))
+        pos = go.position(state)
+        black = pos.to_play == 0
+        board = np.sign(pos.stones)
         cleaned = np.where(dead_stones(board), 0, board)
         as_is, removed = (mover_margin(b, black, self.komi) for b in (board, cleaned))
         if not as_is <= 0 < removed:  # the dead stones do not turn the result
