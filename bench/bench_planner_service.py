@@ -40,9 +40,9 @@ import jax
 import numpy as np
 
 from bench._common import ROOT, median_p95
-from harness.checkpoint import checkpoint_root
+from harness.checkpoint import checkpoint_root, planner_path
 from planner import Planner
-from planner.store import load_planner, planner_path, save_planner
+from planner.store import load_planner, save_planner
 from rtplan import wire
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc

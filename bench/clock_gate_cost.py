@@ -30,11 +30,11 @@ def _median_ms(fn, *args, repeats: int = 50) -> float:
 def decision_cost(game_id: str, batches=(1, 32)) -> None:
     from gate.clock_gate import ClockGate
     from gate.clock_train_config import ClockGateConfig
-    from harness.checkpoint import checkpoint_root
+    from harness.checkpoint import planner_file
     from planner.options import Planner
-    from planner.store import load_planner, planner_path
+    from planner.store import load_planner
 
-    pcfg, pparams, _ = load_planner(game_id, str(planner_path(checkpoint_root(), game_id)))
+    pcfg, pparams, _ = load_planner(game_id, str(planner_file(game_id)))
     planner = Planner(pcfg)
     gate = ClockGate(planner, ClockGateConfig())
     params = gate.init_params(jax.random.PRNGKey(0))

@@ -21,13 +21,13 @@ import itertools
 import jax
 import numpy as np
 
-from harness.checkpoint import checkpoint_root
+from harness.checkpoint import PLANNER_FILE, planner_file
 from harness.stats import standard_error
 from planner.calibrate import with_sims
 from planner.episodes import seeds_of
 from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
 from planner.options import Planner
-from planner.store import PLANNER_FILE, load_planner, planner_path
+from planner.store import load_planner
 
 
 def main(argv=None) -> None:
@@ -51,7 +51,7 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
 
-    checkpoint = args.checkpoint or str(planner_path(checkpoint_root(), args.game))
+    checkpoint = str(planner_file(args.game, args.checkpoint, flag="--checkpoint"))
     base, params, meta = load_planner(args.game, checkpoint)
     largest = max(zip(base.budgets, base.simulations, strict=True), key=lambda b: b[1])
     k, sims = largest

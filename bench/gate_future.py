@@ -40,14 +40,14 @@ def main() -> int:
     use_compile_cache()
     from gate.evaluate import gate_chooser
     from gate.policy import load_gate
-    from harness.checkpoint import checkpoint_root
+    from harness.checkpoint import planner_file
     from harness.stats import paired
     from planner.batching import OptionRunner
     from planner.episodes import play, seeds_of
     from planner.options import Planner
-    from planner.store import load_planner, planner_path
+    from planner.store import load_planner
 
-    pfile = str(planner_path(checkpoint_root(), args.game))
+    pfile = str(planner_file(args.game))
     pcfg, pparams, _ = load_planner(args.game, pfile)
     planner = Planner(pcfg)
     gate, gparams, _ = load_gate(args.gate, planner, planner_file=pfile)

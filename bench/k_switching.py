@@ -99,16 +99,16 @@ def main() -> int:
 
     use_compile_cache()
     from gate.experiment import run_conditions
-    from harness.checkpoint import checkpoint_root
+    from harness.checkpoint import planner_file
     from harness.stats import paired, standard_error
     from planner.batching import OptionRunner
     from planner.episodes import always, play, seeds_of
     from planner.options import Planner
-    from planner.store import load_planner, planner_path
+    from planner.store import load_planner
 
     for name in args.schedules:  # refuse a bad name before any play
         schedule(name, np.zeros(1))
-    pfile = str(planner_path(checkpoint_root(), args.game))
+    pfile = str(planner_file(args.game))
     pcfg, pparams, _ = load_planner(args.game, pfile)
     fixed = [f"k{k}" for k in pcfg.budgets]
     seeds = seeds_of(args.split, args.episodes)

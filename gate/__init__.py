@@ -17,8 +17,6 @@ _EXPORTS = {
     "GateInputs": "gate.policy",
     "Gate": "gate.policy",
     "GateDecision": "gate.policy",
-    "GATE_FILE": "gate.policy",
-    "gate_path": "gate.policy",
     "load_gate": "gate.policy",
     "GateNet": "gate.network",
     "GatePPO": "gate.train",

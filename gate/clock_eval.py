@@ -26,12 +26,12 @@ from gate.clock_players import (
 from gate.clock_report import CLOCK_EVAL, option_text, write_summary
 from gate.evaluate import check_gate_name
 from gate.policy import file_sha256
-from harness.checkpoint import checkpoint_root
+from harness import checkpoint as ckpt
 from harness.layout import results_root
 from planner.episodes import Episodes, seeds_of
 from planner.matches import EVAL_OPENING_PLIES, play_match, unique_games
 from planner.options import Planner
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 
 __all__ = [
     "ROWS_PER_CALL",
@@ -127,7 +127,7 @@ def play_cells(
 
 
 def _load(game_id: str, planner_file: str | None):
-    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
+    planner_file = str(ckpt.planner_file(game_id, planner_file))
     cfg, params, _ = load_planner(game_id, planner_file)
     planner = Planner(cfg)
     if not planner.two_player:

@@ -33,19 +33,14 @@ from gate.gae import side_gae
 from gate.policy import file_sha256
 from gate.ppo import ClockChunks, make_clock_update
 from harness import checkpoint as ckpt
-from harness.checkpoint import checkpoint_root
 from harness.run import Run
 from planner.batching import SKIP, OptionRunner
 from planner.episodes import TUNING_SEED_BASE, seeds_of
 from planner.matches import clock_opening, play_match
 from planner.options import OptionOutput, Planner
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 
-__all__ = ["EXPORT", "ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer"]
-
-#: The exported params of a run folder (`ship-gate` copies it to checkpoints/<game>/).
-EXPORT = "gate.msgpack"
-
+__all__ = ["ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer"]
 
 #: `SelfPlay.opp_side` of a game both of whose sides are the gate.
 SELF_PLAY = -1
@@ -111,15 +106,13 @@ class ClockGatePPO:
     """
 
     kind = CLOCK_GATE_KIND
-    export_file = EXPORT
+    export_file = ckpt.GATE_FILE
     progress = {"loss": "loss", "budget": "mean_budget", "ent": "entropy", "eval": "eval_score"}
 
     def __init__(self, cfg: ClockGateTrainConfig) -> None:
         self.cfg = cfg
         self.name = f"clock gate {cfg.game_id}"
-        path = cfg.planner or str(planner_path(checkpoint_root(), cfg.game_id))
-        if not Path(path).exists():
-            raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
+        path = str(ckpt.planner_file(cfg.game_id, cfg.planner))
         pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
         self.planner_file = path
         self.planner_sha256 = file_sha256(path)

@@ -34,7 +34,7 @@ import numpy as np
 
 import games
 from gate.policy import file_sha256
-from harness.checkpoint import checkpoint_root
+from harness import checkpoint as ckpt
 from harness.stats import standard_error
 from planner.batching import OptionRunner
 from planner.episodes import Chooser, always, play_from, seeds_of, start
@@ -300,14 +300,14 @@ def run_counterfactual(
     chunks written: resumable), then `summary.json` (`diagnose`) beside them. Returns the
     summary."""
     from harness.layout import results_root
-    from planner.store import load_planner, planner_path
+    from planner.store import load_planner
 
     game = games.make(game_id)
     if game.num_players != 1:
         raise ValueError(
             f"{game_id} is a clock game; counterfactual budgets are for committed games"
         )
-    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
+    planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, params, _ = load_planner(game_id, planner_file)
     if continuation not in pcfg.budgets:
         raise ValueError(f"continuation k={continuation} is not one of {pcfg.budgets}")

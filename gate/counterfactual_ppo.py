@@ -160,7 +160,7 @@ def train_counterfactual_ppo(
         raise ValueError("a gate with memory needs whole episodes; this trainer sees states")
     out = Path(out_dir)
     learner, rows_file = out / "learner.msgpack", out / "rounds.jsonl"
-    gate_file = out / "gate.msgpack"
+    gate_file = out / ckpt.GATE_FILE
     if cfg.seed + cfg.rounds * cfg.states > TUNING_SEED_BASE:
         raise ValueError(
             f"{cfg.rounds} rounds x {cfg.states} games from seed {cfg.seed} leave the train "

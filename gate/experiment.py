@@ -15,10 +15,9 @@ import numpy as np
 
 from gate.evaluate import ABLATIONS, POLICY_ONLY, check_gate_name, condition_names, gate_chooser
 from gate.latency import decision_misses, simulated_deployment
-from gate.policy import file_sha256, gate_path, load_gate
+from gate.policy import file_sha256, load_gate
 from gate.triggers import FEATURES, trigger_features
 from harness import checkpoint as ckpt
-from harness.checkpoint import checkpoint_root
 from harness.stats import standard_error
 from planner.episodes import (
     Episodes,
@@ -30,7 +29,7 @@ from planner.episodes import (
     seeds_of,
 )
 from planner.options import Planner
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 
 __all__ = [
     "condition_file",
@@ -165,12 +164,12 @@ def run_conditions(
     Returns:
         condition name -> its file.
     """
-    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
+    planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
     if planner.two_player:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
-    gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
+    gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file, required=False))
     have_gate = Path(gate_file).exists()
     # A gate that sees the planner's stats, or remembers, has one more input to ablate each.
     shape = ckpt.load_metadata(gate_file).get("gate_config", {}) if have_gate else {}

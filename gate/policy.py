@@ -21,24 +21,14 @@ from planner.network import NetOutput, h_transform
 from planner.options import Planner
 
 __all__ = [
-    "GATE_FILE",
     "Gate",
     "GateDecision",
     "GateInputs",
     "GateMemory",
     "check_trained_over",
     "file_sha256",
-    "gate_path",
     "load_gate",
 ]
-
-#: File name of a game's gate under a checkpoint folder: `<folder>/<game>/gate.msgpack`.
-GATE_FILE = "gate.msgpack"
-
-
-def gate_path(root: str | os.PathLike, game_id: str) -> Path:
-    """`<root>/<game_id>/gate.msgpack`: where a checkpoint folder keeps a game's gate."""
-    return Path(root) / game_id / GATE_FILE
 
 
 def file_sha256(path: str | os.PathLike) -> str:

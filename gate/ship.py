@@ -7,11 +7,9 @@ from pathlib import Path
 import harness
 from gate.clock_train_config import eval_opponent_name
 from gate.policy import check_trained_over
-from gate.train import EXPORT
 from harness import checkpoint as ckpt
 from harness.curve import plot_learning_curve
 from harness.run import LOG
-from planner.store import planner_path
 
 #: Names of the gate's provenance and curve beside the planner's own files, and of its log
 #: beside the planner's in the results.
@@ -32,12 +30,11 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
     """
     run = Path(run_dir)
     dest_root = ckpt.checkpoint_root(dest_root)
-    meta = ckpt.load_metadata(run / EXPORT)
+    export = run / ckpt.GATE_FILE
+    meta = ckpt.load_metadata(export)
     game = meta["game"]
-    planner_file = planner_path(dest_root, game)
-    if not planner_file.is_file():
-        raise ckpt.CheckpointError(f"no planner shipped for {game}: {planner_file} is missing")
-    check_trained_over(meta, planner_file, run / EXPORT)
+    planner_file = ckpt.planner_file(game, root=dest_root, flag="--dest")
+    check_trained_over(meta, planner_file, export)
     tree = (meta.get("gate_config") or {}).get("tree", "always-k")
     if meta.get("kind") == "clock-gate":
         options = (
@@ -53,7 +50,7 @@ def ship_gate(run_dir: str | Path, dest_root: str | Path | None = None) -> Path:
     path = harness.ship(
         run,
         dest_root,
-        file_name=EXPORT,
+        file_name=ckpt.GATE_FILE,
         what="gate",
         describe=_describe,
         readme=GATE_README,

@@ -30,17 +30,14 @@ from gate.ppo import Batch, make_update
 from gate.rollout import GateRollout, shard_key
 from gate.train_config import GateConfig, GateTrainConfig
 from harness import checkpoint as ckpt
-from harness.checkpoint import checkpoint_root
 from harness.run import Run, data_parallel_processes
 from planner.actors import Actors
 from planner.batching import OptionRunner
 from planner.options import Planner
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 
-__all__ = ["AXIS", "EXPORT", "GatePPO", "GateState", "gate_trainer", "prior_init"]
+__all__ = ["AXIS", "GatePPO", "GateState", "gate_trainer", "prior_init"]
 
-#: The exported params of a run folder (what the services will load).
-EXPORT = "gate.msgpack"
 #: The mesh axis of the data-parallel devices (the games and their samples are split along it).
 AXIS = "d"
 
@@ -108,15 +105,13 @@ class GatePPO:
     """
 
     kind = "gate"
-    export_file = EXPORT
+    export_file = ckpt.GATE_FILE
     progress = {"loss": "loss", "k": "mean_k", "ret": "episode_return", "eval": "eval_mean"}
 
     def __init__(self, cfg: GateTrainConfig) -> None:
         self.cfg = cfg
         self.name = f"gate {cfg.game_id}"
-        path = cfg.planner or str(planner_path(checkpoint_root(), cfg.game_id))
-        if not Path(path).exists():
-            raise ckpt.CheckpointError(f"no planner checkpoint at {path} (pass --planner)")
+        path = str(ckpt.planner_file(cfg.game_id, cfg.planner))
         pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
         self.planner_file = path
         self.planner_sha256 = file_sha256(path)
@@ -306,9 +301,7 @@ class GatePPO:
     def _init_gate_params(self):
         """The params of `cfg.init_gate`, checked to be a gate of this run's network over this
         planner (its game, budgets, shape and weights)."""
-        path = self.cfg.init_gate
-        if not Path(path).exists():
-            raise ckpt.CheckpointError(f"no gate checkpoint at {path} (init_gate)")
+        path = ckpt.gate_file(self.cfg.game_id, self.cfg.init_gate, flag="--init-gate")
         gate, params, _ = load_gate(path, self.planner, planner_file=self.planner_file)
         if gate.config != self.gate.config:
             theirs, ours = dataclasses.asdict(gate.config), dataclasses.asdict(self.gate.config)

@@ -38,10 +38,26 @@ archive/) and indexes the results. `harness.stats` is every layer's one home for
 errors, paired differences and win-rate intervals. `harness.lazy.lazy_exports` loads a
 package's public names on first use (the planner and the gate, whose configs the CLI reads
 before JAX may load).
+
+`harness.checkpoint` owns the checkpoint folder's layout (`<root>/<game>/planner.msgpack` and
+`gate.msgpack`: `planner_path`, `gate_path`) and answers "which planner (gate) file?" for every
+command, service and trainer: `planner_file(game, explicit, root=...)` and `gate_file(game,
+explicit, beside=planner, root=...)`, which raise `missing_checkpoint`'s one message for a
+missing file.
 """
 
 from harness.assets import shipped_dir
-from harness.checkpoint import CheckpointError, checkpoint_root
+from harness.checkpoint import (
+    GATE_FILE,
+    PLANNER_FILE,
+    CheckpointError,
+    checkpoint_root,
+    gate_file,
+    gate_path,
+    missing_checkpoint,
+    planner_file,
+    planner_path,
+)
 from harness.config import (
     add_flags,
     add_settings_flags,
@@ -58,6 +74,8 @@ from harness.shipping import ship
 from harness.stats import binomial_se, paired, standard_error, wilson_interval
 
 __all__ = [
+    "GATE_FILE",
+    "PLANNER_FILE",
     "Algorithm",
     "CheckpointError",
     "Run",
@@ -68,9 +86,14 @@ __all__ = [
     "binomial_se",
     "from_args",
     "from_dict",
+    "gate_file",
+    "gate_path",
     "knob",
+    "missing_checkpoint",
     "overrides",
     "paired",
+    "planner_file",
+    "planner_path",
     "plot_learning_curve",
     "run_config",
     "settings_overrides",

@@ -41,6 +41,97 @@ def checkpoint_root(explicit: str | os.PathLike | None = None) -> Path:
     return shipped_dir(CHECKPOINTS, "harness")
 
 
+# The checkpoint folder's layout: one folder per game holding its planner and, where it has one,
+# its gate. Every command, service and trainer finds the two files through these names and
+# functions; the resolvers raise one message for a missing file.
+
+#: File name of a game's planner in a checkpoint folder (`<root>/<game>/planner.msgpack`), and
+#: of the params a `train-planner` run exports into its run folder (`ship-planner` copies it).
+PLANNER_FILE = "planner.msgpack"
+#: File name of a game's gate beside its planner (`<root>/<game>/gate.msgpack`), and of the
+#: params a `train-gate` run exports into its run folder (`ship-gate` copies it).
+GATE_FILE = "gate.msgpack"
+
+
+def planner_path(root: str | os.PathLike, game_id: str) -> Path:
+    """`<root>/<game_id>/planner.msgpack`: where a checkpoint folder keeps a game's planner."""
+    return Path(root) / game_id / PLANNER_FILE
+
+
+def gate_path(root: str | os.PathLike, game_id: str) -> Path:
+    """`<root>/<game_id>/gate.msgpack`: where a checkpoint folder keeps a game's gate."""
+    return Path(root) / game_id / GATE_FILE
+
+
+def planner_file(
+    game_id: str,
+    explicit: str | os.PathLike | None = None,
+    *,
+    root: str | os.PathLike | None = None,
+    required: bool = True,
+    flag: str = "--planner",
+) -> Path:
+    """The planner checkpoint of `game_id` a command or service uses: `explicit` (a `--planner`
+    flag) when given, else `planner_path(checkpoint_root(root), game_id)` (`root`: a
+    `--checkpoint-dir`; None: the shipped checkpoints).
+
+    Args:
+        required: raise unless the file exists (False: the path only, e.g. to write to).
+        flag: what names another file, for the message (`--planner`, `--checkpoint`, ...).
+
+    Raises:
+        CheckpointError: `required` and no file there (`missing_checkpoint`'s message).
+    """
+    path = Path(explicit) if explicit is not None else planner_path(checkpoint_root(root), game_id)
+    if required and not path.is_file():
+        raise missing_checkpoint("planner", game_id, path, flag)
+    return path
+
+
+def gate_file(
+    game_id: str,
+    explicit: str | os.PathLike | None = None,
+    *,
+    beside: str | os.PathLike | None = None,
+    root: str | os.PathLike | None = None,
+    required: bool = True,
+    flag: str = "--gate",
+) -> Path:
+    """The gate checkpoint of `game_id` a command or service uses: `explicit` (a `--gate` flag)
+    when given, else the gate of the checkpoint folder that holds the planner file `beside`
+    (`<root>/<game>/planner.msgpack` -> `gate_path(<root>, game_id)`), else
+    `gate_path(checkpoint_root(root), game_id)`.
+
+    Args:
+        required: raise unless the file exists (False: the path, which a game without a gate
+            lacks).
+        flag: what names another file, for the message (`--gate`, `--clock-gate`, ...).
+
+    Raises:
+        CheckpointError: `required` and no file there (`missing_checkpoint`'s message).
+    """
+    if explicit is not None:
+        path = Path(explicit)
+    elif beside is not None:
+        path = gate_path(Path(beside).parent.parent, game_id)
+    else:
+        path = gate_path(checkpoint_root(root), game_id)
+    if required and not path.is_file():
+        raise missing_checkpoint("gate", game_id, path, flag)
+    return path
+
+
+def missing_checkpoint(
+    what: str, game_id: str, path: str | os.PathLike, flag: str
+) -> CheckpointError:
+    """The one error of a missing planner or gate checkpoint (`what`): the game, the path looked
+    at, and how to get one (train and ship it, or name another file with `flag`)."""
+    return CheckpointError(
+        f"no {what} checkpoint for {game_id} at {path}: train one (`rtplan train-{what} --game "
+        f"{game_id}`, then `rtplan ship-{what}`) or pass {flag}"
+    )
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

@@ -10,7 +10,7 @@ import harness
 from harness import checkpoint as ckpt
 from harness.curve import plot_learning_curve
 from harness.run import LOG
-from planner.store import PLANNER_FILE, load_planner, save_planner
+from planner.store import load_planner, save_planner
 
 #: The name of a shipped planner's training log in `results/<game>/training/`.
 PLANNER_LOG = "planner-log.csv"
@@ -46,7 +46,7 @@ def _ship(staged: Path, dest_root, variant) -> Path:
     path = harness.ship(
         staged,
         dest_root,
-        file_name=PLANNER_FILE,
+        file_name=ckpt.PLANNER_FILE,
         what="planner",
         describe=_describe,
         variant=variant,
@@ -67,7 +67,7 @@ def _stage_snapshot(run: Path, snapshot: Path, tmp: Path) -> Path:
         raise ValueError(
             f"{snapshot} is a {meta.get('kind')!r} file, not a training checkpoint (train_state)"
         )
-    run_meta = ckpt.load_metadata(run / PLANNER_FILE)
+    run_meta = ckpt.load_metadata(run / ckpt.PLANNER_FILE)
     if (meta.get("game"), meta.get("seed"), (meta.get("commands") or [None])[0]) != (
         run_meta.get("game"),
         run_meta.get("seed"),
@@ -88,7 +88,7 @@ def _stage_snapshot(run: Path, snapshot: Path, tmp: Path) -> Path:
         "devices",
     )
     save_planner(
-        tmp / PLANNER_FILE,
+        tmp / ckpt.PLANNER_FILE,
         cfg,
         params,
         **{k: meta[k] for k in keep if k in meta},

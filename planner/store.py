@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import jax
 
 from harness import checkpoint as ckpt
 from planner.configs import config_from_dict, config_to_dict, default_config
 from planner.options import Planner, PlannerConfig
-
-#: File name of a game's planner under a checkpoint folder: `<folder>/<game>/planner.msgpack`
-#: (what `train-planner` exports into its run folder and `ship-planner` copies).
-PLANNER_FILE = "planner.msgpack"
-
-
-def planner_path(root: str | os.PathLike, game_id: str) -> Path:
-    """`<root>/<game_id>/planner.msgpack`: where a checkpoint folder keeps a game's planner."""
-    return Path(root) / game_id / PLANNER_FILE
 
 
 def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, object, dict]:

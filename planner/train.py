@@ -22,13 +22,10 @@ from planner.episodes import always, eval_runner, play, seeds_of
 from planner.iteration import AXIS, Actors, Trajectory, build, device_count
 from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
 from planner.replay import Replay
-from planner.store import PLANNER_FILE
 from planner.train_config import TrainConfig
 
-__all__ = ["BEST", "CHECKPOINT", "EXPORT", "LOG", "ExpertIteration", "TrainState", "trainer"]
+__all__ = ["BEST", "CHECKPOINT", "LOG", "ExpertIteration", "TrainState", "trainer"]
 
-#: The exported params of a run folder (what `ship-planner` copies).
-EXPORT = PLANNER_FILE
 #: The replay buffer is saved in the checkpoint when smaller than this; otherwise it is
 #: refilled after a resume.
 REPLAY_SAVE_LIMIT = 50 * 2**20
@@ -104,7 +101,7 @@ class ExpertIteration:
     """
 
     kind = "planner"
-    export_file = EXPORT
+    export_file = ckpt.PLANNER_FILE
     columns = COLUMNS
     progress = {"loss": "loss", "ret": "episode_return", "eval": "eval_mean"}
 

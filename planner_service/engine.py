@@ -13,9 +13,8 @@ import numpy as np
 
 import games
 from gate.clock_gate import ClockGateCarry
-from gate.policy import gate_path
+from harness import checkpoint as ckpt
 from planner import landing_frame
-from planner.store import PLANNER_FILE, planner_path
 from planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
 from planner_service._errors import (
     BudgetError,
@@ -62,7 +61,7 @@ __all__ = [
 ]
 
 #: How a missing checkpoint's message names the override.
-_OVERRIDE = " (--checkpoint-dir or RTPLAN_PLANNER_CHECKPOINT_DIR names the checkpoints' folder)"
+_FOLDER = "--checkpoint-dir (RTPLAN_PLANNER_CHECKPOINT_DIR)"
 
 
 class Engine:
@@ -130,8 +129,9 @@ class Engine:
         device: str | jax.Device = "cpu",
         compiler_options: Mapping[str, object] | None = None,
     ) -> Engine:
-        """Loads `planner_path(checkpoint_dir, game)` for each game, and `gate_path(checkpoint_dir,
-        game)` where that file exists (a missing gate is no error: that game serves forced k).
+        """Loads `harness.checkpoint.planner_path(checkpoint_dir, game)` for each game, and
+        `gate_path(checkpoint_dir, game)` where that file exists (a missing gate is no error: that
+        game serves forced k).
 
         Args:
             checkpoint_dir: folder with one sub-folder per game.
@@ -145,23 +145,21 @@ class Engine:
         device = resolve_device(device) if isinstance(device, str) else device  # fail first
         root = Path(checkpoint_dir)
         if game_ids is None:
-            wanted = [g for g in games.registered_games() if planner_path(root, g).is_file()]
+            wanted = [g for g in games.registered_games() if ckpt.planner_path(root, g).is_file()]
             if not wanted:
                 raise NotLoadedError(
-                    f"no {PLANNER_FILE} of a registered game under {root}{_OVERRIDE}"
+                    f"no {ckpt.PLANNER_FILE} of a registered game under {root}: pass {_FOLDER}"
                 )
         else:
             wanted = list(game_ids)
         paths = {}
         for game_id in wanted:
             games.game_class(game_id)  # UnknownGameError names the registered games
-            path = planner_path(root, game_id)
-            if not path.is_file():
-                raise NotLoadedError(
-                    f"no planner checkpoint for {game_id}: {path} does not exist{_OVERRIDE}"
-                )
-            paths[game_id] = path
-        gates = {g: gate_path(root, g) for g in paths if gate_path(root, g).is_file()}
+            try:
+                paths[game_id] = ckpt.planner_file(game_id, root=root, flag=_FOLDER)
+            except ckpt.CheckpointError as e:
+                raise NotLoadedError(str(e)) from e
+        gates = {g: ckpt.gate_path(root, g) for g in paths if ckpt.gate_path(root, g).is_file()}
         return cls(paths, gates=gates, device=device, compiler_options=compiler_options)
 
     # Compilation -------------------------------------------------------------------------------

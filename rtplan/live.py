@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.checkpoint import CheckpointError, checkpoint_root
+from harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
 from rtplan.processes import ROOT, Stopping, http_json, services, stop_on_signals
 
 
@@ -162,14 +162,8 @@ EXAMPLE_AGENT = ROOT / "examples" / "random_agent.py"
 def _planner_root(checkpoint_dir: Path | None, game: str) -> Path:
     """The checkpoints' root (`checkpoint_root(checkpoint_dir)`), checked to hold `game`'s
     planner; CheckpointError names where it looked and the override flag otherwise."""
-    from planner.store import planner_path  # JAX: only once the demo runs
-
     ckpt = checkpoint_root(checkpoint_dir)
-    if not planner_path(ckpt, game).exists():
-        raise CheckpointError(
-            f"no planner checkpoint for {game}: none at {planner_path(ckpt, game)} "
-            "(--checkpoint-dir names the checkpoints' folder)"
-        )
+    planner_file(game, root=ckpt, flag="--checkpoint-dir")
     return ckpt
 
 
@@ -180,7 +174,6 @@ DEMO_HTTP_PORT = 8000
 def demo_game(checkpoint_dir: Path) -> str:
     """The game the web demo plays by default: the best-ranked demo game that ships a gate in
     `checkpoint_dir` (so `make demo` shows gated MCTS), by the game records (`rtplan.demo`)."""
-    from gate.policy import gate_path  # JAX: only once the demo runs
     from rtplan.demo import demo_game as choose
 
     return choose(lambda g: gate_path(checkpoint_dir, g).is_file())
@@ -213,8 +206,6 @@ def run_web_demo(
             or of one of `planner_games`.
     """
     import games
-    from gate.policy import gate_path  # JAX: only once the demo runs
-    from planner.store import planner_path
 
     game = game or demo_game(checkpoint_root(checkpoint_dir))
     ckpt = _planner_root(checkpoint_dir, game)
@@ -224,10 +215,9 @@ def run_web_demo(
     else:
         wanted = [game, *planner_games]
     served = [g for g in dict.fromkeys(wanted) if planner_path(ckpt, g).exists()]
-    if missing := [g for g in planner_games or () if g not in served and g != "all"]:
-        raise CheckpointError(
-            f"--planner-games: no planner checkpoint for {', '.join(missing)} under {ckpt}"
-        )
+    for g in planner_games or ():  # CheckpointError names the first one missing
+        if g not in served and g != "all":
+            planner_file(g, root=ckpt, flag="--checkpoint-dir, or leave it out of --planner-games")
     body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
     body["featured"] = True  # /tv shows it, and follows each next game
     if not gated:

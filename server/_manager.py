@@ -9,7 +9,7 @@ import math
 import grpc
 
 import games
-from planner.store import planner_path
+from harness.checkpoint import missing_checkpoint, planner_path
 from server._agents import make_agent, make_opponent
 from server._config import AGENT_KINDS, CLOCKS, FALLBACKS, OPPONENTS, SessionConfig, SessionError
 from server._human import HumanAgent
@@ -24,6 +24,8 @@ _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 #: The longest time control a session may ask for, in seconds (3 hours a side).
 MAX_CLOCK_S = 10_800
+#: What names another checkpoints folder, for a missing planner's message.
+_CHECKPOINT_DIR = "--checkpoint-dir (RTPLAN_SERVER_CHECKPOINT_DIR)"
 
 
 def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
@@ -102,11 +104,9 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         needs.append(f"opponent {cfg.opponent!r}")
     if needs and checkpoint is None:
         where = planner_path(settings.checkpoint_dir, cfg.game_id)
-        raise SessionError(
-            _PRECONDITION,
-            f"{' and '.join(needs)} needs a planner checkpoint of {cfg.game_id}; none at {where} "
-            "(--checkpoint-dir or RTPLAN_SERVER_CHECKPOINT_DIR names the checkpoints' folder)",
-        )
+        missing = missing_checkpoint("planner", cfg.game_id, where, _CHECKPOINT_DIR)
+        needed = " and ".join(needs)
+        raise SessionError(_PRECONDITION, f"{needed} needs a planner checkpoint: {missing}")
     bad = [k for k in cfg.ks if k not in budgets]
     if bad:
         raise SessionError(

@@ -14,9 +14,9 @@ import numpy as np
 
 import games
 from games.render import describe_view, render
-from harness.checkpoint import load_metadata
+from harness.checkpoint import load_metadata, planner_path
 from planner import PlannerConfig
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 from rtplan import wire
 from rtplan.v1 import env_pb2, tensor_pb2
 from server._compiled import compiled

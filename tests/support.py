@@ -16,9 +16,10 @@ from pathlib import Path
 import grpc
 import jax
 
+from harness.checkpoint import planner_path
 from planner import Planner, PlannerConfig, default_config
 from planner.network import NetworkConfig
-from planner.store import load_planner, planner_path, save_planner
+from planner.store import load_planner, save_planner
 from planner_service import BackgroundService, Engine
 from rtplan import wire
 from rtplan.v1 import env_pb2, env_pb2_grpc
@@ -151,9 +152,10 @@ def tiny_config(game_id: str) -> PlannerConfig:
 def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_config) -> Path:
     """Writes `gate_path(root, game)`: a fresh gate over the planner `write_checkpoints` wrote
     there (tied to that file's sha256, as `train-gate` exports); returns the gate file."""
-    from gate.policy import Gate, file_sha256, gate_path
+    from gate.policy import Gate, file_sha256
     from gate.train_config import GateConfig
     from harness import checkpoint as ckpt
+    from harness.checkpoint import gate_path
 
     planner_file = planner_path(root, game_id)
     cfg, _, _ = load_planner(game_id, str(planner_file))
@@ -171,8 +173,9 @@ def write_clock_gate(root: Path, game_id: str = "speed-hex-v0", seed: int = 0, *
     returns the gate file."""
     from gate.clock_gate import CLOCK_GATE_KIND, ClockGate
     from gate.clock_train_config import ClockGateConfig
-    from gate.policy import file_sha256, gate_path
+    from gate.policy import file_sha256
     from harness import checkpoint as ckpt
+    from harness.checkpoint import gate_path
 
     planner_file = planner_path(root, game_id)
     cfg, _, _ = load_planner(game_id, str(planner_file))

@@ -91,7 +91,8 @@ def test_cli_errors_are_specific(tmp_path, capsys):
     assert main(["calibrate", "--game", "pong-v0"]) == 2
     assert "unknown game 'pong-v0'" in capsys.readouterr().err
     assert main(["calibrate", "--game", "snake-rt-v0", "--checkpoint", str(tmp_path / "x")]) == 2
-    assert "no planner checkpoint at" in capsys.readouterr().err
+    missing = tmp_path / "x"
+    assert f"no planner checkpoint for snake-rt-v0 at {missing}" in capsys.readouterr().err
     bad = tmp_path / "bad.msgpack"
     bad.write_bytes(b"garbage")
     assert main(["cross-eval", "--game", "snake-rt-v0", "--checkpoints", str(bad)]) == 2

@@ -13,8 +13,9 @@ from fastapi.testclient import TestClient
 
 from gate import clock_eval
 from gate.clock_annotate import CellMismatch, biggest_spend, pick_games, replay_pick
+from harness.checkpoint import planner_path
 from planner import Planner
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 from server import Settings, create_app
 from server.annotated import annotated_name, write_annotated
 from server.replay import ReplayFile, replay

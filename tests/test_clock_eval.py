@@ -20,10 +20,10 @@ from gate.clock_players import (
     multiplex,
     pool_players,
 )
+from harness.checkpoint import planner_path
 from planner import Planner
 from planner.episodes import seeds_of
 from planner.matches import REFLEX, ClockPlayer, game_id, option_player, play_match, unique_games
-from planner.store import planner_path
 from support import tiny_config, write_checkpoints
 
 GAME = "speed-hex-v0"

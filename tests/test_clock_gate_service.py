@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gate.clock_gate import ClockGateCarry, clock_gate_player, load_clock_gate
-from gate.policy import gate_path
+from harness.checkpoint import gate_path, planner_path
 from planner import Planner
 from planner.matches import (
     EVAL_OPENING_PLIES,
@@ -27,7 +27,7 @@ from planner.matches import (
     option_player,
     play_match,
 )
-from planner.store import planner_path, save_planner
+from planner.store import save_planner
 from planner_service import BackgroundService, Engine
 from planner_service.engine import GATE, InvalidRequestError
 from rtplan import wire

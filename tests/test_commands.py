@@ -31,7 +31,10 @@ def _error_lines(err: str, command: str) -> list[str]:
     [
         (["train-planner", "--game", "nope-v0"], "unknown game 'nope-v0'"),
         (["calibrate", "--game", "nope-v0"], "unknown game 'nope-v0'"),
-        (["gtp", "--planner", "no/such/planner.msgpack"], "no planner checkpoint at no/such"),
+        (
+            ["gtp", "--planner", "no/such/planner.msgpack"],
+            "no planner checkpoint for speed-go-v0 at no/such/planner.msgpack: train one",
+        ),
         (["gtp", "--game", "snake-rt-v0"], "--game must be speed-go-v0"),
         (["eval", "--game", "snake-rt-v0", "--episodes", "1"], "--episodes must be >= 2"),
         (["ship-gate", "--run", "no/such/run"], "no/such/run"),

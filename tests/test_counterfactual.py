@@ -158,7 +158,7 @@ def test_cross_fitting_charges_the_oracle_for_picks_that_noise_made():
 
 
 def _command(tmp_path):
-    from planner.store import planner_path
+    from harness.checkpoint import planner_path
     from support import write_checkpoints
 
     planner = planner_path(write_checkpoints(tmp_path / "ck", (GAME,)), GAME)
@@ -279,7 +279,8 @@ def test_fit_gate_writes_a_gate_that_loads_with_its_labels_provenance(tmp_path):
 
     from gate.policy import file_sha256, load_gate
     from harness import checkpoint as ckpt
-    from planner.store import load_planner, planner_path
+    from harness.checkpoint import planner_path
+    from planner.store import load_planner
     from rtplan.cli import main
     from support import write_checkpoints
 

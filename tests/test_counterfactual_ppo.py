@@ -14,9 +14,9 @@ import pytest
 from gate.counterfactual_ppo import advantages, prior_params, surrogate_loss
 from gate.policy import Gate, load_gate
 from gate.train_config import CounterfactualPPOConfig, GateConfig
+from harness.checkpoint import planner_path
 from planner import Planner
 from planner.episodes import start
-from planner.store import planner_path
 from rtplan.cli import main
 from support import tiny_config, write_checkpoints
 

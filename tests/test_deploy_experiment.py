@@ -14,10 +14,10 @@ import math
 import jax
 import pytest
 
-from gate.policy import gate_path
+from harness.checkpoint import gate_path, planner_path
 from planner import Planner
 from planner.episodes import seeds_of
-from planner.store import planner_path, save_planner
+from planner.store import save_planner
 from rtplan import deploy
 from rtplan.cli import main
 from rtplan.deploy import _play
@@ -192,7 +192,9 @@ def test_missing_gate_is_one_line(root, tmp_path, capsys):
     gate_path(tmp_path / "nogate", GAME).unlink()
     argv = ["deploy", "--game", GAME, "--fps", "9", "--checkpoint-dir", str(tmp_path / "nogate")]
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
-    assert "no gate for snake-rt-v0" in _err_line(capsys)
+    missing = gate_path(tmp_path / "nogate", GAME)
+    line = _err_line(capsys)
+    assert f"no gate checkpoint for snake-rt-v0 at {missing}" in line and "--k K" in line
 
 
 # The experiment's logic on fake sessions ----------------------------------------------------
@@ -399,7 +401,8 @@ def test_deploy_plays_a_given_gate_over_exactly_that_planner_and_gate(
     assert main([*argv, "--gate", str(gate), "--k", "2"]) == 2
     assert "--gate is played by the services deploy starts" in _err_line(capsys)
     assert main([*argv, "--gate", str(tmp_path / "none.msgpack")]) == 2
-    assert "--gate: no gate checkpoint at" in _err_line(capsys)
+    missing = tmp_path / "none.msgpack"
+    assert f"no gate checkpoint for {GAME} at {missing}" in _err_line(capsys)
     elsewhere = tmp_path / "elsewhere"
     save_planner(
         planner_path(elsewhere, GAME), CFG, Planner(CFG).init_params(jax.random.PRNGKey(1))

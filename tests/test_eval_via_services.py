@@ -9,9 +9,9 @@ import jax
 import numpy as np
 import pytest
 
-from gate.policy import gate_path
+from harness.checkpoint import gate_path, planner_path
 from planner import Planner
-from planner.store import planner_path, save_planner
+from planner.store import save_planner
 from rtplan import via_services
 from rtplan.cli import main
 from support import tiny_config, write_gate
@@ -93,7 +93,7 @@ def test_via_services_without_a_gate_is_a_clear_error(root, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     missing = gate_path(tmp_path / "nogate", GAME)
-    assert f"rtplan eval: error: --via-services plays the gate, and {missing} is missing" in err
+    assert f"rtplan eval: error: no gate checkpoint for {GAME} at {missing}: train one" in err
     assert main([*argv, "--conditions", "k1"]) == 2
     assert "--via-services plays the gate only" in capsys.readouterr().err
 

@@ -25,8 +25,9 @@ from gate.report import (
     best_fixed_k,
     summarize,
 )
+from harness.checkpoint import planner_path
 from planner import Planner
-from planner.store import planner_path, save_planner
+from planner.store import save_planner
 from rtplan.cli import main
 from support import tiny_config, write_gate
 

@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gate.policy import gate_path, load_gate
+from gate.policy import load_gate
+from harness.checkpoint import gate_path, planner_path
 from planner import Planner
-from planner.store import planner_path, save_planner
+from planner.store import save_planner
 from planner_service import BackgroundService, Engine, GateLoadError
 from planner_service.__main__ import main
 from rtplan import wire

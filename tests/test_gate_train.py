@@ -18,8 +18,9 @@ from gate import Batch, GateTrainConfig, ppo_loss
 from gate.gae import smdp_gae
 from gate.train import AXIS, GatePPO
 from harness import checkpoint as ckpt
+from harness.checkpoint import planner_path
 from planner import Planner
-from planner.store import planner_path, save_planner
+from planner.store import save_planner
 from rtplan.cli import main
 from support import free_port, tiny_config
 

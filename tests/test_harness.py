@@ -271,6 +271,61 @@ def test_a_failed_save_leaves_the_previous_file_and_no_partial_one(tmp_path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.msgpack", "c.msgpack.json"]
 
 
+# The checkpoint folder's layout: which planner and gate files --------------------------------
+
+
+def test_the_layout_names_each_games_planner_and_gate(tmp_path):
+    assert ckpt.planner_path(tmp_path, "g-v0") == tmp_path / "g-v0" / ckpt.PLANNER_FILE
+    assert ckpt.gate_path(tmp_path, "g-v0") == tmp_path / "g-v0" / ckpt.GATE_FILE
+    assert (ckpt.PLANNER_FILE, ckpt.GATE_FILE) == ("planner.msgpack", "gate.msgpack")
+
+
+def test_the_resolvers_take_the_explicit_file_else_the_default_under_a_root(tmp_path):
+    planner, gate = ckpt.planner_path(tmp_path, "g-v0"), ckpt.gate_path(tmp_path, "g-v0")
+    planner.parent.mkdir()
+    planner.write_bytes(b"p")
+    gate.write_bytes(b"g")
+    assert ckpt.planner_file("g-v0", root=tmp_path) == planner
+    assert ckpt.gate_file("g-v0", root=tmp_path) == gate
+    mine = tmp_path / "mine.msgpack"
+    mine.write_bytes(b"m")
+    assert ckpt.planner_file("g-v0", str(mine), root="/nowhere") == mine
+    assert ckpt.gate_file("g-v0", mine, beside="/nowhere/g-v0/planner.msgpack") == mine
+    # No root: the shipped checkpoints (`checkpoint_root()`), existing or not.
+    shipped = ckpt.checkpoint_root() / "g-v0"
+    assert ckpt.planner_file("g-v0", required=False) == shipped / "planner.msgpack"
+    assert ckpt.gate_file("g-v0", required=False) == shipped / "gate.msgpack"
+
+
+def test_the_gate_defaults_to_the_one_beside_the_planner(tmp_path):
+    planner = ckpt.planner_path(tmp_path / "ck", "g-v0")
+    want = tmp_path / "ck" / "g-v0" / "gate.msgpack"
+    assert ckpt.gate_file("g-v0", beside=planner, root="/ignored", required=False) == want
+    with pytest.raises(CheckpointError, match=f"no gate checkpoint for g-v0 at {want}"):
+        ckpt.gate_file("g-v0", beside=str(planner))
+    want.parent.mkdir(parents=True)
+    want.write_bytes(b"g")
+    assert ckpt.gate_file("g-v0", beside=str(planner)) == want
+
+
+def test_a_missing_required_file_is_one_message_naming_the_game_and_the_path(tmp_path):
+    where = ckpt.planner_path(tmp_path, "g-v0")
+    with pytest.raises(CheckpointError) as raised:
+        ckpt.planner_file("g-v0", root=tmp_path)
+    assert str(raised.value) == (
+        f"no planner checkpoint for g-v0 at {where}: train one (`rtplan train-planner --game "
+        "g-v0`, then `rtplan ship-planner`) or pass --planner"
+    )
+    assert str(raised.value) == str(ckpt.missing_checkpoint("planner", "g-v0", where, "--planner"))
+    with pytest.raises(CheckpointError) as raised:
+        ckpt.gate_file("g-v0", tmp_path / "x.msgpack", flag="--clock-gate")
+    assert str(raised.value) == (
+        f"no gate checkpoint for g-v0 at {tmp_path / 'x.msgpack'}: train one (`rtplan train-gate "
+        "--game g-v0`, then `rtplan ship-gate`) or pass --clock-gate"
+    )
+    assert ckpt.planner_file("g-v0", root=tmp_path, required=False) == where  # e.g. to write
+
+
 def test_ship_copies_the_export_with_its_provenance(tmp_path):
     run = tmp_path / "run"
     _toy(run).run()

@@ -22,8 +22,9 @@ from gate.latency import (
 )
 from gate.policy import file_sha256, load_gate
 from harness import checkpoint as ckpt
+from harness.checkpoint import planner_path
 from planner import Planner, landing_frame
-from planner.store import load_planner, planner_path
+from planner.store import load_planner
 from rtplan.cli import main
 from support import write_gate, write_planner
 

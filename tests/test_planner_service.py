@@ -25,10 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import games
+from harness.checkpoint import planner_path
 from planner import Planner, default_config
 from planner.compiled import OPTION, Executable
 from planner.compiled import _option as engine_option
-from planner.store import load_planner, planner_path, save_planner
+from planner.store import load_planner, save_planner
 from planner_service import BackgroundService, Engine, PlannerServiceSettings
 from planner_service.__main__ import main
 from planner_service.engine import resolve_device

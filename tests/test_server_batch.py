@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from planner.store import planner_path
+from harness.checkpoint import planner_path
 from server import ReplayFile
 from server._config import SessionConfig
 from server._frame_info import HostInfo

@@ -9,7 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from planner.store import load_planner, planner_path
+from harness.checkpoint import planner_path
+from planner.store import load_planner
 from rtplan import wire
 from rtplan.v1 import env_pb2
 from server import ReplayFile, replay

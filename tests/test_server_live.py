@@ -307,6 +307,7 @@ def test_agent_token_guards_session_creation(tmp_path):
         auth = {"Authorization": "Bearer s3cret-agent-token"}
         r = client.post("/v1/sessions", json={**body, "agent": "reflex"}, headers=auth)
         assert r.status_code == 409 and "needs a planner checkpoint" in r.json()["detail"]
+        assert f"no planner checkpoint for {GAME} at " in r.json()["detail"]
         r = client.post("/v1/sessions", json={**body, "agent": "planner", "k": 1}, headers=auth)
         assert r.status_code == 409 and "no planner_address" in r.json()["detail"]
 

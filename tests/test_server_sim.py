@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from planner.store import load_planner, planner_path
+from harness.checkpoint import planner_path
+from planner.store import load_planner
 from server import ReplayError, ReplayFile, replay
 from support import planner_fns
 

@@ -152,9 +152,10 @@ def toy_server(toy, tmp_path_factory):
     tiny toy planner checkpoint and the real planner service; yields its base URL."""
     import uvicorn
 
+    from harness.checkpoint import planner_path
     from planner import Planner
     from planner.configs import default_config
-    from planner.store import planner_path, save_planner
+    from planner.store import save_planner
     from server.app import create_app
     from server.settings import Settings
     from support import start_planner

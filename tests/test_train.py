@@ -18,7 +18,7 @@ from harness.checkpoint import CheckpointError
 from planner.options import Planner
 from planner.store import load_planner
 from planner.targets import landing_states, nstep_targets, step_discounts
-from planner.train import BEST, CHECKPOINT, EXPORT, LOG, trainer
+from planner.train import BEST, CHECKPOINT, LOG, trainer
 from planner.train_config import TrainConfig
 from rtplan.cli import main as cli_main
 from support import free_port
@@ -177,7 +177,7 @@ def test_committed_training_runs_end_to_end(tmp_path):
     assert meta["train_config"]["train_k"] == 2 and meta["argv"] == ["test"]
     assert meta["replay_saved"] and meta["last_eval"]["iteration"] == 3
     assert (tmp_path / BEST).exists() and list((tmp_path / "tb").iterdir())
-    pcfg, params, exported = load_planner("snake-rt-v0", tmp_path / EXPORT)
+    pcfg, params, exported = load_planner("snake-rt-v0", tmp_path / ckpt.PLANNER_FILE)
     _, best, _ = load_planner("snake-rt-v0", tmp_path / BEST)
     assert exported["source"] == "best" and _leaves_equal(params, best)
     assert pcfg.network == cfg.planner_config.network
@@ -397,7 +397,8 @@ def test_two_processes_train_exactly_like_one_process_with_two_devices(two_devic
     assert meta["processes"] == 2 and meta["devices"] == 2 and meta["iteration"] == 2
     assert not meta["replay_saved"]
     params = [
-        load_planner("tetris-rt-v0", str(out / EXPORT))[1] for out in (reference_out, outs[0])
+        load_planner("tetris-rt-v0", str(out / ckpt.PLANNER_FILE))[1]
+        for out in (reference_out, outs[0])
     ]
     assert _leaves_equal(*params)
     timing = ("wall_time", "iter_seconds", "frames_per_s")

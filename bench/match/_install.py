@@ -61,9 +61,9 @@ def ensure_open_spiel() -> None:
 
 
 def checkpoint(game: str, planner: str | None) -> Path:
-    from harness.checkpoint import checkpoint_root
+    from harness.checkpoint import CheckpointError, planner_file
 
-    path = Path(planner) if planner else checkpoint_root() / game / "planner.msgpack"
-    if not path.exists():
-        raise SystemExit(f"bench.match: no planner checkpoint at {path}")
-    return path
+    try:
+        return planner_file(game, planner)
+    except CheckpointError as e:
+        raise SystemExit(f"bench.match: {e}") from e

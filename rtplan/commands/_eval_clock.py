@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.jax_setup import check_map_count
@@ -59,16 +58,11 @@ def _annotate_games(args: argparse.Namespace) -> int:
     if args.games < 1:
         raise CommandError("--games must be >= 1")
     from gate.clock_annotate import CellMismatch
-    from gate.policy import gate_path
-    from harness.checkpoint import CheckpointError, checkpoint_root
-    from planner.store import planner_path
+    from harness import checkpoint as ckpt
     from server.annotated import write_annotated_games
 
-    planner_file = args.planner or str(planner_path(checkpoint_root(), args.game))
-    gate_file = args.gate or str(gate_path(checkpoint_root(), args.game))
-    for flag, path in (("--planner", planner_file), ("--gate", gate_file)):
-        if not Path(path).is_file():
-            raise CheckpointError(f"no checkpoint at {path} (pass {flag})")
+    planner_file = str(ckpt.planner_file(args.game, args.planner))
+    gate_file = str(ckpt.gate_file(args.game, args.gate))
     try:
         write_annotated_games(
             args.game,

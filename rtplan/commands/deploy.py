@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from harness.checkpoint import CheckpointError, gate_file, planner_file
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands.health import env_health, planner_health
 
@@ -106,8 +107,8 @@ def _experiment(args: argparse.Namespace):
         raise CommandError("--checkpoint-dir is for the services deploy starts, not --remote")
     if args.gate is not None and (args.k is not None or args.remote is not None):
         raise CommandError("--gate is played by the services deploy starts: not with --k, --remote")
-    if args.gate is not None and not Path(args.gate).is_file():
-        raise CommandError(f"--gate: no gate checkpoint at {args.gate}")
+    if args.gate is not None:
+        gate_file(args.game, args.gate)  # CheckpointError: no file there
     return Experiment(
         game=args.game,
         fps=tuple(args.fps),
@@ -139,15 +140,16 @@ def _deploy(args: argparse.Namespace) -> int:
             deploy.run(base, exp, out, services=ident)
             return 0
         return _local(args, exp, out)
+    except CheckpointError:  # a missing checkpoint is bad input (USAGE), not a failed run
+        raise
     except RuntimeError as e:  # a service did not start or a session failed: its log's tail
         raise CommandError(f"{e}", FAILED) from e
 
 
 def _local(args: argparse.Namespace, exp, out: Path) -> int:
     """Starts the planner service and the env server (`place_services`), then plays."""
-    from gate.policy import check_trained_over, file_sha256, gate_path
-    from harness.checkpoint import CheckpointError, checkpoint_root, load_metadata
-    from planner.store import planner_path
+    from gate.policy import check_trained_over, file_sha256
+    from harness.checkpoint import load_metadata
     from rtplan import deploy
     from rtplan.processes import (
         Placement,
@@ -158,19 +160,15 @@ def _local(args: argparse.Namespace, exp, out: Path) -> int:
     )
     from rtplan.via_services import serving_folder
 
-    root = Path(args.checkpoint_dir) if args.checkpoint_dir else checkpoint_root()
-    planner_file = planner_path(root, exp.game)
-    if not planner_file.exists():
-        raise CommandError(f"no planner for {exp.game}: {planner_file} is missing")
-    ident = {"planner_sha256": file_sha256(planner_file)}
+    root = args.checkpoint_dir  # None: the shipped checkpoints
+    planner = planner_file(exp.game, root=root, flag="--checkpoint-dir")
+    ident = {"planner_sha256": file_sha256(planner)}
     if exp.k is None:
-        gate_file = Path(args.gate) if args.gate else gate_path(root, exp.game)
-        if not gate_file.exists():
-            raise CommandError(f"no gate for {exp.game}: {gate_file} is missing; pass --k K")
-        ident["gate_sha256"] = file_sha256(gate_file)
+        gate = gate_file(exp.game, args.gate, root=root, flag="--gate, or --k K")
+        ident["gate_sha256"] = file_sha256(gate)
     if args.gate is not None:  # refused here, before the services start
         try:
-            check_trained_over(load_metadata(args.gate), planner_file, args.gate)
+            check_trained_over(load_metadata(args.gate), planner, args.gate)
         except CheckpointError as e:  # bad input, not a failed run
             raise CommandError(str(e)) from e
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -180,9 +178,9 @@ def _local(args: argparse.Namespace, exp, out: Path) -> int:
         tempfile.TemporaryDirectory(prefix="rtplan-deploy-") as tmp,
         stop_on_signals() as stopping,
     ):
-        served = root if args.checkpoint_dir else None
+        served = Path(root) if root else None
         if args.gate is not None:  # the services serve exactly the planner and this gate
-            served = serving_folder(Path(tmp), exp.game, str(planner_file), args.gate)
+            served = serving_folder(Path(tmp), exp.game, str(planner), args.gate)
         replays = Path(tmp) / "replays"
         replays.mkdir()
         with services(

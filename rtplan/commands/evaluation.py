@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from gate.train_config import GateTrainConfig
 from harness.config import add_flags
@@ -240,14 +239,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     check_map_count()
     import games
-    from harness.checkpoint import CheckpointError, checkpoint_root
+    from harness.checkpoint import planner_file
     from planner.calibrate import calibrate
-    from planner.store import planner_path
 
     game = games.make(args.game)
-    checkpoint = args.checkpoint or str(planner_path(checkpoint_root(), args.game))
-    if not Path(checkpoint).exists():
-        raise CheckpointError(f"no planner checkpoint at {checkpoint} (pass --checkpoint)")
+    checkpoint = str(planner_file(args.game, args.checkpoint, flag="--checkpoint"))
     sims = args.sims or _DEFAULT_SWEEP["clock" if game.num_players == 2 else "committed"]
     calibrate(
         args.game,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rtplan.commands._errors import CommandError
 
@@ -53,13 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _gtp(args: argparse.Namespace) -> int:
-    from harness.checkpoint import CheckpointError, checkpoint_root
+    from harness.checkpoint import planner_file
 
     if args.game != GO:
         raise CommandError(f"GTP plays Go: --game must be {GO}, not {args.game!r}")
-    planner = Path(args.planner or checkpoint_root() / GO / "planner.msgpack")
-    if not planner.exists():
-        raise CheckpointError(f"no planner checkpoint at {planner}")
+    planner = planner_file(GO, args.planner)
     manager = args.time_manager or ("gate" if args.clock_gate else "proportional")
     if args.clock_gate and manager != "gate":
         raise CommandError("--clock-gate is the gate's: it needs --time-manager gate")

@@ -247,10 +247,9 @@ def _fit_gate(args: argparse.Namespace) -> int:
     if args.folds < 0 or args.folds == 1:
         raise CommandError("--folds must be 0 (skip) or at least 2")
     from gate.supervised import fit_gate
-    from harness.checkpoint import checkpoint_root
-    from planner.store import planner_path
+    from harness.checkpoint import planner_file
 
-    planner = args.planner or str(planner_path(checkpoint_root(), args.game))
+    planner = str(planner_file(args.game, args.planner))
     config = _gate_shape(args)
     fit_gate(
         args.game,
@@ -290,16 +289,15 @@ def _train_gate_cf(args: argparse.Namespace) -> int:
     if args.continuation is None:
         raise CommandError("--continuation is required: the best fixed budget K")
     from gate.counterfactual_ppo import train_counterfactual_ppo
-    from harness.checkpoint import checkpoint_root
+    from harness.checkpoint import planner_file
     from harness.config import from_args
-    from planner.store import planner_path
 
     try:
         cfg = from_args(CounterfactualPPOConfig, args)
         config = _gate_shape(args)
     except ValueError as e:
         raise CommandError(str(e)) from e
-    planner = args.planner or str(planner_path(checkpoint_root(), args.game))
+    planner = str(planner_file(args.game, args.planner))
     try:
         gate = train_counterfactual_ppo(
             args.game,

@@ -9,7 +9,7 @@ from pathlib import Path
 from games.go import vertex_name
 from rtplan.gtp._engine import GtpEngine
 from rtplan.gtp._game import GAME_ID, TimeChoice
-from rtplan.gtp._gate import TIME_MANAGERS, GateManager, clock_gate_file
+from rtplan.gtp._gate import TIME_MANAGERS, GateManager
 from rtplan.gtp._protocol import COMMANDS, GtpError, parse_colour, parse_vertex, score_text
 from rtplan.gtp._time import (
     LAG_S,
@@ -43,7 +43,6 @@ __all__ = [
     "TimeSettings",
     "capped_budget",
     "choose_budget",
-    "clock_gate_file",
     "gate_initial_seconds",
     "gate_seconds",
     "move_allowance",
@@ -70,7 +69,7 @@ def run(
 
     `budget`: play this option on every move (None: the time manager picks per move).
     `time_manager`: "proportional" or "gate" (the clock gate at `clock_gate`, default the one
-    beside the planner: `clock_gate_file`).
+    beside the planner: `harness.checkpoint.gate_file`).
     """
     out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):

@@ -20,9 +20,10 @@ import numpy as np
 
 from games import go
 from games.go import PASS, vertex_name
+from harness.checkpoint import gate_file
 from planner.compiled import CompiledOptions
 from rtplan.gtp._board import capture_move, dead_stones, mover_margin, own_eye, self_atari
-from rtplan.gtp._gate import TIME_MANAGERS, GateManager, clock_gate_file
+from rtplan.gtp._gate import TIME_MANAGERS, GateManager
 from rtplan.gtp._protocol import GtpError
 from rtplan.gtp._time import (
     LAG_S,
@@ -143,7 +144,7 @@ class GtpGame:
         #: The clock gate when it manages the time (None: the proportional manager).
         self.gate: GateManager | None = None
         if time_manager == "gate":
-            path = clock_gate_file(GAME_ID, planner_file, clock_gate)
+            path = gate_file(GAME_ID, clock_gate, beside=planner_file, required=False)
             self.gate = GateManager(
                 path, self._fns.options.planner, self.params, planner_file=self.planner_file
             )

@@ -11,20 +11,13 @@ import games
 from gate.clock_gate import ClockGateCarry, load_clock_gate
 from gate.clock_heuristics import ClockOptions
 from gate.compiled import ClockChoice, CompiledClockGate
-from gate.policy import gate_path
-from harness.checkpoint import CheckpointError
+from harness.checkpoint import gate_file
 from planner.options import Planner
 
 #: `--time-manager` values: the proportional rule (`_time.move_allowance`) or the clock gate.
 TIME_MANAGERS = ("proportional", "gate")
-
-
-def clock_gate_file(game_id: str, planner_file: str | Path, explicit: str | Path | None) -> Path:
-    """The clock gate `--time-manager gate` loads: `explicit` (`--clock-gate`), else the one
-    shipped beside the planner (`gate.policy.gate_path` of the planner's checkpoint root)."""
-    if explicit is not None:
-        return Path(explicit)
-    return gate_path(Path(planner_file).parent.parent, game_id)
+#: What names another clock gate, or does without one, for a missing gate's message.
+CLOCK_GATE_FLAG = "--clock-gate PATH, or use --time-manager proportional"
 
 
 class GateManager:
@@ -37,16 +30,10 @@ class GateManager:
         """Loads the clock gate at `path` over `planner` (`load_clock_gate`).
 
         Raises:
-            CheckpointError: no file at `path` (the message says how to train one), or a file
-                that is not a clock gate over this planner.
+            CheckpointError: no file at `path` (`harness.checkpoint.gate_file`'s message: how to
+                train one), or a file that is not a clock gate over this planner.
         """
-        game_id = planner.config.game_id
-        if not path.is_file():
-            raise CheckpointError(
-                f"--time-manager gate needs a {game_id} clock gate and there is none at {path}: "
-                f"train one with `rtplan train-gate --game {game_id}` and ship it there, pass "
-                "--clock-gate PATH, or use --time-manager proportional"
-            )
+        path = gate_file(planner.config.game_id, path, flag=CLOCK_GATE_FLAG)
         gate, gate_params, _ = load_clock_gate(path, planner, planner_file=planner_file)
         self.path = path
         #: Option 0 is the policy-only move, option i the budget `options.budgets[i - 1]`.

@@ -12,9 +12,8 @@ re-simulation of the file it wrote), never from the server's files.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
-from harness.checkpoint import checkpoint_root
+from harness import checkpoint as ckpt
 from rtplan.via_services import clock, committed
 from rtplan.via_services.sessions import (
     create_session,
@@ -54,23 +53,18 @@ def run(
         clock games: movers, moves, charged ticks, budgets, clocks, result), 1 otherwise.
 
     Raises:
-        FileNotFoundError: no planner or gate file. CheckpointError: one does not load (or the
-        gate was trained over another planner). ValueError: too few episodes.
+        CheckpointError: no planner or gate file, or one does not load (or the gate was trained
+        over another planner). ValueError: too few episodes.
         RuntimeError: a service failed to start or a session failed.
     """
     from gate.evaluate import seeds_of
-    from gate.policy import gate_path
     from planner.options import Planner
-    from planner.store import load_planner, planner_path
+    from planner.store import load_planner
 
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
-    planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
-    if not Path(planner_file).exists():
-        raise FileNotFoundError(f"planner checkpoint {planner_file} is missing")
-    gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
-    if not Path(gate_file).exists():
-        raise FileNotFoundError(f"--via-services plays the gate, and {gate_file} is missing")
+    planner_file = str(ckpt.planner_file(game_id, planner_file))
+    gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file))  # it plays the gate
     pcfg, _, _ = load_planner(game_id, planner_file)
     kind = clock if Planner(pcfg).two_player else committed
     kind.check(game_id, planner_file, gate_file)  # the service's checks, before it starts

@@ -42,8 +42,7 @@ REPLAY_TIMEOUT_S = 600.0
 def serving_folder(tmp: Path, game_id: str, planner_file: str, gate_file: str) -> Path:
     """A checkpoints folder under `tmp` that holds exactly these two files where the services
     read them (`<dir>/<game>/{planner,gate}.msgpack`); returns it."""
-    from gate.policy import gate_path
-    from planner.store import planner_path
+    from harness.checkpoint import gate_path, planner_path
 
     root = Path(tmp) / "checkpoints"
     (root / game_id).mkdir(parents=True)
