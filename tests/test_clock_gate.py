@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from games import tree_where as where
 from gate.clock_gate import ClockGate, clock_gate_player, load_clock_gate
 from gate.clock_network import MASKED_LOGIT, ClockGateInputs, unroll
 from gate.clock_train_config import ClockGateConfig
@@ -18,7 +19,6 @@ from gate.gae import side_gae
 from gate.ppo import Batch, ClockChunks, clock_ppo_loss, ppo_terms
 from harness import checkpoint as ckpt
 from planner import Planner
-from games import tree_where as where
 from planner.store import planner_path, save_planner
 from rtplan.cli import main
 from support import tiny_config
