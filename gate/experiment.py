@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import games
 from gate.evaluate import ABLATIONS, POLICY_ONLY, check_gate_name, condition_names, gate_chooser
 from gate.latency import decision_misses, simulated_deployment
 from gate.policy import file_sha256, gate_path, load_gate
@@ -168,7 +169,7 @@ def run_conditions(
     planner_file = planner_file or str(planner_path(checkpoint_root(), game_id))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
-    if planner.two_player:
+    if planner.kind is games.Kind.CLOCK:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
     gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
     have_gate = Path(gate_file).exists()

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from games import Kind
 from gate.policy import gate_path, load_gate
 from planner import Planner
 from planner.store import planner_path, save_planner
@@ -432,7 +433,7 @@ def test_a_gated_session_needs_a_gate_on_the_planner_service(gated, tmp_path):
 class _Host:
     """The `AgentHost` bits a gated decision reads and reports."""
 
-    clock_game = False
+    kind = Kind.COMMITTED
 
     def __init__(self) -> None:
         self.sent: list[int] = []

@@ -13,7 +13,8 @@ from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _ev
 from rtplan.commands._flags import add_out, add_split, out_dir
 from rtplan.jax_setup import check_map_count
 
-#: `calibrate`'s default simulation counts, by kind of game.
+#: `calibrate`'s default simulation counts, by the game's kind (`games.Kind`'s values: this
+#: module imports no JAX).
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
 
@@ -244,11 +245,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     from planner.calibrate import calibrate
     from planner.store import planner_path
 
-    game = games.make(args.game)
+    kind = games.kind_of(args.game)
     checkpoint = args.checkpoint or str(planner_path(checkpoint_root(), args.game))
     if not Path(checkpoint).exists():
         raise CheckpointError(f"no planner checkpoint at {checkpoint} (pass --checkpoint)")
-    sims = args.sims or _DEFAULT_SWEEP["clock" if game.num_players == 2 else "committed"]
+    sims = args.sims or _DEFAULT_SWEEP[kind]
     calibrate(
         args.game,
         checkpoint=checkpoint,

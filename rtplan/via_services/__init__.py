@@ -47,9 +47,9 @@ def run(
         gate was trained over another planner). ValueError: too few episodes.
         RuntimeError: a service failed to start or a session failed.
     """
+    import games
     from gate.evaluate import seeds_of
     from gate.policy import gate_path
-    from planner.options import Planner
     from planner.store import load_planner, planner_path
 
     if episodes < 1:
@@ -60,8 +60,8 @@ def run(
     gate_file = gate_file or str(gate_path(Path(planner_file).parent.parent, game_id))
     if not Path(gate_file).exists():
         raise FileNotFoundError(f"--via-services plays the gate, and {gate_file} is missing")
-    pcfg, _, _ = load_planner(game_id, planner_file)
-    kind = clock if Planner(pcfg).two_player else committed
+    load_planner(game_id, planner_file)  # CheckpointError: it does not load
+    kind = {games.Kind.COMMITTED: committed, games.Kind.CLOCK: clock}[games.kind_of(game_id)]
     kind.check(game_id, planner_file, gate_file)  # the service's checks, before it starts
     want, served = play_through_services(
         game_id,
