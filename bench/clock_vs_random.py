@@ -21,6 +21,7 @@ import itertools
 import jax
 import numpy as np
 
+import games
 from harness.checkpoint import PLANNER_FILE, planner_file
 from harness.stats import standard_error
 from planner.calibrate import with_sims
@@ -59,7 +60,7 @@ def main(argv=None) -> None:
     if args.max_considered:
         cfg = dataclasses.replace(cfg, max_considered_actions=args.max_considered)
     planner = Planner(cfg)
-    if not planner.two_player:
+    if planner.kind is not games.Kind.CLOCK:
         parser.error(f"{args.game} is not a clock game")
     players = {"policy-only": REFLEX, f"option {k} ({sims} sims)": option_player(planner, k)}
     print(

@@ -1,6 +1,6 @@
 """Real-time games as pure JAX functions: `make(id)` then `init`/`step` over a `State` pytree."""
 
-from games._core import Board, Game, State, random_opening, random_opening_moves, tree_where
+from games._core import Board, Game, Kind, State, random_opening, random_opening_moves, tree_where
 from games._registry import (
     ARROW_KEYS,
     GameRecord,
@@ -10,6 +10,7 @@ from games._registry import (
     game_class,
     game_record,
     key_map,
+    kind_of,
     make,
     register,
     registered_games,
@@ -23,6 +24,7 @@ __all__ = [
     "Board",
     "Game",
     "GameRecord",
+    "Kind",
     "PlannerDefaults",
     "State",
     "UNLIMITED_CLOCK",
@@ -31,6 +33,7 @@ __all__ = [
     "game_class",
     "game_record",
     "key_map",
+    "kind_of",
     "make",
     "random_opening",
     "random_opening_moves",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import enum
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +59,25 @@ class Board:
         raise ValueError(f"invalid coordinate {text!r}")
 
 
+class Kind(enum.StrEnum):
+    """What kind of real-time game a game is: how its frames, players and budgets work.
+
+    Ask a game's kind with `games.kind_of`; a game class says it with `Game.kind`.
+    """
+
+    #: One player; option k plays k-1 committed reflex frames, then its planned action, while
+    #: the frames pass at a fixed rate (Pac-Man, Snake, Tetris).
+    COMMITTED = "committed"
+    #: Two players on per-player thinking clocks (`games.clock.ClockGame`); a frame is a ply and
+    #: a budget is the move's search, charged to the mover's clock (Speed Hex, Speed Go).
+    CLOCK = "clock"
+
+    @property
+    def num_players(self) -> int:
+        """The players of a game of this kind (the protocol's `GameSpec.num_players`)."""
+        return 2 if self is Kind.CLOCK else 1
+
+
 @struct.dataclass
 class State:
     """One game state. It fully determines the game's future (see `Game.rekey`).
@@ -107,7 +127,10 @@ class Game(abc.ABC):
     action_names: tuple[str, ...]
     #: Shape of `State.observation`.
     observation_shape: tuple[int, ...]
-    #: 1 for the committed-action games, 2 for the clock games.
+    #: The game's kind, the one answer to "is this a clock game?" (`games.kind_of` asks it);
+    #: `games.clock.ClockGame` is the clock kind.
+    kind: ClassVar[Kind] = Kind.COMMITTED
+    #: Players: always `kind.num_players` (checked when a subclass is defined).
     num_players: int = 1
     #: Frames after which the game is truncated; None if the game always ends by its rules.
     horizon: int | None = None
@@ -119,6 +142,15 @@ class Game(abc.ABC):
     board: Board | None = None
     #: Name of each player's colour, by colour (clock games); empty for one-player games.
     colour_names: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.num_players != cls.kind.num_players:
+            raise TypeError(
+                f"{cls.__name__} has num_players={cls.num_players} but kind {cls.kind.value!r} "
+                f"has {cls.kind.num_players}: set `kind` (a two-player game on clocks is "
+                "Kind.CLOCK, as games.clock.ClockGame)"
+            )
 
     @abc.abstractmethod
     def init(self, key: jax.Array) -> State:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from games._core import Game
+from games._core import Game, Kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +78,11 @@ class GameRecord:
     demo: int | None = None
     #: The web demo's game when no demo game ships a gate (exactly one record says so).
     demo_without_gate: bool = False
+
+    @property
+    def kind(self) -> Kind:
+        """The game's kind, as its class says (`Game.kind`); imports the class."""
+        return resolve(self.game).kind
 
 
 def _keys(**keys: tuple[str, ...]) -> Mapping[str, tuple[str, ...]]:
@@ -221,6 +226,20 @@ def resolve(ref: str | Any) -> Any:
 def game_class(game_id: str) -> type[Game]:
     """The class registered under `game_id`."""
     return resolve(game_record(game_id).game)
+
+
+def kind_of(game: str | Game | type[Game]) -> Kind:
+    """The kind of a game, the one answer to "is this a clock game?".
+
+    Args:
+        game: a registered id, a game, or a game class.
+
+    Raises:
+        UnknownGameError: an id that is not registered.
+    """
+    if isinstance(game, str):
+        return game_record(game).kind
+    return game.kind
 
 
 def make(game_id: str, **params: Any) -> Game:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import pgx
 from flax import struct
 
-from games._core import Game, State, legal_or_any, tree_where
+from games._core import Game, Kind, State, legal_or_any, tree_where
 
 _TIMEOUT_MODES = ("reflex", "strict")
 #: Ticks per player that never run out: clock games played for their board alone (self-play
@@ -68,6 +69,7 @@ class ClockGame(Game):
     first), so `rekey` is the identity and `fallback_action` needs no key.
     """
 
+    kind: ClassVar[Kind] = Kind.CLOCK
     num_players: int = 2
     horizon: int | None = None
     #: The pgx plane that holds the colour of the player to move (constant over the board).

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+import games
 from gate.clock_heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
 from gate.clock_players import (
     ClockPlayer,
@@ -130,7 +131,7 @@ def _load(game_id: str, planner_file: str | None):
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     cfg, params, _ = load_planner(game_id, planner_file)
     planner = Planner(cfg)
-    if not planner.two_player:
+    if planner.kind is not games.Kind.CLOCK:
         raise ValueError(f"{game_id} is not a clock game")
     return planner_file, planner, params
 

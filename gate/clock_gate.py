@@ -74,7 +74,7 @@ class ClockGate:
     """The recurrent gate of a clock game over a frozen `Planner`. Pure methods."""
 
     def __init__(self, planner: Planner, config: ClockGateConfig) -> None:
-        if not planner.two_player:
+        if planner.kind is not games.Kind.CLOCK:
             raise ValueError(f"{planner.config.game_id} is not a clock game")
         self.planner = planner
         self.config = config

@@ -24,7 +24,6 @@ import numpy as np
 from flax import struct
 
 import games
-from games.clock import ClockGame
 from planner.network import NetOutput
 from planner.options import Planner
 
@@ -122,7 +121,7 @@ class ClockOptions:
         """The options of a clock game's planner (its budgets, their simulations, the game's
         ply cap and timeout mode)."""
         game = planner.game
-        if not isinstance(game, ClockGame):
+        if planner.kind is not games.Kind.CLOCK:
             raise ValueError(f"{game.id} is not a clock game")
         cfg = planner.config
         return cls(

@@ -303,7 +303,7 @@ def run_counterfactual(
     from planner.store import load_planner
 
     game = games.make(game_id)
-    if game.num_players != 1:
+    if games.kind_of(game) is not games.Kind.COMMITTED:
         raise ValueError(
             f"{game_id} is a clock game; counterfactual budgets are for committed games"
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import games
 from gate.evaluate import ABLATIONS, POLICY_ONLY, check_gate_name, condition_names, gate_chooser
 from gate.latency import decision_misses, simulated_deployment
 from gate.policy import file_sha256, load_gate
@@ -167,7 +168,7 @@ def run_conditions(
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
-    if planner.two_player:
+    if planner.kind is games.Kind.CLOCK:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
     gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file, required=False))
     have_gate = Path(gate_file).exists()

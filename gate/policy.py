@@ -157,7 +157,7 @@ class Gate:
     """
 
     def __init__(self, planner: Planner, config: GateConfig) -> None:
-        if planner.two_player:
+        if planner.kind is games.Kind.CLOCK:
             raise ValueError(
                 f"{planner.config.game_id} is a clock game; its gate is recurrent (not this one)"
             )

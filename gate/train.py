@@ -22,6 +22,7 @@ from flax import struct
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import games
 from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
 from gate.gae import smdp_gae
 from gate.latency import decision_misses, simulated_deployment
@@ -132,7 +133,7 @@ class GatePPO:
             if d.process_index == jax.process_index()
         ]
         self.planner = _planner(pcfg)
-        if self.planner.two_player:
+        if self.planner.kind is games.Kind.CLOCK:
             raise ValueError(f"{cfg.game_id} is a clock game; its gate is recurrent (not here)")
         self.game = self.planner.game
         self.budgets = tuple(pcfg.budgets)

@@ -83,7 +83,7 @@ class OptionRunner:
         self.ladder = bucket_ladder(max_batch, growth, devices)
         self.max_k = max(planner.config.budgets)
         # A committed option plays k actions, a clock option one move (k labels its budget).
-        self._width = 1 if planner.two_player else self.max_k
+        self._width = 1 if planner.kind is games.Kind.CLOCK else self.max_k
         self._group = {
             k: jax.jit(functools.partial(self._run_group, k=k), static_argnames="fallback")
             for k in self.budgets

@@ -25,7 +25,7 @@ OPPONENTS = {"reflex": REFLEX, "random": RANDOM}
 def with_sims(cfg: PlannerConfig, k: int, sims: int) -> PlannerConfig:
     """A config whose only budget is `k` with `sims` simulations, deterministic search."""
     cfg = dataclasses.replace(cfg, budgets=(k,), simulations=(sims,), gumbel_scale=0.0)
-    if games.game_class(cfg.game_id).num_players == 2:
+    if games.kind_of(cfg.game_id) is games.Kind.CLOCK:
         # Evaluated for board strength: every move of the option is searched (with T0 = 300 a
         # 128-simulation option could afford two).
         params = {**dict(cfg.game_params), "initial_time": games.UNLIMITED_CLOCK}
@@ -58,7 +58,7 @@ def _quality(
 ) -> Episodes:
     """Always-k play on the split's first seeds: `episodes` committed episodes, or
     `episodes` clock games (each of `episodes / 2` openings with both colours) vs `opponent`."""
-    if planner.two_player:
+    if planner.kind is games.Kind.CLOCK:
         if episodes % 2:
             raise ValueError(f"episodes must be even (half with each colour), got {episodes}")
         return play_match(
@@ -92,9 +92,10 @@ def calibrate(
     returns the rows.
     """
     base, params, meta = load_planner(game_id, checkpoint)
+    clock = games.kind_of(game_id) is games.Kind.CLOCK
     rows = []
     for n in sims:
-        k = n if Planner(base).two_player else 1
+        k = n if clock else 1
         planner = Planner(with_sims(base, k, n))
         lat = _latency(planner, params, k, calls)
         res = _quality(planner, params, k, episodes, max_decisions, split)
@@ -103,7 +104,7 @@ def calibrate(
             "simulations": n,
             "quality_mean": res.mean,
             "quality_se": res.se,
-            "quality": "score vs policy-only" if planner.two_player else "return",
+            "quality": "score vs policy-only" if clock else "return",
             "episodes": episodes,
             "latency_ms_median": float(np.median(lat)),
             "latency_ms_p95": float(np.percentile(lat, 95)),
@@ -151,21 +152,21 @@ def cross_eval(
     both colours, played to the end (eval_k and max_frames are ignored).
     Episodes of every condition share the same seeds (paired). Writes `cross_eval.csv`.
     """
+    clock = games.kind_of(game_id) is games.Kind.CLOCK
     rows = []
     for path in checkpoints:
         base, params, meta = load_planner(game_id, path)
         train_k = _train_k(game_id, meta)
-        two_player = Planner(base).two_player
         for spf in sims_per_frame:
-            for k in [spf] if two_player else (eval_ks or list(base.budgets)):
-                sims = spf if two_player else spf * k
+            for k in [spf] if clock else (eval_ks or list(base.budgets)):
+                sims = spf if clock else spf * k
                 planner = Planner(with_sims(base, k, sims))
-                decisions = None if two_player or max_frames is None else -(-max_frames // k)
+                decisions = None if clock or max_frames is None else -(-max_frames // k)
                 res = _quality(planner, params, k, episodes, decisions, split, opponent)
                 row = {
                     "game": game_id,
                     "checkpoint": path,
-                    "opponent": opponent if two_player else "",
+                    "opponent": opponent if clock else "",
                     "train_k": train_k,
                     "eval_k": k,
                     "simulations": sims,

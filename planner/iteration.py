@@ -57,7 +57,7 @@ def training_game(cfg: TrainConfig, pcfg: PlannerConfig) -> games.Game:
     """The game self-play and evaluation run on: clock games with clocks that never run out
     (the base network sees the board only, so self-play never falls back to reflex moves)."""
     params = dict(pcfg.game_params)
-    if cfg.two_player:
+    if cfg.kind is games.Kind.CLOCK:
         params["initial_time"] = games.UNLIMITED_CLOCK
     return games.make(pcfg.game_id, **params)
 
@@ -77,7 +77,7 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
     game = training_game(cfg, pcfg)
     planner = Planner(dataclasses.replace(pcfg, gumbel_scale=cfg.gumbel_scale), game=game)
     eval_planner = Planner(dataclasses.replace(pcfg, gumbel_scale=0.0), game=game)
-    two_player = planner.two_player
+    clock = planner.kind is games.Kind.CLOCK
     k = cfg.k
     unroll, n_step = cfg.unroll, cfg.n_step
     mb_local = cfg.minibatch // ndev
@@ -123,9 +123,9 @@ def _build(cfg: TrainConfig, ndev: int) -> Fns:
                 landing_obs=None if l_obs is None else l_obs.astype(jnp.bfloat16),
                 landing_time=l_time,
             )
-            reward = out.reward if two_player else out.discounted_reward
+            reward = out.reward if clock else out.discounted_reward
             discount = step_discounts(
-                out.discount, out.terminated, out.truncated, two_player=two_player
+                out.discount, out.terminated, out.truncated, kind=planner.kind
             )
             step = Trajectory(
                 sample=sample, reward=reward, discount=discount, search_value=out.search_value

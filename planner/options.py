@@ -45,13 +45,13 @@ _NEG = jnp.finfo(jnp.float32).min
 FALLBACKS = ("game", "reflex")
 
 
-def landing_frame(decision_frame: int, k: int, *, two_player: bool) -> int:
+def landing_frame(decision_frame: int, k: int, *, kind: games.Kind) -> int:
     """The frame where option k started at `decision_frame` applies its planned action.
 
     Committed-action games: k-1 reflex frames, then the planned action on frame t+k-1.
     Clock games: one ply, the planned move itself (k labels the search budget).
     """
-    return decision_frame + (0 if two_player else k - 1)
+    return decision_frame + (0 if kind is games.Kind.CLOCK else k - 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +155,13 @@ class Planner:
         self.game = (
             game if game is not None else games.make(config.game_id, **dict(config.game_params))
         )
-        self.two_player = self.game.num_players == 2
+        #: The game's kind (`games.kind_of`): a clock game's option is one ply of two-player MCTS.
+        self.kind = games.kind_of(self.game)
         self.net = AZNet(config.network, self.game.num_actions)
         obs_shape = self.game.observation_shape
         # Clock games: the base network sees the board only (see docs/decisions in README).
-        self._obs_channels = obs_shape[-1] - 2 if self.two_player else obs_shape[-1]
+        clock = self.kind is games.Kind.CLOCK
+        self._obs_channels = obs_shape[-1] - 2 if clock else obs_shape[-1]
         self.input_shape = (*obs_shape[:-1], self._obs_channels)
 
     # Network -----------------------------------------------------------------------------------
@@ -312,7 +314,7 @@ class Planner:
             )
             return out, emb
 
-        if self.two_player:
+        if self.kind is games.Kind.CLOCK:
             return clock
         return committed if future is None else committed_future
 
@@ -398,7 +400,7 @@ class Planner:
         """
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback {fallback!r} is not one of {FALLBACKS}")
-        if self.two_player:
+        if self.kind is games.Kind.CLOCK:
             if future is not None or miss is not None:
                 raise ValueError("a Future and a miss model committed-action games only")
             return self._clock_option(params, keys, states, k)

@@ -9,14 +9,14 @@ import games
 
 
 def step_discounts(
-    discount: jax.Array, terminated: jax.Array, truncated: jax.Array, *, two_player: bool
+    discount: jax.Array, terminated: jax.Array, truncated: jax.Array, *, kind: games.Kind
 ) -> jax.Array:
     """Per-option-step discounts of the value targets.
 
     Args:
         discount: `[...]` the option's `discount` (gamma^k, 0 if terminated).
         terminated, truncated: `[...]` bool flags of the option.
-        two_player: clock games use -1 per ply (the next value is the opponent's).
+        kind: the game's kind; clock games use -1 per ply (the next value is the opponent's).
 
     Returns:
         `[...]` float32: 0 where the option ended the game by its rules or by the horizon (the
@@ -24,7 +24,7 @@ def step_discounts(
         (committed) or -1 (clock).
     """
     done = terminated | truncated
-    live = jnp.full_like(discount, -1.0) if two_player else discount
+    live = jnp.full_like(discount, -1.0) if kind is games.Kind.CLOCK else discount
     return jnp.where(done, 0.0, live).astype(jnp.float32)
 
 

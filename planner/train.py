@@ -13,6 +13,7 @@ from flax import struct
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import games
 from harness import checkpoint as ckpt
 from harness.run import BEST, CHECKPOINT, LOG, Run, data_parallel_processes
 from harness.stats import standard_error
@@ -222,7 +223,7 @@ class ExpertIteration:
         played with both colours, against the random and the reflex player."""
         cfg, planner = self.cfg, self.fns.eval_planner
         params = jax.device_get(state.params)
-        if planner.two_player:
+        if planner.kind is games.Kind.CLOCK:
             seeds = seeds_of("tuning", cfg.eval_episodes // 2)
             policy = option_player(planner, cfg.eval_budget)
             r, x = (

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from harness.config import knob
 
 if TYPE_CHECKING:
+    import games
     from planner.options import PlannerConfig
 
 # The game and planner modules load JAX, so the properties import them when called: the CLI
@@ -103,7 +104,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.opening_plies and not self.two_player:
+        if self.opening_plies and not self._clock:
             raise ValueError(
                 f"opening_plies is for two-player games; {self.game_id} has chance of its own"
             )
@@ -133,7 +134,7 @@ class TrainConfig:
         params = tuple({**dict(base.game_params), **dict(self.game_params)}.items())
         cfg = dataclasses.replace(base, network=net, game_params=params)
         if self.sims_per_frame is not None:
-            if self.two_player:
+            if self._clock:
                 raise ValueError(
                     f"{self.game_id} is a clock game: its budgets are simulation counts "
                     f"{base.budgets}; choose one with train_k instead of sims_per_frame"
@@ -144,10 +145,17 @@ class TrainConfig:
         return cfg
 
     @property
-    def two_player(self) -> bool:
+    def kind(self) -> games.Kind:
+        """The game's kind (`games.kind_of`)."""
         import games
 
-        return games.game_class(self.game_id).num_players == 2
+        return games.kind_of(self.game_id)
+
+    @property
+    def _clock(self) -> bool:
+        import games
+
+        return self.kind is games.Kind.CLOCK
 
     @property
     def k(self) -> int:
@@ -155,7 +163,7 @@ class TrainConfig:
         budgets = self._budgets()
         if self.train_k is not None:
             k = self.train_k
-        elif self.two_player:
+        elif self._clock:
             k = min(budgets, key=lambda b: abs(b - 32))
         else:
             k = 1
@@ -167,7 +175,7 @@ class TrainConfig:
     def eval_budget(self) -> int:
         """The budget of the evaluated option."""
         budgets = self._budgets()
-        default = max(budgets) if self.two_player else self.k
+        default = max(budgets) if self._clock else self.k
         k = self.eval_k if self.eval_k is not None else default
         if k not in budgets:
             raise ValueError(f"eval_k={k} is not a budget of {self.game_id}: {budgets}")
@@ -177,7 +185,7 @@ class TrainConfig:
     def learning_rate(self) -> float:
         if self.lr is not None:
             return self.lr
-        return 1e-3 if self.two_player else 3e-4
+        return 1e-3 if self._clock else 3e-4
 
     def _budgets(self) -> tuple[int, ...]:
         from planner.configs import default_config

@@ -335,7 +335,7 @@ class Engine:
             k=k,
             gate_probabilities=probabilities,
             value=value,
-            landing_frame=landing_frame(int(state.frame), k, two_player=loaded.planner.two_player),
+            landing_frame=landing_frame(int(state.frame), k, kind=loaded.planner.kind),
             gate_state=carry,
         )
 
@@ -349,7 +349,7 @@ class Engine:
         if budget == GATE:
             return True
         loaded = self.loaded(game_id)
-        return landing_frame(0, int(budget), two_player=loaded.planner.two_player) > 0
+        return landing_frame(0, int(budget), kind=loaded.planner.kind) > 0
 
     def plan(
         self, game_id: str, state: games.State, k: int, seed: int = 0, *, gated: bool = False

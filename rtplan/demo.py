@@ -37,13 +37,15 @@ def play(game_id: str, *, frames: int, seed: int) -> float:
     policy = jax.jit(random_legal_action)
     key, init_key = jax.random.split(jax.random.PRNGKey(seed))
     state = jax.jit(game.init)(init_key)
+    # A clock game is zero-sum between its two players: no total.
+    committed = games.kind_of(game) is games.Kind.COMMITTED
     total = 0.0
     for _ in range(frames):
         key, act_key = jax.random.split(key)
         action = policy(act_key, state)
         state = step(state, action, DEMO_MOVE_COST)
         frame = render(game, state)
-        total += frame["reward"] if game.num_players == 1 else 0.0  # two players: zero-sum
+        total += frame["reward"] if committed else 0.0
         print(frame_line(game, int(action), frame), flush=True)
         if state.done:
             break

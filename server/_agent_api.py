@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+import games
 from rtplan.v1 import tensor_pb2
 from server._config import SessionConfig
 from server._frame_info import HostInfo
@@ -38,7 +39,7 @@ class AgentHost(Protocol):
     def config(self) -> SessionConfig: ...
 
     @property
-    def clock_game(self) -> bool: ...
+    def kind(self) -> games.Kind: ...
 
     @property
     def info(self) -> HostInfo:

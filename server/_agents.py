@@ -11,6 +11,7 @@ import time
 import grpc
 import numpy as np
 
+import games
 from planner import landing_frame
 from rtplan.v1 import planner_pb2
 from server._agent_api import Agent, AgentHost, Answer
@@ -196,7 +197,7 @@ class PlannerAgent(_BuiltIn):
             request_id=self._request_id,
             decision_frame=n,
             k=k,
-            landing=None if gated else landing_frame(n, k, two_player=host.clock_game),
+            landing=None if gated else landing_frame(n, k, kind=host.kind),
             sent_at=time.monotonic(),
             gated=gated,
         )
@@ -217,7 +218,7 @@ class PlannerAgent(_BuiltIn):
             # A gated option's window is known only from its decision; in real time the next
             # decision supersedes the call anyway (the service ends it ABORTED).
             timeout = self._plan_timeout_s
-        elif host.clock_game and host.deadline is not None:
+        elif host.kind is games.Kind.CLOCK and host.deadline is not None:
             # A chess clock: the move's deadline is what is left on the mover's clock.
             timeout = max(0.0, host.deadline - opt.sent_at) + PLAN_GRACE_S
         else:
@@ -271,9 +272,9 @@ class PlannerAgent(_BuiltIn):
         """Takes the decision message of `opt`; returns what is wrong with it, if anything."""
         if opt.gated:
             # A clock gate may play policy-only (k = 0: the reflex move, free).
-            if d.k < (0 if host.clock_game else 1):
+            if d.k < (0 if host.kind is games.Kind.CLOCK else 1):
                 return f"the gate decided k={d.k}, not a budget"
-            want = landing_frame(opt.decision_frame, d.k, two_player=host.clock_game)
+            want = landing_frame(opt.decision_frame, d.k, kind=host.kind)
             if d.landing_frame != want:
                 return f"planner decided k={d.k} landing on frame {d.landing_frame}, not {want}"
             if len(d.gate_probabilities) == 0:

@@ -40,7 +40,7 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
     """
     planner = Planner(cfg) if cfg is not None else None
     game = planner.game if planner is not None else games.make(game_id, **dict(game_params))
-    clock = game.num_players == 2
+    clock = games.kind_of(game) is games.Kind.CLOCK
 
     def info(params, state) -> FrameInfo:
         if planner is None:

@@ -78,18 +78,19 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
 def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> None:
     """Checks what needs the game as this server runs it (its checkpoint and budgets)."""
     game, checkpoint, budgets, _ = runtimes.info(cfg.game_id)
-    if cfg.opponent_k and game.num_players != 2:
+    clock = games.kind_of(game) is games.Kind.CLOCK
+    if cfg.opponent_k and not clock:
         raise SessionError(
             _INVALID, f"opponent_k is for the clock games' opponent; {cfg.game_id} has none"
         )
-    planner_opponent = game.num_players == 2 and cfg.opponent_plans
+    planner_opponent = clock and cfg.opponent_plans
     if planner_opponent and settings.planner_address is None:
         raise SessionError(
             _PRECONDITION,
             "this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS): the planner "
             "opponent is unavailable; choose opponent 'reflex' or 'random'",
         )
-    if (cfg.time_s or cfg.increment_s) and (game.num_players != 2 or cfg.simulated):
+    if (cfg.time_s or cfg.increment_s) and (not clock or cfg.simulated):
         raise SessionError(
             _INVALID,
             "time_s and increment_s are for the clock games (Speed Hex, Speed Go) in real time; "
@@ -100,7 +101,7 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
         needs.append(f"agent {cfg.agent!r}")
     if cfg.fallback == "reflex":
         needs.append("fallback 'reflex'")
-    if game.num_players == 2 and cfg.opponent in ("reflex", "planner", "gate"):
+    if clock and cfg.opponent in ("reflex", "planner", "gate"):
         needs.append(f"opponent {cfg.opponent!r}")
     if needs and checkpoint is None:
         where = planner_path(settings.checkpoint_dir, cfg.game_id)
@@ -216,7 +217,7 @@ class SessionManager:
             game, checkpoint, budgets, _ = self.runtimes.info(cfg.game_id)
         except games.UnknownGameError:
             return cfg  # `create` names the registered games
-        if game.num_players != 2:
+        if games.kind_of(game) is not games.Kind.CLOCK:
             return cfg
         if opponent_given:
             if cfg.opponent == "planner" and not cfg.opponent_k and budgets:
@@ -263,9 +264,9 @@ class SessionManager:
 
     async def _create(self, cfg: SessionConfig, *, owned_by_stream: bool, featured: bool):
         s = self.settings
-        clock_game = self.runtimes.info(cfg.game_id)[0].num_players == 2
-        if cfg.agent == "planner" or (clock_game and cfg.opponent_plans):
-            check_session(cfg, await self.planner.get(deciding=True), clock_game=clock_game)
+        kind = games.kind_of(cfg.game_id)
+        if cfg.agent == "planner" or (kind is games.Kind.CLOCK and cfg.opponent_plans):
+            check_session(cfg, await self.planner.get(deciding=True), kind=kind)
         runtime = await self.runtimes.get(cfg.game_id)
         if cfg.record:
             await asyncio.to_thread(self.prune_replays)
@@ -284,7 +285,7 @@ class SessionManager:
             cfg,
             runtime,
             agent=agent,
-            opponent=make_opponent(cfg, **plans) if runtime.clock_game else None,
+            opponent=make_opponent(cfg, **plans) if runtime.kind is games.Kind.CLOCK else None,
             record_dir=s.record_dir,
             viewer_queue=s.viewer_queue,
             late_tick_ms=s.late_tick_ms,

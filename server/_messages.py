@@ -37,7 +37,7 @@ class Shown(Protocol):
     id: str
     config: SessionConfig
     runtime: GameRuntime
-    clock_game: bool
+    kind: games.Kind
     status: str
     reason: str
     created: float
@@ -66,7 +66,7 @@ class Shown(Protocol):
 
 def _reward(s: Shown) -> float:
     """The last move's reward to the agent."""
-    return s.info.rewards[AGENT_PLAYER] if s.clock_game else s.info.reward
+    return s.info.rewards[AGENT_PLAYER] if s.kind is games.Kind.CLOCK else s.info.reward
 
 
 def frame_proto(s: Shown, *, late: Sequence[Report], observation: bool) -> env_pb2.Frame:
@@ -244,7 +244,7 @@ def session_summary(
     *,
     id: str,
     config: SessionConfig,
-    clock_game: bool,
+    kind: games.Kind,
     status: str,
     reason: str,
     frame: int,
@@ -255,6 +255,7 @@ def session_summary(
     viewer_path: str,
     starts_in_s: float = 0.0,
 ) -> SessionSummary:
+    clock = kind is games.Kind.CLOCK
     return {
         "id": id,
         "game": config.game_id,
@@ -263,8 +264,8 @@ def session_summary(
         "gated": config.gated,
         # Clock games: player 1 ("reflex", "random", "planner", "gate"; k of the planner at a
         # fixed budget); else None.
-        "opponent": config.opponent if clock_game else None,
-        "opponent_k": config.opponent_k if clock_game and config.opponent == "planner" else None,
+        "opponent": config.opponent if clock else None,
+        "opponent_k": config.opponent_k if clock and config.opponent == "planner" else None,
         "fps": config.fps,
         "clock": config.clock,
         "status": status,
@@ -356,7 +357,7 @@ def summary(s: Shown) -> SessionSummary:
     return session_summary(
         id=s.id,
         config=s.config,
-        clock_game=s.clock_game,
+        kind=s.kind,
         status=s.status,
         reason=s.reason,
         frame=s.frame,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+import games
 from server._agent_api import Answer
 from server._config import SessionConfig
 from server._frame_info import HostInfo
@@ -68,10 +69,11 @@ def decide_move(answer: Answer, s: Mover, by_agent: bool, on_clock: bool) -> Mov
     return Move(s.frame, answer, decision, by_agent, cost, credit, mover, left)
 
 
-def move_report(move: Move, after: HostInfo, *, clock_game: bool) -> Report:
+def move_report(move: Move, after: HostInfo, *, kind: games.Kind) -> Report:
     """The report of a played move; `after`: the frame info of the state it led to (a clock
     game's credit is what the game gave back: none to an empty clock)."""
-    credit = max(0, after.clocks[move.mover] - max(move.left, 0)) if clock_game else move.credit
+    clock = kind is games.Kind.CLOCK
+    credit = max(0, after.clocks[move.mover] - max(move.left, 0)) if clock else move.credit
     d, a = move.decision, move.answer
     return Report(
         frame=move.frame,

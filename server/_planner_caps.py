@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+import games
 from rtplan.v1 import planner_pb2
 from server._config import SessionConfig, SessionError
 
@@ -87,13 +88,14 @@ class Capabilities:
         }
 
 
-def check_session(cfg: SessionConfig, caps: Capabilities, *, clock_game: bool) -> None:
+def check_session(cfg: SessionConfig, caps: Capabilities, *, kind: games.Kind) -> None:
     """Refuses (409) a session whose planner agent (forced k, k-sequence or gate) or planner
     opponent the planner service cannot play, before it starts.
 
     Raises:
         SessionError: FAILED_PRECONDITION, one sentence naming what cannot run and why.
     """
+    clock = kind is games.Kind.CLOCK
     if cfg.agent == "planner":
         if cfg.gated:
             why = caps.refusal(cfg.game_id, gate=True)
@@ -111,7 +113,7 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, clock_game: bool) -
                     f"the planner agent at k={k} cannot play: {why}; choose a budget it serves "
                     "or agent 'reflex'",
                 )
-    if clock_game and cfg.opponent_gated:
+    if clock and cfg.opponent_gated:
         why = caps.refusal(cfg.game_id, gate=True)
         if why is not None:
             raise SessionError(
@@ -119,7 +121,7 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, clock_game: bool) -
                 f"the gated planner opponent cannot play: {why}; choose opponent 'planner' "
                 "(with opponent_k), 'reflex' or 'random'",
             )
-    elif clock_game and cfg.opponent_plans:
+    elif clock and cfg.opponent_plans:
         why = caps.refusal(cfg.game_id, k=cfg.opponent_k)
         if why is not None:
             raise SessionError(

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import games
 from server.replay import ReplayError, header_version
 
 #: Replay names the server serves: files written by `Recorder` in its record_dir.
@@ -39,8 +40,7 @@ def players(header: dict[str, Any]) -> dict[str, Any]:
     settings = header.get("settings") or {}
     agent, ks = settings.get("agent"), list(settings.get("ks") or [])
     gated = header.get("gated", agent == "planner" and not ks)
-    clock_game = (header.get("spec") or {}).get("num_players") == 2
-    opponent = settings.get("opponent") if clock_game else None
+    opponent = settings.get("opponent") if _kind(header) is games.Kind.CLOCK else None
     opponent_k = settings.get("opponent_k") if opponent == "planner" else None
     return {
         "agent": agent,
@@ -49,6 +49,16 @@ def players(header: dict[str, Any]) -> dict[str, Any]:
         "opponent": opponent,
         "opponent_k": opponent_k,
     }
+
+
+def _kind(header: dict[str, Any]) -> games.Kind | None:
+    """The recorded game's kind: the registry's (`games.kind_of`) for a registered game, else
+    the kind whose players the recorded spec names (None: neither says)."""
+    game = header.get("game")
+    if isinstance(game, str) and game in games.registered_games():
+        return games.kind_of(game)
+    recorded = (header.get("spec") or {}).get("num_players")
+    return next((kind for kind in games.Kind if kind.num_players == recorded), None)
 
 
 def _newest_first(folder: Path) -> list[tuple[int, str]]:

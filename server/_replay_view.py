@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 import jax
 
+import games
 from games.render import render
 from server import _messages as messages
 from server._config import SessionConfig
@@ -122,7 +123,7 @@ class ReplayView:
         summary = messages.session_summary(
             id=session,
             config=config,
-            clock_game=fns.game.num_players == 2,
+            kind=games.kind_of(fns.game),
             status="replay",
             reason=reason,
             frame=len(rows) - 1,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+import games
 from rtplan.v1 import env_pb2
 
 if TYPE_CHECKING:
@@ -161,11 +162,11 @@ def clock_ticks(seconds: float, tick_s: float) -> int:
 
 
 def initial_ticks(
-    config: SessionConfig, clock_game: bool, clock_ticks_per_frame: int
+    config: SessionConfig, kind: games.Kind, clock_ticks_per_frame: int
 ) -> int | None:
     """A real-time clock game's time control in ticks of its session (`time_s` seconds at
     `config.period / clock_ticks_per_frame` s a tick); None: the game's own initial time."""
-    if not (clock_game and not config.simulated and config.time_s):
+    if not (kind is games.Kind.CLOCK and not config.simulated and config.time_s):
         return None
     return clock_ticks(config.time_s, config.period / clock_ticks_per_frame)
 

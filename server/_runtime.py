@@ -83,7 +83,8 @@ class GameRuntime:
         params = tuple(sorted(cfg.game_params)) if cfg is not None else ()
         self._fns = compiled(game_id, params, cfg)
         self.game: games.Game = self._fns.game
-        self.clock_game = self.game.num_players == 2
+        #: The game's kind (`games.kind_of`).
+        self.kind = games.kind_of(self.game)
         self._warm = threading.Lock()
         self._warmed = False
         self._batch_warmed: set[int] = set()
@@ -181,7 +182,7 @@ class GameRuntime:
             if self._warmed:
                 return
             state, info = self.init(0)
-            if self.clock_game:
+            if self.kind is games.Kind.CLOCK:
                 self.init(0, initial_time=1)
             self.step(state, info.fallback, 0)
             self.observe(state)
@@ -262,7 +263,7 @@ class Runtimes:
             if game_id not in self._runtimes:
                 rt = await asyncio.to_thread(GameRuntime, game_id, self.checkpoint_for(game_id))
                 await asyncio.to_thread(rt.warm)
-                if not rt.clock_game:
+                if rt.kind is games.Kind.COMMITTED:
                     for size in batch_sizes(self.batch_rows):
                         await asyncio.to_thread(rt.warm_batch, size)
                 self._runtimes[game_id] = rt

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import numpy as np
 
+import games
 from server import _messages as messages
 from server._compiled import compiled
 from server._frame_info import HostInfo
@@ -366,7 +367,7 @@ def resimulate(rf: ReplayFile):
 
 
 def _steps(rf: ReplayFile, fns, state) -> Iterator[Step | LateLine]:
-    clock = fns.game.num_players == 2
+    clock = games.kind_of(fns.game) is games.Kind.CLOCK
     for item in rf.items:
         if isinstance(item, LateLine):  # a report, not a step
             yield item

@@ -89,13 +89,15 @@ class Session:
             first: frame 0's state and info when already computed (`first_frame`: the
                 manager computes them off the event loop); None: computed here.
         """
-        if runtime.clock_game and opponent is None:
+        if runtime.kind is games.Kind.CLOCK and opponent is None:
             raise ValueError(f"{config.game_id} is a clock game: the session needs an opponent")
         self.id = secrets.token_hex(8)
         self._token = secrets.token_urlsafe(32)
         self.config = config
         self.runtime = runtime
-        self.clock_game = runtime.clock_game
+        #: The game's kind (`games.kind_of`): a clock game's session plays an opponent.
+        self.kind = runtime.kind
+        clock = self.kind is games.Kind.CLOCK
         self.created = time.time()
         self.status = "waiting"
         self.reason = ""
@@ -106,8 +108,8 @@ class Session:
         self.owned_by_stream = owned_by_stream
         # A time control in seconds (real-time clock games): each side's clock and increment
         # in this session's ticks; None / 0: the game's initial_time and no increment.
-        timed = self.clock_game and not config.simulated
-        self.initial_time = initial_ticks(config, runtime.clock_game, clock_ticks_per_frame)
+        timed = clock and not config.simulated
+        self.initial_time = initial_ticks(config, self.kind, clock_ticks_per_frame)
         self.increment = clock_ticks(config.increment_s, self.tick_s) if timed else 0
         self.countdown_s = 0.0 if config.simulated else countdown_s
         #: Monotonic time frame 0's clock starts (after the countdown); None before the agent
@@ -124,7 +126,7 @@ class Session:
         self._window = FrameWindow()
         self.link: AgentLink | None = None
         self.agent = agent
-        self.opponent = opponent if self.clock_game else None
+        self.opponent = opponent if clock else None
         self.recorder: Recorder | None = None
         self.replay_path: Path | None = None
         if config.record:
@@ -143,7 +145,7 @@ class Session:
         """Frame 0's state and info of a session of `config` (its seed, and its time control in
         real time): the `first` argument. Safe in a worker thread (the network's forward for
         the reflex releases the GIL; the event loop ticks on meanwhile)."""
-        initial_time = initial_ticks(config, runtime.clock_game, clock_ticks_per_frame)
+        initial_time = initial_ticks(config, runtime.kind, clock_ticks_per_frame)
         return runtime.init(config.seed, initial_time=initial_time)
 
     # Identity and views -----------------------------------------------------------------------
@@ -290,7 +292,7 @@ class Session:
             self.status = "running"
             if self.config.simulated:
                 await self._run_simulated()
-            elif self.clock_game:
+            elif self.kind is games.Kind.CLOCK:
                 await self._run_chess_clock()
             elif self._ticks is not None:
                 await self._ticks.play(self)
@@ -396,7 +398,7 @@ class Session:
 
     def _decide(self, actor: Agent) -> Move:
         """Decides the current frame from the actor's answer by its deadline."""
-        on_clock = self.clock_game and self._on_clock(actor)
+        on_clock = self.kind is games.Kind.CLOCK and self._on_clock(actor)
         return decide_move(actor.answer(self.frame, self), self, actor is self.agent, on_clock)
 
     def _step(self, actor: Agent) -> None:
@@ -409,14 +411,15 @@ class Session:
         """Frame `move.frame` was played and led to `state`, or to what `fetch()` returns (read
         on first use): books the statistics and records the frame."""
         self._state, self._fetch = state, fetch
-        self.episode_return += info.rewards[AGENT_PLAYER] if self.clock_game else info.reward
+        clock = self.kind is games.Kind.CLOCK
+        self.episode_return += info.rewards[AGENT_PLAYER] if clock else info.reward
         decision = move.decision
         self.stats.frame(
             decision.provenance, None if decision.arrived_at is None else decision.slack_ms
         )
         if move.answer.landing:
             self.stats.landed(decision.provenance, failed=move.answer.error is not None)
-        report = move_report(move, info, clock_game=self.clock_game)
+        report = move_report(move, info, kind=self.kind)
         self._window.decided(report, agents=move.by_agent)
         if self.recorder is not None:
             self.recorder.frame(report, self.state, info)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from games import Kind
 from gate.clock_gate import ClockGateCarry, clock_gate_player, load_clock_gate
 from harness.checkpoint import gate_path, planner_path
 from planner import Planner
@@ -348,8 +349,8 @@ def test_the_gated_opponent_needs_a_clock_gate():
         match="the gated planner opponent cannot play: the planner "
         "service at here:1 has no gate for speed-hex-v0",
     ):
-        check_session(cfg, caps, clock_game=True)
+        check_session(cfg, caps, kind=Kind.CLOCK)
     assert caps.describe(GAME)["clock_gate"] is False
     served = Capabilities("here:1", {GAME: ServedGame((2, 4), gate=True, clock_gate=True)})
-    check_session(cfg, served, clock_game=True)
+    check_session(cfg, served, kind=Kind.CLOCK)
     assert served.describe(GAME)["clock_gate"] is True

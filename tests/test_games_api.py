@@ -31,6 +31,39 @@ def test_every_registered_game_is_tested():
     assert set(games.registered_games()) == set(TEST_PARAMS)
 
 
+#: Each registered game's kind, as `games.kind_of` answers "is this a clock game?".
+KINDS = {
+    "pacman-rt-v0": games.Kind.COMMITTED,
+    "snake-rt-v0": games.Kind.COMMITTED,
+    "tetris-rt-v0": games.Kind.COMMITTED,
+    "speed-hex-v0": games.Kind.CLOCK,
+    "speed-go-v0": games.Kind.CLOCK,
+}
+
+
+def test_one_function_answers_each_games_kind():
+    from games.clock import ClockGame
+
+    assert {gid: games.kind_of(gid) for gid in games.registered_games()} == KINDS
+    for game_id, kind in KINDS.items():
+        cls = games.game_class(game_id)
+        # By id, record, class or game: one answer, the class's (ClockGame is the clock kind).
+        assert games.game_record(game_id).kind is kind
+        assert games.kind_of(cls) is kind and games.kind_of(_game(game_id)) is kind
+        assert issubclass(cls, ClockGame) == (kind is games.Kind.CLOCK)
+        assert cls.num_players == kind.num_players
+    assert [str(k) for k in games.Kind] == ["committed", "clock"]
+    with pytest.raises(games.UnknownGameError, match="unknown game 'pong-v0'"):
+        games.kind_of("pong-v0")
+
+
+def test_a_games_players_must_be_its_kinds():
+    with pytest.raises(TypeError, match="num_players=2 but kind 'committed' has 1"):
+
+        class _TwoPlayers(games.Game):  # a two-player game that does not say its kind
+            num_players = 2
+
+
 def test_unknown_game_is_a_clear_error():
     with pytest.raises(games.UnknownGameError, match="unknown game 'pong-v0'.*tetris-rt-v0"):
         games.make("pong-v0")

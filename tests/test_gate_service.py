@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from games import Kind
 from gate.policy import load_gate
 from harness.checkpoint import gate_path, planner_path
 from planner import Planner
@@ -433,7 +434,7 @@ def test_a_gated_session_needs_a_gate_on_the_planner_service(gated, tmp_path):
 class _Host:
     """The `AgentHost` bits a gated decision reads and reports."""
 
-    clock_game = False
+    kind = Kind.COMMITTED
 
     def __init__(self) -> None:
         self.sent: list[int] = []

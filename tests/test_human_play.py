@@ -26,7 +26,7 @@ def session(game_id: str, tmp_path=None, **cfg) -> Session:
         config,
         runtime,
         agent=HumanAgent(buffers_turns=buffers),
-        opponent=make_opponent(config) if runtime.clock_game else None,
+        opponent=make_opponent(config) if runtime.kind is games.Kind.CLOCK else None,
         record_dir=tmp_path,
         countdown_s=3.0,
     )

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from games import Kind
 from gate.latency import (
     LatencyError,
     deadline_ms,
@@ -47,7 +48,7 @@ def test_the_miss_rule_is_the_env_servers_deadline(fps):
     for k in (1, 2, 3, 4):
         for t in (0, 5, 17):
             # Frame n is published at tick n and due at tick n + 1 (`Session._run_real_time`).
-            deadline = ticker.scheduled(landing_frame(t, k, two_player=False) + 1)
+            deadline = ticker.scheduled(landing_frame(t, k, kind=Kind.COMMITTED) + 1)
             for factor in (0.5, 0.99, 1.01, 3.0):
                 latency = factor * deadline_ms(k, fps)
                 at = ticker.scheduled(t) + latency / 1e3
@@ -57,7 +58,7 @@ def test_the_miss_rule_is_the_env_servers_deadline(fps):
                 assert d.action == (2 if on_time else 0)  # a miss plays the fallback
     # A tie is on time in both (exact in binary: 8 FPS, t = 4, k = 2).
     if fps == 8.0:
-        deadline = ticker.scheduled(landing_frame(4, 2, two_player=False) + 1)
+        deadline = ticker.scheduled(landing_frame(4, 2, kind=Kind.COMMITTED) + 1)
         at = ticker.scheduled(4) + deadline_ms(2, fps) / 1e3
         assert at == deadline and not missed(deadline_ms(2, fps), 2, fps)
         tie = decide_action([Arrival(2, at)], deadline=deadline, legal=legal, fallback=0)

@@ -276,6 +276,7 @@ class TinyNim(Game):
     num_actions = 2
     action_names = ("take1", "take2")
     observation_shape = (1, 5, 3)  # pile one-hot + 2 clock planes (stripped by the planner)
+    kind = games.Kind.CLOCK
     num_players = 2
 
     def init(self, key, pile=4):
@@ -322,7 +323,7 @@ class TinyNim(Game):
         return state
 
 
-def test_two_player_search_flips_value_sign():
+def test_clock_search_flips_value_sign():
     net = NetworkConfig(channels=4, blocks=1, features=8, value_hidden=8)
     cfg = PlannerConfig(
         game_id="tiny-nim-v0",

@@ -9,6 +9,7 @@ import grpc
 import numpy as np
 import pytest
 
+from games import Kind
 from planner import landing_frame
 from rtplan.v1 import planner_pb2
 from server._agents import GrpcAgent, PlannerAgent, _Option
@@ -104,9 +105,9 @@ def test_clock_and_budget_helpers():
     assert [wall_ticks(x, 0.01) for x in (0.0, 1e-6, 0.01, 0.0101, 0.05)] == [0, 1, 1, 2, 5]
     assert [budget_at((2, 1, 1), i) for i in range(5)] == [2, 1, 1, 2, 1]
     # The planner agent lands its options by the planner's own rule.
-    assert landing_frame(5, 3, two_player=False) == 7
-    assert landing_frame(5, 1, two_player=False) == 5
-    assert landing_frame(5, 32, two_player=True) == 5
+    assert landing_frame(5, 3, kind=Kind.COMMITTED) == 7
+    assert landing_frame(5, 1, kind=Kind.COMMITTED) == 5
+    assert landing_frame(5, 32, kind=Kind.CLOCK) == 5
 
 
 def test_clock_charge_is_the_thinking_time_or_all_that_is_left():

@@ -231,3 +231,19 @@ def test_a_replay_is_served_with_the_live_messages_and_other_versions_refused(en
         ReplayFile.read(with_header("unversioned.jsonl", version=None))
     with pytest.raises(ReplayError, match="'other' is not an rtplan replay"):
         replay(with_header("other.jsonl", format="other"))
+
+
+def test_the_replay_list_names_a_clock_games_opponent_by_the_games_kind():
+    from server._replay_folder import players
+
+    settings = {"agent": "grpc", "ks": [], "opponent": "reflex", "opponent_k": 0}
+
+    def opponent(game: str, spec: dict | None = None) -> str | None:
+        return players({"game": game, "settings": settings, "spec": spec})["opponent"]
+
+    # A registered game: the registry's kind (`games.kind_of`), with or without a spec.
+    assert opponent("speed-hex-v0") == "reflex" and opponent("snake-rt-v0") is None
+    assert opponent("speed-go-v0", {"num_players": 2}) == "reflex"
+    # A game this server does not know: the kind its recorded spec's players name.
+    assert opponent("gone-v0", {"num_players": 2}) == "reflex"
+    assert opponent("gone-v0", {"num_players": 1}) is None and opponent("gone-v0") is None

@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import fields
 
 import jax
 import jax.numpy as jnp
@@ -129,6 +130,14 @@ def test_the_record_reaches_every_layer(toy):
     view = describe_view(game)
     assert view["module"] is None and view["input"] == "keys"  # the generic grid renderer
     assert view["keys"]["ArrowRight"] == 1 and view["board"] is None
+
+
+def test_it_is_committed_without_saying_so(toy):
+    # Neither the class nor the record names a kind: a `Game` is committed unless it says.
+    assert "kind" not in vars(ToyWalk) and "kind" not in {f.name for f in fields(GameRecord)}
+    assert games.kind_of(toy) is games.Kind.COMMITTED
+    assert games.game_record(toy).kind is games.Kind.COMMITTED
+    assert games.kind_of(games.make(toy)) is games.Kind.COMMITTED
 
 
 def test_the_planner_plays_it(toy):

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from games import Kind
 from harness import checkpoint as ckpt
 from harness.checkpoint import CheckpointError
 from planner.options import Planner
@@ -65,7 +66,7 @@ def _leaves_equal(a, b) -> bool:
 # Value targets ---------------------------------------------------------------------------------
 
 
-def _loop_targets(rewards, terminated, truncated, values, n, gamma_k, two_player):
+def _loop_targets(rewards, terminated, truncated, values, n, gamma_k, kind):
     """Plain-loop n-step returns: stop at the end of an episode, else bootstrap at t + n."""
     steps, batch = rewards.shape
     out = np.zeros((steps - n, batch))
@@ -77,15 +78,15 @@ def _loop_targets(rewards, terminated, truncated, values, n, gamma_k, two_player
                 if terminated[t + j, b] or truncated[t + j, b]:
                     ended = True
                     break
-                disc *= -1.0 if two_player else gamma_k
+                disc *= -1.0 if kind is Kind.CLOCK else gamma_k
             if not ended:
                 g += disc * values[t + n, b]
             out[t, b] = g
     return out
 
 
-@pytest.mark.parametrize("two_player", [False, True])
-def test_nstep_targets_equal_a_plain_loop(two_player):
+@pytest.mark.parametrize("kind", list(Kind))
+def test_nstep_targets_equal_a_plain_loop(kind):
     rng = np.random.default_rng(0)
     steps, batch, n, gamma_k = 14, 5, 4, 0.97**3
     rewards = rng.normal(size=(steps, batch)).astype(np.float32)
@@ -97,19 +98,19 @@ def test_nstep_targets_equal_a_plain_loop(two_player):
     truncated[:, 0] = False  # one column without any boundary: pure bootstraps
     discount = np.where(terminated, 0.0, gamma_k).astype(np.float32)
     flags = jnp.asarray(terminated), jnp.asarray(truncated)
-    d = step_discounts(jnp.asarray(discount), *flags, two_player=two_player)
+    d = step_discounts(jnp.asarray(discount), *flags, kind=kind)
     got = nstep_targets(jnp.asarray(rewards), d, jnp.asarray(values), n)
-    want = _loop_targets(rewards, terminated, truncated, values, n, gamma_k, two_player)
+    want = _loop_targets(rewards, terminated, truncated, values, n, gamma_k, kind)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
-def test_two_player_targets_flip_sign_and_stop_at_the_end():
+def test_clock_targets_flip_sign_and_stop_at_the_end():
     # Plies 0..2 of one game, which the mover of ply 2 wins (+1); ply 3 starts a new game.
     rewards = jnp.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])[:, None]
     terminated = jnp.array([False, False, True, False, False, False])[:, None]
     values = jnp.array([9.0, 9.0, 9.0, 9.0, 0.5, 0.25])[:, None]
     d = step_discounts(
-        jnp.ones_like(rewards), terminated, jnp.zeros_like(terminated), two_player=True
+        jnp.ones_like(rewards), terminated, jnp.zeros_like(terminated), kind=Kind.CLOCK
     )
     got = np.asarray(nstep_targets(rewards, d, values, 2))[:, 0]
     # ply 0: same mover as ply 2, but n=2 bootstraps from v_2 seen by ply 2's mover: +v_2.
@@ -122,7 +123,7 @@ def test_committed_discounts_cut_at_truncation_and_termination():
         jnp.array([0.9, 0.0, 0.9]),
         jnp.array([False, True, False]),
         jnp.array([False, False, True]),
-        two_player=False,
+        kind=Kind.COMMITTED,
     )
     np.testing.assert_allclose(np.asarray(d), [0.9, 0.0, 0.0])
 

@@ -53,7 +53,7 @@ def _annotate_games(args: argparse.Namespace) -> int:
     check_map_count()
     import games
 
-    if games.game_class(args.game).num_players != 2:
+    if games.kind_of(args.game) is not games.Kind.CLOCK:
         raise CommandError(f"{args.game} is not a clock game: annotate-games is for clock games")
     if args.games < 1:
         raise CommandError("--games must be >= 1")

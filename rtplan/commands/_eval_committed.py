@@ -18,7 +18,7 @@ def _eval(args: argparse.Namespace) -> int:
     import games
 
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
-    clock = games.game_class(args.game).num_players == 2
+    clock = games.kind_of(args.game) is games.Kind.CLOCK
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
@@ -72,7 +72,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
 
     import games
 
-    if games.game_class(args.game).num_players != 1:
+    if games.kind_of(args.game) is not games.Kind.COMMITTED:
         raise CommandError(f"{args.game} is a clock game: counterfactual is for committed games")
     if args.worlds < 2:
         raise CommandError("--worlds must be >= 2 (the noise is measured across worlds)")

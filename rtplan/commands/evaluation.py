@@ -12,7 +12,8 @@ from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _ev
 from rtplan.commands._flags import add_out, add_split, out_dir
 from rtplan.jax_setup import check_map_count
 
-#: `calibrate`'s default simulation counts, by kind of game.
+#: `calibrate`'s default simulation counts, by the game's kind (`games.Kind`'s values: this
+#: module imports no JAX).
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
 
@@ -242,9 +243,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     from harness.checkpoint import planner_file
     from planner.calibrate import calibrate
 
-    game = games.make(args.game)
+    kind = games.kind_of(args.game)
     checkpoint = str(planner_file(args.game, args.checkpoint, flag="--checkpoint"))
-    sims = args.sims or _DEFAULT_SWEEP["clock" if game.num_players == 2 else "committed"]
+    sims = args.sims or _DEFAULT_SWEEP[kind]
     calibrate(
         args.game,
         checkpoint=checkpoint,

@@ -186,9 +186,8 @@ def _train_gate(args: argparse.Namespace) -> int:
     _setup_processes(args)
     check_map_count()
     import games  # JAX: after the job is joined (importing games starts JAX's backends)
-    from games.clock import ClockGame
 
-    if issubclass(games.game_class(args.game), ClockGame):
+    if games.kind_of(args.game) is games.Kind.CLOCK:
         if args.coordinator is not None:
             raise CommandError(
                 f"{args.game} is a clock game, whose gate trains in one process: "
@@ -240,7 +239,7 @@ def _train(
 def _fit_gate(args: argparse.Namespace) -> int:
     import games
 
-    if games.game_class(args.game).num_players != 1:
+    if games.kind_of(args.game) is not games.Kind.COMMITTED:
         raise CommandError(f"{args.game} is a clock game: fit-gate is for committed games")
     if args.epochs < 1:
         raise CommandError("--epochs must be >= 1")
@@ -284,7 +283,7 @@ def _gate_shape(args: argparse.Namespace) -> GateConfig:
 def _train_gate_cf(args: argparse.Namespace) -> int:
     import games
 
-    if games.game_class(args.game).num_players != 1:
+    if games.kind_of(args.game) is not games.Kind.COMMITTED:
         raise CommandError(f"{args.game} is a clock game: train-gate-cf is for committed games")
     if args.continuation is None:
         raise CommandError("--continuation is required: the best fixed budget K")

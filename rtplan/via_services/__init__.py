@@ -57,16 +57,16 @@ def run(
         over another planner). ValueError: too few episodes.
         RuntimeError: a service failed to start or a session failed.
     """
+    import games
     from gate.evaluate import seeds_of
-    from planner.options import Planner
     from planner.store import load_planner
 
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file))  # it plays the gate
-    pcfg, _, _ = load_planner(game_id, planner_file)
-    kind = clock if Planner(pcfg).two_player else committed
+    load_planner(game_id, planner_file)  # CheckpointError: it does not load
+    kind = {games.Kind.COMMITTED: committed, games.Kind.CLOCK: clock}[games.kind_of(game_id)]
     kind.check(game_id, planner_file, gate_file)  # the service's checks, before it starts
     want, served = play_through_services(
         game_id,
