@@ -28,8 +28,8 @@ def _median_ms(fn, *args, repeats: int = 50) -> float:
 
 
 def decision_cost(game_id: str, batches=(1, 32)) -> None:
-    from gate.clock_gate import ClockGate
-    from gate.clock_train_config import ClockGateConfig
+    from gate.clock.config import ClockGateConfig
+    from gate.clock.gate import ClockGate
     from harness.checkpoint import planner_file
     from planner.options import Planner
     from planner.store import load_planner
@@ -65,8 +65,8 @@ def decision_cost(game_id: str, batches=(1, 32)) -> None:
 
 
 def update_cost(game_id: str, sizes, updates: int = 2) -> None:
-    from gate.clock_train import ClockGatePPO
-    from gate.clock_train_config import ClockGateTrainConfig
+    from gate.clock.config import ClockGateTrainConfig
+    from gate.clock.train import ClockGatePPO
 
     for b, t in sizes:
         chunk = 16 if t % 16 == 0 else t

@@ -38,8 +38,8 @@ def main() -> int:
     from rtplan.jax_setup import use_compile_cache
 
     use_compile_cache()
-    from gate.evaluate import gate_chooser
-    from gate.policy import load_gate
+    from gate.committed.choosers import gate_chooser
+    from gate.committed.policy import load_gate
     from harness.checkpoint import planner_file
     from harness.stats import paired
     from planner.batching import OptionRunner

@@ -98,7 +98,7 @@ def main() -> int:
     from rtplan.jax_setup import use_compile_cache
 
     use_compile_cache()
-    from gate.experiment import run_conditions
+    from gate.evaluation.committed import run_conditions
     from harness.checkpoint import planner_file
     from harness.stats import paired, standard_error
     from planner.batching import OptionRunner

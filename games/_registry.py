@@ -66,8 +66,8 @@ class GameRecord:
     summary: tuple[str, ...] = ("score",)
     #: Default planner settings; None: the game has no planner defaults.
     planner: PlannerDefaults | None = None
-    #: `state -> {name: [] float32}` recorded at each gate decision (`gate.triggers`); None:
-    #: no trigger features.
+    #: `state -> {name: [] float32}` recorded at each gate decision (`gate.committed.triggers`);
+    #: None: no trigger features.
     features: str | Callable[..., dict[str, Any]] | None = None
     #: The names `features` returns, in report order.
     feature_names: tuple[str, ...] = ()

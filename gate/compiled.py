@@ -11,9 +11,9 @@ import numpy as np
 from flax import struct
 
 import games
-from gate.clock_gate import ClockGate, ClockGateCarry
-from gate.clock_network import NO_OPTION
-from gate.policy import Gate
+from gate.clock.gate import ClockGate, ClockGateCarry
+from gate.clock.network import NO_OPTION
+from gate.committed.policy import Gate
 from planner.compiled import OPTION, CompiledOptions, OptionPlan, plan_fields
 from planner.options import Planner
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import harness
-from gate.clock_train_config import eval_opponent_name
-from gate.policy import check_trained_over
+from gate.clock.config import eval_opponent_name
+from gate.files import check_trained_over
 from harness import checkpoint as ckpt
 from harness.curve import plot_learning_curve
 from harness.run import LOG
@@ -70,7 +70,7 @@ def _opponent_text(name: str) -> str:
 
 def _describe(ev: dict, train_cfg: dict) -> str:
     """The README's evaluation text: the greedy gate on tuning seeds during training (a clock
-    gate: its score against `eval_opponent` per clock, `gate.clock_train`)."""
+    gate: its score against `eval_opponent` per clock, `gate.clock.train`)."""
     if "eval_score" in ev:
         opponent = eval_opponent_name(train_cfg.get("eval_opponent", 0))
         clocks = ", ".join(

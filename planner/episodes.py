@@ -74,7 +74,7 @@ SPLITS = {"tuning": TUNING_SEED_BASE, "eval": EVAL_SEED_BASE, "holdout": HOLDOUT
 #: `choose(states, alive, t) -> ks`: the budgets of `[B]` decision states (host ints).
 Chooser = Callable[[games.State, np.ndarray, int], np.ndarray]
 #: `misses(t, ks) -> [B]` bool: which games' planned actions miss their deadline at decision t,
-#: given their budgets `ks` (a simulated deployment: `gate.latency.decision_misses`).
+#: given their budgets `ks` (a simulated deployment: `gate.committed.latency.decision_misses`).
 Misses = Callable[[int, np.ndarray], np.ndarray]
 
 
@@ -265,7 +265,7 @@ def play_from(
     (each decision splits its option key off the carried one), named `seeds` in the result.
 
     `until`: `[E]` frames; a game stops once its frame reaches its own (None: its end). The
-    chooser keeps an option from crossing it where that matters (`gate.counterfactual`).
+    chooser keeps an option from crossing it where that matters (`gate.counterfactual.values`).
     Returns the `Episodes` (returns summed from `states` on), the final states and the carried
     keys after the last decision, so play can continue from there with the same key schedule.
     """

@@ -179,7 +179,7 @@ def play_match(
         opening_plies: the longest random opening.
         initial_time: T0, both clocks' ticks at the start (None: the game's own).
         on_ply: called after each ply with what it played (`MatchPly`), e.g. to record a game
-            (`gate.clock_annotate`); it changes nothing of the match.
+            (`gate.evaluation.annotate`); it changes nothing of the match.
 
     Returns:
         `Episodes` of `2S` games (A first on seeds 0..S-1, then A second on the same seeds):

@@ -387,8 +387,8 @@ class Planner:
                 states (None: `tree_k`, or always k). Overrides `tree_k`.
             future_params: `future`'s parameters (traced).
             miss: committed games: `[B]` bool, True where the planned action missed its
-                landing frame's deadline (a simulated deployment, `gate.latency`): that frame
-                plays the `fallback` instead, as the env server does; the k-1 reflex frames
+                landing frame's deadline (a simulated deployment, `gate.committed.latency`): that
+                frame plays the `fallback` instead, as the env server does; the k-1 reflex frames
                 before it are unchanged. None: every planned action lands (the simulated clock).
             fallback: what a missed landing frame plays (static): "game" (the game's
                 `fallback_action`, the env server's default) or "reflex" (the masked argmax of

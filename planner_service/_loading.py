@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 import jax
 
-from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
+from gate.clock.gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
+from gate.committed.policy import Gate, load_gate
 from gate.compiled import CompiledClockGate, CompiledGate
-from gate.policy import Gate, load_gate
 from harness import checkpoint as ckpt
 from harness.checkpoint import CheckpointError
 from planner import Planner, PlannerConfig

@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 import games
-from gate.clock_gate import ClockGateCarry
-from gate.clock_network import NO_OPTION
+from gate.clock.gate import ClockGateCarry
+from gate.clock.network import NO_OPTION
 from planner_service._answers import GATE, POLICY_ONLY, Plan
 from planner_service._errors import BudgetError, InvalidRequestError
 from planner_service._loading import LoadedGame

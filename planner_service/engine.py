@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 import games
-from gate.clock_gate import ClockGateCarry
+from gate.clock.gate import ClockGateCarry
 from harness import checkpoint as ckpt
 from planner import landing_frame
 from planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
@@ -87,7 +87,8 @@ class Engine:
 
         Args:
             checkpoints: game id -> planner checkpoint path (`planner.store.save_planner` format).
-            gates: game id -> gate checkpoint path (`gate.policy.load_gate` format) for the games
+            gates: game id -> gate checkpoint path (`gate.committed.policy.load_gate` format) for
+            the games
                 whose `gate` budget lets the gate pick k; the others serve forced k only.
             device: where parameters live and searches run (`resolve_device` spec or a device).
             compiler_options: XLA options for every compile, e.g.

@@ -8,8 +8,8 @@ its checkpoint's game settings), so a seeded episode is the in-process one frame
 tests/test_gym_env.py replays fixed action sequences through the services and in process and
 compares every observation, reward, end flag and legal mask.
 
-Why no gate training run is compared with the in-process trainer: `gate.train.GatePPO` does
-not step frames. Its action is a budget k, and each rollout step runs the frozen planner's
+Why no gate training run is compared with the in-process trainer: `gate.committed.train.GatePPO`
+does not step frames. Its action is a budget k, and each rollout step runs the frozen planner's
 whole option (k - 1 reflex frames, a search, the planned frame) for a batch of games inside one
 compiled `OptionRunner` call; the game's steps never leave that call. The Env API takes frame
 actions, not budgets: a server-side planner session takes its budgets from the planner
@@ -22,7 +22,7 @@ comparing it with the first tests that trainer, not this environment. What is sh
 instead: the frames (tests/test_gym_env.py: observations, rewards, end flags and legal masks
 of fixed action sequences, remote against in process, all three committed games), and the
 gate's options as deployed (tests/test_eval_via_services.py: the gate through the planner
-service and the env server gives the in-process `gate.evaluate.play` actions, budgets and
+service and the env server gives the in-process `gate.committed.choosers.play` actions, budgets and
 returns on the same seeds).
 """
 

@@ -1,4 +1,5 @@
-"""Annotated clock-evaluation games (`gate.clock_annotate`) as replay files the replay page shows.
+"""Annotated clock-evaluation games (`gate.evaluation.annotate`) as replay files the replay page
+shows.
 
 A file is an ordinary replay (`server.replay`, version 2) of the game as the env server would
 record it, re-simulated here with the server's own step and checked against the match's states;
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gate.clock_annotate import AnnotatedGame, AnnotatedMove, annotate_games, games_folder
+from gate.evaluation.annotate import AnnotatedGame, AnnotatedMove, annotate_games, games_folder
 from server import _messages as messages
 from server._compiled import compiled
 from server._frame_info import HostInfo
@@ -217,7 +218,7 @@ def write_annotated_games(
     command: str | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Path]:
-    """Picks and re-plays the games where the gate spent big (`gate.clock_annotate`), writes
+    """Picks and re-plays the games where the gate spent big (`gate.evaluation.annotate`), writes
     each as an annotated replay under `results/<game>/clock-eval/games/` and a README.md that
     lists them (what each is, why it was picked, the command).
 

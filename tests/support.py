@@ -152,8 +152,9 @@ def tiny_config(game_id: str) -> PlannerConfig:
 def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_config) -> Path:
     """Writes `gate_path(root, game)`: a fresh gate over the planner `write_checkpoints` wrote
     there (tied to that file's sha256, as `train-gate` exports); returns the gate file."""
-    from gate.policy import Gate, file_sha256
-    from gate.train_config import GateConfig
+    from gate.committed.config import GateConfig
+    from gate.committed.policy import Gate
+    from gate.files import file_sha256
     from harness import checkpoint as ckpt
     from harness.checkpoint import gate_path
 
@@ -171,9 +172,9 @@ def write_clock_gate(root: Path, game_id: str = "speed-hex-v0", seed: int = 0, *
     """Writes `gate_path(root, game)`: a fresh clock gate (`ClockGateConfig(**config)`, tiny by
     default) over the planner written there, tied to its sha256 as `train-gate` exports;
     returns the gate file."""
-    from gate.clock_gate import CLOCK_GATE_KIND, ClockGate
-    from gate.clock_train_config import ClockGateConfig
-    from gate.policy import file_sha256
+    from gate.clock.config import ClockGateConfig
+    from gate.clock.gate import CLOCK_GATE_KIND, ClockGate
+    from gate.files import file_sha256
     from harness import checkpoint as ckpt
     from harness.checkpoint import gate_path
 

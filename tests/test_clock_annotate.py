@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gate import clock_eval
-from gate.clock_annotate import CellMismatch, biggest_spend, pick_games, replay_pick
+from gate.evaluation import clock as clock_eval
+from gate.evaluation.annotate import CellMismatch, biggest_spend, pick_games, replay_pick
 from harness.checkpoint import planner_path
 from planner import Planner
 from planner.store import load_planner

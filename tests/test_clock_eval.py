@@ -10,9 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate import clock_eval, clock_report, report
-from gate.clock_heuristics import ClockOptions, affordable, always, greedy, proportional
-from gate.clock_players import (
+from gate.clock.heuristics import ClockOptions, affordable, always, greedy, proportional
+from gate.clock.players import (
     baseline_players,
     chooser_player,
     load_midpeak_table,
@@ -20,6 +19,8 @@ from gate.clock_players import (
     multiplex,
     pool_players,
 )
+from gate.evaluation import clock as clock_eval
+from gate.evaluation import clock_report, report
 from harness.checkpoint import planner_path
 from planner import Planner
 from planner.episodes import seeds_of
@@ -126,7 +127,7 @@ def test_multiplexed_players_equal_separate_matches():
 @pytest.mark.parametrize("t", [0, 1, 2, 3, 5, 7, 40])
 def test_greedy_and_proportional_never_overspend(t):
     opts = ClockOptions(budgets=(2, 4), simulations=(2, 4), max_plies=20)
-    from gate.clock_heuristics import ClockInputs
+    from gate.clock.heuristics import ClockInputs
 
     inputs = ClockInputs(
         my_time=jnp.full((3,), t, jnp.int32),

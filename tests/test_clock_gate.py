@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from games import tree_where as where
-from gate.clock_gate import ClockGate, clock_gate_player, load_clock_gate
-from gate.clock_network import MASKED_LOGIT, ClockGateInputs, unroll
-from gate.clock_train_config import ClockGateConfig
+from gate.clock.config import ClockGateConfig
+from gate.clock.gate import ClockGate, clock_gate_player, load_clock_gate
+from gate.clock.network import MASKED_LOGIT, ClockGateInputs, unroll
+from gate.clock.ppo import ClockChunks, clock_ppo_loss
 from gate.gae import side_gae
-from gate.ppo import Batch, ClockChunks, clock_ppo_loss, ppo_terms
+from gate.ppo import Batch, ppo_terms
 from harness import checkpoint as ckpt
 from harness.checkpoint import planner_path
 from planner import Planner
@@ -228,7 +229,7 @@ def test_a_prior_adds_its_scaled_choice_to_the_logits(gate, planner):
     """With prior proportional the logits are the same network's plus `prior_scale` x the
     one-hot of proportional's choice (so a fresh gate plays it), masked as before; a prior
     that reads the planner or draws at random is refused."""
-    from gate.clock_heuristics import clock_inputs, proportional
+    from gate.clock.heuristics import clock_inputs, proportional
 
     pparams = planner.init_params(jax.random.PRNGKey(0))
     params = gate.init_params(jax.random.PRNGKey(1))
@@ -400,8 +401,8 @@ def _pparams(planner):
 
 def _template(run):
     """The checkpoint template of a run folder, from its own metadata."""
-    from gate.clock_train import ClockGatePPO
-    from gate.clock_train_config import ClockGateTrainConfig
+    from gate.clock.config import ClockGateTrainConfig
+    from gate.clock.train import ClockGatePPO
     from harness.config import from_dict
 
     meta = ckpt.load_metadata(run / "checkpoint.msgpack")
@@ -413,8 +414,8 @@ def _template(run):
 def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, planner):
     """The trainer's evaluation is the one clock-match path (`planner.matches.play_match`): the
     greedy gate against always-k on the tuning openings, colours swapped, at each clock."""
-    from gate.clock_train import ClockGatePPO
-    from gate.clock_train_config import ClockGateTrainConfig
+    from gate.clock.config import ClockGateTrainConfig
+    from gate.clock.train import ClockGatePPO
 
     cfg = ClockGateTrainConfig(
         game_id=GAME, planner=planner_file, num_envs=2, plies=6, chunk=3, minibatches=2,
@@ -429,8 +430,8 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
     assert score == columns["eval_score"] == (columns["eval_t0"] + columns["eval_t8"]) / 2
     # A clock of 0 ticks affords no search: every move of the gate is policy-only (budget 0).
     gate = clock_gate_player(algo.gate, state.params)
-    from gate.clock_heuristics import always as always_k
-    from gate.clock_players import chooser_player
+    from gate.clock.heuristics import always as always_k
+    from gate.clock.players import chooser_player
     from planner.episodes import seeds_of
     from planner.matches import play_match
 
@@ -442,7 +443,7 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
     assert float(played.returns.mean()) == columns["eval_t0"]
     assert all((ks == 0).all() for ks in played.ks)
     # The opponent may be a heuristic by name (an old run's budget, an int, still reads).
-    from gate.clock_heuristics import proportional
+    from gate.clock.heuristics import proportional
 
     named = ClockGatePPO(dataclasses.replace(cfg, eval_clocks="8", eval_opponent="proportional"))
     _, columns = named.evaluate(state, 0)
@@ -461,8 +462,8 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
 ):
     """`--opponents`: in a mixed game one side (drawn per game) is a baseline; its plies play
     the baseline's option, are not the gate's decisions and leave that side's state alone."""
-    from gate.clock_train import SELF_PLAY, ClockGatePPO
-    from gate.clock_train_config import ClockGateTrainConfig
+    from gate.clock.config import ClockGateTrainConfig
+    from gate.clock.train import SELF_PLAY, ClockGatePPO
 
     def config(**kw):
         return ClockGateTrainConfig(

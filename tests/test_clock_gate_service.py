@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from games import Kind
-from gate.clock_gate import ClockGateCarry, clock_gate_player, load_clock_gate
+from gate.clock.gate import ClockGateCarry, clock_gate_player, load_clock_gate
 from harness.checkpoint import gate_path, planner_path
 from planner import Planner
 from planner.matches import (

@@ -1,4 +1,4 @@
-"""The clock baselines (gate/clock_heuristics.py) pick what their rules say, on hand-made inputs."""
+"""The clock baselines (gate/clock/heuristics.py) pick what their rules say, on hand-made inputs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import games
-from gate import clock_heuristics as ch
+from gate.clock import heuristics as ch
 from planner.configs import default_config
 from planner.options import Planner
 from rtplan.gtp import LAG_S, MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance

@@ -1,5 +1,5 @@
-"""Counterfactual budget values (`gate.counterfactual`): every budget from one copy of a state
-with the same keys, the played budget's branch equal to `play`, the same frames scored."""
+"""Counterfactual budget values (`gate.counterfactual.values`): every budget from one copy of a
+state with the same keys, the played budget's branch equal to `play`, the same frames scored."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from gate.counterfactual import (
+from gate.counterfactual.values import (
     BranchValues,
     branch_rows,
     branch_values,
@@ -204,7 +204,7 @@ def test_the_command_writes_chunks_and_resumes(tmp_path, capsys):
 
 
 def test_labels_keep_the_continuation_unless_a_budget_pays():
-    from gate.supervised import label
+    from gate.counterfactual.supervised import label
 
     values = np.zeros((3, 4, 3))
     values[0, :, 2] = [3.0, 3.1, 2.9, 3.0]  # budget index 2 pays clearly
@@ -218,9 +218,9 @@ def test_labels_keep_the_continuation_unless_a_budget_pays():
 def test_the_gate_fits_labels_that_differ_between_states(setup):
     """Supervised targets: the budget that pays differs from state to state; the fitted
     gate's argmax reproduces them, its inputs replayed from (seed, frame) as sampled."""
-    from gate.policy import Gate
-    from gate.supervised import fit, state_inputs
-    from gate.train_config import GateConfig
+    from gate.committed.config import GateConfig
+    from gate.committed.policy import Gate
+    from gate.counterfactual.supervised import fit, state_inputs
 
     planner, params, runner = setup
     gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
@@ -239,9 +239,9 @@ def test_the_gate_fits_labels_that_differ_between_states(setup):
 def test_held_out_picks_never_see_their_own_game_and_are_scored_by_its_values(setup, monkeypatch):
     """Each fold's gate is fitted without the held-out games' states; a rule every state
     shares (index 0 pays +1) is learned from the others and scored with the held-out values."""
-    from gate import supervised
-    from gate.policy import Gate
-    from gate.train_config import GateConfig
+    from gate.committed.config import GateConfig
+    from gate.committed.policy import Gate
+    from gate.counterfactual.values import supervised
 
     planner, params, runner = setup
     gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
@@ -277,7 +277,8 @@ def test_held_out_picks_never_see_their_own_game_and_are_scored_by_its_values(se
 def test_fit_gate_writes_a_gate_that_loads_with_its_labels_provenance(tmp_path):
     import json
 
-    from gate.policy import file_sha256, load_gate
+    from gate.committed.policy import load_gate
+    from gate.files import file_sha256
     from harness import checkpoint as ckpt
     from harness.checkpoint import planner_path
     from planner.store import load_planner

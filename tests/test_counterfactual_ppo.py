@@ -1,4 +1,4 @@
-"""PPO with the counterfactual critic (`gate.counterfactual_ppo`): the surrogate's gradient is
+"""PPO with the counterfactual critic (`gate.counterfactual.ppo`): the surrogate's gradient is
 the exact policy gradient and its clip binds, the gate starts at its prior, and a killed run
 resumes to the gate an unbroken run trains."""
 
@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.counterfactual_ppo import advantages, prior_params, surrogate_loss
-from gate.policy import Gate, load_gate
-from gate.train_config import CounterfactualPPOConfig, GateConfig
+from gate.committed.config import GateConfig
+from gate.committed.policy import Gate, load_gate
+from gate.counterfactual.config import CounterfactualPPOConfig
+from gate.counterfactual.ppo import advantages, prior_params, surrogate_loss
 from harness.checkpoint import planner_path
 from planner import Planner
 from planner.episodes import start

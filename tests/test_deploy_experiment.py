@@ -352,9 +352,9 @@ def test_placement_splits_cores_and_gpus():
 
 
 def test_a_deploy_runs_rows_are_a_latency_source_that_misses_as_the_run_did(monkeypatch, tmp_path):
-    """`gate.latency` reads a deploy run's frame rows: at the run's own FPS the model misses
-    each budget's planned actions as often as the run did."""
-    from gate.latency import load_latency
+    """`gate.committed.latency` reads a deploy run's frame rows: at the run's own FPS the model
+    misses each budget's planned actions as often as the run did."""
+    from gate.committed.latency import load_latency
 
     _fake_sessions(monkeypatch, lambda fps, seed, o: o in (1, 3) and seed % 2 == 0)
     exp = deploy.Experiment(game=GAME, fps=(9,), episodes=4)
@@ -372,7 +372,7 @@ def test_deploy_plays_a_given_gate_over_exactly_that_planner_and_gate(
     import contextlib
     import shutil
 
-    from gate.policy import file_sha256
+    from gate.files import file_sha256
     from rtplan import processes
 
     gate = tmp_path / "tuned.msgpack"

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.evaluate import condition_names, gate_chooser
-from gate.policy import Gate
-from gate.train_config import GateConfig
+from gate.committed.choosers import condition_names, gate_chooser
+from gate.committed.config import GateConfig
+from gate.committed.policy import Gate
 from planner import Planner
 from planner.batching import OptionRunner
 from planner.episodes import always, play, play_policy_only, random_k

@@ -10,14 +10,14 @@ import jax
 import numpy as np
 import pytest
 
-from gate.experiment import (
+from gate.evaluation.committed import (
     _resumable,
     condition_file,
     load_conditions,
     partial_file,
     run_conditions,
 )
-from gate.report import (
+from gate.evaluation.report import (
     HOLDOUT_README_BEGIN,
     HOLDOUT_README_END,
     README_BEGIN,
@@ -57,7 +57,7 @@ def _write(root, split, name, returns, ks=None, seeds=None, budgets=(1, 2)):
 def test_one_rule_names_a_gate_in_every_game():
     """`gate` and `gate-<name>` are gates (committed and clock games alike); ablations,
     baselines and malformed names are not, and `check_gate_name` says the rule."""
-    from gate.evaluate import ABLATIONS, check_gate_name, is_gate
+    from gate.committed.choosers import ABLATIONS, check_gate_name, is_gate
 
     for name in ("gate", "gate-heur", "gate-supervised-stats", "gate-ppo.2", "gate-a_b"):
         assert is_gate(name) and check_gate_name(name) == name
@@ -256,7 +256,8 @@ def test_eval_rejects_bad_input(ckdir, tmp_path, capsys):
     bad.write_bytes(b"not a checkpoint")
     assert main([*base, "--gate", str(bad), "--conditions", "gate", "--out", str(tmp_path)]) == 2
     assert "rtplan eval: error:" in capsys.readouterr().err
-    # A second gate is named gate-<name> (`gate.evaluate.GATE_NAME`), and without the ablations.
+    # A second gate is named gate-<name> (`gate.committed.choosers.GATE_NAME`), and without the
+    # ablations.
     for name in ("gate-no-board", "second", "gate-Big"):
         assert main([*base, "--gate-name", name, "--out", str(tmp_path)]) == 2
         assert f"gate name {name!r}: a gate is named 'gate' or 'gate-<name>'" in (
@@ -272,7 +273,7 @@ def test_one_evaluation_runner_is_held_at_a_time():
     import gc
     import weakref
 
-    from gate.experiment import _RunnerSlot
+    from gate.evaluation.committed import _RunnerSlot
 
     cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
     slot = _RunnerSlot(Planner(cfg), episodes=4)

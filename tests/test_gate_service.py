@@ -21,7 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from games import Kind
-from gate.policy import load_gate
+from gate.committed.policy import load_gate
 from harness.checkpoint import gate_path, planner_path
 from planner import Planner
 from planner.store import save_planner

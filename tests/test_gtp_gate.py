@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from games import UNLIMITED_CLOCK
-from gate.clock_gate import clock_gate_player, load_clock_gate
+from gate.clock.gate import clock_gate_player, load_clock_gate
 from harness.checkpoint import CheckpointError
 from rtplan.gtp import (
     Clock,

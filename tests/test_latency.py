@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from games import Kind
-from gate.latency import (
+from gate.committed.latency import (
     LatencyError,
     deadline_ms,
     decision_misses,
@@ -21,7 +21,8 @@ from gate.latency import (
     load_latency,
     missed,
 )
-from gate.policy import file_sha256, load_gate
+from gate.committed.policy import load_gate
+from gate.files import file_sha256
 from harness import checkpoint as ckpt
 from harness.checkpoint import planner_path
 from planner import Planner, landing_frame
@@ -64,7 +65,7 @@ def test_the_miss_rule_is_the_env_servers_deadline(fps):
         tie = decide_action([Arrival(2, at)], deadline=deadline, legal=legal, fallback=0)
         assert tie.provenance is Provenance.ON_TIME
     # What a miss may play is what a session's fallback may be.
-    from gate.train_config import LATENCY_FALLBACKS
+    from gate.committed.config import LATENCY_FALLBACKS
     from planner.options import FALLBACKS as CORE
 
     assert CORE == FALLBACKS == LATENCY_FALLBACKS
@@ -206,7 +207,7 @@ def root(tmp_path_factory):
     these tests is k2 on two games: one compiled option for most of them), and a calibration
     CSV that makes every option miss (at 10^6 FPS), none (1 FPS), or half of each budget's
     (1000 FPS: each window is its budget's median latency)."""
-    from gate.train import prior_init
+    from gate.committed.train import prior_init
 
     root = tmp_path_factory.mktemp("ck")
     write_planner(root, GAME, budgets=(1, 2), simulations=(2, 4))
@@ -221,7 +222,7 @@ def root(tmp_path_factory):
 
 
 def test_a_missed_landing_frame_plays_the_fallback_and_nothing_else_changes(root):
-    from gate.train import _runner
+    from gate.committed.train import _runner
     from planner.episodes import start
 
     pcfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))

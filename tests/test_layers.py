@@ -75,6 +75,13 @@ def tree_copy(tmp_path_factory) -> Path:
         ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),
         ("planner_service/_loading.py", "from planner_service import engine", {"acyclic"}),
         ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),
+        ("gate/clock/train.py", "from gate.committed import policy", {"gate-kinds"}),
+        (
+            "gate/committed/train.py",
+            "from gate.evaluation import report",
+            {"gate-kinds", "acyclic"},
+        ),
+        ("gate/ppo.py", "from gate.clock import network", {"gate-kinds", "acyclic"}),
         ("rtplan/via_services/clock.py", "from server.replay import ReplayFile", {"over-the-wire"}),
         ("rtplan/deploy/_play.py", "import planner_service", {"over-the-wire"}),
     ],

@@ -117,8 +117,8 @@ def toy() -> Iterator[str]:
 
 def test_the_record_reaches_every_layer(toy):
     from games.render import describe_view, render
-    from gate.train_config import GateTrainConfig
-    from gate.triggers import FEATURES, trigger_features
+    from gate.committed.config import GateTrainConfig
+    from gate.committed.triggers import FEATURES, trigger_features
 
     game = games.make(toy)
     state = game.init(jax.random.PRNGKey(0))

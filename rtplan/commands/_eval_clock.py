@@ -9,7 +9,7 @@ from rtplan.jax_setup import check_map_count
 
 
 def _clock_eval(args: argparse.Namespace) -> int:
-    from gate import clock_eval
+    from gate.evaluation import clock as clock_eval
     from harness.checkpoint import CheckpointError
 
     if args.ablations:
@@ -57,7 +57,7 @@ def _annotate_games(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.game} is not a clock game: annotate-games is for clock games")
     if args.games < 1:
         raise CommandError("--games must be >= 1")
-    from gate.clock_annotate import CellMismatch
+    from gate.evaluation.annotate import CellMismatch
     from harness import checkpoint as ckpt
     from server.annotated import write_annotated_games
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gate.train_config import GateTrainConfig
+from gate.committed.config import GateTrainConfig
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands._eval_clock import _clock_eval
 from rtplan.jax_setup import check_map_count
@@ -46,7 +46,7 @@ def _eval(args: argparse.Namespace) -> int:
         GateTrainConfig(game_id=args.game, **latency)
     except ValueError as e:
         raise CommandError(str(e)) from e
-    from gate.experiment import run_conditions
+    from gate.evaluation.committed import run_conditions
 
     run_conditions(
         args.game,
@@ -79,7 +79,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
     for name in ("states", "chunk", "max_frame"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1")
-    from gate.counterfactual import run_counterfactual
+    from gate.counterfactual.values import run_counterfactual
 
     summary = run_counterfactual(
         args.game,

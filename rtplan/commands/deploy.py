@@ -127,7 +127,7 @@ def _deploy(args: argparse.Namespace) -> int:
     exp = _experiment(args)
     out = Path(args.out) if args.out else results_root() / args.game / "deploy"
     if args.gate is not None and not args.out:
-        from gate.policy import file_sha256
+        from gate.files import file_sha256
 
         out = out / f"gate-{file_sha256(args.gate)[:12]}"
     try:
@@ -148,7 +148,7 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _local(args: argparse.Namespace, exp, out: Path) -> int:
     """Starts the planner service and the env server (`place_services`), then plays."""
-    from gate.policy import check_trained_over, file_sha256
+    from gate.files import check_trained_over, file_sha256
     from harness.checkpoint import load_metadata
     from rtplan import deploy
     from rtplan.processes import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gate.train_config import GateTrainConfig
+from gate.committed.config import GateTrainConfig
 from harness.config import add_flags
 from rtplan.commands._eval_clock import _annotate_games
 from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _eval
@@ -115,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gate",
         default=None,
         help="default: gate.msgpack beside the planner; clock games: a clock gate checkpoint, "
-        "played as 'gate' when gate.clock_gate provides clock_player() (else skipped)",
+        "played as 'gate' when gate.clock.gate provides clock_player() (else skipped)",
     )
     ev.add_argument(
         "--gate-name",
@@ -280,7 +280,7 @@ def _cross_eval(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gate.report import report
+    from gate.evaluation.report import report
 
     out = report(args.results, readme=args.readme, figures=not args.no_figures)
     print(out["table"])

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 # None imports JAX: `--devices` must set XLA's flags before jax loads.
-from gate.clock_train_config import ClockGateTrainConfig
-from gate.train_config import CounterfactualPPOConfig, GateConfig, GateTrainConfig
+from gate.clock.config import ClockGateTrainConfig
+from gate.committed.config import GateConfig, GateTrainConfig
+from gate.counterfactual.config import CounterfactualPPOConfig
 from harness.config import add_flags, flag_fields
 from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
@@ -35,9 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train-gate",
         help="train a game's gate (PPO over the frozen planner's budgeted options)",
         description="Trains the gate that picks the budget k of each option. Flags left out take "
-        "the checkpoint's values with --resume, else gate.train_config.GateTrainConfig's "
+        "the checkpoint's values with --resume, else gate.committed.config.GateTrainConfig's "
         "defaults; on a clock game (speed-hex-v0, speed-go-v0) the recurrent clock gate, "
-        "gate.clock_train_config.ClockGateTrainConfig's (flags of the other kind are refused).",
+        "gate.clock.config.ClockGateTrainConfig's (flags of the other kind are refused).",
     )
     _run_flags(gate, "gate")
     _process_flags(gate)
@@ -85,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Each round plays train games along the gate's sampled budgets to a state "
         "per game, branches every budget there (the same keys, --worlds futures, continued "
         "under --continuation for --horizon frames) and takes a PPO step on the measured "
-        "advantages of every budget (gate.counterfactual_ppo). Writes <out>/learner.msgpack, "
+        "advantages of every budget (gate.counterfactual.ppo). Writes <out>/learner.msgpack, "
         "rounds.jsonl and gate.msgpack (`rtplan eval --gate` plays it) after each round; "
         "--resume continues a killed run.",
     )
@@ -194,10 +195,10 @@ def _train_gate(args: argparse.Namespace) -> int:
                 "--coordinator, --num-processes and --process-id are for the committed "
                 "games' gate"
             )
-        from gate.clock_train import clock_gate_trainer
+        from gate.clock.train import clock_gate_trainer
 
         return _train(args, "gate", ClockGateTrainConfig, clock_gate_trainer, GateTrainConfig)
-    from gate.train import gate_trainer
+    from gate.committed.train import gate_trainer
 
     return _train(args, "gate", GateTrainConfig, gate_trainer, ClockGateTrainConfig)
 
@@ -245,7 +246,7 @@ def _fit_gate(args: argparse.Namespace) -> int:
         raise CommandError("--epochs must be >= 1")
     if args.folds < 0 or args.folds == 1:
         raise CommandError("--folds must be 0 (skip) or at least 2")
-    from gate.supervised import fit_gate
+    from gate.counterfactual.supervised import fit_gate
     from harness.checkpoint import planner_file
 
     planner = str(planner_file(args.game, args.planner))
@@ -287,7 +288,7 @@ def _train_gate_cf(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.game} is a clock game: train-gate-cf is for committed games")
     if args.continuation is None:
         raise CommandError("--continuation is required: the best fixed budget K")
-    from gate.counterfactual_ppo import train_counterfactual_ppo
+    from gate.counterfactual.ppo import train_counterfactual_ppo
     from harness.checkpoint import planner_file
     from harness.config import from_args
 

@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 import games
-from gate.clock_gate import ClockGateCarry, load_clock_gate
-from gate.clock_heuristics import ClockOptions
+from gate.clock.gate import ClockGateCarry, load_clock_gate
+from gate.clock.heuristics import ClockOptions
 from gate.compiled import ClockChoice, CompiledClockGate
 from harness.checkpoint import gate_file
 from planner.options import Planner

@@ -12,7 +12,7 @@ from games.go import MAX_PLIES
 
 # The proportional rule is the clock baselines' (one definition): SAFETY of the share per move,
 # at least MIN_MOVES_LEFT own moves expected.
-from gate.clock_heuristics import MIN_MOVES_LEFT, SAFETY, own_moves_left, proportional_allowance
+from gate.clock.heuristics import MIN_MOVES_LEFT, SAFETY, own_moves_left, proportional_allowance
 
 __all__ = [
     "LAG_S",
@@ -111,7 +111,7 @@ def move_allowance(settings: TimeSettings, clock: Clock, ply: int) -> float:
     In main time: the remaining time over the moves expected to be left (our share of the plies
     pgx allows), but at least a byo-yomi period's share per stone when there is byo-yomi. In
     byo-yomi: the period's remaining time over its remaining stones. Then `SAFETY` of that, less
-    `LAG_S` (`gate.clock_heuristics.proportional_allowance`, the clock baselines' rule).
+    `LAG_S` (`gate.clock.heuristics.proportional_allowance`, the clock baselines' rule).
     """
     if clock.remaining is None:
         return math.inf

@@ -58,7 +58,7 @@ def run(
         RuntimeError: a service failed to start or a session failed.
     """
     import games
-    from gate.evaluate import seeds_of
+    from gate.committed.choosers import seeds_of
     from planner.store import load_planner
 
     if episodes < 1:

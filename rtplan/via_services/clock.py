@@ -122,7 +122,7 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
     """`play_match` of the clock gate (player A) against the reflex from `game.init(PRNGKey(s))`
     (no opening, the game's own clocks): for each seed the game in which A is player 0, as
     the sessions play it, ply by ply (`on_ply`)."""
-    from gate.clock_players import gate_player
+    from gate.clock.players import gate_player
     from planner.matches import constant_player, play_match
     from planner.options import Planner
     from planner.store import load_planner
@@ -174,7 +174,7 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
 def check(game_id: str, planner_file: str, gate_file: str) -> None:
     """The service's checks of the clock gate file (`load_clock_gate`: it loads, over this
     planner)."""
-    from gate.clock_gate import load_clock_gate
+    from gate.clock.gate import load_clock_gate
     from planner.options import Planner
     from planner.store import load_planner
 

@@ -1,5 +1,5 @@
 """Committed games through the services: the gate's episodes frame by frame (actions,
-k-sequence, return) against `gate.evaluate.play` in process."""
+k-sequence, return) against `gate.committed.choosers.play` in process."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def served(frames: list[dict], info: dict, seed: int) -> Served:
 
 
 def compare(episodes, served: list[Served]) -> tuple[list[dict], list[str]]:
-    """Compares in-process episodes (`gate.evaluate.Episodes` with actions) with the sessions.
+    """Compares in-process episodes (`gate.committed.choosers.Episodes` with actions) with the
+    sessions.
 
     Returns:
         one row per seed (returns, frames, identical actions / k-sequence) and the
@@ -129,9 +130,10 @@ COLUMNS = (
 
 
 def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
-    """`gate.evaluate.play` of the deployed gate (argmax), recording every frame's action."""
-    from gate.evaluate import gate_chooser, play
-    from gate.policy import load_gate
+    """`gate.committed.choosers.play` of the deployed gate (argmax), recording every frame's
+    action."""
+    from gate.committed.choosers import gate_chooser, play
+    from gate.committed.policy import load_gate
     from planner.options import Planner
     from planner.store import load_planner
 
@@ -151,7 +153,7 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
 
 def check(game_id: str, planner_file: str, gate_file: str) -> None:
     """The service's checks of the gate file (`load_gate`: it loads, over this planner)."""
-    from gate.policy import load_gate
+    from gate.committed.policy import load_gate
     from planner.options import Planner
     from planner.store import load_planner
 

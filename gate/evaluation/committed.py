@@ -14,10 +14,17 @@ import jax
 import numpy as np
 
 import games
-from gate.evaluate import ABLATIONS, POLICY_ONLY, check_gate_name, condition_names, gate_chooser
-from gate.latency import decision_misses, simulated_deployment
-from gate.policy import file_sha256, load_gate
-from gate.triggers import FEATURES, trigger_features
+from gate.committed.choosers import (
+    ABLATIONS,
+    POLICY_ONLY,
+    check_gate_name,
+    condition_names,
+    gate_chooser,
+)
+from gate.committed.latency import decision_misses, simulated_deployment
+from gate.committed.policy import load_gate
+from gate.committed.triggers import FEATURES, trigger_features
+from gate.files import file_sha256
 from harness import checkpoint as ckpt
 from harness.stats import standard_error
 from planner.episodes import (
@@ -151,12 +158,12 @@ def run_conditions(
     chunk, so a killed long evaluation resumes from its last chunk (a seed plays the same game
     in any batch: `planner.episodes`); the condition's file is written once every seed is done.
 
-    With a `latency` source (`gate.latency.load_latency`) every condition plays a simulated
-    deployment at `latency_fps`: each option misses with its budget's probability, decision
-    t of seed s drawing the same uniform in every condition (`gate.latency.decision_misses`),
-    and a miss plays `latency_fallback` on its landing frame. Its files go to the folder
-    `latency_split(split, latency_fps)` and record the misses; policy-only plans nothing and
-    misses nothing.
+    With a `latency` source (`gate.committed.latency.load_latency`) every condition plays a
+    simulated deployment at `latency_fps`: each option misses with its budget's probability,
+    decision t of seed s drawing the same uniform in every condition
+    (`gate.committed.latency.decision_misses`), and a miss plays `latency_fallback` on its landing
+    frame. Its files go to the folder `latency_split(split, latency_fps)` and record the misses;
+    policy-only plans nothing and misses nothing.
 
     `gate_name` other than "gate" (e.g. `gate-supervised`) plays `gate_file` as a second gate:
     its condition and file take that name, so it sits beside the shipped gate's and pairs with

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import games
-from gate.policy import file_sha256
+from gate.files import file_sha256
 from harness import checkpoint as ckpt
 from harness.stats import standard_error
 from planner.batching import OptionRunner

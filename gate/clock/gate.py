@@ -22,10 +22,10 @@ import jax.numpy as jnp
 from flax import struct
 
 import games
-from gate.clock_heuristics import ClockOptions, affordable, baselines, clock_inputs
-from gate.clock_network import MASKED_LOGIT, NO_OPTION, ClockGateInputs, ClockGateNet, time_features
-from gate.clock_train_config import ClockGateConfig
-from gate.policy import check_gate_file
+from gate.clock.config import ClockGateConfig
+from gate.clock.heuristics import ClockOptions, affordable, baselines, clock_inputs
+from gate.clock.network import MASKED_LOGIT, NO_OPTION, ClockGateInputs, ClockGateNet, time_features
+from gate.files import check_gate_file
 from harness import checkpoint as ckpt
 from planner.configs import config_to_dict
 from planner.matches import ClockPlayer

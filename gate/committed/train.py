@@ -1,9 +1,9 @@
 """The gate's trainer: rollouts of a frozen planner's options on the host, grouped by budget
-(`gate.rollout.GateRollout`), then SMDP-GAE and PPO data parallel over a device mesh.
+(`gate.committed.rollout.GateRollout`), then SMDP-GAE and PPO data parallel over a device mesh.
 
 The mesh, the `shard_map`ped update and the checkpoint state live here; the rollout's
-meta-steps on each device's games live in `gate/rollout.py`, which this class builds and hands
-its devices' shards. It stays one file a little past ~450 lines: the mesh, the `shard_map`ped
+meta-steps on each device's games live in `gate/committed/rollout.py`, which this class builds and
+hands its devices' shards. It stays one file a little past ~450 lines: the mesh, the `shard_map`ped
 update and the checkpoint state hang on one set of jitted pieces built in `GatePPO.__init__`."""
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import games
-from gate.evaluate import TUNING_SEED_BASE, gate_chooser, play, seeds_of
+from gate.committed.choosers import TUNING_SEED_BASE, gate_chooser, play, seeds_of
+from gate.committed.config import GateConfig, GateTrainConfig
+from gate.committed.latency import decision_misses, simulated_deployment
+from gate.committed.policy import Gate, GateMemory, load_gate
+from gate.committed.ppo import make_update
+from gate.committed.rollout import GateRollout, shard_key
+from gate.files import file_sha256
 from gate.gae import smdp_gae
-from gate.latency import decision_misses, simulated_deployment
-from gate.policy import Gate, GateMemory, file_sha256, load_gate
-from gate.ppo import Batch, make_update
-from gate.rollout import GateRollout, shard_key
-from gate.train_config import GateConfig, GateTrainConfig
+from gate.ppo import Batch
 from harness import checkpoint as ckpt
 from harness.run import Run, data_parallel_processes
 from planner.actors import Actors
@@ -71,14 +73,15 @@ class GatePPO:
 
     One iteration:
 
-    1. Rollout (`gate.rollout.GateRollout`), `meta_steps` host steps on `num_envs` auto-reset
+    1. Rollout (`gate.committed.rollout.GateRollout`), `meta_steps` host steps on `num_envs`
+    auto-reset
        games: the gate samples k, the `OptionRunner` runs only the chosen options (grouped by
        k), and the gate's value at the option's end bootstraps a truncation.
     2. SMDP-GAE (`gate.gae.smdp_gae`) with discount gamma^{frames}, then `epochs` x
        `minibatches` Adam steps of the clipped PPO loss.
 
     With a latency source (`cfg.latency`) the rollouts simulate a deployment at
-    `cfg.latency_fps`: each option misses with its budget's probability (`gate.latency`),
+    `cfg.latency_fps`: each option misses with its budget's probability (`gate.committed.latency`),
     drawn from the meta-step's sampling key, and a missed option's landing frame plays the
     fallback. The in-training evaluation plays the same misses on the tuning seeds.
 
@@ -93,8 +96,8 @@ class GatePPO:
     on that device, its k sampled with the meta-step's key folded with i), computes GAE on its
     own steps, shuffles and splits its own samples into `minibatches` (so a minibatch is the D
     devices' slices, and advantages are normalised per slice), and every Adam step applies the
-    gradient averaged over the devices (`pmean` in `gate.ppo.make_update`), so the params stay
-    replicated. One device is the plain algorithm, with the keys it always had.
+    gradient averaged over the devices (`pmean` in `gate.committed.ppo.make_update`), so the params
+    stay replicated. One device is the plain algorithm, with the keys it always had.
 
     Several processes (`jax.distributed`, e.g. one per GPU host): the mesh spans every
     process's devices and each process plays the games of its own; the logged metrics are

@@ -1,4 +1,4 @@
-"""The clock games' tables and figures from `rtplan eval`'s cell files (`gate.clock_eval`)."""
+"""The clock games' tables and figures from `rtplan eval`'s cell files (`gate.evaluation.clock`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.clock_players import heuristic_names
-from gate.evaluate import is_gate
+from gate.clock.players import heuristic_names
+from gate.committed.choosers import is_gate
 from harness.stats import paired, standard_error
 from planner.matches import unique_games
 

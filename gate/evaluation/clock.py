@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 import games
-from gate.clock_heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
-from gate.clock_players import (
+from gate.clock.heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
+from gate.clock.players import (
     ClockPlayer,
     baseline_players,
     gate_player,
@@ -24,9 +24,9 @@ from gate.clock_players import (
     pool_players,
     write_midpeak_table,
 )
-from gate.clock_report import CLOCK_EVAL, option_text, write_summary
-from gate.evaluate import check_gate_name
-from gate.policy import file_sha256
+from gate.committed.choosers import check_gate_name
+from gate.evaluation.clock_report import CLOCK_EVAL, option_text, write_summary
+from gate.files import file_sha256
 from harness import checkpoint as ckpt
 from harness.layout import results_root
 from planner.episodes import Episodes, seeds_of
@@ -154,7 +154,7 @@ def run_clock_eval(
 ) -> list[Path]:
     """Plays every evaluated player against every opponent of the pool at every T0 and writes
     one file per cell (`cell_file`); a cell already written for the same seeds and planner is
-    kept (resumable) unless `force`. Then writes the summary (`gate.clock_report`).
+    kept (resumable) unless `force`. Then writes the summary (`gate.evaluation.clock_report`).
 
     Args:
         game_id: a clock game.

@@ -1,8 +1,8 @@
 """The gate's rollouts for PPO on a committed game: the games of this process's devices played
 `meta_steps` options at a time, only the chosen option computed per game (grouped by budget).
 
-The rollout half of `gate.train.GatePPO`, which owns the mesh, the update and the checkpoint
-state and hands this class its devices' shards."""
+The rollout half of `gate.committed.train.GatePPO`, which owns the mesh, the update and the
+checkpoint state and hands this class its devices' shards."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gate.latency import draw_misses
-from gate.policy import Gate, GateMemory
-from gate.train_config import GateTrainConfig
+from gate.committed.config import GateTrainConfig
+from gate.committed.latency import draw_misses
+from gate.committed.policy import Gate, GateMemory
 from planner import actors as ac
 from planner.actors import Actors
 from planner.batching import OptionRunner
@@ -42,7 +42,7 @@ class GateRollout:
     samples k; the `OptionRunner` runs option k for each game, grouped by k, so only the chosen
     options are computed (never all four); one jitted call takes the gate's value at the state
     the option ended in (the truncation bootstrap) and resets finished games. With miss
-    probabilities (a simulated deployment, `gate.latency`) each option misses with its
+    probabilities (a simulated deployment, `gate.committed.latency`) each option misses with its
     budget's probability, drawn from the meta-step's sampling key, and a missed option's
     landing frame plays the fallback.
 

@@ -22,12 +22,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from gate.clock_eval import cell_file
-from gate.clock_gate import clock_gate_player, load_clock_gate
-from gate.clock_heuristics import ClockOptions
-from gate.clock_players import pool_players
-from gate.clock_report import CLOCK_EVAL, clock_curve, option_text
-from gate.policy import file_sha256
+from gate.clock.gate import clock_gate_player, load_clock_gate
+from gate.clock.heuristics import ClockOptions
+from gate.clock.players import pool_players
+from gate.evaluation.clock import cell_file
+from gate.evaluation.clock_report import CLOCK_EVAL, clock_curve, option_text
+from gate.files import file_sha256
 from planner.matches import EVAL_OPENING_PLIES, MatchPly, match_opening, play_match
 from planner.options import Planner
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import games
-from gate.policy import Gate, GateMemory
+from gate.committed.policy import Gate, GateMemory
 from planner.episodes import (
     EVAL_SEED_BASE,
     SPLITS,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.evaluate import ABLATIONS, POLICY_ONLY, condition_names, is_gate
-from gate.experiment import load_conditions
-from gate.triggers import FEATURES, PIECE_NAMES
+from gate.committed.choosers import ABLATIONS, POLICY_ONLY, condition_names, is_gate
+from gate.committed.triggers import FEATURES, PIECE_NAMES
+from gate.evaluation.committed import load_conditions
 from harness.stats import paired, standard_error
 
 __all__ = [
@@ -311,7 +311,7 @@ def report(
     """Summarises every game under `results/`: `summary.csv`, `summary.json`, per-game
     figures, and the README's results tables (between their markers): the committed games'
     and the clock games'."""
-    from gate.clock_report import clock_figures, clock_readme_table, write_summary
+    from gate.evaluation.clock_report import clock_figures, clock_readme_table, write_summary
 
     root = Path(results)
     rows, files, clock_files, clock_players = [], [], [], {}

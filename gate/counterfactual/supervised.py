@@ -1,8 +1,8 @@
 """The committed gate fitted to counterfactual labels (issue 27, part 1a): supervised, no PPO.
 
 `rtplan counterfactual` measures, per decision state, every budget's return against the fixed
-continuation budget K (`gate.counterfactual`). A state's label is the budget with the best mean
-where it beats K by more than `z` paired SEs over the worlds, else K itself (a tie keeps the
+continuation budget K (`gate.counterfactual.values`). A state's label is the budget with the best
+mean where it beats K by more than `z` paired SEs over the worlds, else K itself (a tie keeps the
 default budget: the gate only moves off K where the evidence says it pays). The gate network is
 then fitted by cross-entropy to those labels, its inputs recomputed from the states (each state
 is replayed from its seed to its frame along always-K play, exactly as it was sampled).
@@ -21,9 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gate.counterfactual import capped, paying
-from gate.policy import Gate, GateInputs, file_sha256
-from gate.train_config import GateConfig
+from gate.committed.config import GateConfig
+from gate.committed.policy import Gate, GateInputs
+from gate.counterfactual.values import capped, paying
+from gate.files import file_sha256
 from harness import checkpoint as ckpt
 from planner.batching import OptionRunner
 from planner.episodes import play_from, start
@@ -80,8 +81,8 @@ def state_inputs(
     gate: Gate, runner: OptionRunner, params, seeds: np.ndarray, frames: np.ndarray, k: int
 ) -> GateInputs:
     """The gate's inputs `[S]` at the labelled states: game `seeds[i]` replayed along
-    always-`k` play (cut to end at `frames[i]`, as `gate.counterfactual.decision_states` played
-    it) to its frame."""
+    always-`k` play (cut to end at `frames[i]`, as `gate.counterfactual.values.decision_states`
+    played it) to its frame."""
     states, keys = start(runner.planner.game, seeds)
     until = np.asarray(frames)
     _, states, _ = play_from(

@@ -12,7 +12,7 @@ TRAIN_CLOCKS = (100, 300, 600, 900, 1200, 1800, 2300, 2900, 3500, 4100, 4800, 57
 
 @dataclasses.dataclass(frozen=True)
 class ClockGateConfig:
-    """Shape of the recurrent clock gate (`gate.clock_network.ClockGateNet`)."""
+    """Shape of the recurrent clock gate (`gate.clock.network.ClockGateNet`)."""
 
     #: Width of the board encoder (one Dense over the flattened planes: small convs are slow on
     #: XLA:CPU) and of the planner-feature encoder.
@@ -24,7 +24,7 @@ class ClockGateConfig:
     #: Hidden units of the policy/value head after the GRU.
     head_hidden: int = 128
     #: A baseline whose choice is added to the logits as `prior_scale` x its one-hot
-    #: ("proportional", or any name of `gate.clock_heuristics.baselines` that reads only the
+    #: ("proportional", or any name of `gate.clock.heuristics.baselines` that reads only the
     #: clocks); "none": no prior. A fresh gate then plays mostly the baseline's choice and
     #: learns where to deviate from it.
     prior: str = "none"
@@ -55,7 +55,7 @@ class ClockGateTrainConfig:
     max_grad_norm: float = knob(1.0, "Global gradient-norm clip.")
     opponents: str = knob(
         "",
-        "Comma-separated baselines mixed into self-play (names of gate.clock_heuristics."
+        "Comma-separated baselines mixed into self-play (names of gate.clock.heuristics."
         "baselines, e.g. the pool: policy-only,k2,k8,k32,k128,random); empty: pure self-play.",
     )
     opponent_share: float = knob(

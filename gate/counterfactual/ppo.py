@@ -1,10 +1,10 @@
 """The committed gate trained by PPO with the simulator as its critic (issue 27, part 1b).
 
-PPO as shipped (`gate.train`) learns a value baseline and estimates each decision's advantage
-from the one budget it sampled, through GAE over a noisy episode. Here the critic is measured
-instead: each round plays train-range games along the gate's own sampled budgets to a frame
+PPO as shipped (`gate.committed.train`) learns a value baseline and estimates each decision's
+advantage from the one budget it sampled, through GAE over a noisy episode. Here the critic is
+measured instead: each round plays train-range games along the gate's own sampled budgets to a frame
 drawn per game (on-policy states, unlike the supervised labels' states along always-K play),
-branches every budget from each state reached (`gate.counterfactual.branch_values`: the same
+branches every budget from each state reached (`gate.counterfactual.values.branch_values`: the same
 option keys, `worlds` re-drawn futures, each branch continued under the best fixed budget K for
 `horizon` frames) and so has `Q(s, k)` for every k. A budget's advantage is its `Q` minus the
 policy's expectation of `Q` at that state: no learned value, no GAE, and every budget's
@@ -37,9 +37,11 @@ import numpy as np
 import optax
 from flax import traverse_util
 
-from gate.counterfactual import branch_values, decision_states
-from gate.policy import Gate, GateInputs, file_sha256
-from gate.train_config import CounterfactualPPOConfig, GateConfig
+from gate.committed.config import GateConfig
+from gate.committed.policy import Gate, GateInputs
+from gate.counterfactual.config import CounterfactualPPOConfig
+from gate.counterfactual.values import branch_values, decision_states
+from gate.files import file_sha256
 from harness import checkpoint as ckpt
 from planner.batching import OptionRunner
 from planner.episodes import TUNING_SEED_BASE, Chooser

@@ -6,7 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from gate.train_config import GateConfig
+from gate.committed.config import GateConfig
 from planner.network import h_transform
 
 
@@ -30,9 +30,10 @@ class GateNet(nn.Module):
     Inputs (batch B): `obs` `[B, H, W, C]` the planner's input planes, `time` `[B, 2]` =
     [t/T, 1 - t/T], `features` `[B, F]` the frozen planner's pooled trunk features at s_t and
     `value` `[B]` its value there (return units), and with `config.stats` `stats` `[B, 2]` its
-    policy's uncertainty there (`gate.policy.planner_stats`), and with `config.memory`
-    `memory` `[B, K + 2]` what it remembers of its episode (`gate.policy.memory_features`). The
-    planner inputs pass `stop_gradient`, so no gradient of any gate loss reaches the planner.
+    policy's uncertainty there (`gate.committed.policy.planner_stats`), and with `config.memory`
+    `memory` `[B, K + 2]` what it remembers of its episode
+    (`gate.committed.policy.memory_features`). The planner inputs pass `stop_gradient`, so no
+    gradient of any gate loss reaches the planner.
 
     Returns:
         (`[B, K]` logits over the budgets, `[B]` value baseline in units of `value_scale`).
@@ -85,7 +86,7 @@ class GateNet(nn.Module):
 
 
 def apply_gate(net: GateNet, params, x) -> tuple[jax.Array, jax.Array]:
-    """`net` on a `gate.policy.GateInputs` `x` (every input it carries, the optional ones
+    """`net` on a `gate.committed.policy.GateInputs` `x` (every input it carries, the optional ones
     included): (`[B, K]` logits, `[B]` baseline). The one place the inputs meet the network,
     so a new input reaches acting, evaluation and the PPO loss alike."""
     return net.apply(

@@ -19,19 +19,19 @@ import optax
 from flax import struct
 
 import games
-from gate.clock_gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from gate.clock_heuristics import baselines, clock_inputs
-from gate.clock_network import NO_OPTION
-from gate.clock_players import chooser_player
-from gate.clock_train_config import (
+from gate.clock.config import (
     TRAIN_CLOCKS,
     ClockGateConfig,
     ClockGateTrainConfig,
     eval_opponent_name,
 )
+from gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
+from gate.clock.heuristics import baselines, clock_inputs
+from gate.clock.network import NO_OPTION
+from gate.clock.players import chooser_player
+from gate.clock.ppo import ClockChunks, make_clock_update
+from gate.files import file_sha256
 from gate.gae import side_gae
-from gate.policy import file_sha256
-from gate.ppo import ClockChunks, make_clock_update
 from harness import checkpoint as ckpt
 from harness.run import Run
 from planner.batching import SKIP, OptionRunner
@@ -94,7 +94,7 @@ class ClockGatePPO:
        computed; policy-only is the masked argmax of the planner's logits, free); one jitted
        call applies the moves and starts new games where one ended (zeroed GRU states).
        With `opponents`, a share of the games (drawn per episode) has one side, at random,
-       played by a baseline of `gate.clock_heuristics.baselines`: its plies are not the gate's
+       played by a baseline of `gate.clock.heuristics.baselines`: its plies are not the gate's
        decisions (out of the loss and of the GAE's chains, `decides` False) and do not step
        the gate's state of that side.
        The MCTS move is the planner's own option move (`Planner.option`: mctx's Gumbel action
@@ -102,7 +102,7 @@ class ClockGatePPO:
        evaluation and the services play it.
     2. Per-side GAE (`gate.gae.side_gae`, gamma per own move), then `epochs` x `minibatches`
        Adam steps of the clipped loss over chunks of `chunk` plies replayed from their stored
-       GRU states (`gate.ppo.clock_ppo_loss`).
+       GRU states (`gate.clock.ppo.clock_ppo_loss`).
     """
 
     kind = CLOCK_GATE_KIND

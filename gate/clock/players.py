@@ -7,8 +7,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gate.clock_gate import clock_player
-from gate.clock_heuristics import (
+from gate.clock.gate import clock_player
+from gate.clock.heuristics import (
     ClockChooser,
     ClockOptions,
     always,
@@ -118,7 +118,7 @@ def write_midpeak_table(
 
 
 def gate_player(path: str | os.PathLike, planner: Planner, planner_params) -> ClockPlayer:
-    """The recurrent clock gate at `path` as a player named "gate" (`gate.clock_gate.clock_player`).
+    """The recurrent clock gate at `path` as a player named "gate" (`gate.clock.gate.clock_player`).
 
     Raises:
         harness.checkpoint.CheckpointError: not a clock gate of this game and planner.

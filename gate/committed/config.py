@@ -8,7 +8,7 @@ from harness.config import knob
 
 #: `reward_mode` values: the option reward R_t of the SMDP.
 REWARD_MODES = ("discounted", "raw")
-#: Gate network kinds (`gate.network.GateConfig.kind`).
+#: Gate network kinds (`gate.committed.network.GateConfig.kind`).
 GATE_KINDS = ("mlp", "paper")
 #: The options' model of later budgets (`GateConfig.tree`).
 GATE_TREES = ("always-k", "gate")
@@ -40,9 +40,9 @@ class GateConfig:
     tree: str = "always-k"
     #: Also see the frozen planner's uncertainty at the state, as engines' time managers do:
     #: its policy entropy over the legal actions (over log of their number) and the gap
-    #: between its top two legal logits (`gate.policy.planner_stats`).
+    #: between its top two legal logits (`gate.committed.policy.planner_stats`).
     stats: bool = False
-    #: Also see what it remembers of its episode (`gate.policy.GateMemory`): the budget it
+    #: Also see what it remembers of its episode (`gate.committed.policy.GateMemory`): the budget it
     #: chose last, the planner value's change since then and the frames since it last
     #: switched budget. Every caller of `Gate.decide` then carries its memory.
     memory: bool = False
@@ -124,7 +124,7 @@ class GateTrainConfig:
         "Simulate deployment: per-budget latency from deploy frame rows (fps_F.jsonl, several "
         "joined by commas) or an rtplan calibrate CSV (with latency_overhead_ms); each option "
         "then misses with its budget's probability at latency_fps and its landing frame plays "
-        "the fallback (gate.latency). Empty: the simulated clock, no misses.",
+        "the fallback (gate.committed.latency). Empty: the simulated clock, no misses.",
     )
     latency_fps: float = knob(0.0, "The frame rate the misses are simulated at (with latency).")
     latency_overhead_ms: float | None = knob(
@@ -222,36 +222,3 @@ class GateTrainConfig:
             stats=self.gate_stats,
             memory=self.gate_memory,
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class CounterfactualPPOConfig:
-    """One run's settings (recorded in its checkpoints; a resume must not change them)."""
-
-    continuation: int = knob(help="K: the best fixed budget, every branch's continuation")
-    rounds: int = knob(12, "rounds of play, branching and update")
-    states: int = knob(32, "games per round (one state each; games ended before it drop)")
-    worlds: int = knob(4, "re-drawn futures per state")
-    horizon: int = knob(32, "frames each branch is scored on")
-    max_frame: int = knob(500, "each game's state is drawn from frames [0, max_frame)")
-    epochs: int = knob(8, "passes over a round's states")
-    minibatch: int = knob(16, "states per Adam step")
-    lr: float = knob(3e-4, "Adam learning rate")
-    clip: float = knob(0.2, "PPO ratio clip")
-    entropy: float = knob(0.01, "entropy bonus")
-    prior: float = knob(0.9, "the initial gate's probability of K at every state")
-    minutes: float = knob(0.0, "stop after the round that passes this many minutes (0: none)")
-    seed: int = knob(0, "round r plays train seeds seed + r * states, ...; the gate's init")
-
-    def __post_init__(self) -> None:
-        for name in ("rounds", "states", "epochs", "minibatch", "horizon", "max_frame"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
-        if self.worlds < 1:
-            raise ValueError(f"worlds must be >= 1 (re-drawn futures), not {self.worlds}")
-        if not 0.0 < self.prior < 1.0:
-            raise ValueError(f"prior must be in (0, 1), not {self.prior}")
-        if self.clip <= 0 or self.lr <= 0 or self.entropy < 0 or self.minutes < 0:
-            raise ValueError("clip and lr must be > 0, entropy and minutes >= 0")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, not {self.seed}")

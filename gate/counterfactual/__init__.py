@@ -1,0 +1,1 @@
+"""Counterfactual budget values, and the gates trained from them."""
