@@ -252,8 +252,10 @@ def tree_where(mask: jax.Array, a, b):
     when `mask` is `[B]` and the leaves `[B, ...]`, a whole-tree select when `mask` is a
     scalar (as inside `vmap`). The one tree select of games, planner and gate."""
 
-    def pick(x, y):
-        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
+    mask = jnp.asarray(mask)
+
+    def pick(x, y):  # leaves may be Python scalars (a wrapped library's state, unjitted)
+        return jnp.where(mask.reshape(mask.shape + (1,) * (jnp.ndim(x) - mask.ndim)), x, y)
 
     return jax.tree.map(pick, a, b)
 

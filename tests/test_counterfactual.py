@@ -241,7 +241,7 @@ def test_held_out_picks_never_see_their_own_game_and_are_scored_by_its_values(se
     shares (index 0 pays +1) is learned from the others and scored with the held-out values."""
     from gate.committed.config import GateConfig
     from gate.committed.policy import Gate
-    from gate.counterfactual.values import supervised
+    from gate.counterfactual import supervised
 
     planner, params, runner = setup
     gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
