@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.stamp-run
 STAMP_DEV := $(VENV)/.stamp-dev
-# Debian packages the tests need: chromium for the browser tests (tests/test_web.py).
+# Debian packages the tests need: chromium for the browser tests (tests/web/test_web.py).
 APT_TEST_PACKAGES := chromium
 
 .PHONY: demo test test-slow lint bench clean

@@ -6,10 +6,10 @@ where `harness.assets.shipped_dir` finds them once installed.
 
 Why a `build_py` step rather than mapping the folders in as packages (`package-dir`): the
 folders stay where they are with no `__init__.py`, no fake `harness._assets.*` packages join
-the package list (tests/test_layers.py) or the editable install's import finder, and "only the
-top-level files of each checkpoints/<game>/" is one plain filter (`shipped_files`) instead of
-globs, since the training runs, calibration data and CSV logs beside them never ship. It runs
-in `pip wheel .` (with or without build isolation) and in a wheel built from the sdist
+the package list (tests/packaging/test_layers.py) or the editable install's import finder, and
+"only the top-level files of each checkpoints/<game>/" is one plain filter (`shipped_files`)
+instead of globs, since the training runs, calibration data and CSV logs beside them never ship. It
+runs in `pip wheel .` (with or without build isolation) and in a wheel built from the sdist
 (MANIFEST.in carries the same files); the editable install (`pip install -e .`) copies nothing,
 since there the checkout's own folders are found first.
 """

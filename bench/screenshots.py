@@ -12,7 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-#: Headless Chromium's flags on these machines (docs: ../shared cpu-notes; tests/test_web.py).
+#: Headless Chromium's flags on these machines (docs: ../shared cpu-notes; tests/web/test_web.py).
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
 
 

@@ -31,7 +31,7 @@ _COL_BITS = np.left_shift(1, np.arange(NUM_COLS) + _OFF).astype(np.int32)  # [C]
 
 # Jumanji's piece table, index order 0=I, 1=S, 2=Z, 3=O, 4=T, 5=L, 6=J; each mask is packed
 # into the top-left of its 4x4 box. Rotation r + 1 is rotation r turned clockwise (checked for
-# every piece in tests/test_tetris_rules.py), as in the reference, so "rotate_cw" adds 1.
+# every piece in tests/games/test_tetris_rules.py), as in the reference, so "rotate_cw" adds 1.
 _MASKS = np.asarray(TETROMINOES_LIST, dtype=bool)  # [7, 4, 4, 4] piece, rotation, row, col
 # Bit row i of a mask has bit j set for cell (i, j); shifting it left by x + _OFF places it.
 _PIECE_ROWS = (_MASKS * (1 << np.arange(4))).sum(-1).astype(np.int32)  # [7, 4, 4]

@@ -2,7 +2,7 @@
 
 Usage: python proto/generate.py [--out DIR]   (DIR defaults to the repository root)
 
-The stubs are checked in; tests/test_proto.py regenerates them into a temporary folder and
+The stubs are checked in; tests/rtplan/test_proto.py regenerates them into a temporary folder and
 fails when they differ, so edit the .proto files, run this, and commit both.
 """
 

@@ -5,7 +5,7 @@ gRPC Env API (`rtplan.client`): every `reset` joins a new simulated-clock sessio
 wait for the agent's action, and every `step` answers the current frame. The session's first
 state is the server's `game.init(PRNGKey(seed))`, and the server steps the game it runs (with
 its checkpoint's game settings), so a seeded episode is the in-process one frame for frame:
-tests/test_gym_env.py replays fixed action sequences through the services and in process and
+tests/rtplan/test_gym_env.py replays fixed action sequences through the services and in process and
 compares every observation, reward, end flag and legal mask.
 
 Why no gate training run is compared with the in-process trainer: `gate.committed.train.GatePPO`
@@ -19,9 +19,9 @@ learner during the episode. And a session starts from `PRNGKey(seed)` (the key [
 split off its run key, whose first word is almost never 0. Training through the services would need
 a second trainer (searches in process, frames over the network, resets as new sessions), and
 comparing it with the first tests that trainer, not this environment. What is shown equal
-instead: the frames (tests/test_gym_env.py: observations, rewards, end flags and legal masks
+instead: the frames (tests/rtplan/test_gym_env.py: observations, rewards, end flags and legal masks
 of fixed action sequences, remote against in process, all three committed games), and the
-gate's options as deployed (tests/test_eval_via_services.py: the gate through the planner
+gate's options as deployed (tests/rtplan/test_eval_via_services.py: the gate through the planner
 service and the env server gives the in-process `gate.committed.choosers.play` actions, budgets and
 returns on the same seeds).
 """

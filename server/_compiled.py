@@ -70,7 +70,7 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
 
     def frames(params, states, actions, live):
         # The batch-1 frame, vmapped: each row computes what `frame` computes for it alone
-        # (tests/test_server_batch.py checks the frames match exactly). Rows not `live` are
+        # (tests/server/test_server_batch.py checks the frames match exactly). Rows not `live` are
         # padding: they keep their state.
         zero = jnp.int32(0)
         step = jax.vmap(frame, in_axes=(None, 0, 0, None, None))

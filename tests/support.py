@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import json
+import os
 import queue
+import re
+import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import jax
+import yaml
 
 from harness.checkpoint import planner_path
+from harness.config import settings_overrides
 from planner import Planner, PlannerConfig, default_config
 from planner.network import NetworkConfig
 from planner.store import load_planner, save_planner
@@ -34,6 +44,9 @@ _SUPERKO_GAME = (
 )
 SUPERKO_MOVES = tuple(_SUPERKO_GAME.split())
 SUPERKO_REPEAT = "b3"
+
+#: The checkout (the tests run from it).
+ROOT = Path(__file__).resolve().parents[1]
 
 
 #: A tiny GTP engine (a script for `python -c` or a file) for bench.match's referee: it plays
@@ -333,3 +346,112 @@ def gated_replay(folder: Path, name: str = "gated.jsonl") -> Path:
     path = folder / name
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     return path
+
+
+# ---- docker-compose.yml (tests/packaging: the compose file and the Kubernetes manifests) ----
+
+
+def compose_file() -> dict:
+    """docker-compose.yml, parsed."""
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def compose_profile(name: str) -> tuple[dict, dict]:
+    """The (planner, env server) services of a profile: exactly one of each."""
+    services = [s for s in compose_file()["services"].values() if name in s.get("profiles", ())]
+    kinds = {s["command"][1]: s for s in services}
+    assert len(services) == 2 and set(kinds) == {"planner-service", "env-server"}, name
+    return kinds["planner-service"], kinds["env-server"]
+
+
+def service_settings(cls, parser, service: dict, monkeypatch):
+    """The settings a service's container builds: its environment, then its command's flags."""
+    for key, value in service.get("environment", {}).items():
+        monkeypatch.setenv(key, str(value))
+    assert service["command"][0] == "rtplan"
+    args = parser().parse_args(service["command"][2:])
+    return cls(**settings_overrides(cls, args))
+
+
+def gpu_ids(service: dict) -> list[str]:
+    """The GPU ids a compose service reserves."""
+    devices = service.get("deploy", {}).get("resources", {}).get("reservations", {})
+    return [
+        i
+        for d in devices.get("devices", ())
+        if "gpu" in d.get("capabilities", ())
+        for i in d["device_ids"]
+    ]
+
+
+def compose_seconds(duration: str) -> float:
+    """A compose duration ("1h30m", "10s") in seconds."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(float(n) * unit[u] for n, u in parts)
+
+
+# ---- the env server as a subprocess (tests/web) ----
+
+#: A tick this late counts as late here: on a 2-core box running training beside the (niced)
+#: tests, ticks lag up to ~0.5 s with no page at all (the stall tests use 1.5 s too).
+LATE_TICK_MS = 1500
+
+
+@contextlib.contextmanager
+def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
+    """`python -m server` on free ports over the checkpoints in `root`, with `game_ids` compiled
+    (one short session per game, all at once: the compiles overlap); yields its base URL."""
+    cmd = [sys.executable, "-m", "server", "--http-port", "0", "--grpc-port", "0"]
+    cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp / "replays")]
+    cmd += ["--log-level", "warning", *flags]
+    env = {
+        **os.environ,
+        "RTPLAN_SERVER_RESULTS_DIR": str(tmp / "results"),
+        "RTPLAN_SERVER_LATE_TICK_MS": str(LATE_TICK_MS),
+    }
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert "rtplan env server" in line, line
+        base = f"http://127.0.0.1:{int(line.split('http on 127.0.0.1:')[1].split()[0])}"
+        with concurrent.futures.ThreadPoolExecutor(len(game_ids)) as pool:
+            warm = [
+                pool.submit(post_session, base, game=g, agent="reflex", fps=50.0, max_frames=1)
+                for g in game_ids
+            ]
+            for future in warm:
+                future.result()
+        yield base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+
+# ---- the browser (tests/web and the toy game's page) ----
+
+CHROMIUM = os.environ.get("RTPLAN_CHROMIUM", "/usr/bin/chromium")
+#: A channel may differ this much from the palette colour (anti-aliasing, blending).
+TOLERANCE = 24
+
+
+def hex_rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+PROBE = """(probes) => {
+    const v = window.rtplanViewer, canvas = document.getElementById('board');
+    const ctx = canvas.getContext('2d'), dpr = canvas.width / v.layout.width;
+    const half = Math.max(1, Math.floor(0.2 * v.layout.cell * dpr));
+    return probes.map(([r, c, rgb, tol]) => {
+        const [x, y] = v.center(r, c);
+        const d = ctx.getImageData(Math.round(x * dpr) - half, Math.round(y * dpr) - half,
+                                   2 * half + 1, 2 * half + 1).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4)
+            if (Math.abs(d[i] - rgb[0]) <= tol && Math.abs(d[i + 1] - rgb[1]) <= tol &&
+                Math.abs(d[i + 2] - rgb[2]) <= tol) n++;
+        return n / (d.length / 4);
+    });
+}"""

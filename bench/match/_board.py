@@ -86,8 +86,8 @@ def hex_to_spiel(action: int) -> int:
     Both number cells row * 11 + col, name them "a1" (row 0, col 0) to "k11", give (r, c) the
     same six neighbours ((r, c+-1), (r+-1, c), (r-1, c+1), (r+1, c-1)), and have the first
     player (black, "x") join row 0 to row 10: the translation is the identity on cells
-    (tests/test_match.py plays random games in both and compares boards and winners). Swap
-    (121) has no counterpart.
+    (tests/bench/test_bench_match.py plays random games in both and compares boards and winners).
+    Swap (121) has no counterpart.
     """
     if not 0 <= action < HEX_CELLS:
         raise ValueError(f"Speed Hex action {action} is not a cell (swap is never played here)")

@@ -157,7 +157,7 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
                     # The two rule sets disagree on a move's legality. Against open_spiel go: a
                     # move repeating an earlier position, which `rtplan gtp` refuses (pgx: a loss
                     # for the mover) and open_spiel scores a draw (the one difference:
-                    # tests/test_match.py). Void: counts for neither side.
+                    # tests/bench/test_bench_match.py). Void: counts for neither side.
                     voided += 1
                     print(
                         f"game {i + 1}/{args.games}: void, {record.end}; moves "

@@ -1,0 +1,329 @@
+"""docker-compose.yml and the Dockerfile: two profiles (gpu, cpu) of the env server and the planner
+service, ready only when healthy, in an image that runs as a non-root user.
+
+No Docker engine runs here (nor in CI), so the compose file is checked by what it means: each
+profile's commands parse with the real command-line parsers into valid settings, the env server
+reaches the planner by its network alias and port, the health checks run `rtplan health` against
+the ports the services bind, only the gpu profile reserves GPUs, and the images install an extra
+that exists. Where `docker-compose` (or `docker compose`) is installed, it validates the file
+against its schema too, offline. Last, the cpu profile's command lines and health checks run as
+plain processes: the planner fails its check while compiling and passes once SERVING, then the
+env server starts, passes its own and reaches the planner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner_service.__main__ import build_parser as planner_parser
+from planner_service.settings import PlannerServiceSettings
+from rtplan.cli import build_parser as rtplan_parser
+from rtplan.commands.health import TIMEOUT_S
+from rtplan.processes import Child, stop_all
+from rtplan.processes._services import _ENV_BOUND, _PLANNER_BOUND
+from server.__main__ import _parser as server_parser
+from server.settings import Settings
+from support import compose_file, compose_profile, compose_seconds, gpu_ids, service_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ("gpu", "cpu")
+
+
+def _name(service: dict) -> str:
+    (name,) = [n for n, s in compose_file()["services"].items() if s == service]
+    return name
+
+
+def test_the_profiles_share_one_definition_of_commands_checks_ports_and_volumes():
+    """Both profiles are the shared x-planner / x-env-server definitions (YAML anchors): what a
+    profile sets beyond them is only its image, device, GPU reservation and dependency."""
+    compose = compose_file()
+    assert set(compose["services"]) == {
+        "planner-gpu",
+        "env-server-gpu",
+        "planner-cpu",
+        "env-server-cpu",
+        "deploy-gpu",
+        "deploy-cpu",
+    }
+    shared = {"planner-service": compose["x-planner"], "env-server": compose["x-env-server"]}
+    own = {"build", "image", "profiles", "environment", "deploy", "depends_on"}
+    for profile in PROFILES:
+        for service in compose_profile(profile):
+            base = shared[service["command"][1]]
+            for key, value in base.items():
+                if key != "environment":
+                    assert service[key] == value, (profile, key)
+            assert set(service) - set(base) <= own, (profile, set(service) - set(base))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_deploy_profile_runs_rtplan_deploy_against_its_kinds_services(profile, monkeypatch):
+    """`<kind>-deploy` adds one service: `rtplan deploy --remote` against that kind's env server
+    and planner (by their network aliases and ports), started once the env server is healthy,
+    writing into the results volume; its command parses with the real parser. (The remote
+    experiment itself is played against real services in tests/rtplan/test_deploy_command.py.)"""
+    compose = compose_file()
+    (name,) = [n for n, s in compose["services"].items() if f"{profile}-deploy" in s["profiles"]]
+    service = compose["services"][name]
+    assert service["profiles"] == [f"{profile}-deploy"]
+    assert service["command"] == compose["x-deploy"]["command"]
+    assert service["image"] == f"rtplan:{profile}"
+    planner, env = compose_profile(profile)
+    assert service["depends_on"] == {_name(env): {"condition": "service_healthy"}}
+    args = rtplan_parser().parse_args(service["command"][1:])
+    assert args.command == "deploy" and args.fps == [8, 9, 10, 11, 12]
+    e = service_settings(Settings, server_parser, env, monkeypatch)
+    p = service_settings(PlannerServiceSettings, planner_parser, planner, monkeypatch)
+    remote = urllib.parse.urlsplit(args.remote)
+    assert remote.hostname in env["networks"]["default"]["aliases"] and remote.port == e.http_port
+    host, _, port = args.planner.rpartition(":")
+    assert host in planner["networks"]["default"]["aliases"] and int(port) == p.port
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in service["volumes"]}
+    assert mounts["/app/results"] == "results" and args.out.startswith("/app/results/")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_each_profile_parses_into_valid_settings_and_wires_the_env_server_to_its_planner(
+    profile, monkeypatch
+):
+    planner, env = compose_profile(profile)
+    p = service_settings(PlannerServiceSettings, planner_parser, planner, monkeypatch)
+    assert p.device == {"gpu": "cuda:0", "cpu": "cpu"}[profile]  # cuda:0: the one GPU it sees
+    e = service_settings(Settings, server_parser, env, monkeypatch)
+    host, _, port = e.planner_address.rpartition(":")
+    assert int(port) == p.port and host in planner["networks"]["default"]["aliases"]
+    assert p.host == e.host == "0.0.0.0"  # reachable from the other container
+    published = {tuple(map(int, x.split(":"))) for x in env["ports"]}
+    assert published == {(e.http_port, e.http_port), (e.grpc_port, e.grpc_port)}
+    assert "ports" not in planner  # only the env server talks to it
+    assert env["depends_on"] == {_name(planner): {"condition": "service_healthy"}}
+    # Replays and results are named volumes, mounted where the env server writes and reads them.
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in env["volumes"]}
+    assert mounts[str(e.record_dir)] == "replays" and mounts[str(e.results_dir)] == "results"
+    assert {"replays", "results"} <= set(compose_file()["volumes"])
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_health_checks_run_rtplan_health_against_the_ports_the_services_bind(profile, monkeypatch):
+    planner, env = compose_profile(profile)
+    p = service_settings(PlannerServiceSettings, planner_parser, planner, monkeypatch)
+    e = service_settings(Settings, server_parser, env, monkeypatch)
+    for service, want in (
+        (planner, f"127.0.0.1:{p.port}"),
+        (env, f"http://127.0.0.1:{e.http_port}"),
+    ):
+        check = service["healthcheck"]
+        assert check["test"][:2] == ["CMD", "rtplan"]
+        args = rtplan_parser().parse_args(check["test"][2:])
+        assert args.command == "health"
+        assert (args.planner if service is planner else args.env) == want
+        # Docker kills a check that outlives its timeout: the command's own comes first.
+        assert compose_seconds(check["timeout"]) > args.timeout == TIMEOUT_S
+        assert compose_seconds(check["interval"]) >= 1 and check["retries"] >= 1
+    # Compiling every game's options takes minutes on a CPU: failed checks meanwhile don't count.
+    assert compose_seconds(planner["healthcheck"]["start_period"]) >= 30 * 60
+
+
+def test_only_the_gpu_profile_reserves_gpus_one_each():
+    planner, env = compose_profile("gpu")
+    assert gpu_ids(env) == ["0"] and gpu_ids(planner) == ["1"]
+    for service in compose_profile("cpu"):
+        assert gpu_ids(service) == [] and "deploy" not in service
+
+
+def test_the_images_install_an_extra_that_exists():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    want = {"gpu": "gpu", "cpu": ""}  # "": no extra, JAX as pinned (CPU)
+    images = {}
+    for profile in PROFILES:
+        for service in compose_profile(profile):
+            assert service["build"]["context"] == "."
+            extra = service["build"]["args"]["EXTRAS"]
+            assert extra == want[profile] and (extra == "" or extra in extras)
+            images.setdefault(service["image"], set()).add(extra)
+    # Two builds never share a tag (one would overwrite the other).
+    assert len(images) == 2 and all(len(e) == 1 for e in images.values())
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG EXTRAS" in dockerfile and "${EXTRAS:+[$EXTRAS]}" in dockerfile
+
+
+def _stages(dockerfile: str) -> tuple[str, str]:
+    build, image = re.split(r"^FROM ", dockerfile, flags=re.M)[1:]
+    return build, image
+
+
+def test_the_image_installs_the_wheel_and_nothing_else_of_the_tree():
+    """Stage 1 builds the wheel (which carries the pages and checkpoints,
+    tests/packaging/test_wheel.py); the image is stage 2, which copies in that wheel only."""
+    build, image = _stages((ROOT / "Dockerfile").read_text())
+    assert build.startswith("python:3.11-slim AS wheel") and "pip wheel" in build
+    copies = [line.split() for line in image.splitlines() if line.startswith("COPY")]
+    assert copies == [["COPY", "--from=wheel", "/wheel", "/tmp/wheel"]]
+    assert "pip install" in image and "/tmp/wheel/rtplan-" in image
+
+
+def test_the_image_runs_as_a_non_root_user_who_owns_what_it_writes():
+    _, image = _stages((ROOT / "Dockerfile").read_text())
+    # Stage 2 after its FROM line, continuation lines joined: (instruction, argument) pairs.
+    lines = [line.strip() for line in image.replace("\\\n", " ").splitlines()[1:]]
+    instructions = [line.split(maxsplit=1) for line in lines if line and not line.startswith("#")]
+    users = [arg for op, arg in instructions if op == "USER"]
+    assert users and users[-1] not in ("root", "0", "0:0")
+    user = users[-1]
+    ops = [op for op, _ in instructions]
+    assert ops.index("USER") < ops.index("CMD")
+    (workdir,) = [arg for op, arg in instructions if op == "WORKDIR"]
+    runs = " ".join(arg for op, arg in instructions if op == "RUN")
+    assert re.search(rf"useradd\b.*\b{user}\b", runs)
+    chowned = re.search(rf"chown -R {user}:{user} ([^&]+)", runs).group(1).split()
+    # Named volumes start as copies of the image's folder (owner included): each mount point
+    # exists in the image and belongs to the user, or the services could not write there.
+    targets = {
+        m.split(":")[1]
+        for profile in PROFILES
+        for service in compose_profile(profile)
+        for m in service.get("volumes", ())
+    }
+    made = set(re.search(r"mkdir -p ([^&]+)", runs).group(1).split())
+    assert targets <= made and workdir in chowned
+    assert all(any(t == c or t.startswith(c + "/") for c in chowned) for t in targets)
+
+
+def _compose_tools() -> list[list[str]]:
+    tools = []
+    if shutil.which("docker-compose"):  # v1 (Debian's docker-compose): validates offline
+        tools.append(["docker-compose"])
+    docker = shutil.which("docker")
+    if (
+        docker
+        and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
+    ):
+        tools.append([docker, "compose"])
+    return tools
+
+
+def test_docker_compose_validates_the_file_offline():
+    tools = _compose_tools()
+    if not tools:
+        pytest.skip("neither docker-compose nor the docker compose plugin is installed")
+    for tool in tools:
+        argv = [
+            *tool,
+            "-f",
+            str(ROOT / "docker-compose.yml"),
+            "--profile",
+            "gpu",
+            "--profile",
+            "cpu",
+        ]
+        done = subprocess.run([*argv, "config", "-q"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{' '.join(tool)} config: {done.stderr}"
+        # ... and the checker does check: a key the schema does not know is refused.
+        bad = compose_file()
+        bad["services"]["planner-cpu"]["healthcheck"]["start_perod"] = "1m"
+        done = subprocess.run(
+            [*tool, "-f", "-", "--project-directory", str(ROOT), "config", "-q"],
+            input=yaml.safe_dump(bad),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0 and "start_perod" in done.stderr, done.stderr
+
+
+# The cpu profile as plain processes ---------------------------------------------------------
+
+
+def _local(argv: list[str], **flags: object) -> list[str]:
+    """A compose command line as a process here: `rtplan` as this Python's `-m rtplan`, and the
+    `--flag=value`s named in `flags` (underscores for dashes) set to these values or added."""
+    assert argv[0] == "rtplan"
+    values = {f"--{k.replace('_', '-')}": str(v) for k, v in flags.items()}
+    out = []
+    for arg in argv[1:]:
+        flag = arg.split("=", 1)[0]
+        out.append(f"{flag}={values.pop(flag)}" if flag in values else arg)
+    return [sys.executable, "-m", "rtplan", *out, *(f"{k}={v}" for k, v in values.items())]
+
+
+def _check(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(_local(argv), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _until_healthy(
+    test: list[str], timeout: float, child: Child, deadline_s: float
+) -> list[subprocess.CompletedProcess]:
+    """Runs a health check until it passes (every 0.5 s here; the compose interval is longer);
+    returns every run."""
+    runs = []
+    end = time.monotonic() + deadline_s
+    while True:
+        runs.append(_check(test, timeout))
+        if runs[-1].returncode == 0:
+            return runs
+        tail = "\n".join(child.lines[-15:])
+        assert child.running, f"{child.name} exited:\n{tail}"
+        assert time.monotonic() < end, f"{runs[-1].stderr}\n{child.name}:\n{tail}"
+        time.sleep(0.5)
+
+
+def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_path, monkeypatch):
+    """The cpu profile's services started directly (free ports, tiny checkpoints, the volumes as
+    folders here): the planner's check fails while it compiles and passes once SERVING, the env
+    server starts then (depends_on: service_healthy), passes its own check and plans with it."""
+    from support import write_planner
+
+    planner, env = compose_profile("cpu")
+    ckpt = write_planner(tmp_path / "ckpt", "snake-rt-v0", budgets=(2,), simulations=(2,))
+    check_s = compose_seconds(planner["healthcheck"]["timeout"])
+    children: list[Child] = []
+    try:
+        p = service_settings(
+            PlannerServiceSettings, planner_parser, planner, monkeypatch
+        )  # its env too
+        plan = Child("planner", _local(planner["command"], port=0, checkpoint_dir=ckpt), echo=False)
+        children.append(plan)
+        port = int(_PLANNER_BOUND.search(plan.wait_for("planner service bound to", 120)).group(1))
+        test = [a.replace(f":{p.port}", f":{port}") for a in planner["healthcheck"]["test"][1:]]
+        runs = _until_healthy(test, check_s, plan, deadline_s=120)
+        assert runs[0].returncode == 1 and "is NOT_SERVING (compiling: " in runs[0].stderr
+        assert "is SERVING (2 executables compiled) on cpu" in runs[-1].stdout
+
+        # The env server's folders: the container's mount points, as folders here.
+        folders = {k: str(tmp_path / Path(v).name) for k, v in env["environment"].items()}
+        e = service_settings(Settings, server_parser, {**env, "environment": folders}, monkeypatch)
+        argv = _local(
+            env["command"],
+            http_port=0,
+            grpc_port=0,
+            planner_address=f"127.0.0.1:{port}",
+            checkpoint_dir=ckpt,
+        )
+        server = Child("env-server", argv, echo=False)
+        children.append(server)
+        http = int(_ENV_BOUND.search(server.wait_for("rtplan env server:", 120)).group(1))
+        test = [a.replace(f":{e.http_port}", f":{http}") for a in env["healthcheck"]["test"][1:]]
+        runs = _until_healthy(test, compose_seconds(env["healthcheck"]["timeout"]), server, 60)
+        assert "/healthz is ok" in runs[-1].stdout
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/v1/games", timeout=30) as resp:
+            games = {g["id"]: g for g in json.loads(resp.read())["games"]}
+        snake = games["snake-rt-v0"]["planner"]
+        assert snake["available"] and snake["budgets"] == [2], snake
+    finally:
+        stop_all(children[::-1])

@@ -1,0 +1,81 @@
+"""`python -m server`: uvicorn and the gRPC Env API on free ports, a real websocket client."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from rtplan.v1 import env_pb2, env_pb2_grpc
+from server.__main__ import _parser, main
+from support import get_json, post_session, write_checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_main_rejects_bad_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["--http-port", "not-a-port"])
+    assert "invalid int value" in capsys.readouterr().err
+
+
+def test_help_describes_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())  # unwrapped
+    flags = [a for a in _parser()._actions if a.dest != "help"]
+    assert len(flags) >= 10
+    for action in flags:
+        assert action.help, f"{action.option_strings} has no help"
+        assert f"{action.option_strings[0]}" in text and " ".join(action.help.split()) in text
+    assert "RTPLAN_SERVER_GRPC_PORT" in text and "(default 50052" in text
+
+
+def test_server_process_serves_rest_websockets_and_grpc(tmp_path):
+    root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0",))
+    cmd = [sys.executable, "-m", "server", "--http-port", "0", "--grpc-port", "0"]
+    cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp_path), "--log-level", "warning"]
+    env = dict(os.environ, RTPLAN_SERVER_MAX_SESSIONS="3")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # printed once both servers listen
+        assert "rtplan env server" in line, line
+        http = int(line.split("http on 127.0.0.1:")[1].split()[0])
+        grpc_port = int(line.split("gRPC Env API on 127.0.0.1:")[1].split()[0])
+        base = f"http://127.0.0.1:{http}"
+        health = get_json(base, "/healthz")
+        assert health["status"] == "ok" and health["grpc_port"] == grpc_port
+
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            listed = env_pb2_grpc.EnvStub(channel).ListGames(env_pb2.ListGamesRequest(), timeout=10)
+        snake = next(g for g in listed.games if g.game_id == "snake-rt-v0")
+        assert list(snake.observation.shape) == [5, 5, 5]  # the checkpoint's board
+
+        created = post_session(base, game="snake-rt-v0", agent="reflex", fps=30, max_frames=12)
+        messages = []
+        with connect(f"ws://127.0.0.1:{http}{created['viewer_path']}", open_timeout=10) as ws:
+            try:
+                while True:
+                    messages.append(json.loads(ws.recv(timeout=10)))
+            except ConnectionClosed:
+                pass
+        assert messages[0]["type"] == "hello" and messages[-1]["type"] == "end"
+        assert messages[-1]["reason"] == "max_frames"
+        assert any(m["type"] == "frame" for m in messages)
+        with (
+            pytest.raises(ConnectionClosed) as closed,
+            connect(f"ws://127.0.0.1:{http}/v1/sessions/nope/ws", open_timeout=10) as ws,
+        ):
+            ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 4404
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0

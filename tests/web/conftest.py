@@ -1,0 +1,54 @@
+"""The browser tests' Chromium (the Debian package, driven by Playwright) and a checked tab."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench._page import FLAGS
+from support import CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def chromium_path() -> str:
+    if os.environ.get("RTPLAN_SKIP_BROWSER") == "1":
+        pytest.skip("RTPLAN_SKIP_BROWSER=1")
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: the browser tests need the Debian package `chromium` "
+            "(`make test` installs it; or apt-get install chromium), or RTPLAN_CHROMIUM=path; "
+            "RTPLAN_SKIP_BROWSER=1 skips them"
+        )
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_path, tmp_path_factory):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the browser tests need Playwright for Python: pip install -e '.[dev]'")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=chromium_path,
+            args=FLAGS,
+            headless=True,
+            viewport={"width": 960, "height": 720},
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh tab whose console errors and page errors fail the test."""
+    tab = browser.new_page()
+    errors: list[str] = []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    yield tab
+    tab.close()
+    assert errors == [], errors

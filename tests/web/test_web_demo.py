@@ -1,0 +1,108 @@
+"""`rtplan demo` (what `make demo` runs): the planner service and the env server in subprocesses,
+a game that starts again when it ends, the lobby served until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from support import write_checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
+    root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0", "speed-hex-v0"))
+    # Port 0: the env server binds a free port itself and the demo prints the lobby's address.
+    cmd = [sys.executable, "-m", "rtplan", "demo", "--port", "0", "--fps", "20"]
+    cmd += ["--frames", "6", "--checkpoint-dir", str(root), "--record-dir", str(tmp_path)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 600  # the services compile the tiny planner first
+        while not any("lobby at" in line for line in lines):
+            assert proc.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.2)
+        lobby = next(line for line in lines if "lobby at" in line)
+        base = re.search(r"lobby at (http://127\.0\.0\.1:\d+)/", lobby).group(1)
+        assert (
+            "<title>rtplan · lobby</title>"
+            in urllib.request.urlopen(base, timeout=30).read().decode()
+        )
+        # Its planner service serves every game with a checkpoint: the demo's game first (it
+        # plays now), then Hex; each is offered as "compiling" until it is ready (the lobby's
+        # answer may be up to `COMPILING_CACHE_S` old, so even the demo's game may say so once).
+        while True:
+            listed = json.load(urllib.request.urlopen(f"{base}/v1/games", timeout=30))["games"]
+            planner = {g["id"]: g["planner"] for g in listed}
+            shown = [planner[g] for g in ("snake-rt-v0", "speed-hex-v0")]
+            assert all(p["available"] or p["compiling"] for p in shown), planner
+            if all(p["available"] for p in shown) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        served = {g for g, p in planner.items() if p["available"]}
+        assert served == {"snake-rt-v0", "speed-hex-v0"}, listed
+        assert any(re.search(r"rtplan demo: started in \d+ s", line) for line in lines)
+        # The address it prints to watch: /tv, which shows the demo's (featured) game.
+        assert any(f"watch at {base}/tv" in line for line in lines), lines
+        featured = json.load(urllib.request.urlopen(f"{base}/v1/featured", timeout=30))
+        assert featured["session"]["game"] == "snake-rt-v0", featured
+        # The demo's game: the planner agent at the forced k (no gate here), 6 frames, then the
+        # next game: the lobby lists both.
+        while True:
+            listed = json.load(urllib.request.urlopen(f"{base}/v1/sessions", timeout=30))[
+                "sessions"
+            ]
+            if len(listed) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(listed) >= 2, listed
+        assert {(s["game"], s["agent"], tuple(s["ks"])) for s in listed} == {
+            ("snake-rt-v0", "planner", (2,))
+        }
+        assert any(s["status"] in ("finished",) for s in listed), listed
+    finally:
+        proc.send_signal(signal.SIGINT)
+        # The services get 10 s together to stop before they are killed; a clean-up still
+        # running 60 s after the signal prints every thread's stack and exits 1
+        # (`rtplan.processes.stop_on_signals`), so a hang fails here with its diagnosis.
+        rc = proc.wait(timeout=120)
+    reader.join(timeout=10)
+    assert rc == 0, "".join(lines)
+    assert "rtplan demo: stopped" in "".join(lines)
+    # The services are gone with it.
+    try:
+        urllib.request.urlopen(base, timeout=5)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the env server still answers after Ctrl-C")
+    assert list(tmp_path.glob("snake-rt-v0_*.jsonl"))  # its games were recorded
+
+
+def test_the_demo_plays_the_first_game_that_ships_a_gate(tmp_path):
+    from harness.checkpoint import gate_path
+    from rtplan.live import demo_game
+
+    assert demo_game(tmp_path) == "snake-rt-v0"  # no gate anywhere: Snake, forced k
+    gate_path(tmp_path, "pacman-rt-v0").parent.mkdir()
+    gate_path(tmp_path, "pacman-rt-v0").write_bytes(b"")
+    assert demo_game(tmp_path) == "pacman-rt-v0"
+    gate_path(tmp_path, "snake-rt-v0").parent.mkdir()
+    gate_path(tmp_path, "snake-rt-v0").write_bytes(b"")
+    assert demo_game(tmp_path) == "snake-rt-v0"
+    gate_path(tmp_path, "tetris-rt-v0").parent.mkdir()
+    gate_path(tmp_path, "tetris-rt-v0").write_bytes(b"")
+    assert demo_game(tmp_path) == "tetris-rt-v0"
