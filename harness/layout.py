@@ -183,6 +183,18 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan eval --game {game} --tune-midpeak --episodes 12",
         2,
     ),
+    "clock-eval/fixed-*.csv": ResultKind(
+        "the clock-aware bar's tuning: each fixed budget against each opponent of the pool per "
+        "T0 on tuning openings, score over the games of a cell",
+        "rtplan eval --game {game} --tune-fixed",
+        2,
+    ),
+    "clock-eval/fixed-*.json": ResultKind(
+        "the clock-aware bar: the fixed budget per T0 chosen on tuning openings (k-per-t0 in "
+        "the tables), with its tuning scores and openings",
+        "rtplan eval --game {game} --tune-fixed",
+        2,
+    ),
     "clock-eval/*.csv": ResultKind(
         "the clock game's evaluation: expected score of each player against the pool per T0 "
         "(all games and unique games), paired differences against the best fixed budget and "

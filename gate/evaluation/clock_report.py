@@ -16,14 +16,22 @@ from harness.stats import paired, standard_error
 from planner.matches import unique_games
 
 __all__ = [
+    "CLOCK_BAR",
+    "CLOCK_BAR_FILE",
     "CLOCK_EVAL",
+    "CLOCKS_SUFFIX",
     "PROFILE_BINS",
+    "clock_bar_file",
     "clock_curve",
     "clock_figures",
     "clock_readme_table",
+    "clocks_folder",
     "load_cells",
+    "load_clock_bar",
     "option_text",
     "summarize_cells",
+    "with_clock_bar",
+    "write_clock_bar",
     "write_summary",
 ]
 
@@ -36,6 +44,76 @@ _RANDOM_MOVE_CHAR = "r"
 PROFILE_BINS = 10
 #: The average over T0 in the rows' `t0` column.
 MEAN = "mean"
+#: The clock-aware bar's condition name: at each T0 the fixed budget chosen on tuning openings
+#: (`gate.evaluation.clock.tune_fixed`), composed from that budget's own cells at the T0.
+CLOCK_BAR = "k-per-t0"
+#: Its table, `results/<game>/clock-eval/fixed-per-t0.json`: T0 -> the chosen `k<k>`, with
+#: the tuning scores and openings it was chosen on.
+CLOCK_BAR_FILE = "fixed-per-t0.json"
+#: The cells' folder suffix of clocks off the pre-registered five (`rtplan eval --clocks`).
+CLOCKS_SUFFIX = "-clocks"
+
+
+def clocks_folder(split: str) -> str:
+    """`<split>-clocks`: the folder (under `clock-eval/`) and table prefix of the cells played
+    at clocks off the pre-registered five, kept out of `<split>`'s tables and their mean."""
+    return f"{split}{CLOCKS_SUFFIX}"
+
+
+def clock_bar_file(root: str | os.PathLike, game_id: str) -> Path:
+    """`<root>/<game>/clock-eval/fixed-per-t0.json`: the clock-aware bar's table."""
+    return Path(root) / game_id / CLOCK_EVAL / CLOCK_BAR_FILE
+
+
+def write_clock_bar(
+    root: str | os.PathLike, game_id: str, picks: dict[int, str], provenance: dict
+) -> Path:
+    """Writes the clock-aware bar's table: `per_t0` (T0 -> `k<k>`) and how it was chosen
+    (`provenance`: at least `seeds`, the tuning openings, and `planner_sha256`)."""
+    path = clock_bar_file(root, game_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {**provenance, "per_t0": {str(t0): k for t0, k in sorted(picks.items())}}
+    path.write_text(json.dumps(body, indent=1) + "\n")
+    return path
+
+
+def load_clock_bar(root: str | os.PathLike, game_id: str) -> dict | None:
+    """The clock-aware bar's table (`write_clock_bar`), or None when none was tuned."""
+    path = clock_bar_file(root, game_id)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def with_clock_bar(cells: list[dict], table: dict | None) -> list[dict]:
+    """`cells` plus the clock-aware bar's (`CLOCK_BAR`): at each T0 of `table["per_t0"]` a copy
+    of the chosen budget's cells at that T0 (with `picked`), so the bar meets the same openings
+    as every player and pairs with them game by game. Only the table's choice is read; the
+    cells' scores never choose.
+
+    Raises:
+        ValueError: the table was tuned on openings these cells play, or over another planner.
+    """
+    if not table:
+        return cells
+    tuned = {int(s) for s in table.get("seeds", ())}
+    sha = table.get("planner_sha256")
+    for c in cells:
+        if tuned & {int(s) for s in c["seeds"]}:
+            raise ValueError(
+                f"the clock-aware bar ({CLOCK_BAR_FILE}) was chosen on openings these cells play: "
+                "choose it on tuning openings (rtplan eval --tune-fixed)"
+            )
+        if sha and c.get("planner_sha256") and c["planner_sha256"] != sha:
+            raise ValueError(
+                f"the clock-aware bar ({CLOCK_BAR_FILE}) was chosen over another planner than "
+                "these cells': re-tune it (rtplan eval --tune-fixed)"
+            )
+    picks = {int(t0): k for t0, k in table["per_t0"].items()}
+    bar = [
+        {**c, "player": CLOCK_BAR, "picked": c["player"]}
+        for c in cells
+        if c["player"] == picks.get(c["t0"])
+    ]
+    return [*(c for c in cells if c["player"] != CLOCK_BAR), *bar]
 
 
 def option_text(options: np.ndarray) -> str:
@@ -60,7 +138,7 @@ def clock_curve(options: np.ndarray, costs: Sequence[int], t0: int) -> np.ndarra
 
 
 def load_cells(root: str | os.PathLike, game_id: str, split: str = "eval") -> list[dict]:
-    """Every cell file of a game's split, with `options` as int arrays."""
+    """Every cell file of a game's split (a cells' folder), with `options` as int arrays."""
     folder = Path(root) / game_id / CLOCK_EVAL / split
     cells = []
     for path in sorted(folder.glob("*/*.json")):
@@ -100,14 +178,24 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
     highest score averaged over T0 on these games (a selection on the same games, which favours
     the baselines). Only (T0, opponent) cells every player has are compared.
 
+    The clock-aware bar (`CLOCK_BAR`, cells from `with_clock_bar`: a fixed budget per T0 chosen
+    on tuning openings) does not narrow those cells: it has a row at each T0 whose every compared
+    cell it has (`picked`: its budget there) and a mean row when it has them at every T0, and
+    every other player's row there carries `minus_clock_bar` and its paired SE.
+
     Returns:
         (cell rows, player rows).
     """
     by = _ordered(cells)
+    bar = by.pop(CLOCK_BAR, None)
     if not by:
         return [], []
     common = sorted(set.intersection(*(set(v) for v in by.values())))
     t0s = sorted({t for t, _ in common})
+    bar_t0s = [t for t in t0s if bar and all(k in bar for k in common if k[0] == t)]
+    if bar_t0s:
+        by[CLOCK_BAR] = bar
+    bar_at = {*bar_t0s, *([MEAN] if bar_t0s == t0s else [])}
     cell_rows = []
     for player, cs in sorted(by.items()):
         for (t0, opp), c in sorted(cs.items()):
@@ -120,6 +208,7 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
                 "unique_games": int(uniq.sum()), "unique_score": float(r[uniq].mean()),
                 "mean_option": float(opts.mean()) if len(opts) else None,
                 "clock_left": float(np.mean([e[0] for e in c["clocks_end"]])),
+                **({"picked": c["picked"]} if "picked" in c else {}),
             })  # fmt: skip
 
     def mean_score(p: str) -> float:
@@ -132,6 +221,8 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
     rows = []
     for player, cs in sorted(by.items()):
         for t0 in [*t0s, MEAN]:
+            if player == CLOCK_BAR and t0 not in bar_at:
+                continue
             keys = [k for k in common if t0 == MEAN or k[0] == t0]
             r = _scores(cs, keys)
             ids = [g for k in keys for g in cs[k]["game_ids"]]
@@ -148,6 +239,11 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
                     d, se = paired(r, _scores(by[ref], keys))
                     row[f"minus_best_{label}"], row[f"minus_best_{label}_se"] = d, se
                     row[f"best_{label}_name"] = ref
+            if player == CLOCK_BAR:
+                row["picked"] = "/".join(cs[k]["picked"] for k in keys if k[1] == keys[0][1])
+            elif t0 in bar_at:
+                d, se = paired(r, _scores(by[CLOCK_BAR], keys))
+                row["minus_clock_bar"], row["minus_clock_bar_se"] = d, se
             rows.append(row)
     return cell_rows, rows
 
@@ -156,13 +252,21 @@ def pair_rows(cells: list[dict]) -> list[dict]:
     """Every gate's paired difference against every other player of the cells, per T0 and
     averaged over T0 (`MEAN`), over the (T0, opponent) cells both have, game by game: what a
     pre-registered rule with fixed bars reads (docs/preregistration.md), where
-    `summarize_cells` names the best baseline on the same games."""
+    `summarize_cells` names the best baseline on the same games. The clock-aware bar
+    (`CLOCK_BAR`) pairs at the T0s where it has every cell the gate has, and in the mean only
+    when it has them all."""
     by = _ordered(cells)
     rows = []
     for player in sorted(p for p in by if is_gate(p)):
         for other in sorted(q for q in by if q != player):
             both = sorted(set(by[player]) & set(by[other]))
-            for t0 in [*sorted({t for t, _ in both}), MEAN]:
+            t0s = sorted({t for t, _ in both})
+            whole = True
+            if other == CLOCK_BAR:
+                t0s = [t for t in t0s if all(k in by[other] for k in by[player] if k[0] == t)]
+                whole = set(t0s) == {t for t, _ in by[player]}
+                both = [k for k in both if k[0] in t0s]
+            for t0 in [*t0s, *([MEAN] if whole and t0s else [])]:
                 keys = [k for k in both if t0 == MEAN or k[0] == t0]
                 d, se = paired(_scores(by[player], keys), _scores(by[other], keys))
                 rows.append({
@@ -179,25 +283,28 @@ def _score(r: dict | None, named: bool = False) -> str:
     return f"{r['score']:.3f} ± {r['se']:.3f}" + (f" ({r['player']})" if named else "")
 
 
-def _minus(r: dict | None, label: str) -> str:
-    if not r or f"minus_best_{label}" not in r:
+def _minus(r: dict | None, column: str) -> str:
+    if not r or column not in r:
         return "—"
-    d, se = r[f"minus_best_{label}"], r[f"minus_best_{label}_se"]
+    d, se = r[column], r[f"{column}_se"]
     return f"{d:+.3f} ± {se:.3f} ({d / se:+.1f} SE)" if se > 0 else f"{d:+.3f} ± 0"
 
 
 def clock_readme_table(players: dict[str, list[dict]]) -> str:
-    """Markdown: per clock game the gate, the best fixed budget and the best heuristic (each
-    averaged over T0 and the pool), the gate's paired differences, and the players whose cells
-    are not there yet (their rows come when they are played).
+    """Markdown: per clock game the gate, the best fixed budget, the clock-aware bar (a fixed
+    budget per T0 chosen on tuning openings, its budgets in T0 order) and the best heuristic
+    (each averaged over T0 and the pool), the gate's paired differences, and the players whose
+    cells are not there yet (their rows come when they are played; the bar's when it is tuned,
+    `rtplan eval --tune-fixed`).
 
     Args:
         players: game -> its player rows (`summarize_cells`'s second list).
     """
     lines = [
-        "| game (games per player) | gate | best fixed budget | best heuristic | "
-        "gate - best fixed | gate - best heuristic | not yet played |",
-        "|---|---|---|---|---|---|---|",
+        "| game (games per player) | gate | best fixed budget | clock-aware bar (k per T0) | "
+        "best heuristic | gate - best fixed | gate - clock-aware bar | gate - best heuristic | "
+        "not yet played |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for game, rows in sorted(players.items()):
         mean = {r["player"]: r for r in rows if r["t0"] == MEAN}
@@ -206,12 +313,15 @@ def clock_readme_table(players: dict[str, list[dict]]) -> str:
         fixed = next((r for r in mean.values() if r["best_fixed"]), None)
         heur = next((r for r in mean.values() if r["best_heuristic"]), None)
         gate = mean.get("gate")
-        missing = [h for h in ("gate", *heuristic_names()) if h not in mean]
+        bar = mean.get(CLOCK_BAR)
+        picked = f" ({bar['picked']})" if bar else ""
+        missing = [h for h in ("gate", CLOCK_BAR, *heuristic_names()) if h not in mean]
         n = next(iter(mean.values()))["games"]
         lines.append(
-            f"| {game} ({n}) | {_score(gate)} | "
-            f"{_score(fixed, named=True)} | {_score(heur, named=True)} | "
-            f"{_minus(gate, 'fixed')} | {_minus(gate, 'heuristic')} | "
+            f"| {game} ({n}) | {_score(gate)} | {_score(fixed, named=True)} | "
+            f"{_score(bar)}{picked} | "
+            f"{_score(heur, named=True)} | {_minus(gate, 'minus_best_fixed')} | "
+            f"{_minus(gate, 'minus_clock_bar')} | {_minus(gate, 'minus_best_heuristic')} | "
             f"{', '.join(missing) or 'none'} |"
         )
     return "\n".join(lines)
@@ -228,8 +338,8 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 def write_summary(root: str | os.PathLike, game_id: str, split: str = "eval") -> list[Path]:
     """`results/<game>/clock-eval/<split>-cells.csv`, `<split>-scores.csv`, `<split>-pairs.csv`
     (`pair_rows`, when a gate was played) and `<split>-scores.json` (last) from the split's
-    cell files."""
-    cells = load_cells(root, game_id, split)
+    cell files, with the clock-aware bar when it was tuned (`with_clock_bar`)."""
+    cells = with_clock_bar(load_cells(root, game_id, split), load_clock_bar(root, game_id))
     cell_rows, rows = summarize_cells(cells)
     if not rows:
         return []
@@ -276,7 +386,7 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = load_cells(root, game_id, split)
+    cells = with_clock_bar(load_cells(root, game_id, split), load_clock_bar(root, game_id))
     _, rows = summarize_cells(cells)
     if not rows:
         return []
@@ -287,11 +397,12 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
 
     fig, ax = plt.subplots(figsize=(7.5, 4))
     for p in players:
-        pr = [next(r for r in rows if r["player"] == p and r["t0"] == t) for t in t0s]
-        style = "--" if _is_fixed(p) else "-"
+        # Every T0 (the clock-aware bar: those it was tuned at).
+        pr = [r for t in t0s for r in rows if r["player"] == p and r["t0"] == t]
+        style = "--" if _is_fixed(p) else ":" if p == CLOCK_BAR else "-"
         width = 2.5 if p == "gate" else 1.2
-        ax.errorbar(t0s, [r["score"] for r in pr], yerr=[r["se"] for r in pr], ls=style,
-                    lw=width, marker="o", ms=3, capsize=2, label=p)  # fmt: skip
+        ax.errorbar([r["t0"] for r in pr], [r["score"] for r in pr], yerr=[r["se"] for r in pr],
+                    ls=style, lw=width, marker="o", ms=3, capsize=2, label=p)  # fmt: skip
     ax.set_xlabel("T0 (ticks = simulations per player)")
     ax.set_ylabel("expected score vs the pool (± SE)")
     ax.set_title(f"{game_id}: score per clock, {split} openings")
@@ -301,7 +412,8 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
 
-    adaptive = [p for p in players if not _is_fixed(p) and p != "policy-only"]
+    # The bar's profile is its chosen budgets' (fixed budgets have none).
+    adaptive = [p for p in players if not _is_fixed(p) and p not in ("policy-only", CLOCK_BAR)]
     budgets = cells[0]["budgets"]
     labels = ["policy-only", *[f"k{b}" for b in budgets]]
     fig, axes = plt.subplots(
@@ -331,7 +443,7 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     fig, axes = plt.subplots(1, len(t0s), figsize=(2.8 * len(t0s), 3), squeeze=False)
     for j, t0 in enumerate(t0s):
         ax = axes[0, j]
-        for p in players:
+        for p in (q for q in players if q != CLOCK_BAR):  # the bar: its budgets' curves
             if (p, t0) not in curves:
                 _, curves[p, t0] = profile([c for c in cells if c["player"] == p and c["t0"] == t0])
             ax.plot(x, curves[p, t0], ls="--" if _is_fixed(p) else "-", label=p)

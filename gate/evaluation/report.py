@@ -311,7 +311,12 @@ def report(
     """Summarises every game under `results/`: `summary.csv`, `summary.json`, per-game
     figures, and the README's results tables (between their markers): the committed games'
     and the clock games'."""
-    from gate.evaluation.clock_report import clock_figures, clock_readme_table, write_summary
+    from gate.evaluation.clock_report import (
+        clock_figures,
+        clock_readme_table,
+        clocks_folder,
+        write_summary,
+    )
 
     root = Path(results)
     rows, files, clock_files, clock_players = [], [], [], {}
@@ -319,8 +324,9 @@ def report(
     for game_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         game = game_dir.name
         # Clock games: their own tables and figures under <game>/clock-eval/, per split played
-        # (eval; holdout for a pre-registered second look); the README's table is eval's.
-        for split in CLOCK_SPLITS:
+        # (eval; holdout for a pre-registered second look; each one's clocks off the
+        # pre-registered five, `--clocks`, apart); the README's table is eval's.
+        for split in (*CLOCK_SPLITS, *map(clocks_folder, CLOCK_SPLITS)):
             summary = write_summary(root, game, split)
             clock_files += summary
             if summary and split == "eval":

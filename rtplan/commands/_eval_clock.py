@@ -10,19 +10,28 @@ from rtplan.jax_setup import check_map_count
 
 def _clock_eval(args: argparse.Namespace) -> int:
     from gate.evaluation import clock as clock_eval
+    from gate.evaluation.clock_report import clocks_folder
     from harness.checkpoint import CheckpointError
 
     if args.ablations:
         raise CommandError("clock games have no input ablations (--ablations)")
     if args.chunk is not None:
         raise CommandError("--chunk is for committed games (clock games resume per cell)")
-    t0s = tuple(args.t0 or clock_eval.T0S)
-    if args.tune_midpeak:
+    if args.tune_midpeak and args.tune_fixed:
+        raise CommandError("--tune-midpeak and --tune-fixed are two runs: give one")
+    if args.clocks is not None and args.t0 is not None:
+        raise CommandError("--t0 picks among the pre-registered clocks, --clocks plays others")
+    clocks = None if args.clocks is None else tuple(args.clocks or clock_eval.OFF_GRID_CLOCKS)
+    if clocks is not None and min(clocks) < 1:
+        raise CommandError(f"--clocks must be positive ticks, got {list(clocks)}")
+    t0s = clocks or tuple(args.t0 or clock_eval.T0S)
+    if args.tune_midpeak or args.tune_fixed:
         split = "tuning" if "--split" not in args.argv else args.split
-        clock_eval.tune_midpeak(
+        tune = clock_eval.tune_midpeak if args.tune_midpeak else clock_eval.tune_fixed
+        tune(
             args.game,
             split=split,
-            games_per_cell=args.episodes or 12,
+            games_per_cell=args.episodes or (12 if args.tune_midpeak else 100),
             t0s=t0s,
             opponents=args.opponents,
             planner_file=args.planner,
@@ -43,6 +52,7 @@ def _clock_eval(args: argparse.Namespace) -> int:
             out=args.out,
             force=args.force,
             command=" ".join(args.argv),
+            folder=None if clocks is None else clocks_folder(args.split),
         )
     except CheckpointError as e:  # name the flag (a ValueError prints as it is: run_command)
         raise CommandError(f"--gate {args.gate}: {e}") from e

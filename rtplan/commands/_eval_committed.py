@@ -13,6 +13,12 @@ from rtplan.jax_setup import check_map_count
 _LATENCY_FLAGS = ("latency", "latency_fps", "latency_overhead_ms", "latency_fallback")
 
 
+def _clock_flags(args: argparse.Namespace) -> bool:
+    """Whether a clock-game-only flag of `eval` was given."""
+    given = (args.t0, args.clocks, args.opponents)
+    return bool(args.tune_midpeak or args.tune_fixed or any(f is not None for f in given))
+
+
 def _eval(args: argparse.Namespace) -> int:
     check_map_count()
     import games
@@ -22,10 +28,10 @@ def _eval(args: argparse.Namespace) -> int:
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
-        if clock and (args.tune_midpeak or args.t0 is not None or args.opponents is not None):
+        if clock and _clock_flags(args):
             raise CommandError(
                 "--via-services plays the clock gate against the reflex at the game's own "
-                "clocks: drop --t0, --opponents and --tune-midpeak"
+                "clocks: drop --t0, --clocks, --opponents, --tune-midpeak and --tune-fixed"
             )
         if args.episodes is None:
             args.episodes = 100
@@ -34,8 +40,10 @@ def _eval(args: argparse.Namespace) -> int:
         if latency:
             raise CommandError("--latency and its flags are for committed-action games")
         return _clock_eval(args)
-    if args.tune_midpeak or args.t0 is not None or args.opponents is not None:
-        raise CommandError("--t0, --opponents and --tune-midpeak are for clock games")
+    if _clock_flags(args):
+        raise CommandError(
+            "--t0, --clocks, --opponents, --tune-midpeak and --tune-fixed are for clock games"
+        )
     if args.chunk is not None and args.chunk < 1:
         raise CommandError(f"--chunk must be >= 1 seed, got {args.chunk}")
     if args.episodes is None:

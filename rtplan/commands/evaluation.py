@@ -101,7 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="episodes (seeds) per condition (default 100); clock games: games per (player, "
-        "opponent, T0), half as many openings with both colours (default 100; --tune-midpeak 12)",
+        "opponent, T0), half as many openings with both colours (default 100; --tune-midpeak 12; "
+        "--tune-fixed 100)",
     )
     ev.add_argument(
         "--conditions",
@@ -133,6 +134,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="clocks in ticks (default 300 1200 2300 3500 4100)",
     )
     clock.add_argument(
+        "--clocks",
+        type=int,
+        nargs="*",
+        default=None,
+        help="clocks off the pre-registered five, in ticks (bare: 450 1500 2600 3800 5200 "
+        "7000, between the training clocks and past them); cells and tables go to "
+        "results/<game>/clock-eval/<split>-clocks/ and <split>-clocks-*.csv, never into the "
+        "pre-registered ones; with --tune-fixed / --tune-midpeak: tune at these clocks",
+    )
+    clock.add_argument(
         "--opponents", nargs="*", default=None, help="the pool (default policy-only, k<k>, random)"
     )
     clock.add_argument(
@@ -141,6 +152,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="sweep midpeak's centre and width per T0 against the pool (default split tuning) "
         "and write the tuned table <checkpoints>/<game>/midpeak.json (resumable: "
         "results/<game>/clock-eval/midpeak-sweep.csv)",
+    )
+    clock.add_argument(
+        "--tune-fixed",
+        action="store_true",
+        help="the clock-aware bar: every fixed budget against the pool per T0 (default split "
+        "tuning, never eval), the best per T0 written to results/<game>/clock-eval/"
+        "fixed-per-t0.json, which `rtplan report` plays as k-per-t0 from the budgets' own "
+        "cells (resumable: results/<game>/clock-eval/fixed-sweep.csv)",
     )
     sim = ev.add_argument_group(
         "simulated deployment (committed games): misses drawn from measured latency",

@@ -208,7 +208,7 @@ def test_clock_eval_tuning_and_report(tmp_path):
     table = clock_report.clock_readme_table({GAME: rows}).splitlines()
     assert len(table) == 3 and table[2].startswith(f"| {GAME} (16) | — | ")
     assert f"({best}) |" in table[2] and table[2].endswith(
-        "| gate, random, policy-only, proportional, uncertainty |"
+        "| gate, k-per-t0, random, policy-only, proportional, uncertainty |"
     )
     readme = tmp_path / "README.md"
     readme.write_text(f"a\n{report.CLOCK_README_BEGIN}\nold\n{report.CLOCK_README_END}\nb\n")
@@ -243,6 +243,22 @@ def test_the_command_names_an_unknown_player_or_opponent(tmp_path, capsys):
     assert "unknown opponent 'k999'" in capsys.readouterr().err
 
 
+def _write_cells(out, players, split="eval", opponents=("random",), seeds=(0, 1)):
+    """Hand-made cells: player -> T0 -> its games' results, the same against each opponent."""
+    for player, by_t0 in players.items():
+        for t0, r in by_t0.items():
+            for opp in opponents:
+                path = clock_eval.cell_file(out, GAME, split, player, opp, t0)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                n = len(r)
+                path.write_text(json.dumps({
+                    "player": player, "opponent": opp, "t0": t0, "returns": r,
+                    "game_ids": [f"g{t0}-{opp}-{i}" for i in range(n)], "options": ["1"] * n,
+                    "clocks_end": [[t0, t0]] * n, "seeds": list(seeds), "budgets": [2, 4],
+                    "simulations": [2, 4],
+                }))  # fmt: skip
+
+
 def test_report_writes_the_clock_table_into_the_readme(tmp_path):
     """`rtplan report` on hand-made cells: the best fixed budget and heuristic are the best
     averaged over T0, the gate's differences are paired over (T0, opponent, game), and the
@@ -256,15 +272,7 @@ def test_report_writes_the_clock_table_into_the_readme(tmp_path):
     out = tmp_path / "results"
     splits = {"eval": scores, "holdout": {"gate-x": scores["gate"], "k2": scores["k2"]}}
     for split, players in splits.items():
-        for player, by_t0 in players.items():
-            for t0, r in by_t0.items():
-                path = clock_eval.cell_file(out, GAME, split, player, "random", t0)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps({
-                    "player": player, "opponent": "random", "t0": t0, "returns": r,
-                    "game_ids": [f"g{t0}-{i}" for i in range(4)], "options": ["12", "0", "1", "2"],
-                    "clocks_end": [[t0, t0]] * 4, "seeds": [0, 1],
-                }))  # fmt: skip
+        _write_cells(out, players, split)
     readme = tmp_path / "README.md"
     readme.write_text(f"a\n{report.CLOCK_README_BEGIN}\nold\n{report.CLOCK_README_END}\nb\n")
     out_ = report.report(out, readme=readme, figures=False)
@@ -279,10 +287,12 @@ def test_report_writes_the_clock_table_into_the_readme(tmp_path):
         f"{GAME} (8)",
         f"{gate.mean():.3f} ± {se(gate):.3f}",
         f"{k2.mean():.3f} ± {se(k2):.3f} (k2)",
+        "—",  # the clock-aware bar: not tuned here
         f"{greedy.mean():.3f} ± {se(greedy):.3f} (greedy)",
         f"{d_fixed.mean():+.3f} ± {se(d_fixed):.3f} ({d_fixed.mean() / se(d_fixed):+.1f} SE)",
+        "—",
         f"{d_heur.mean():+.3f} ± {se(d_heur):.3f} ({d_heur.mean() / se(d_heur):+.1f} SE)",
-        "random, policy-only, proportional, midpeak, uncertainty",
+        "k-per-t0, random, policy-only, proportional, midpeak, uncertainty",
     ]
     assert row == "| " + " | ".join(cells) + " |"
     # The gate against each player, paired (what a pre-registered rule with fixed bars reads).
@@ -302,3 +312,178 @@ def test_report_writes_the_clock_table_into_the_readme(tmp_path):
     assert float(held["diff"]) == pytest.approx(d_fixed.mean())
     assert readme.read_text().startswith(f"a\n{report.CLOCK_README_BEGIN}\n| game (games")
     assert readme.read_text().endswith(f"{report.CLOCK_README_END}\nb\n")
+
+
+def _se(d):
+    d = np.asarray(d, np.float64)
+    return d.std(ddof=1) / np.sqrt(len(d))
+
+
+def _write_sweep(out, scores, games=4):
+    """A hand-made fixed-budget sweep on tuning openings: (T0, k) -> opponent -> score."""
+    path = clock_eval.sweep_file(out, GAME, "fixed")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["t0", "k", "opponent", "games", "score", "unique_games", "unique_score", "s"])
+        for (t0, k), by in scores.items():
+            for opp, score in by.items():
+                w.writerow([t0, k, opp, games, score, games, score, 1.0])
+
+
+def _bar_rows(out):
+    clock_report.write_summary(out, GAME, "eval")
+    with (out / GAME / "clock-eval" / "eval-scores.csv").open() as f:
+        return {r["t0"]: r for r in csv.DictReader(f) if r["player"] == clock_report.CLOCK_BAR}
+
+
+def test_the_clock_aware_bar_is_chosen_on_tuning_games_only(tmp_path):
+    """The fixed budget per T0 comes from the tuning sweep alone: new evaluation scores move
+    the bar's score, never its choice; new tuning scores move the choice."""
+    out = tmp_path / "results"
+    opps = ("random", "policy-only")
+    tuning = {  # T0 6: k2 best over the pool; T0 14: k4 (mean over both opponents)
+        (6, 2): {"random": 0.7, "policy-only": 0.5}, (6, 4): {"random": 0.9, "policy-only": 0.2},
+        (14, 2): {"random": 0.4, "policy-only": 0.4}, (14, 4): {"random": 0.6, "policy-only": 0.3},
+    }  # fmt: skip
+    _write_sweep(out, tuning)
+    pick = dict(budgets=(2, 4), opponents=opps, games_per_cell=4)
+    assert clock_eval.pick_fixed(out, GAME, **pick) == {6: "k2", 14: "k4"}
+    table = clock_report.load_clock_bar(out, GAME)
+    assert table["tuned_on"] == "tuning" and table["seeds"] == [1_000_000, 1_000_001]
+    assert table["tuning_scores"]["6"] == {"k2": 0.6, "k4": 0.55}
+    # On the evaluation games the other budget wins at both clocks, by far.
+    evals = {
+        "gate": {6: [1, 0, 1, 0], 14: [1, 1, 0, 0]},
+        "k2": {6: [0, 0, 0, 0], 14: [1, 1, 1, 1]},
+        "k4": {6: [1, 1, 1, 1], 14: [0, 0, 0, 0]},
+    }
+    _write_cells(out, evals, opponents=opps)
+    rows = _bar_rows(out)
+    assert {t: r["picked"] for t, r in rows.items()} == {"6": "k2", "14": "k4", "mean": "k2/k4"}
+    assert float(rows["mean"]["score"]) == 0.0  # k2's games at 6, k4's at 14
+    # Other evaluation scores: the choice stays, the score follows the chosen budgets' games.
+    _write_cells(out, {"k2": {6: [1, 1, 1, 0], 14: [0, 0, 0, 0]}}, opponents=opps)
+    rows = _bar_rows(out)
+    assert rows["mean"]["picked"] == "k2/k4" and float(rows["6"]["score"]) == 0.75
+    # Other tuning scores: the choice moves (T0 6 to k4; a tie at 14 goes to the smaller k2).
+    tuning[6, 4] = {"random": 0.9, "policy-only": 0.4}
+    tuning[14, 4] = {"random": 0.5, "policy-only": 0.3}
+    _write_sweep(out, tuning)
+    assert clock_eval.pick_fixed(out, GAME, **pick) == {6: "k4", 14: "k2"}
+    assert _bar_rows(out)["mean"]["picked"] == "k4/k2"
+    # Rows of another cell size, or a T0 where a budget missed an opponent, choose nothing.
+    assert clock_eval.pick_fixed(out, GAME, **{**pick, "games_per_cell": 8}) == {}
+    assert clock_eval.pick_fixed(out, GAME, **{**pick, "opponents": ("k2",)}) == {}
+
+
+def test_the_clock_aware_bar_never_reads_evaluation_openings(tmp_path):
+    out = tmp_path / "results"
+    _write_cells(out, {"gate": {6: [1, 0]}, "k2": {6: [0, 1]}}, seeds=(1_000_000,))
+    clock_report.write_clock_bar(out, GAME, {6: "k2"}, {"seeds": [1_000_000, 1_000_001]})
+    with pytest.raises(ValueError, match="chosen on openings these cells play"):
+        clock_report.write_summary(out, GAME, "eval")
+    with pytest.raises(ValueError, match="never eval"):  # refused before any play
+        clock_eval._sweep(
+            None, None, {(2,): None}, ("k",), path=tmp_path / "s.csv", split="eval",
+            games_per_cell=2, t0s=(6,), opponents=None, log=print,
+        )  # fmt: skip
+
+
+def test_the_clock_aware_bar_pairs_with_every_player(tmp_path):
+    """Hand-made cells: the bar is k4 at T0 6 and k2 at T0 14, over two opponents; the gate's
+    difference and its SE are paired game by game over (T0, opponent, game), in the scores,
+    the pairs and the README's table; a T0 the bar was not tuned at has no bar row and no
+    mean."""
+    out = tmp_path / "results"
+    opps = ("policy-only", "random")
+    evals = {
+        "gate": {6: [1, 1, 0.5, 0], 14: [1, 0, 1, 0]},
+        "k2": {6: [1, 0, 0.5, 0], 14: [0, 0, 1, 0.5]},
+        "k4": {6: [0, 1, 0, 0], 14: [1, 0, 0, 0]},
+        "greedy": {6: [0, 0, 0, 0], 14: [0.5, 0.5, 0.5, 0.5]},
+    }
+    _write_cells(out, evals, opponents=opps)
+    clock_report.write_clock_bar(out, GAME, {6: "k4", 14: "k2"}, {"seeds": [1_000_000]})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{report.CLOCK_README_BEGIN}\n{report.CLOCK_README_END}\n")
+    report.report(out, readme=readme, figures=False)
+    # Pooled as the tables pool: T0 6 (policy-only, random), then T0 14 (policy-only, random).
+    g = np.array(evals["gate"][6] * 2 + evals["gate"][14] * 2)
+    bar = np.array(evals["k4"][6] * 2 + evals["k2"][14] * 2)
+    greedy = np.array(evals["greedy"][6] * 2 + evals["greedy"][14] * 2)
+    with (out / GAME / "clock-eval" / "eval-scores.csv").open() as f:
+        rows = {(r["player"], r["t0"]): r for r in csv.DictReader(f)}
+    assert float(rows["k-per-t0", "mean"]["score"]) == pytest.approx(bar.mean())
+    assert float(rows["k-per-t0", "mean"]["se"]) == pytest.approx(_se(bar))
+    for t0, part in (("6", slice(0, 8)), ("14", slice(8, 16)), ("mean", slice(None))):
+        d = (g - bar)[part]
+        assert float(rows["gate", t0]["minus_clock_bar"]) == pytest.approx(d.mean())
+        assert float(rows["gate", t0]["minus_clock_bar_se"]) == pytest.approx(_se(d))
+        d = (greedy - bar)[part]
+        assert float(rows["greedy", t0]["minus_clock_bar"]) == pytest.approx(d.mean())
+    assert rows["k-per-t0", "mean"]["minus_clock_bar"] == ""  # not against itself
+    # The single best budget is still chosen among the real fixed budgets, never the bar.
+    assert rows["gate", "mean"]["best_fixed_name"] == "k2"
+    with (out / GAME / "clock-eval" / "eval-pairs.csv").open() as f:
+        pairs = {r["t0"]: r for r in csv.DictReader(f) if r["versus"] == "k-per-t0"}
+    assert float(pairs["mean"]["diff"]) == pytest.approx((g - bar).mean())
+    assert float(pairs["mean"]["se"]) == pytest.approx(_se(g - bar))
+    line = readme.read_text().splitlines()[3].split(" | ")
+    d = g - bar
+    assert line[3] == f"{bar.mean():.3f} ± {_se(bar):.3f} (k4/k2)"
+    assert line[6] == f"{d.mean():+.3f} ± {_se(d):.3f} ({d.mean() / _se(d):+.1f} SE)"
+    # A bar tuned at one T0 only: its row there, no mean, and the README shows none.
+    clock_report.write_clock_bar(out, GAME, {6: "k4"}, {"seeds": [1_000_000]})
+    _, rows = clock_report.summarize_cells(
+        clock_report.with_clock_bar(
+            clock_report.load_cells(out, GAME), clock_report.load_clock_bar(out, GAME)
+        )
+    )
+    assert [r["t0"] for r in rows if r["player"] == "k-per-t0"] == [6]
+    gate = {r["t0"]: r for r in rows if r["player"] == "gate"}
+    assert gate[6]["minus_clock_bar"] == pytest.approx((g - bar)[:8].mean())
+    assert "minus_clock_bar" not in gate[14] and "minus_clock_bar" not in gate["mean"]
+    assert " | — | " in clock_report.clock_readme_table({GAME: rows}).splitlines()[2]
+    figs = clock_report.clock_figures(out, GAME)  # the bar drawn at the T0 it has
+    assert [f.name for f in figs] == [
+        "eval-score-per-t0.png",
+        "eval-profile.png",
+        "eval-clocks.png",
+    ]
+    # The pre-registered players' numbers are the same with or without the bar.
+    _, plain = clock_report.summarize_cells(clock_report.load_cells(out, GAME))
+    strip = ("minus_clock_bar", "minus_clock_bar_se")
+    assert [
+        {k: v for k, v in r.items() if k not in strip} for r in rows if r["player"] != "k-per-t0"
+    ] == plain
+
+
+def test_clocks_flag_plays_the_asked_clocks_apart(tmp_path):
+    """`--clocks` plays the clocks asked (off the pre-registered five) into `eval-clocks/`,
+    summarised apart; `--tune-fixed --clocks` tunes the bar there on tuning openings."""
+    from rtplan.cli import main
+
+    planner_file = str(planner_path(write_checkpoints(tmp_path / "ck", (GAME,)), GAME))
+    out = tmp_path / "r"
+    argv = ["eval", "--game", GAME, "--planner", planner_file, "--out", str(out)]
+    small = ["--opponents", "random", "--episodes", "2"]
+    assert main([*argv, *small, "--clocks", "5", "11", "--conditions", "k2", "k4"]) == 0
+    folder = out / GAME / "clock-eval"
+    played = sorted(p.relative_to(folder).as_posix() for p in folder.glob("*/*/*.json"))
+    assert played == [f"eval-clocks/{k}/random-T{t}.json" for k in ("k2", "k4") for t in (11, 5)]
+    assert json.loads((folder / "eval-clocks/k2/random-T11.json").read_text())["t0"] == 11
+    assert not (folder / "eval").exists() and (folder / "eval-clocks-scores.csv").exists()
+    assert main([*argv, *small, "--tune-fixed", "--clocks", "5", "11"]) == 0
+    table = clock_report.load_clock_bar(out, GAME)
+    assert set(table["per_t0"]) == {"5", "11"} and table["tuned_on"] == "tuning"
+    with (folder / "fixed-sweep.csv").open() as f:
+        assert {(r["t0"], r["k"]) for r in csv.DictReader(f)} == {
+            (t, k) for t in ("5", "11") for k in ("2", "4")
+        }
+    report.report(out, readme=None, figures=False)
+    with (folder / "eval-clocks-scores.csv").open() as f:
+        picked = {r["t0"]: r["picked"] for r in csv.DictReader(f) if r["player"] == "k-per-t0"}
+    assert picked["5"] == table["per_t0"]["5"] and set(picked) == {"5", "11", "mean"}
+    assert main([*argv, "--clocks", "300", "--t0", "300"]) != 0
+    assert main([*argv, "--tune-fixed", "--split", "eval"]) != 0
