@@ -109,11 +109,9 @@ def _counterfactual(args: argparse.Namespace) -> int:
 def _via_services(args: argparse.Namespace) -> int:
     if args.conditions is not None or args.ablations:
         raise CommandError("--via-services plays the gate only: drop --conditions and --ablations")
-    import games
     from harness.checkpoint import CheckpointError
     from rtplan import via_services
 
-    games.game_class(args.game)
     try:
         return via_services.run(
             args.game,

@@ -3,10 +3,10 @@
 Committed games (`committed`): the gate's episodes, frame by frame (actions, k-sequence,
 return). Clock games (`clock`): the clock gate (the planner agent, player 0) against the reflex
 opponent, ply by ply (movers, moves, charged ticks, the gate's budgets, both clocks after every
-ply, the result). One `run` plays either: each kind's module gives its checks, its in-process
-reference, its reader of a session's replay, its comparison and its table (`committed`,
-`clock`). Sessions are read back over the wire (`GET /v1/replays/NAME`, the env server's own
-re-simulation of the file it wrote), never from the server's files.
+ply, the result). One `run` plays either: each kind's module gives its loader (the service's
+checks), its in-process reference, its reader of a session's replay, its comparison and its table
+(`committed`, `clock`). Sessions are read back over the wire (`GET /v1/replays/NAME`, the env
+server's own re-simulation of the file it wrote), never from the server's files.
 """
 
 from __future__ import annotations
@@ -57,23 +57,24 @@ def run(
         over another planner). ValueError: too few episodes.
         RuntimeError: a service failed to start or a session failed.
     """
+    import functools
+
     import games
     from gate.committed.choosers import seeds_of
-    from planner.store import load_planner
 
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file))  # it plays the gate
-    load_planner(game_id, planner_file)  # CheckpointError: it does not load
     kind = {games.Kind.COMMITTED: committed, games.Kind.CLOCK: clock}[games.kind_of(game_id)]
-    kind.check(game_id, planner_file, gate_file)  # the service's checks, before it starts
+    # Each file loaded once, with the service's checks, before the services start.
+    loaded = kind.load(game_id, planner_file, gate_file)
     want, served = play_through_services(
         game_id,
         seeds_of(split, episodes),
         planner_file,
         gate_file,
-        reference=kind.in_process,
+        reference=functools.partial(kind.in_process, loaded),
         read=kind.served,
         log=log,
         opponent=kind.OPPONENT,

@@ -8,16 +8,16 @@ import dataclasses
 
 import numpy as np
 
-from rtplan.via_services.sessions import at, first_difference
+from rtplan.via_services.sessions import Loaded, at, first_difference
 
 __all__ = [
     "COLUMNS",
     "OPPONENT",
     "ClockGame",
-    "check",
     "compare",
     "identical",
     "in_process",
+    "load",
     "served",
 ]
 
@@ -118,17 +118,34 @@ COLUMNS = (
 )
 
 
-def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
-    """`play_match` of the clock gate (player A) against the reflex from `game.init(PRNGKey(s))`
-    (no opening, the game's own clocks): for each seed the game in which A is player 0, as
-    the sessions play it, ply by ply (`on_ply`)."""
-    from gate.clock.players import gate_player
-    from planner.matches import constant_player, play_match
+def load(game_id: str, planner_file: str, gate_file: str) -> Loaded:
+    """The planner and the clock gate, loaded once: `load_clock_gate` over this planner file
+    makes the planner service's checks.
+
+    Raises:
+        harness.checkpoint.CheckpointError: a file does not load, or the gate is not a clock
+            gate of this planner.
+    """
+    from gate.clock.gate import load_clock_gate
     from planner.options import Planner
     from planner.store import load_planner
 
     pcfg, params, _ = load_planner(game_id, planner_file)
-    planner = Planner(dataclasses.replace(pcfg, gumbel_scale=0.0))  # the service's search
+    gate, gparams, _ = load_clock_gate(gate_file, Planner(pcfg), planner_file=planner_file)
+    return Loaded(gate.planner, params, gate, gparams)
+
+
+def in_process(loaded: Loaded, seeds: np.ndarray):
+    """`play_match` of the clock gate (player A) against the reflex from `game.init(PRNGKey(s))`
+    (no opening, the game's own clocks): for each seed the game in which A is player 0, as
+    the sessions play it, ply by ply (`on_ply`)."""
+    from gate.clock.gate import ClockGate, clock_gate_player
+    from planner.matches import constant_player, play_match
+    from planner.options import Planner
+
+    params = loaded.planner_params
+    planner = Planner(dataclasses.replace(loaded.planner.config, gumbel_scale=0.0))  # as served
+    gate = ClockGate(planner, loaded.gate.config)
     budgets = np.asarray((0, *planner.config.budgets))
     n = len(seeds)
     log: dict[int, list] = {g: [] for g in range(2 * n)}
@@ -144,7 +161,7 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
     ep = play_match(
         planner,
         params,
-        gate_player(gate_file, planner, params),
+        clock_gate_player(gate, loaded.gate_params),
         constant_player("reflex", 0),
         seeds,
         opening_plies=0,
@@ -169,17 +186,6 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
             )
         )
     return games
-
-
-def check(game_id: str, planner_file: str, gate_file: str) -> None:
-    """The service's checks of the clock gate file (`load_clock_gate`: it loads, over this
-    planner)."""
-    from gate.clock.gate import load_clock_gate
-    from planner.options import Planner
-    from planner.store import load_planner
-
-    pcfg, _, _ = load_planner(game_id, planner_file)
-    load_clock_gate(gate_file, Planner(pcfg), planner_file=planner_file)
 
 
 def identical(game_id: str, split: str, rows: list[dict], served: list[ClockGame]) -> str:

@@ -7,16 +7,16 @@ import dataclasses
 
 import numpy as np
 
-from rtplan.via_services.sessions import at, first_difference
+from rtplan.via_services.sessions import Loaded, at, first_difference
 
 __all__ = [
     "COLUMNS",
     "OPPONENT",
     "Served",
-    "check",
     "compare",
     "identical",
     "in_process",
+    "load",
     "served",
 ]
 
@@ -129,10 +129,14 @@ COLUMNS = (
 )
 
 
-def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarray):
-    """`gate.committed.choosers.play` of the deployed gate (argmax), recording every frame's
-    action."""
-    from gate.committed.choosers import gate_chooser, play
+def load(game_id: str, planner_file: str, gate_file: str) -> Loaded:
+    """The planner and the gate, loaded once: `load_gate` over this planner file makes the
+    planner service's checks.
+
+    Raises:
+        harness.checkpoint.CheckpointError: a file does not load, or the gate is not this
+            planner's.
+    """
     from gate.committed.policy import load_gate
     from planner.options import Planner
     from planner.store import load_planner
@@ -140,6 +144,15 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
     gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
+    return Loaded(planner, pparams, gate, gparams)
+
+
+def in_process(loaded: Loaded, seeds: np.ndarray):
+    """`gate.committed.choosers.play` of the deployed gate (argmax), recording every frame's
+    action."""
+    from gate.committed.choosers import gate_chooser, play
+
+    gate, pparams, gparams = loaded.gate, loaded.planner_params, loaded.gate_params
     choose = gate_chooser(gate, gparams, pparams)
     return play(
         gate.runner(len(seeds)),
@@ -149,16 +162,6 @@ def in_process(game_id: str, planner_file: str, gate_file: str, seeds: np.ndarra
         record_actions=True,
         future_params=gate.future_params(gparams),
     )
-
-
-def check(game_id: str, planner_file: str, gate_file: str) -> None:
-    """The service's checks of the gate file (`load_gate`: it loads, over this planner)."""
-    from gate.committed.policy import load_gate
-    from planner.options import Planner
-    from planner.store import load_planner
-
-    pcfg, _, _ = load_planner(game_id, planner_file)
-    load_gate(gate_file, Planner(pcfg), planner_file=planner_file)
 
 
 def identical(game_id: str, split: str, rows: list[dict], served: list[Served]) -> str:

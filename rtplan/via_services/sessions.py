@@ -4,6 +4,7 @@ in-process reference computed beside them, sessions played to their end, and the
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -16,6 +17,7 @@ import numpy as np
 from rtplan.processes import http_json, services
 
 __all__ = [
+    "Loaded",
     "at",
     "create_session",
     "fetch_replay",
@@ -37,6 +39,17 @@ STALL_S = 300.0
 CREATE_TRIES = 5
 #: Seconds the env server may take to re-simulate one replay (`GET /v1/replays/NAME`).
 REPLAY_TIMEOUT_S = 600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """A planner and its gate, each loaded once, with the planner service's own checks (the
+    gate's loader over this planner file): what the in-process reference plays."""
+
+    planner: Any  # planner.options.Planner
+    planner_params: Any
+    gate: Any  # gate.committed.policy.Gate or gate.clock.gate.ClockGate
+    gate_params: Any
 
 
 def serving_folder(tmp: Path, game_id: str, planner_file: str, gate_file: str) -> Path:
@@ -157,12 +170,12 @@ def play_through_services(
     planner_file: str,
     gate_file: str,
     *,
-    reference: Callable[[str, str, str, np.ndarray], Any],
+    reference: Callable[[np.ndarray], Any],
     read: Callable[[list[dict], dict, int], Any],
     log: Callable,
     opponent: str | None = None,
 ) -> tuple[Any, list]:
-    """Plays `seeds` in process (`reference(game_id, planner_file, gate_file, seeds)`) and as
+    """Plays `seeds` in process (`reference(seeds)`) and as
     simulated-clock sessions of the planner service and env server over these two files.
 
     The reference compiles in a thread while the services start and compile theirs; sessions
@@ -178,7 +191,7 @@ def play_through_services(
     with tempfile.TemporaryDirectory(prefix="rtplan-via-services-") as tmp:
         root = serving_folder(Path(tmp), game_id, planner_file, gate_file)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(reference, game_id, planner_file, gate_file, seeds)
+            pending = pool.submit(reference, seeds)
             log(f"starting the planner service and env server over {planner_file}, {gate_file}")
             with services(
                 game_id, echo=False, checkpoint_dir=root, record_dir=Path(tmp) / "replays"

@@ -9,6 +9,8 @@ import jax
 import numpy as np
 import pytest
 
+import planner.store as planner_store
+from gate.committed import policy as committed_policy
 from harness.checkpoint import gate_path, planner_path
 from planner import Planner
 from planner.store import save_planner
@@ -37,11 +39,21 @@ def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
         return real(episodes, served)
 
     monkeypatch.setattr(via_services.committed, "compare", compare)
+    loads = []  # each checkpoint is loaded once in this process (the services load their own)
+    for module, name in ((planner_store, "load_planner"), (committed_policy, "load_gate")):
+        real_load = getattr(module, name)
+
+        def counted(*a, _real=real_load, _name=name, **kw):
+            loads.append(_name)
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(module, name, counted)
     planner = str(planner_path(root, GAME))
     argv = ["eval", "--game", GAME, "--via-services", "--episodes", "2", "--planner", planner]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "identical in process and through the services" in out and "MISMATCH" not in out
+    assert sorted(loads) == ["load_gate", "load_planner"], loads
     (episodes, served) = seen[0]
     assert [s.seed for s in served] == [2_000_000, 2_000_001] == episodes.seeds.tolist()
     for i, s in enumerate(served):
