@@ -1,7 +1,7 @@
 """Budgeted options o_k: reflex frames while MCTS plans for the frame where its action lands.
 
 Every later component (training, the gate, evaluation, the services) acts through this module.
-It runs past ~450 lines on purpose: the option, the reflex frames it plays and the tree it
+It runs past ~650 lines on purpose: the option, the committed frames it plays and the tree it
 searches are one algorithm, and its math reads in one file (STYLE.md).
 
 Committed-action games (Pac-Man, Tetris, Snake): option k started at s_t plays k-1 reflex
