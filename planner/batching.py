@@ -149,12 +149,12 @@ class OptionRunner:
     ):
         sub_keys, sub_states = jax.tree.map(lambda x: x[idx], (keys, states))
         args, specs = (params, sub_keys, sub_states, future_params), (P(), P(AXIS), P(AXIS), P())
-        if miss is not None or plan is not None:
-            sub_miss = None if miss is None else miss[idx]
-            args, specs = (*args, sub_miss), (*specs, P() if miss is None else P(AXIS))
-        if plan is not None:
-            args, specs = (*args, jax.tree.map(lambda x: x[idx], plan)), (*specs, P(AXIS))
+        if miss is not None:
+            args, specs = (*args, miss[idx]), (*specs, P(AXIS))
         option = functools.partial(self._padded_option, k=k, fallback=fallback)
+        if plan is not None:  # the plan rides last, after the misses if any
+            args, specs = (*args, jax.tree.map(lambda x: x[idx], plan)), (*specs, P(AXIS))
+            option = functools.partial(self._planned_option, option, miss is not None)
         if self._mesh is not None:
             # check_vma=False: mctx's while_loop carries mix per-device and replicated values.
             option = jax.shard_map(
@@ -162,6 +162,14 @@ class OptionRunner:
             )
         out = option(*args)
         return jax.tree.map(lambda a, o: a.at[idx].set(o), acc, out)
+
+    @staticmethod
+    def _planned_option(option, with_miss: bool, *args):
+        """`option(params, keys, states, future_params, miss, plan)` from positional `args`
+        that hold `miss` only when `with_miss` (shard_map takes arrays, not None)."""
+        *head, plan = args
+        miss = head.pop() if with_miss else None
+        return option(*head, miss, plan)
 
     def _empty_output(self, params, keys, states, future_params) -> OptionOutput:
         # Under committed="plan" the output carries a plan whatever the input: none here.

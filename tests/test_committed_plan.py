@@ -112,6 +112,19 @@ def test_committed_frames_follow_the_plan_where_it_reaches_then_the_reflex():
         ).all()
 
 
+def test_a_missed_planned_action_leaves_no_plan():
+    """A planned action that missed its deadline played the fallback: the world left the tree."""
+    planner, params, run = _planner()
+    states, keys = start(planner.game, seeds_of("tuning", 3))
+    plain, _ = _option(run, params, keys, states, 1)
+    miss = jnp.array([True, False, False])
+    missed, _ = run(params, keys, states, 1, None, None, miss, "game", None, None)
+    assert int(missed.plan_len[0]) == 0 and (np.asarray(missed.plan[0]) == -1).all()
+    np.testing.assert_array_equal(missed.plan[1:], plain.plan[1:])
+    np.testing.assert_array_equal(missed.plan_len[1:], plain.plan_len[1:])
+    assert int(plain.plan_len[0]) > 0
+
+
 def _pv_nodes(tree, i, action, depth):
     """Game i's principal-variation nodes below the root's `action`, as `plan_of` reads them."""
     node = int(tree.children_index[i, 0, action])
