@@ -4,7 +4,8 @@ A `lax.switch` under `vmap` runs every branch, so the reference computed all fou
 every game and kept one (4x the cost). Here the host groups the games by k and runs one jitted
 option per group, padded up to a size from a fixed ladder so each (k, size) compiles once. The
 ladder grows by at most 25% per rung, which bounds the padding waste. Because every game carries
-its own PRNG key, a game's result does not depend on its group: grouped == one by one.
+its own PRNG key, a game's result does not depend on its group: grouped == one by one. Under
+`committed="plan"` each game's previous plan is gathered with it and its new plan scattered back.
 
 XLA:CPU runs a search on about one core; with `devices` > 1 each group's option is split
 across that many (host) devices with `jax.shard_map`, as planner training does
@@ -102,8 +103,18 @@ class OptionRunner:
         raise ValueError(f"group of {n} games exceeds the largest bucket {self.ladder[-1]}")
 
     def _padded_option(
-        self, params, keys, states, future_params, miss=None, *, k: int, fallback: str = "game"
+        self,
+        params,
+        keys,
+        states,
+        future_params,
+        miss=None,
+        plan=None,
+        *,
+        k: int,
+        fallback: str = "game",
     ) -> OptionOutput:
+        plan, plan_len = (None, None) if plan is None else plan
         out = self.planner.option(
             params,
             keys,
@@ -113,6 +124,8 @@ class OptionRunner:
             future_params=future_params,
             miss=miss,
             fallback=fallback,
+            plan=plan,
+            plan_len=plan_len,
         )
         pad = self._width - out.actions.shape[1]
         return out.replace(
@@ -129,6 +142,7 @@ class OptionRunner:
         acc: OptionOutput,
         future_params,
         miss=None,
+        plan=None,
         *,
         k: int,
         fallback: str = "game",
@@ -138,6 +152,9 @@ class OptionRunner:
         if miss is not None:
             args, specs = (*args, miss[idx]), (*specs, P(AXIS))
         option = functools.partial(self._padded_option, k=k, fallback=fallback)
+        if plan is not None:  # the plan rides last, after the misses if any
+            args, specs = (*args, jax.tree.map(lambda x: x[idx], plan)), (*specs, P(AXIS))
+            option = functools.partial(self._planned_option, option, miss is not None)
         if self._mesh is not None:
             # check_vma=False: mctx's while_loop carries mix per-device and replicated values.
             option = jax.shard_map(
@@ -146,7 +163,16 @@ class OptionRunner:
         out = option(*args)
         return jax.tree.map(lambda a, o: a.at[idx].set(o), acc, out)
 
+    @staticmethod
+    def _planned_option(option, with_miss: bool, *args):
+        """`option(params, keys, states, future_params, miss, plan)` from positional `args`
+        that hold `miss` only when `with_miss` (shard_map takes arrays, not None)."""
+        *head, plan = args
+        miss = head.pop() if with_miss else None
+        return option(*head, miss, plan)
+
     def _empty_output(self, params, keys, states, future_params) -> OptionOutput:
+        # Under committed="plan" the output carries a plan whatever the input: none here.
         shapes = jax.eval_shape(
             functools.partial(self._padded_option, k=self.budgets[0]),
             params,
@@ -155,6 +181,27 @@ class OptionRunner:
             future_params,
         )
         return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    @property
+    def by_plan(self) -> bool:
+        """The planner commits to the previous plan (`PlannerConfig.committed` "plan"): every
+        call takes the games' plans."""
+        return self.planner.config.committed == "plan"
+
+    def _plan_arg(self, plan, batch: int):
+        """The `plan` argument of a group call: (plan, plan_len) under "plan" (none given: no
+        plan), None under "reflex" (where a plan is refused)."""
+        if not self.by_plan:
+            if plan is not None:
+                raise ValueError("this OptionRunner's planner commits to the reflex: no plan")
+            return None
+        if plan is None:
+            return self.planner.empty_plan(batch)
+        plan, plan_len = plan
+        want = (batch, self.planner.config.plan_horizon)
+        if tuple(plan.shape) != want or tuple(plan_len.shape) != (batch,):
+            raise ValueError(f"plan has shape {tuple(plan.shape)}; expected {want} and ({batch},)")
+        return jnp.asarray(plan, jnp.int32), jnp.asarray(plan_len, jnp.int32)
 
     def _check_future(self, future_params) -> None:
         if (self.future is None) != (future_params is None):
@@ -168,10 +215,11 @@ class OptionRunner:
         self._check_future(future_params)
         batch = keys.shape[0]
         acc = self._empty(params, keys, states, future_params)
+        plan = {} if not self.by_plan else dict(plan=self._plan_arg(None, batch))
         for size in sizes or [s for s in self.ladder if s <= self.bucket(batch)]:
             idx = jnp.zeros((size,), jnp.int32)
             for fn in self._group.values():
-                jax.block_until_ready(fn(params, keys, states, idx, acc, future_params))
+                jax.block_until_ready(fn(params, keys, states, idx, acc, future_params, **plan))
 
     def __call__(
         self,
@@ -183,6 +231,7 @@ class OptionRunner:
         *,
         miss: jax.Array | None = None,
         fallback: str = "game",
+        plan: tuple[jax.Array, jax.Array] | None = None,
     ) -> OptionOutput:
         """Runs option `ks[i]` on game i.
 
@@ -195,10 +244,13 @@ class OptionRunner:
             miss: `[B]` bool, True where game i's planned action missed its deadline: its
                 landing frame plays the `fallback` (`Planner.option`); None: none missed.
             fallback: "game" or "reflex" (`planner.options.FALLBACKS`).
+            plan: committed="plan" only: (`[B, H]` plans, `[B]` lengths), each game's previous
+                option's `plan`/`plan_len`; None: no plan (every committed frame the reflex).
 
         Returns:
             An `OptionOutput` over the batch with `actions`/`planned` padded to the largest
-            budget (`-1` / False past a game's own k); in clock games one move each.
+            budget (`-1` / False past a game's own k); in clock games one move each. Under
+            "plan" it holds each game's new plan (a skipped game's: none).
         """
         self._check_future(future_params)
         ks = np.asarray(ks)
@@ -210,15 +262,26 @@ class OptionRunner:
         unknown = set(ks.tolist()) - {*self.budgets, SKIP}
         if unknown:
             raise ValueError(f"budgets {sorted(unknown)} not in {self.budgets}")
+        plan = self._plan_arg(plan, batch)
         out = self._empty(params, keys, states, future_params)
         for k in sorted(set(ks.tolist()) - {SKIP}):
             idx = np.flatnonzero(ks == k)
             padded = np.concatenate([idx, np.full(self.bucket(len(idx)) - len(idx), idx[0])])
             idx32 = padded.astype(np.int32)
+            # Under "reflex" the programs are those it always had (no plan argument).
+            by_plan = {} if plan is None else dict(plan=plan)
             if miss is None:  # the program without misses, as it always was
-                out = self._group[k](params, keys, states, idx32, out, future_params)
+                out = self._group[k](params, keys, states, idx32, out, future_params, **by_plan)
             else:
                 out = self._group[k](
-                    params, keys, states, idx32, out, future_params, miss, fallback=fallback
+                    params,
+                    keys,
+                    states,
+                    idx32,
+                    out,
+                    future_params,
+                    miss,
+                    fallback=fallback,
+                    **by_plan,
                 )
         return out

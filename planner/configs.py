@@ -49,4 +49,6 @@ def config_from_dict(d: dict) -> PlannerConfig:
     for key in ("budgets", "simulations"):
         d[key] = tuple(d[key])
     d["game_params"] = tuple(tuple(p) for p in d.get("game_params", ()))
+    # A checkpoint from before `committed` existed played the reflex on its committed frames.
+    d.setdefault("committed", "reflex")
     return PlannerConfig(**d)

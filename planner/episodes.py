@@ -268,6 +268,9 @@ def play_from(
     chooser keeps an option from crossing it where that matters (`gate.counterfactual.values`).
     Returns the `Episodes` (returns summed from `states` on), the final states and the carried
     keys after the last decision, so play can continue from there with the same key schedule.
+
+    Under `committed="plan"` (the runner's planner config) each game's plan is threaded from one
+    option to the next (`OptionOutput.plan`); the first option of a call has none (the reflex).
     """
     n = len(seeds)
     limit = None if until is None else np.asarray(until)
@@ -280,6 +283,9 @@ def play_from(
 
     alive = running(states)
     select = _select_fn()
+    # committed="plan": each game's previous plan, (plan [E, H], plan_len [E]); none at first.
+    by_plan = runner.planner.config.committed == "plan"
+    plan = runner.planner.empty_plan(n) if by_plan else None
     t = 0
     while alive.any() and (max_decisions is None or t < max_decisions):
         k = np.where(alive, np.asarray(choose(states, alive, t)), SKIP)
@@ -303,7 +309,10 @@ def play_from(
             k,
             future_params=future_params,
             **({} if miss is None else dict(miss=jnp.asarray(miss), fallback=fallback)),
+            **({} if plan is None else dict(plan=plan)),
         )
+        if plan is not None:
+            plan = select(jnp.asarray(alive), (out.plan, out.plan_len), plan)
         if record_actions:
             acts.append(np.where(alive[:, None], np.asarray(out.actions), -1))
         returns += np.where(alive, np.asarray(out.reward), 0.0)

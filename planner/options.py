@@ -1,7 +1,7 @@
 """Budgeted options o_k: reflex frames while MCTS plans for the frame where its action lands.
 
 Every later component (training, the gate, evaluation, the services) acts through this module.
-It runs past ~450 lines on purpose: the option, the reflex frames it plays and the tree it
+It runs past ~650 lines on purpose: the option, the committed frames it plays and the tree it
 searches are one algorithm, and its math reads in one file (STYLE.md).
 
 Committed-action games (Pac-Man, Tetris, Snake): option k started at s_t plays k-1 reflex
@@ -10,6 +10,15 @@ frame k. MCTS runs `sims(k)` simulations with the root at s_t, and inside the tr
 a k-frame macro: k-1 reflex frames, then the edge action. An edge's prior and legal mask are
 those of the *landing* state, where its action is applied (the reference masked with the state
 the edge leaves, so a Snake plan could land on an illegal move).
+
+With `committed="plan"` (beyond the paper; issue 44) the k-1 committed frames play the
+*previous* option's plan instead of the reflex: the principal variation of its search below the
+action it chose (the most visited child at each depth), expanded into frame actions exactly as
+its tree modelled them (each macro edge's reflex frames, then the edge action), as far as its
+visits reach, and the reflex beyond. The plan is aligned on the frames after the planned action
+lands: its first action is the first committed frame of the next option. The search replays
+those committed actions to reach its root's landing state, so the model lands where the world
+does; the edges below the root model the reflex as before. Receding-horizon control.
 
 A `Future` replaces that model of the future: deeper in the tree, each decision state's edge
 waits the budget the future picks there (the deployed gate's argmax), so an option whose
@@ -40,6 +49,9 @@ import games
 from planner.network import AZNet, NetOutput, NetworkConfig
 
 _NEG = jnp.finfo(jnp.float32).min
+#: What an option's k-1 committed frames play (`PlannerConfig.committed`): the reflex, or the
+#: previous option's plan where it reaches (then the reflex).
+COMMITMENTS = ("reflex", "plan")
 #: What a frame plays when its planned action missed the deadline: the game's fallback action
 #: or the reflex (the env server's session `fallback` values, `server._config.FALLBACKS`).
 FALLBACKS = ("game", "reflex")
@@ -85,10 +97,23 @@ class PlannerConfig:
     #: same m, so consecutive options of different k plan against the same future (switching k
     #: is costly under 0; docs/gate.md). The root's own delay is always the option's k-1.
     tree_k: int = 0
+    #: Committed games: what the k-1 frames before an option's planned action play
+    #: (`COMMITMENTS`). "reflex": the masked argmax of the raw policy, recomputed each frame (the
+    #: paper). "plan": the previous option's plan (its search's principal variation below the
+    #: action it chose) where it reaches, then the reflex. Clock games: "reflex" only.
+    committed: str = "reflex"
 
     def __post_init__(self) -> None:
         if self.tree_k < 0:
             raise ValueError(f"tree_k must be >= 0, got {self.tree_k}")
+        if self.committed not in COMMITMENTS:
+            raise ValueError(f"committed must be one of {COMMITMENTS}, got {self.committed!r}")
+
+    @property
+    def plan_horizon(self) -> int:
+        """H, the frames of an option's plan (committed="plan"): up to max(budgets) edges of the
+        longest macro edge. The next option reads at most max(budgets) - 1 of them."""
+        return max(self.budgets) * max(max(self.budgets), self.tree_k)
 
     def sims(self, k: int) -> int:
         """Simulations of the option with budget `k`."""
@@ -116,6 +141,11 @@ class OptionOutput:
     cost: jax.Array  # [B] int32 clock ticks charged (0 in committed games)
     features: jax.Array  # [B, F] trunk features at s_t (the gate's input)
     decision_logits: jax.Array  # [B, A] raw policy logits at s_t
+    # committed="plan" only (None under "reflex"): the frame actions the search's principal
+    # variation models after the landing frame, plan[:, j] on frame next_state.frame + j
+    # (`Planner.plan_of`); -1 past plan_len. The next option commits to its first k-1.
+    plan: jax.Array | None = None  # [B, H] int32, H = config.plan_horizon
+    plan_len: jax.Array | None = None  # [B] int32 valid frames of plan (0: no plan)
 
     @property
     def done(self) -> jax.Array:
@@ -141,6 +171,9 @@ class _Node:
     pre_reward: jax.Array  # [] sum_{j<k-1} gamma^j r_j of those reflex frames
     root: jax.Array  # [] bool: the root (its delay is the option's k-1; deeper: tree_k - 1)
     delay: jax.Array  # [] int32 the node's reflex frames (read with a `Future` only)
+    # committed="plan" only: the reflex actions of the edge into this node, which the plan
+    # replays (-1 at the root, whose committed frames are not part of any plan).
+    frames: jax.Array | None = None  # [m-1] int32
 
 
 class Planner:
@@ -161,6 +194,11 @@ class Planner:
         obs_shape = self.game.observation_shape
         # Clock games: the base network sees the board only (see docs/decisions in README).
         clock = self.kind is games.Kind.CLOCK
+        if clock and config.committed != "reflex":
+            raise ValueError(
+                f"{config.game_id} is a clock game: its options have no committed frames, so "
+                f'committed="{config.committed}" means nothing there (use "reflex")'
+            )
         self._obs_channels = obs_shape[-1] - 2 if clock else obs_shape[-1]
         self.input_shape = (*obs_shape[:-1], self._obs_channels)
 
@@ -220,6 +258,84 @@ class Planner:
         )
         return s, o, jnp.moveaxis(acts, 0, 1), raw, disc
 
+    def _commit(self, params, states: games.State, out: NetOutput, frames: int, plan, plan_len):
+        """`_advance`, except that frame j plays the plan's action `plan[:, j]` while
+        j < `plan_len` and every plan action so far was legal where it was played (a world that
+        left the plan's model drops the plan), and the reflex after that.
+
+        Returns:
+            As `_advance`; its actions `[B, frames]` are the committed ones.
+        """
+        if frames == 0:
+            return self._advance(params, states, out, 0)
+        gamma = self.config.gamma
+        zeros = jnp.zeros(states.reward.shape, jnp.float32)
+
+        def body(carry, x):
+            s, o, raw, disc, follow = carry
+            j, wanted = x
+            reflex = self.masked_argmax(o.logits, s.legal_action_mask)
+            legal = jnp.take_along_axis(s.legal_action_mask, jnp.maximum(wanted, 0)[:, None], 1)
+            follow = follow & (j.astype(jnp.int32) < plan_len) & legal[:, 0]
+            a = jnp.where(follow, wanted, reflex)
+            s = jax.vmap(self.game.step)(s, a)
+            o = self.evaluate(params, s)
+            return (s, o, raw + s.reward, disc + gamma**j * s.reward, follow), a
+
+        xs = (jnp.arange(frames, dtype=jnp.float32), jnp.moveaxis(plan[:, :frames], 0, 1))
+        follow = jnp.ones(plan_len.shape, bool)
+        (s, o, raw, disc, _), acts = jax.lax.scan(body, (states, out, zeros, zeros, follow), xs)
+        return s, o, jnp.moveaxis(acts, 0, 1), raw, disc
+
+    def empty_plan(self, batch: int) -> tuple[jax.Array, jax.Array]:
+        """No plan for `batch` games (committed="plan"): (`[B, H]` -1, `[B]` length 0), so
+        every committed frame plays the reflex (an episode's first option)."""
+        horizon = self.config.plan_horizon
+        return jnp.full((batch, horizon), -1, jnp.int32), jnp.zeros((batch,), jnp.int32)
+
+    def plan_of(self, tree: mctx.Tree, action: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
+        """The plan that a committed="plan" search leaves for the frames after its action lands.
+
+        From the root's child along `action`, each depth adds the frames of one macro edge as
+        the tree modelled them: the m-1 reflex frames stored in the node (`_Node.frames`), then
+        the node's most visited child action (lowest index on ties). It stops at the first node
+        with no visited child, or at H // m edges.
+
+        Args:
+            tree: the search tree `[B, N, ...]` (`policy.search_tree`), with `_Node` embeddings
+                that hold their edge's reflex frames.
+            action: `[B]` the action the search chose at the root.
+            m: the frames of every edge below the root (`tree_k` or the option's k).
+
+        Returns:
+            (plan `[B, H]` int32 frame actions, -1 past its length; length `[B]` int32).
+        """
+        horizon = self.config.plan_horizon
+        rows = jnp.arange(action.shape[0])
+        node = tree.children_index[rows, tree.ROOT_INDEX, action]
+
+        def edge(carry, _):
+            node, live = carry
+            here = jnp.maximum(node, 0)
+            visits = tree.children_visits[rows, here]  # [B, A]
+            best = jnp.argmax(visits, axis=-1).astype(jnp.int32)
+            live = live & (visits[rows, best] > 0)
+            frames = tree.embeddings.frames[rows, here].astype(jnp.int32)  # [B, m-1]
+            segment = jnp.concatenate([frames, best[:, None]], axis=1)
+            return (tree.children_index[rows, here, best], live), (segment, live)
+
+        depth = horizon // m
+        _, (segments, live) = jax.lax.scan(edge, (node, node != tree.UNVISITED), None, depth)
+        length = (m * live.sum(0)).astype(jnp.int32)
+        plan = jnp.moveaxis(segments, 0, 1).reshape(action.shape[0], depth * m)
+        plan = jnp.pad(plan, ((0, 0), (0, horizon - depth * m)), constant_values=-1)
+        return self._cut(plan, length), length
+
+    @staticmethod
+    def _cut(plan: jax.Array, length: jax.Array) -> jax.Array:
+        """`plan` `[B, H]` with -1 from each game's `length` `[B]` on."""
+        return jnp.where(jnp.arange(plan.shape[1]) < length[:, None], plan, -1)
+
     def _advance_by(self, params, states: games.State, out: NetOutput, frames: jax.Array):
         """`_advance` by a traced `[B]` number of frames (each game stops at its own count).
 
@@ -254,6 +370,7 @@ class Planner:
         gamma = self.config.gamma
 
         m = self.config.tree_k or k  # the frames of every edge below the root's
+        keep_frames = self.config.committed == "plan"  # a plan replays each edge's reflex
 
         def committed(params, rng, action, node: _Node):
             del rng
@@ -264,10 +381,14 @@ class Planner:
             discount = jnp.where(child.done, 0.0, jnp.where(node.root, gamma**k, gamma**m))
             out = self.evaluate(params, child)
             value = jnp.where(child.done, 0.0, out.value)
-            landing, out_l, _, _, pre = self._advance(params, child, out, m - 1)
+            landing, out_l, frames, _, pre = self._advance(params, child, out, m - 1)
             prior = self._prior(out_l, landing.legal_action_mask)
             emb = _Node(
-                landing=landing, pre_reward=pre, root=jnp.zeros_like(node.root), delay=node.delay
+                landing=landing,
+                pre_reward=pre,
+                root=jnp.zeros_like(node.root),
+                delay=node.delay,
+                frames=frames if keep_frames else None,
             )
             out = mctx.RecurrentFnOutput(
                 reward=reward, discount=discount, prior_logits=prior, value=value
@@ -375,6 +496,8 @@ class Planner:
         future_params=None,
         miss: jax.Array | None = None,
         fallback: str = "game",
+        plan: jax.Array | None = None,
+        plan_len: jax.Array | None = None,
     ) -> OptionOutput:
         """Runs option k on every game of a batch.
 
@@ -393,25 +516,56 @@ class Planner:
             fallback: what a missed landing frame plays (static): "game" (the game's
                 `fallback_action`, the env server's default) or "reflex" (the masked argmax of
                 the raw policy, a session's fallback "reflex").
+            plan: committed="plan" only: `[B, H]` int32, the previous option's `plan` (its
+                first action is this option's first frame); None: no plan (the reflex).
+            plan_len: `[B]` int32, its valid frames (with `plan`).
 
         Returns:
             The option's outcome per game; see `OptionOutput`. A missed landing frame's action
-            is the fallback, with `planned` False.
+            is the fallback, with `planned` False (and under "plan" no plan: the world left
+            the tree). Under "plan", `actions[:, :k-1]` are the committed frames and
+            `plan`/`plan_len` the plan for the next option.
         """
         if fallback not in FALLBACKS:
             raise ValueError(f"fallback {fallback!r} is not one of {FALLBACKS}")
+        by_plan = self.config.committed == "plan"
+        if (plan is None) != (plan_len is None):
+            raise ValueError("plan and plan_len come together")
+        if plan is not None and not by_plan:
+            raise ValueError('a plan is followed under committed="plan" only')
+        if by_plan and future is not None:
+            raise ValueError('a Future under committed="plan" is not supported yet (issue 44)')
         if self.kind is games.Kind.CLOCK:
             if future is not None or miss is not None:
                 raise ValueError("a Future and a miss model committed-action games only")
             return self._clock_option(params, keys, states, k)
+        return self._committed_option(
+            params, keys, states, k, future, future_params, miss, fallback, plan, plan_len
+        )[0]
+
+    def _committed_option(
+        self, params, keys, states, k, future, future_params, miss, fallback, plan, plan_len
+    ) -> tuple[OptionOutput, mctx.PolicyOutput]:
+        """`option` in a committed-action game, and its search's `policy` (its tree `[B, ...]`)."""
         cfg = self.config
+        by_plan = cfg.committed == "plan"
+        m = cfg.tree_k or k
         out0 = self.evaluate(params, states)
-        landing, out_l, reflex, raw, disc = self._advance(params, states, out0, k - 1)
+        batch = states.reward.shape[0]
+        if by_plan:
+            if plan is None:
+                plan, plan_len = self.empty_plan(batch)
+            committed = self._commit(params, states, out0, k - 1, plan, plan_len)
+        else:
+            committed = self._advance(params, states, out0, k - 1)
+        landing, out_l, reflex, raw, disc = committed
         root = _Node(
             landing=landing,
             pre_reward=disc,
             root=jnp.ones(disc.shape, bool),
             delay=jnp.full(disc.shape, k - 1, jnp.int32),
+            # The root's embedding has its children's shapes; no plan reads its frames.
+            frames=jnp.full((batch, m - 1), -1, jnp.int32) if by_plan else None,
         )
         policy = self._search(params, keys, root, out0, out_l, k, future, future_params)
         planned_action = policy.action.astype(jnp.int32)
@@ -427,9 +581,13 @@ class Planner:
         # Absorbing states pay 0 after the end, so plain sums are already cut at termination.
         raw = raw + final.reward
         disc = disc + cfg.gamma ** (k - 1) * final.reward
-        batch = planned_action.shape[0]
         actions = jnp.concatenate([reflex, planned_action[:, None]], axis=1)
         planned = jnp.concatenate([jnp.zeros((batch, k - 1), bool), landed[:, None]], 1)
+        extra = {}
+        if by_plan:
+            new_plan, new_len = self.plan_of(policy.search_tree, policy.action, m)
+            new_len = jnp.where(landed, new_len, 0)  # a missed action leaves the tree
+            extra = dict(plan=self._cut(new_plan, new_len), plan_len=new_len)
         return self._output(
             out0,
             policy,
@@ -440,7 +598,8 @@ class Planner:
             discounted_reward=disc,
             discount=jnp.where(final.terminated, 0.0, cfg.gamma**k),
             cost=jnp.zeros((batch,), jnp.int32),
-        )
+            **extra,
+        ), policy
 
     @staticmethod
     def _output(out0: NetOutput, policy, final: games.State, **fields) -> OptionOutput:

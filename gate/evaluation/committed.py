@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -44,6 +45,7 @@ __all__ = [
     "latency_split",
     "load_conditions",
     "partial_file",
+    "plan_split",
     "run_conditions",
 ]
 
@@ -66,6 +68,12 @@ def latency_split(split: str, fps: float) -> str:
     """The results folder of a split played with simulated misses at `fps`: "eval-latency-300fps"
     (never mixed with the simulated clock's, which `rtplan report` reads)."""
     return f"{split}-latency-{fps:g}fps"
+
+
+def plan_split(split: str) -> str:
+    """The results folder of a split played with committed="plan": "tuning-plan" (never mixed
+    with the reflex's, which `rtplan report` reads); after `latency_split` where both apply."""
+    return f"{split}-plan"
 
 
 def _git_commit() -> str | None:
@@ -148,6 +156,7 @@ def run_conditions(
     latency_fallback: str = "game",
     chunk: int | None = None,
     gate_name: str = "gate",
+    committed: str | None = None,
     log=print,
 ) -> dict[str, Path]:
     """Plays each condition on the split's first `episodes` seeds and writes its file.
@@ -169,11 +178,18 @@ def run_conditions(
     its condition and file take that name, so it sits beside the shipped gate's and pairs with
     the same seeds (no ablations: they are the shipped gate's).
 
+    `committed` ("reflex" or "plan", `planner.options.COMMITMENTS`; None: the planner
+    checkpoint's own, "reflex" for every shipped one) sets what each option's committed frames
+    play. Every record holds it; "plan" writes to the folder `plan_split(...)` and plays no gate
+    (gates under "plan" are a later step of issue 44).
+
     Returns:
         condition name -> its file.
     """
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
+    if committed is not None and committed != pcfg.committed:
+        pcfg = dataclasses.replace(pcfg, committed=committed)
     planner = Planner(pcfg)
     if planner.kind is games.Kind.CLOCK:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
@@ -197,6 +213,11 @@ def run_conditions(
             raise ValueError(f"{gate_name} plays its gate only: its ablations are not kept")
         names = [gate_name if n == "gate" else n for n in names]
     needs_gate = [n for n in names if n.startswith("gate")]
+    if needs_gate and pcfg.committed != "reflex":
+        raise ValueError(
+            f'conditions {needs_gate} need a gate, and gates under committed="{pcfg.committed}" '
+            "are not supported yet (issue 44): drop them or use committed reflex"
+        )
     gate = gparams = None
     if needs_gate:
         if not have_gate:
@@ -223,6 +244,8 @@ def run_conditions(
         probability = {int(k): p for k, p in sim["miss_probability"].items()}
         folder = latency_split(split, latency_fps)
         log(f"simulated misses at {latency_fps:g} FPS: {sim['miss_probability']} by budget")
+    if pcfg.committed == "plan":
+        folder = plan_split(folder)
     provenance = {
         "game": game_id,
         "split": split,
@@ -231,6 +254,7 @@ def run_conditions(
         "budgets": list(pcfg.budgets),
         "simulations": list(pcfg.simulations),
         "horizon": planner.game.horizon,
+        "committed": pcfg.committed,
         "command": command,
         **({} if sim is None else {"latency": sim}),
     }
@@ -251,6 +275,7 @@ def run_conditions(
                 old.get("seeds") == seeds.tolist()
                 and old.get("planner_sha256") == provenance["planner_sha256"]
                 and old.get("latency") == provenance.get("latency")
+                and old.get("committed", "reflex") == provenance.get("committed", "reflex")
             )
             if same and old.get("gate_sha256") == (gate_sha if name.startswith("gate") else None):
                 log(f"{name}: kept {path}")
@@ -323,6 +348,7 @@ def _resumable(path: Path, seeds: np.ndarray, provenance: dict, gate_sha: str | 
         and len(done) < len(seeds)
         and rec.get("planner_sha256") == provenance["planner_sha256"]
         and rec.get("latency") == provenance.get("latency")
+        and rec.get("committed", "reflex") == provenance.get("committed", "reflex")
         and rec.get("gate_sha256") == gate_sha
     )
     return rec if same else None

@@ -25,6 +25,14 @@ def _eval(args: argparse.Namespace) -> int:
 
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     clock = games.kind_of(args.game) is games.Kind.CLOCK
+    if args.committed == "plan":
+        if clock:
+            raise CommandError(
+                f"--committed plan is for committed-action games: {args.game} is a clock game, "
+                "whose options have no committed frames"
+            )
+        if args.via_services:
+            raise CommandError("--via-services plays the services' reflex: no --committed plan")
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
@@ -69,6 +77,7 @@ def _eval(args: argparse.Namespace) -> int:
         command=" ".join(args.argv),
         chunk=args.chunk,
         gate_name=args.gate_name,
+        committed=args.committed,
         **latency,
     )
     return 0

@@ -16,6 +16,8 @@ from rtplan.jax_setup import check_map_count
 #: module imports no JAX).
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
+#: `eval --committed`'s choices: `planner.options.COMMITMENTS` (this module imports no JAX).
+COMMITTED_CHOICES = ("reflex", "plan")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -168,6 +170,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "<out>/<game>/<split>-latency-<F>fps/ (docs/gate.md, Latency-aware gate)",
     )
     add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
+    ev.add_argument(
+        "--committed",
+        choices=COMMITTED_CHOICES,
+        default=None,
+        help="committed games: what an option's k-1 frames before its planned action play: "
+        "reflex (the raw policy's argmax, the paper) or plan (the previous option's plan where "
+        "it reaches, then the reflex); default: the planner checkpoint's (reflex for every "
+        "shipped one). plan writes to <out>/<game>/<split>-plan/ and plays no gate",
+    )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
     ev.add_argument(
