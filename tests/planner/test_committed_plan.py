@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.experiment import run_conditions
+from gate.evaluation.committed import run_conditions
 from harness import checkpoint as ckpt
 from harness.checkpoint import planner_path
 from planner import Planner, config_from_dict, config_to_dict
