@@ -1,4 +1,9 @@
-"""`rtplan eval` for the clock games: every player against a pool, per T0, and midpeak's tuning."""
+"""`rtplan eval` for the clock games: every player against a pool, per T0, and the tuning sweeps.
+
+It runs past ~450 lines on purpose: the evaluation's cells, and the two tuning sweeps that choose
+per T0 on tuning openings (midpeak's parameter, the clock-aware bar's fixed budget), share one
+cell format, one pool and one resumable loop; split apart, the sweep would need a second copy.
+"""
 
 from __future__ import annotations
 
