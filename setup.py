@@ -1,7 +1,8 @@
 """The wheel's package data: the shipped checkpoints and browser pages (the rest: pyproject.toml).
 
 A checkout keeps checkpoints/ and web/ at its root, beside the packages; a wheel carries a copy
-of each inside the package that owns it, `harness/_assets/checkpoints` and `server/_assets/web`,
+of each inside the package that owns it, `rtplan/harness/_assets/checkpoints` and
+`rtplan/server/_assets/web`,
 where `harness.assets.shipped_dir` finds them once installed.
 
 Why a `build_py` step rather than mapping the folders in as packages (`package-dir`): the
@@ -25,7 +26,10 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 
 #: Checkout folder -> where the wheel carries it (`harness.assets.shipped_dir`: <package>/_assets).
-SHIPPED = {"checkpoints": "harness/_assets/checkpoints", "web": "server/_assets/web"}
+SHIPPED = {
+    "checkpoints": "rtplan/harness/_assets/checkpoints",
+    "web": "rtplan/server/_assets/web",
+}
 
 #: The files of each checkpoints/<game>/ that ship: its top-level files of these kinds (the
 #: planner, the gate, their JSON metadata, README, figures); never a subfolder or a CSV.

@@ -17,7 +17,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-import games
+from rtplan import games
 
 
 def _pick(key: jax.Array, mask: jax.Array) -> jax.Array:

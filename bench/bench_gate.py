@@ -37,8 +37,8 @@ import jax  # noqa: E402
 import numpy as np
 
 from bench._common import median_p95, print_ratio_table, time_calls  # noqa: E402
-from gate import GateTrainConfig  # noqa: E402
-from gate.committed.train import GatePPO  # noqa: E402
+from rtplan.gate import GateTrainConfig  # noqa: E402
+from rtplan.gate.committed.train import GatePPO  # noqa: E402
 
 
 def _take(x, idx):

@@ -17,10 +17,10 @@ import functools
 import jax
 import numpy as np
 
-import games
 from bench._common import median_p95, print_ratio_table, time_calls
-from planner import Planner, default_config
-from planner.batching import OptionRunner
+from rtplan import games
+from rtplan.planner import Planner, default_config
+from rtplan.planner.batching import OptionRunner
 
 
 def latency_table(game_ids, calls: int) -> None:

@@ -15,7 +15,7 @@ import argparse
 import gc
 import time
 
-from planner_service.engine import Engine
+from rtplan.planner_service.engine import Engine
 
 
 def _collect_ms() -> float:

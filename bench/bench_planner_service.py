@@ -40,10 +40,10 @@ import jax
 import numpy as np
 
 from bench._common import ROOT, median_p95
-from harness.checkpoint import checkpoint_root, planner_path
-from planner import Planner
-from planner.store import load_planner, save_planner
 from rtplan import wire
+from rtplan.harness.checkpoint import checkpoint_root, planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import load_planner, save_planner
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 
@@ -63,7 +63,7 @@ def _serving_dir(src: Path, game_ids, out: Path) -> dict:
 
 
 def _start_service(checkpoint_dir: Path, game_ids) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "planner_service", "--port", "0", "--log-level", "WARNING"]
+    cmd = [sys.executable, "-m", "rtplan.planner_service", "--port", "0", "--log-level", "WARNING"]
     cmd += ["--checkpoint-dir", str(checkpoint_dir), "--games", ",".join(game_ids)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     for line in proc.stdout:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from rtplan.processes import ROOT, http_json, services
-from server.replay import ReplayFile
+from rtplan.server.replay import ReplayFile
 
 LADDER = (15, 20, 30, 45, 60, 90, 120)
 

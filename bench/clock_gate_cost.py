@@ -28,11 +28,11 @@ def _median_ms(fn, *args, repeats: int = 50) -> float:
 
 
 def decision_cost(game_id: str, batches=(1, 32)) -> None:
-    from gate.clock.config import ClockGateConfig
-    from gate.clock.gate import ClockGate
-    from harness.checkpoint import planner_file
-    from planner.options import Planner
-    from planner.store import load_planner
+    from rtplan.gate.clock.config import ClockGateConfig
+    from rtplan.gate.clock.gate import ClockGate
+    from rtplan.harness.checkpoint import planner_file
+    from rtplan.planner.options import Planner
+    from rtplan.planner.store import load_planner
 
     pcfg, pparams, _ = load_planner(game_id, str(planner_file(game_id)))
     planner = Planner(pcfg)
@@ -65,8 +65,8 @@ def decision_cost(game_id: str, batches=(1, 32)) -> None:
 
 
 def update_cost(game_id: str, sizes, updates: int = 2) -> None:
-    from gate.clock.config import ClockGateTrainConfig
-    from gate.clock.train import ClockGatePPO
+    from rtplan.gate.clock.config import ClockGateTrainConfig
+    from rtplan.gate.clock.train import ClockGatePPO
 
     for b, t in sizes:
         chunk = 16 if t % 16 == 0 else t

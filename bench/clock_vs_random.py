@@ -21,14 +21,14 @@ import itertools
 import jax
 import numpy as np
 
-import games
-from harness.checkpoint import PLANNER_FILE, planner_file
-from harness.stats import standard_error
-from planner.calibrate import with_sims
-from planner.episodes import seeds_of
-from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
-from planner.options import Planner
-from planner.store import load_planner
+from rtplan import games
+from rtplan.harness.checkpoint import PLANNER_FILE, planner_file
+from rtplan.harness.stats import standard_error
+from rtplan.planner.calibrate import with_sims
+from rtplan.planner.episodes import seeds_of
+from rtplan.planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
+from rtplan.planner.options import Planner
+from rtplan.planner.store import load_planner
 
 
 def main(argv=None) -> None:

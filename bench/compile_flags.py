@@ -35,9 +35,9 @@ import json, sys, time
 sys.path.insert(0, "tests")
 import jax, numpy as np, dataclasses
 jax.config.update("jax_enable_compilation_cache", False)
-from planner import Planner
-from planner.batching import OptionRunner
-from planner.episodes import start
+from rtplan.planner import Planner
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import start
 from rtplan.jax_setup import map_count
 from support import tiny_config
 cfg = dataclasses.replace(tiny_config("snake-rt-v0"), budgets=(1, 2), simulations=(2, 4))

@@ -38,14 +38,14 @@ def main() -> int:
     from rtplan.jax_setup import use_compile_cache
 
     use_compile_cache()
-    from gate.committed.choosers import gate_chooser
-    from gate.committed.policy import load_gate
-    from harness.checkpoint import planner_file
-    from harness.stats import paired
-    from planner.batching import OptionRunner
-    from planner.episodes import play, seeds_of
-    from planner.options import Planner
-    from planner.store import load_planner
+    from rtplan.gate.committed.choosers import gate_chooser
+    from rtplan.gate.committed.policy import load_gate
+    from rtplan.harness.checkpoint import planner_file
+    from rtplan.harness.stats import paired
+    from rtplan.planner.batching import OptionRunner
+    from rtplan.planner.episodes import play, seeds_of
+    from rtplan.planner.options import Planner
+    from rtplan.planner.store import load_planner
 
     pfile = str(planner_file(args.game))
     pcfg, pparams, _ = load_planner(args.game, pfile)

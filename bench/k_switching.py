@@ -41,7 +41,7 @@ RESULTS_CSV = RESULTS / "k_switching.csv"
 
 def schedule(name: str, seeds: np.ndarray):
     """The chooser of a schedule name (`randA,B,..` or `seqA,B,..`)."""
-    from planner.episodes import cycle, random_k
+    from rtplan.planner.episodes import cycle, random_k
 
     bad = SystemExit(f"k_switching.py: bad schedule {name!r}: randA,B,... or seqA,B,...")
     prefix = next((p for p in ("rand", "seq") if name.startswith(p)), None)
@@ -98,13 +98,13 @@ def main() -> int:
     from rtplan.jax_setup import use_compile_cache
 
     use_compile_cache()
-    from gate.evaluation.committed import run_conditions
-    from harness.checkpoint import planner_file
-    from harness.stats import paired, standard_error
-    from planner.batching import OptionRunner
-    from planner.episodes import always, play, seeds_of
-    from planner.options import Planner
-    from planner.store import load_planner
+    from rtplan.gate.evaluation.committed import run_conditions
+    from rtplan.harness.checkpoint import planner_file
+    from rtplan.harness.stats import paired, standard_error
+    from rtplan.planner.batching import OptionRunner
+    from rtplan.planner.episodes import always, play, seeds_of
+    from rtplan.planner.options import Planner
+    from rtplan.planner.store import load_planner
 
     for name in args.schedules:  # refuse a bad name before any play
         schedule(name, np.zeros(1))

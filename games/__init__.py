@@ -1,7 +1,15 @@
 """Real-time games as pure JAX functions: `make(id)` then `init`/`step` over a `State` pytree."""
 
-from games._core import Board, Game, Kind, State, random_opening, random_opening_moves, tree_where
-from games._registry import (
+from rtplan.games._core import (
+    Board,
+    Game,
+    Kind,
+    State,
+    random_opening,
+    random_opening_moves,
+    tree_where,
+)
+from rtplan.games._registry import (
     ARROW_KEYS,
     GameRecord,
     PlannerDefaults,
@@ -17,7 +25,7 @@ from games._registry import (
     resolve,
     unregister,
 )
-from games.clock import UNLIMITED_CLOCK
+from rtplan.games.clock import UNLIMITED_CLOCK
 
 __all__ = [
     "ARROW_KEYS",

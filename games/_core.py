@@ -149,7 +149,7 @@ class Game(abc.ABC):
             raise TypeError(
                 f"{cls.__name__} has num_players={cls.num_players} but kind {cls.kind.value!r} "
                 f"has {cls.kind.num_players}: set `kind` (a two-player game on clocks is "
-                "Kind.CLOCK, as games.clock.ClockGame)"
+                "Kind.CLOCK, as rtplan.games.clock.ClockGame)"
             )
 
     @abc.abstractmethod

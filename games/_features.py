@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from games._core import State
-from games.tetris import NUM_ROWS
+from rtplan.games._core import State
+from rtplan.games.tetris import NUM_ROWS
 
 
 def pacman(state: State) -> dict[str, jax.Array]:

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from games._core import Game, State, legal_or_any
+from rtplan.games._core import Game, State, legal_or_any
 
 
 @struct.dataclass

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from games._core import Game, Kind
+from rtplan.games._core import Game, Kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +92,8 @@ def _keys(**keys: tuple[str, ...]) -> Mapping[str, tuple[str, ...]]:
 # Modules are imported lazily so `import games` stays cheap.
 _REGISTRY: dict[str, GameRecord] = {
     "pacman-rt-v0": GameRecord(
-        game="games.pacman:PacMan",
-        render="games.render:pacman_frame",
+        game="rtplan.games.pacman:PacMan",
+        render="rtplan.games.render:pacman_frame",
         view="pacman",
         keys=ARROW_KEYS,
         buffer_turns=True,
@@ -103,13 +103,13 @@ _REGISTRY: dict[str, GameRecord] = {
             gamma=0.99,
             network={"stem_stride": 2, "value_bins": 101, "value_max": 3000.0, "time_input": True},
         ),
-        features="games._features:pacman",
+        features="rtplan.games._features:pacman",
         feature_names=("ghost_distance", "frightened", "pellets_left"),
         demo=2,
     ),
     "snake-rt-v0": GameRecord(
-        game="games.snake:Snake",
-        render="games.render:snake_frame",
+        game="rtplan.games.snake:Snake",
+        render="rtplan.games.render:snake_frame",
         view="snake",
         keys=ARROW_KEYS,
         planner=PlannerDefaults(
@@ -119,7 +119,7 @@ _REGISTRY: dict[str, GameRecord] = {
             q_scale=1.0,
             network={"stem_stride": 1, "value_bins": 101, "value_max": 200.0, "time_input": True},
         ),
-        features="games._features:snake",
+        features="rtplan.games._features:snake",
         feature_names=("reachable_cells", "body_density", "length"),
         gate_entropy=0.05,
         demo=1,
@@ -128,8 +128,8 @@ _REGISTRY: dict[str, GameRecord] = {
     "tetris-rt-v0": GameRecord(
         # Tetris first among the demo games: its shipped gate switches budgets; Snake's and
         # Pac-Man's keep their best fixed k.
-        game="games.tetris:Tetris",
-        render="games.render:tetris_frame",
+        game="rtplan.games.tetris:Tetris",
+        render="rtplan.games.render:tetris_frame",
         view="tetris",
         # ArrowUp rotates and ArrowDown drops (the first action a key names wins).
         keys=_keys(
@@ -147,21 +147,21 @@ _REGISTRY: dict[str, GameRecord] = {
             gamma=0.99,
             network={"stem_stride": 1, "value_bins": 101, "value_max": 3000.0, "time_input": True},
         ),
-        features="games._features:tetris",
+        features="rtplan.games._features:tetris",
         feature_names=("board_fill", "stack_height", "piece"),
         demo=0,
     ),
     # Clock games: option sets calibrated in the paper (appendix F); 1 simulation = 1 tick.
     "speed-hex-v0": GameRecord(
-        game="games.hex:SpeedHex",
-        render="games.render:board_frame",
+        game="rtplan.games.hex:SpeedHex",
+        render="rtplan.games.render:board_frame",
         view="speed-hex",
         summary=("to_play", "clocks"),
         planner=PlannerDefaults(budgets=(2, 8, 32, 128), simulations=(2, 8, 32, 128), gamma=1.0),
     ),
     "speed-go-v0": GameRecord(
-        game="games.go:SpeedGo",
-        render="games.render:board_frame",
+        game="rtplan.games.go:SpeedGo",
+        render="rtplan.games.render:board_frame",
         view="speed-go",
         summary=("to_play", "clocks"),
         planner=PlannerDefaults(

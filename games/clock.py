@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pgx
 from flax import struct
 
-from games._core import Game, Kind, State, legal_or_any, tree_where
+from rtplan.games._core import Game, Kind, State, legal_or_any, tree_where
 
 _TIMEOUT_MODES = ("reflex", "strict")
 #: Ticks per player that never run out: clock games played for their board alone (self-play

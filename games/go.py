@@ -19,8 +19,8 @@ import numpy as np
 import pgx
 import pgx.go
 
-from games._core import Board, State
-from games.clock import ClockGame, board_symmetry
+from rtplan.games._core import Board, State
+from rtplan.games.clock import ClockGame, board_symmetry
 
 SIZE = 9
 #: GTP column letters: A-T without I (never confused with J); 9x9 uses the first nine.

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pgx
 
-from games._core import Board, State
-from games.clock import ClockGame, board_symmetry
+from rtplan.games._core import Board, State
+from rtplan.games.clock import ClockGame, board_symmetry
 
 SIZE = 11
 #: Column letters, left to right.

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 from jumanji.environments.routing.pac_man import PacMan as _JumanjiPacMan
 
-from games._core import State
-from games._jumanji import JumanjiGame
+from rtplan.games._core import State
+from rtplan.games._jumanji import JumanjiGame
 
 #: jumanji's frightened (power pellet) duration in frames; used to scale the frightened plane.
 FRIGHTENED_FRAMES = 30

@@ -7,8 +7,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from games._core import Game, State
-from games._registry import game_record, key_map, resolve
+from rtplan.games._core import Game, State
+from rtplan.games._registry import game_record, key_map, resolve
 
 # Cell characters shared by every board: the viewer draws them.
 EMPTY, WALL, PELLET, POWER, LOCKED = " ", "#", ".", "o", "#"
@@ -85,7 +85,7 @@ def snake_frame(game: Game, state: State) -> dict[str, Any]:
 
 def tetris_frame(game: Game, state: State) -> dict[str, Any]:
     """Tetris: locked cells, the falling piece and its cells, score, lines."""
-    from games.tetris import PIECE_NAMES, piece_cells
+    from rtplan.games.tetris import PIECE_NAMES, piece_cells
 
     s = state.inner
     cells = np.where(np.asarray(s.board), LOCKED, EMPTY).astype("<U1")

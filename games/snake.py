@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 from jumanji.environments.routing.snake import Snake as _JumanjiSnake
 
-from games._core import State
-from games._jumanji import JumanjiGame
+from rtplan.games._core import State
+from rtplan.games._jumanji import JumanjiGame
 
 
 class Snake(JumanjiGame):

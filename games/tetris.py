@@ -8,7 +8,7 @@ import numpy as np
 from flax import struct
 from jumanji.environments.packing.tetris.constants import REWARD_LIST, TETROMINOES_LIST
 
-from games._core import Game, State
+from rtplan.games._core import Game, State
 
 #: Piece names by index.
 PIECE_NAMES = ("I", "S", "Z", "O", "T", "L", "J")

@@ -16,33 +16,33 @@ One subpackage per kind and per method; what both kinds share sits at this root:
 
 from __future__ import annotations
 
-from harness.lazy import lazy_exports
+from rtplan.harness.lazy import lazy_exports
 
 # The names load on first use (PEP 562), so `gate.committed.config` imports without JAX: the CLI
 # builds its flags before `--devices` sets XLA's flags.
 _EXPORTS = {
-    "Batch": "gate.ppo",
-    "ClockChooser": "gate.clock.heuristics",
-    "ClockInputs": "gate.clock.heuristics",
-    "ClockOptions": "gate.clock.heuristics",
-    "clock_inputs": "gate.clock.heuristics",
-    "CompiledGate": "gate.compiled",
-    "GateConfig": "gate.committed.config",
-    "GateInputs": "gate.committed.policy",
-    "Gate": "gate.committed.policy",
-    "GateDecision": "gate.committed.policy",
-    "load_gate": "gate.committed.policy",
-    "GateNet": "gate.committed.network",
-    "GatePPO": "gate.committed.train",
-    "GateState": "gate.committed.train",
-    "GateTrainConfig": "gate.committed.config",
-    "LatencyModel": "gate.committed.latency",
-    "load_latency": "gate.committed.latency",
-    "gate_trainer": "gate.committed.train",
-    "make_update": "gate.committed.ppo",
-    "ppo_loss": "gate.committed.ppo",
-    "ppo_terms": "gate.ppo",
-    "smdp_gae": "gate.gae",
+    "Batch": "rtplan.gate.ppo",
+    "ClockChooser": "rtplan.gate.clock.heuristics",
+    "ClockInputs": "rtplan.gate.clock.heuristics",
+    "ClockOptions": "rtplan.gate.clock.heuristics",
+    "clock_inputs": "rtplan.gate.clock.heuristics",
+    "CompiledGate": "rtplan.gate.compiled",
+    "GateConfig": "rtplan.gate.committed.config",
+    "GateInputs": "rtplan.gate.committed.policy",
+    "Gate": "rtplan.gate.committed.policy",
+    "GateDecision": "rtplan.gate.committed.policy",
+    "load_gate": "rtplan.gate.committed.policy",
+    "GateNet": "rtplan.gate.committed.network",
+    "GatePPO": "rtplan.gate.committed.train",
+    "GateState": "rtplan.gate.committed.train",
+    "GateTrainConfig": "rtplan.gate.committed.config",
+    "LatencyModel": "rtplan.gate.committed.latency",
+    "load_latency": "rtplan.gate.committed.latency",
+    "gate_trainer": "rtplan.gate.committed.train",
+    "make_update": "rtplan.gate.committed.ppo",
+    "ppo_loss": "rtplan.gate.committed.ppo",
+    "ppo_terms": "rtplan.gate.ppo",
+    "smdp_gae": "rtplan.gate.gae",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,12 +10,12 @@ import jax
 import numpy as np
 from flax import struct
 
-import games
-from gate.clock.gate import ClockGate, ClockGateCarry
-from gate.clock.network import NO_OPTION
-from gate.committed.policy import Gate
-from planner.compiled import OPTION, CompiledOptions, OptionPlan, plan_fields
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.clock.gate import ClockGate, ClockGateCarry
+from rtplan.gate.clock.network import NO_OPTION
+from rtplan.gate.committed.policy import Gate
+from rtplan.planner.compiled import OPTION, CompiledOptions, OptionPlan, plan_fields
+from rtplan.planner.options import Planner
 
 __all__ = ["ClockChoice", "CompiledClockGate", "CompiledGate", "GateChoice"]
 

@@ -7,9 +7,9 @@ import hashlib
 import os
 from pathlib import Path
 
-from harness import checkpoint as ckpt
-from planner.configs import config_from_dict
-from planner.options import Planner
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.configs import config_from_dict
+from rtplan.planner.options import Planner
 
 __all__ = ["check_gate_file", "check_trained_over", "file_sha256"]
 

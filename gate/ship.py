@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import harness
-from gate.clock.config import eval_opponent_name
-from gate.files import check_trained_over
-from harness import checkpoint as ckpt
-from harness.curve import plot_learning_curve
-from harness.run import LOG
+from rtplan import harness
+from rtplan.gate.clock.config import eval_opponent_name
+from rtplan.gate.files import check_trained_over
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.curve import plot_learning_curve
+from rtplan.harness.run import LOG
 
 #: Names of the gate's provenance and curve beside the planner's own files, and of its log
 #: beside the planner's in the results.

@@ -46,8 +46,8 @@ explicit, beside=planner, root=...)`, which raise `missing_checkpoint`'s one mes
 missing file.
 """
 
-from harness.assets import shipped_dir
-from harness.checkpoint import (
+from rtplan.harness.assets import shipped_dir
+from rtplan.harness.checkpoint import (
     GATE_FILE,
     PLANNER_FILE,
     CheckpointError,
@@ -58,7 +58,7 @@ from harness.checkpoint import (
     planner_file,
     planner_path,
 )
-from harness.config import (
+from rtplan.harness.config import (
     add_flags,
     add_settings_flags,
     from_args,
@@ -68,10 +68,10 @@ from harness.config import (
     settings_overrides,
     to_dict,
 )
-from harness.curve import plot_learning_curve
-from harness.run import Algorithm, Run, RunConfig, run_config
-from harness.shipping import ship
-from harness.stats import binomial_se, paired, standard_error, wilson_interval
+from rtplan.harness.curve import plot_learning_curve
+from rtplan.harness.run import Algorithm, Run, RunConfig, run_config
+from rtplan.harness.shipping import ship
+from rtplan.harness.stats import binomial_se, paired, standard_error, wilson_interval
 
 __all__ = [
     "GATE_FILE",

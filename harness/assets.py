@@ -24,7 +24,7 @@ def shipped_dir(name: str, package: str) -> Path:
 
     Args:
         name: the folder at the checkout's root ("checkpoints", "web").
-        package: the package that owns it in a wheel ("harness", "server").
+        package: the package that owns it in a wheel ("rtplan.harness", "rtplan.server").
     """
     checkout = CHECKOUT / name
     if checkout.is_dir():

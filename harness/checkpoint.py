@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from harness.assets import shipped_dir
+from rtplan.harness.assets import shipped_dir
 
 # The file is written atomically (temporary file, fsync, rename), so a killed writer leaves the
 # previous checkpoint intact. A JSON copy of the metadata is written beside it for people and
@@ -38,7 +38,7 @@ def checkpoint_root(explicit: str | os.PathLike | None = None) -> Path:
     command started from any directory finds the shipped checkpoints."""
     if explicit is not None:
         return Path(explicit)
-    return shipped_dir(CHECKPOINTS, "harness")
+    return shipped_dir(CHECKPOINTS, "rtplan.harness")
 
 
 # The checkpoint folder's layout: one folder per game holding its planner and, where it has one,

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.assets import CHECKOUT
+from rtplan.harness.assets import CHECKOUT
 
 #: Folder names at the checkout's root.
 RESULTS, ARCHIVE = "results", "archive"

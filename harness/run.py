@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from harness import checkpoint as ckpt
-from harness.config import from_dict, to_dict
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.config import from_dict, to_dict
 
 #: Files of a run folder (the exported params are named by the algorithm).
 CHECKPOINT = "checkpoint.msgpack"

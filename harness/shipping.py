@@ -8,9 +8,9 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness import checkpoint as ckpt
-from harness.layout import ARCHIVE, RESULTS, TRAINING_LOGS
-from harness.run import BEST, LOG
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.layout import ARCHIVE, RESULTS, TRAINING_LOGS
+from rtplan.harness.run import BEST, LOG
 
 
 def ship(

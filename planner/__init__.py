@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-from harness.lazy import lazy_exports
+from rtplan.harness.lazy import lazy_exports
 
 # The names load on first use (PEP 562), so `planner.train_config` imports without JAX: the CLI
 # reads the training config before `--devices` sets XLA's flags.
 _EXPORTS = {
-    "AZNet": "planner.network",
-    "Actors": "planner.actors",
-    "CheckpointError": "harness.checkpoint",
-    "CompiledOptions": "planner.compiled",
-    "Episodes": "planner.episodes",
-    "NetOutput": "planner.network",
-    "NetworkConfig": "planner.network",
-    "OptionOutput": "planner.options",
-    "Planner": "planner.options",
-    "PlannerConfig": "planner.options",
-    "config_from_dict": "planner.configs",
-    "config_to_dict": "planner.configs",
-    "default_config": "planner.configs",
-    "landing_frame": "planner.options",
-    "play": "planner.episodes",
-    "play_match": "planner.matches",
-    "seeds_of": "planner.episodes",
+    "AZNet": "rtplan.planner.network",
+    "Actors": "rtplan.planner.actors",
+    "CheckpointError": "rtplan.harness.checkpoint",
+    "CompiledOptions": "rtplan.planner.compiled",
+    "Episodes": "rtplan.planner.episodes",
+    "NetOutput": "rtplan.planner.network",
+    "NetworkConfig": "rtplan.planner.network",
+    "OptionOutput": "rtplan.planner.options",
+    "Planner": "rtplan.planner.options",
+    "PlannerConfig": "rtplan.planner.options",
+    "config_from_dict": "rtplan.planner.configs",
+    "config_to_dict": "rtplan.planner.configs",
+    "default_config": "rtplan.planner.configs",
+    "landing_frame": "rtplan.planner.options",
+    "play": "rtplan.planner.episodes",
+    "play_match": "rtplan.planner.matches",
+    "seeds_of": "rtplan.planner.episodes",
 }
 
 __all__ = sorted(_EXPORTS)

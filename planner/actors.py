@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-import games
+from rtplan import games
 
 if TYPE_CHECKING:
-    from planner.options import OptionOutput
+    from rtplan.planner.options import OptionOutput
 
 __all__ = ["Actors", "advance", "start"]
 

@@ -22,8 +22,8 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-import games
-from planner.options import Future, OptionOutput, Planner
+from rtplan import games
+from rtplan.planner.options import Future, OptionOutput, Planner
 
 #: A budget of 0 in `OptionRunner`'s `ks` skips the game (no option is computed for it).
 SKIP = 0

@@ -11,12 +11,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import games
-from planner.episodes import Episodes, always, eval_runner, play, seeds_of
-from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
-from planner.options import Planner, PlannerConfig
-from planner.store import load_planner
-from planner.train_config import TrainConfig
+from rtplan import games
+from rtplan.planner.episodes import Episodes, always, eval_runner, play, seeds_of
+from rtplan.planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
+from rtplan.planner.options import Planner, PlannerConfig
+from rtplan.planner.store import load_planner
+from rtplan.planner.train_config import TrainConfig
 
 #: Opponents of the clock-game evaluations.
 OPPONENTS = {"reflex": REFLEX, "random": RANDOM}

@@ -12,9 +12,9 @@ import jax
 import numpy as np
 from flax import struct
 
-import games
-from planner.batching import bucket_ladder
-from planner.options import OptionOutput, Planner
+from rtplan import games
+from rtplan.planner.batching import bucket_ladder
+from rtplan.planner.options import OptionOutput, Planner
 
 __all__ = ["CompiledOptions", "Evaluation", "Executable", "OptionPlan", "plan_fields"]
 

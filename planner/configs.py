@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import games
-from planner.network import NetworkConfig
-from planner.options import PlannerConfig
+from rtplan import games
+from rtplan.planner.network import NetworkConfig
+from rtplan.planner.options import PlannerConfig
 
 # Sizes chosen for CPU: small convs are slow and single-threaded on XLA:CPU while matmuls are
 # fast, so the default trunk is a residual MLP on the flattened planes (measured ~20x faster than

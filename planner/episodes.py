@@ -33,10 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import games
-from harness.stats import standard_error
-from planner.batching import SKIP, OptionRunner
-from planner.options import Future, Planner
+from rtplan import games
+from rtplan.harness.stats import standard_error
+from rtplan.planner.batching import SKIP, OptionRunner
+from rtplan.planner.options import Future, Planner
 
 __all__ = [
     "EVAL_SEED_BASE",

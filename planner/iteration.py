@@ -14,15 +14,15 @@ from flax import struct
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import games
-from planner import actors as ac
-from planner import replay as rb
-from planner.actors import Actors
-from planner.losses import planner_loss
-from planner.options import Planner, PlannerConfig
-from planner.replay import Replay, Sample
-from planner.targets import landing_states, nstep_targets, step_discounts
-from planner.train_config import TrainConfig
+from rtplan import games
+from rtplan.planner import actors as ac
+from rtplan.planner import replay as rb
+from rtplan.planner.actors import Actors
+from rtplan.planner.losses import planner_loss
+from rtplan.planner.options import Planner, PlannerConfig
+from rtplan.planner.replay import Replay, Sample
+from rtplan.planner.targets import landing_states, nstep_targets, step_discounts
+from rtplan.planner.train_config import TrainConfig
 
 #: Name of the mesh axis (the batch of games and the replay buffer).
 AXIS = "d"

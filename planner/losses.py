@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from planner.network import AZNet, NetOutput, NetworkConfig, two_hot
-from planner.replay import Sample
+from rtplan.planner.network import AZNet, NetOutput, NetworkConfig, two_hot
+from rtplan.planner.replay import Sample
 
 _NEG = jnp.finfo(jnp.float32).min
 

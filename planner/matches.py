@@ -19,11 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import games
-from planner.batching import GROWTH, SKIP, OptionRunner, bucket_ladder
-from planner.episodes import Episodes
-from planner.network import NetOutput
-from planner.options import Planner
+from rtplan import games
+from rtplan.planner.batching import GROWTH, SKIP, OptionRunner, bucket_ladder
+from rtplan.planner.episodes import Episodes
+from rtplan.planner.network import NetOutput
+from rtplan.planner.options import Planner
 
 __all__ = [
     "EVAL_OPENING_PLIES",

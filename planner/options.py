@@ -45,8 +45,8 @@ import jax.numpy as jnp
 import mctx
 from flax import struct
 
-import games
-from planner.network import AZNet, NetOutput, NetworkConfig
+from rtplan import games
+from rtplan.planner.network import AZNet, NetOutput, NetworkConfig
 
 _NEG = jnp.finfo(jnp.float32).min
 #: What an option's k-1 committed frames play (`PlannerConfig.committed`): the reflex, or the

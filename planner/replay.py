@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-import games
-from planner.options import Planner
+from rtplan import games
+from rtplan.planner.options import Planner
 
 
 @struct.dataclass

@@ -6,11 +6,11 @@ import csv
 import tempfile
 from pathlib import Path
 
-import harness
-from harness import checkpoint as ckpt
-from harness.curve import plot_learning_curve
-from harness.run import LOG
-from planner.store import load_planner, save_planner
+from rtplan import harness
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.curve import plot_learning_curve
+from rtplan.harness.run import LOG
+from rtplan.planner.store import load_planner, save_planner
 
 #: The name of a shipped planner's training log in `results/<game>/training/`.
 PLANNER_LOG = "planner-log.csv"

@@ -6,9 +6,9 @@ import os
 
 import jax
 
-from harness import checkpoint as ckpt
-from planner.configs import config_from_dict, config_to_dict, default_config
-from planner.options import Planner, PlannerConfig
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.configs import config_from_dict, config_to_dict, default_config
+from rtplan.planner.options import Planner, PlannerConfig
 
 
 def load_planner(game_id: str, checkpoint: str | None) -> tuple[PlannerConfig, object, dict]:

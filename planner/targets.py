@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-import games
+from rtplan import games
 
 
 def step_discounts(

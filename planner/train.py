@@ -13,17 +13,17 @@ from flax import struct
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import games
-from harness import checkpoint as ckpt
-from harness.run import BEST, CHECKPOINT, LOG, Run, data_parallel_processes
-from harness.stats import standard_error
-from planner import replay as rb
-from planner.configs import config_from_dict, config_to_dict
-from planner.episodes import always, eval_runner, play, seeds_of
-from planner.iteration import AXIS, Actors, Trajectory, build, device_count
-from planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
-from planner.replay import Replay
-from planner.train_config import TrainConfig
+from rtplan import games
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.run import BEST, CHECKPOINT, LOG, Run, data_parallel_processes
+from rtplan.harness.stats import standard_error
+from rtplan.planner import replay as rb
+from rtplan.planner.configs import config_from_dict, config_to_dict
+from rtplan.planner.episodes import always, eval_runner, play, seeds_of
+from rtplan.planner.iteration import AXIS, Actors, Trajectory, build, device_count
+from rtplan.planner.matches import EVAL_OPENING_PLIES, RANDOM, REFLEX, option_player, play_match
+from rtplan.planner.replay import Replay
+from rtplan.planner.train_config import TrainConfig
 
 __all__ = ["BEST", "CHECKPOINT", "LOG", "ExpertIteration", "TrainState", "trainer"]
 

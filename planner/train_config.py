@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from harness.config import knob
+from rtplan.harness.config import knob
 
 if TYPE_CHECKING:
-    import games
-    from planner.options import PlannerConfig
+    from rtplan import games
+    from rtplan.planner.options import PlannerConfig
 
 # The game and planner modules load JAX, so the properties import them when called: the CLI
 # builds its flags from this class before `--devices` sets XLA's flags.
@@ -122,7 +122,7 @@ class TrainConfig:
     @property
     def planner_config(self) -> PlannerConfig:
         """The game's default planner config with this run's overrides."""
-        from planner.configs import default_config
+        from rtplan.planner.configs import default_config
 
         base = default_config(self.game_id)
         over = {
@@ -147,13 +147,13 @@ class TrainConfig:
     @property
     def kind(self) -> games.Kind:
         """The game's kind (`games.kind_of`)."""
-        import games
+        from rtplan import games
 
         return games.kind_of(self.game_id)
 
     @property
     def _clock(self) -> bool:
-        import games
+        from rtplan import games
 
         return self.kind is games.Kind.CLOCK
 
@@ -188,6 +188,6 @@ class TrainConfig:
         return 1e-3 if self._clock else 3e-4
 
     def _budgets(self) -> tuple[int, ...]:
-        from planner.configs import default_config
+        from rtplan.planner.configs import default_config
 
         return default_config(self.game_id).budgets

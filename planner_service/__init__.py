@@ -1,7 +1,7 @@
 """gRPC Planner service: gated MCTS as a service, one precompiled search per budget k."""
 
-from planner_service.background import BackgroundService
-from planner_service.engine import (
+from rtplan.planner_service.background import BackgroundService
+from rtplan.planner_service.engine import (
     GATE,
     Decision,
     Engine,
@@ -10,8 +10,8 @@ from planner_service.engine import (
     Plan,
     resolve_device,
 )
-from planner_service.server import create_server, serve
-from planner_service.settings import PlannerServiceSettings
+from rtplan.planner_service.server import create_server, serve
+from rtplan.planner_service.settings import PlannerServiceSettings
 
 __all__ = [
     "BackgroundService",

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from harness.config import add_settings_flags, settings_overrides
-from planner_service.engine import DeviceError, EngineError
-from planner_service.settings import PlannerServiceSettings
+from rtplan.harness.config import add_settings_flags, settings_overrides
+from rtplan.planner_service.engine import DeviceError, EngineError
+from rtplan.planner_service.settings import PlannerServiceSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(settings: PlannerServiceSettings) -> int:
-    from planner_service.server import load_engine, serve
+    from rtplan.planner_service.server import load_engine, serve
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

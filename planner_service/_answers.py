@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from gate.clock.gate import ClockGateCarry
+from rtplan.gate.clock.gate import ClockGateCarry
 
 #: The budget that lets the gate choose k.
 GATE = "gate"

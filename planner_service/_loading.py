@@ -7,15 +7,15 @@ from collections.abc import Mapping
 
 import jax
 
-from gate.clock.gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
-from gate.committed.policy import Gate, load_gate
-from gate.compiled import CompiledClockGate, CompiledGate
-from harness import checkpoint as ckpt
-from harness.checkpoint import CheckpointError
-from planner import Planner, PlannerConfig
-from planner.compiled import CompiledOptions
-from planner.store import load_planner
-from planner_service._errors import GateLoadError
+from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
+from rtplan.gate.committed.policy import Gate, load_gate
+from rtplan.gate.compiled import CompiledClockGate, CompiledGate
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import CheckpointError
+from rtplan.planner import Planner, PlannerConfig
+from rtplan.planner.compiled import CompiledOptions
+from rtplan.planner.store import load_planner
+from rtplan.planner_service._errors import GateLoadError
 
 
 class DeviceError(ValueError):

@@ -7,12 +7,12 @@ import time
 import jax
 import numpy as np
 
-import games
-from gate.clock.gate import ClockGateCarry
-from gate.clock.network import NO_OPTION
-from planner_service._answers import GATE, POLICY_ONLY, Plan
-from planner_service._errors import BudgetError, InvalidRequestError
-from planner_service._loading import LoadedGame
+from rtplan import games
+from rtplan.gate.clock.gate import ClockGateCarry
+from rtplan.gate.clock.network import NO_OPTION
+from rtplan.planner_service._answers import GATE, POLICY_ONLY, Plan
+from rtplan.planner_service._errors import BudgetError, InvalidRequestError
+from rtplan.planner_service._loading import LoadedGame
 
 
 def _budget(loaded: LoadedGame, k) -> int:

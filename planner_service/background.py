@@ -7,8 +7,8 @@ import threading
 
 import grpc
 
-from planner_service import engine as eng
-from planner_service.server import create_server
+from rtplan.planner_service import engine as eng
+from rtplan.planner_service.server import create_server
 
 
 class BackgroundService:

@@ -11,12 +11,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import games
-from gate.clock.gate import ClockGateCarry
-from harness import checkpoint as ckpt
-from planner import landing_frame
-from planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
-from planner_service._errors import (
+from rtplan import games, wire
+from rtplan.gate.clock.gate import ClockGateCarry
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner import landing_frame
+from rtplan.planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
+from rtplan.planner_service._errors import (
     BudgetError,
     EngineError,
     GateLoadError,
@@ -26,8 +26,8 @@ from planner_service._errors import (
     NotReadyError,
     StateError,
 )
-from planner_service._loading import DeviceError, LoadedGame, load_game, resolve_device
-from planner_service._run import (
+from rtplan.planner_service._loading import DeviceError, LoadedGame, load_game, resolve_device
+from rtplan.planner_service._run import (
     _batch,
     _budget,
     _check_gate_state,
@@ -37,7 +37,6 @@ from planner_service._run import (
     _run_option,
     _value,
 )
-from rtplan import wire
 from rtplan.v1 import tensor_pb2
 
 __all__ = [

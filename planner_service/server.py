@@ -15,19 +15,18 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-import games
 import rtplan
-from planner_service import engine as eng
-from planner_service._admission import (
+from rtplan import games, wire
+from rtplan.jax_setup import guard_map_count
+from rtplan.planner_service import engine as eng
+from rtplan.planner_service._admission import (
     Admission,
     AdmissionError,
     BusyError,
     DeadlineError,
     SupersededError,
 )
-from planner_service.settings import PlannerServiceSettings
-from rtplan import wire
-from rtplan.jax_setup import guard_map_count
+from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from harness.checkpoint import checkpoint_root
+from rtplan.harness.checkpoint import checkpoint_root
 
 
 class PlannerServiceSettings(BaseSettings):

@@ -70,7 +70,7 @@ class Frame:
 
 def decode_state(game_id: str, msg):
     """The game state of a frame as a `games.State`, for agents that search or simulate."""
-    import games
+    from rtplan import games
 
     return wire.state_from_proto(games.make(game_id), msg)
 

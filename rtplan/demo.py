@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-import games
-from games.render import render
+from rtplan import games
+from rtplan.games.render import render
 
 #: Thinking cost (clock ticks) the built-in policy charges per move in the clock games.
 DEMO_MOVE_COST = 8

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
+from rtplan.harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
 from rtplan.processes import ROOT, Stopping, http_json, services, stop_on_signals
 
 
@@ -205,7 +205,7 @@ def run_web_demo(
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`
             or of one of `planner_games`.
     """
-    import games
+    from rtplan import games
 
     game = game or demo_game(checkpoint_root(checkpoint_dir))
     ckpt = _planner_root(checkpoint_dir, game)

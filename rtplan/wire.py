@@ -11,7 +11,7 @@ import numpy as np
 from rtplan.v1 import tensor_pb2
 
 if TYPE_CHECKING:
-    import games
+    from rtplan import games
 
 # JAX is imported inside the game-state functions only: an agent that reads frames and sends
 # actions (rtplan.client) imports grpcio, protobuf and numpy, not JAX.

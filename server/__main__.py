@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import uvicorn
 from pydantic import ValidationError
 
-from harness.config import add_settings_flags, settings_overrides
-from server.app import create_app
-from server.settings import Settings
+from rtplan.harness.config import add_settings_flags, settings_overrides
+from rtplan.server.app import create_app
+from rtplan.server.settings import Settings
 
 #: Settings that are no flags: a secret does not belong on a command line (`ps` shows it).
 _NOT_FLAGS = ("agent_token",)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-import games
+from rtplan import games
+from rtplan.server._config import SessionConfig
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._records import PlanDecision
+from rtplan.server._rules import Arrival
 from rtplan.v1 import tensor_pb2
-from server._config import SessionConfig
-from server._frame_info import HostInfo
-from server._records import PlanDecision
-from server._rules import Arrival
 
 
 @dataclasses.dataclass(frozen=True)

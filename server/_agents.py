@@ -11,13 +11,13 @@ import time
 import grpc
 import numpy as np
 
-import games
-from planner import landing_frame
+from rtplan import games
+from rtplan.planner import landing_frame
+from rtplan.server._agent_api import Agent, AgentHost, Answer
+from rtplan.server._config import SessionConfig
+from rtplan.server._records import PlanDecision
+from rtplan.server._rules import MAX_ACTIONS_PER_FRAME, Arrival, budget_at
 from rtplan.v1 import planner_pb2
-from server._agent_api import Agent, AgentHost, Answer
-from server._config import SessionConfig
-from server._records import PlanDecision
-from server._rules import MAX_ACTIONS_PER_FRAME, Arrival, budget_at
 
 log = logging.getLogger("rtplan.server")
 

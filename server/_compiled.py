@@ -9,9 +9,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-import games
-from planner import Planner, PlannerConfig
-from server._frame_info import FrameInfo
+from rtplan import games
+from rtplan.planner import Planner, PlannerConfig
+from rtplan.server._frame_info import FrameInfo
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from server._manager import SessionManager
-from server._runtime import Runtimes
-from server.settings import Settings
+from rtplan.server._manager import SessionManager
+from rtplan.server._runtime import Runtimes
+from rtplan.server.settings import Settings
 
 
 def get_settings(request: Request) -> Settings:

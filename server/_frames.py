@@ -6,9 +6,15 @@ import dataclasses
 
 import numpy as np
 
-from server._records import Report
-from server._rules import MAX_FRAMES_AHEAD, MAX_FRAMES_LATE, Arrival, Provenance, check_action
-from server._runtime import AGENT_PLAYER
+from rtplan.server._records import Report
+from rtplan.server._rules import (
+    MAX_FRAMES_AHEAD,
+    MAX_FRAMES_LATE,
+    Arrival,
+    Provenance,
+    check_action,
+)
+from rtplan.server._runtime import AGENT_PLAYER
 
 
 @dataclasses.dataclass(frozen=True)

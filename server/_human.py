@@ -6,11 +6,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from server import _messages as messages
-from server._agent_api import AgentHost, Answer
-from server._agents import GrpcAgent
-from server._rules import buffered_turn
-from server._runtime import AGENT_PLAYER
+from rtplan.server import _messages as messages
+from rtplan.server._agent_api import AgentHost, Answer
+from rtplan.server._agents import GrpcAgent
+from rtplan.server._rules import buffered_turn
+from rtplan.server._runtime import AGENT_PLAYER
 
 
 class HumanAgent(GrpcAgent):

@@ -8,17 +8,24 @@ import math
 
 import grpc
 
-import games
-from harness.checkpoint import missing_checkpoint, planner_path
-from server._agents import make_agent, make_opponent
-from server._config import AGENT_KINDS, CLOCKS, FALLBACKS, OPPONENTS, SessionConfig, SessionError
-from server._human import HumanAgent
-from server._planner_caps import PlannerCapabilities, check_session
-from server._replay_folder import Retention, prune_replays
-from server._runtime import Runtimes
-from server._tick_group import TickGroups
-from server.session import Session
-from server.settings import Settings
+from rtplan import games
+from rtplan.harness.checkpoint import missing_checkpoint, planner_path
+from rtplan.server._agents import make_agent, make_opponent
+from rtplan.server._config import (
+    AGENT_KINDS,
+    CLOCKS,
+    FALLBACKS,
+    OPPONENTS,
+    SessionConfig,
+    SessionError,
+)
+from rtplan.server._human import HumanAgent
+from rtplan.server._planner_caps import PlannerCapabilities, check_session
+from rtplan.server._replay_folder import Retention, prune_replays
+from rtplan.server._runtime import Runtimes
+from rtplan.server._tick_group import TickGroups
+from rtplan.server.session import Session
+from rtplan.server.settings import Settings
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION

@@ -7,17 +7,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypedDict
 
-import games
-from games.render import render
-from rtplan import wire
+from rtplan import games, wire
+from rtplan.games.render import render
+from rtplan.server._config import SessionConfig
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._queue import AgentLink
+from rtplan.server._records import PlanDecision, Report
+from rtplan.server._runtime import AGENT_PLAYER, GameRuntime
+from rtplan.server._stats import SessionStats
+from rtplan.server._viewers import ViewerHub
 from rtplan.v1 import env_pb2
-from server._config import SessionConfig
-from server._frame_info import HostInfo
-from server._queue import AgentLink
-from server._records import PlanDecision, Report
-from server._runtime import AGENT_PLAYER, GameRuntime
-from server._stats import SessionStats
-from server._viewers import ViewerHub
 
 
 class WallClock:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-import games
-from server._agent_api import Answer
-from server._config import SessionConfig
-from server._frame_info import HostInfo
-from server._records import Report
-from server._rules import FrameDecision, clock_charge, decide_action
+from rtplan import games
+from rtplan.server._agent_api import Answer
+from rtplan.server._config import SessionConfig
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._records import Report
+from rtplan.server._rules import FrameDecision, clock_charge, decide_action
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import Any
 
 import grpc
 
-import games
+from rtplan import games
+from rtplan.server._config import SessionConfig, SessionError
 from rtplan.v1 import planner_pb2
-from server._config import SessionConfig, SessionError
 
 #: Seconds the planner service gets to list what it serves.
 QUERY_TIMEOUT_S = 10.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rtplan.server._rules import Provenance
 from rtplan.v1 import env_pb2
-from server._rules import Provenance
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-import games
-from server.replay import ReplayError, header_version
+from rtplan import games
+from rtplan.server.replay import ReplayError, header_version
 
 #: Replay names the server serves: files written by `Recorder` in its record_dir.
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")

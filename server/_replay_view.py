@@ -9,15 +9,15 @@ from typing import Any, TypedDict
 
 import jax
 
-import games
-from games.render import render
-from server import _messages as messages
-from server._config import SessionConfig
-from server._frame_info import HostInfo
-from server._rules import Provenance
-from server._runtime import describe_game
-from server._stats import SessionStats
-from server.replay import ReplayError, ReplayFile, Step, resimulate
+from rtplan import games
+from rtplan.games.render import render
+from rtplan.server import _messages as messages
+from rtplan.server._config import SessionConfig
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._rules import Provenance
+from rtplan.server._runtime import describe_game
+from rtplan.server._stats import SessionStats
+from rtplan.server.replay import ReplayError, ReplayFile, Step, resimulate
 
 
 class ReplayIndex(TypedDict):

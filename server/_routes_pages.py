@@ -14,8 +14,8 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from harness.assets import shipped_dir
-from server._config import SessionError
+from rtplan.harness.assets import shipped_dir
+from rtplan.server._config import SessionError
 
 log = logging.getLogger("rtplan.server")
 
@@ -25,7 +25,7 @@ WEB = "web"
 
 def _web_candidate(configured: Path | None) -> Path:
     """Where the pages are looked for: `configured`, else `harness.assets.shipped_dir`."""
-    return Path(configured) if configured is not None else shipped_dir(WEB, "server")
+    return Path(configured) if configured is not None else shipped_dir(WEB, "rtplan.server")
 
 
 def find_web_dir(configured: Path | None = None) -> Path | None:

@@ -10,13 +10,13 @@ from typing import Annotated, Any
 import grpc
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from harness.layout import REPLAYS, is_listed
-from server._config import SessionError
-from server._deps import AppSettings
-from server._replay_folder import list_replays, replay_file
-from server._replay_view import ReplayView
-from server.replay import ReplayError
-from server.replay_gif import MAX_GIF_FRAMES, gif_bytes
+from rtplan.harness.layout import REPLAYS, is_listed
+from rtplan.server._config import SessionError
+from rtplan.server._deps import AppSettings
+from rtplan.server._replay_folder import list_replays, replay_file
+from rtplan.server._replay_view import ReplayView
+from rtplan.server.replay import ReplayError
+from rtplan.server.replay_gif import MAX_GIF_FRAMES, gif_bytes
 
 #: Boards one request may render (Pac-Man renders in ~15 ms each: keep requests short).
 MAX_BOARDS = 64

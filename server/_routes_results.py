@@ -16,10 +16,10 @@ import grpc
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from harness.layout import REPLAYS, RESULTS, describe_result, is_listed, result_index
-from server._config import SessionError
-from server._deps import AppSettings
-from server.settings import Settings
+from rtplan.harness.layout import REPLAYS, RESULTS, describe_result, is_listed, result_index
+from rtplan.server._config import SessionError
+from rtplan.server._deps import AppSettings
+from rtplan.server.settings import Settings
 
 router = APIRouter()
 

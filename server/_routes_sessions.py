@@ -13,12 +13,12 @@ from fastapi import APIRouter, Query, WebSocket
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.websockets import WebSocketDisconnect
 
-import games
-from server._config import SessionConfig, SessionError
-from server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Manager
-from server._human import PlayerLink
-from server._viewers import Viewer
-from server.env_service import SERVER_VERSION
+from rtplan import games
+from rtplan.server._config import SessionConfig, SessionError
+from rtplan.server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Manager
+from rtplan.server._human import PlayerLink
+from rtplan.server._viewers import Viewer
+from rtplan.server.env_service import SERVER_VERSION
 
 router = APIRouter()
 

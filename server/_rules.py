@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import games
+from rtplan import games
 from rtplan.v1 import env_pb2
 
 if TYPE_CHECKING:
-    from server._config import SessionConfig
+    from rtplan.server._config import SessionConfig
 
 #: An agent may answer frames up to this many frames ahead of the current one (an asynchronous
 #: planner sends the action for its landing frame early); further ahead is refused.

@@ -12,15 +12,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import games
-from games.render import describe_view, render
-from harness.checkpoint import load_metadata, planner_path
-from planner import PlannerConfig
-from planner.store import load_planner
-from rtplan import wire
+from rtplan import games, wire
+from rtplan.games.render import describe_view, render
+from rtplan.harness.checkpoint import load_metadata, planner_path
+from rtplan.planner import PlannerConfig
+from rtplan.planner.store import load_planner
+from rtplan.server._compiled import compiled
+from rtplan.server._frame_info import HostInfo
 from rtplan.v1 import env_pb2, tensor_pb2
-from server._compiled import compiled
-from server._frame_info import HostInfo
 
 #: Clock games: the session's agent is always this player id; the built-in opponent the other.
 AGENT_PLAYER = 0

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from server._rules import Provenance
-from server._ticker import Tick
+from rtplan.server._rules import Provenance
+from rtplan.server._ticker import Tick
 
 #: Latencies kept for the quantiles (the most recent ones).
 _WINDOW = 4096

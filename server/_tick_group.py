@@ -14,12 +14,12 @@ from typing import Protocol
 import jax
 import numpy as np
 
-import games
-from server._config import SessionConfig
-from server._frame_info import HostInfo
-from server._moves import Move
-from server._runtime import MIN_BATCH, GameRuntime
-from server._ticker import Tick, Ticker
+from rtplan import games
+from rtplan.server._config import SessionConfig
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._moves import Move
+from rtplan.server._runtime import MIN_BATCH, GameRuntime
+from rtplan.server._ticker import Tick, Ticker
 
 log = logging.getLogger("rtplan.server")
 

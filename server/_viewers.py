@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from server._queue import DropOldestQueue
+from rtplan.server._queue import DropOldestQueue
 
 #: One websocket viewer's queue of JSON texts.
 Viewer = DropOldestQueue[str]

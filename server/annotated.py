@@ -16,14 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from gate.evaluation.annotate import AnnotatedGame, AnnotatedMove, annotate_games, games_folder
-from server import _messages as messages
-from server._compiled import compiled
-from server._frame_info import HostInfo
-from server._records import PlanDecision, Report
-from server._rules import Provenance
-from server._runtime import describe_game, init_key, state_digest
-from server.replay import Recorder, ReplayError
+from rtplan.gate.evaluation.annotate import (
+    AnnotatedGame,
+    AnnotatedMove,
+    annotate_games,
+    games_folder,
+)
+from rtplan.server import _messages as messages
+from rtplan.server._compiled import compiled
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._records import PlanDecision, Report
+from rtplan.server._rules import Provenance
+from rtplan.server._runtime import describe_game, init_key, state_digest
+from rtplan.server.replay import Recorder, ReplayError
 
 __all__ = ["annotated_name", "write_annotated", "write_annotated_games"]
 

@@ -13,17 +13,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rtplan.jax_setup import guard_map_count
+from rtplan.server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
+from rtplan.server._config import SessionError
+from rtplan.server._invalid import explain
+from rtplan.server._manager import SessionManager
+from rtplan.server._planner_channel import open_channel
+from rtplan.server._routes_pages import find_web_dir
+from rtplan.server._routes_replays import ReplayCache
+from rtplan.server._runtime import Runtimes
+from rtplan.server.env_service import SERVER_VERSION, EnvService, start_grpc_server
+from rtplan.server.settings import Settings
 from rtplan.v1 import planner_pb2_grpc
-from server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
-from server._config import SessionError
-from server._invalid import explain
-from server._manager import SessionManager
-from server._planner_channel import open_channel
-from server._routes_pages import find_web_dir
-from server._routes_replays import ReplayCache
-from server._runtime import Runtimes
-from server.env_service import SERVER_VERSION, EnvService, start_grpc_server
-from server.settings import Settings
 
 __all__ = ["create_app", "find_web_dir"]
 

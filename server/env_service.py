@@ -9,14 +9,13 @@ import time
 
 import grpc
 
-import games
 import rtplan
-from rtplan import wire
+from rtplan import games, wire
+from rtplan.server._config import SessionConfig, SessionError
+from rtplan.server._manager import SessionManager
+from rtplan.server._queue import AgentLink
+from rtplan.server.session import Session
 from rtplan.v1 import env_pb2, env_pb2_grpc
-from server._config import SessionConfig, SessionError
-from server._manager import SessionManager
-from server._queue import AgentLink
-from server.session import Session
 
 log = logging.getLogger("rtplan.server")
 

@@ -11,13 +11,13 @@ from typing import IO, Any
 
 import numpy as np
 
-import games
-from server import _messages as messages
-from server._compiled import compiled
-from server._frame_info import HostInfo
-from server._records import PlanDecision, Report
-from server._rules import Provenance
-from server._runtime import AGENT_PLAYER, init_key, state_digest
+from rtplan import games
+from rtplan.server import _messages as messages
+from rtplan.server._compiled import compiled
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._records import PlanDecision, Report
+from rtplan.server._rules import Provenance
+from rtplan.server._runtime import AGENT_PLAYER, init_key, state_digest
 
 # JSON lines (docs/services.md, "Replay files", has every field): a header line; a frame line per
 # frame (its report, reward, done, and the digest of the state it led to); a late line when a

@@ -10,7 +10,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from server._replay_view import ReplayView
+from rtplan.server._replay_view import ReplayView
 
 #: Frames one GIF may hold (the route's bound; the command takes any --max-frames).
 MAX_GIF_FRAMES = 600

@@ -18,30 +18,30 @@ from typing import Any
 
 import grpc
 
-import games
-from rtplan.v1 import env_pb2, tensor_pb2
-from server import _messages as messages
-from server._agent_api import Agent
-from server._config import LIVE, SessionConfig, SessionError
-from server._frame_info import HostInfo
-from server._frames import FrameWindow
-from server._messages import WallClock
-from server._moves import Move, decide_move, move_report
-from server._queue import AgentLink
-from server._records import Report
-from server._rules import (
+from rtplan import games
+from rtplan.server import _messages as messages
+from rtplan.server._agent_api import Agent
+from rtplan.server._config import LIVE, SessionConfig, SessionError
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._frames import FrameWindow
+from rtplan.server._messages import WallClock
+from rtplan.server._moves import Move, decide_move, move_report
+from rtplan.server._queue import AgentLink
+from rtplan.server._records import Report
+from rtplan.server._rules import (
     MAX_ACTIONS_PER_FRAME,
     Arrival,
     clock_ticks,
     countdown_start,
     initial_ticks,
 )
-from server._runtime import AGENT_PLAYER, GameRuntime
-from server._stats import SessionStats
-from server._tick_group import TickGroups
-from server._ticker import Tick, Ticker, sleep_until
-from server._viewers import ViewerHub
-from server.replay import Recorder
+from rtplan.server._runtime import AGENT_PLAYER, GameRuntime
+from rtplan.server._stats import SessionStats
+from rtplan.server._tick_group import TickGroups
+from rtplan.server._ticker import Tick, Ticker, sleep_until
+from rtplan.server._viewers import ViewerHub
+from rtplan.server.replay import Recorder
+from rtplan.v1 import env_pb2, tensor_pb2
 
 log = logging.getLogger("rtplan.server")
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT

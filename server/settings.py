@@ -7,9 +7,9 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from harness.checkpoint import checkpoint_root
-from harness.layout import results_root
-from server._planner_channel import planner_target
+from rtplan.harness.checkpoint import checkpoint_root
+from rtplan.harness.layout import results_root
+from rtplan.server._planner_channel import planner_target
 
 
 class Settings(BaseSettings):

@@ -124,7 +124,7 @@ def serve(tmp_path_factory) -> Iterator[Callable[..., SimpleNamespace]]:
     # Imported here: the tests that need no server (games, planner) need not import it.
     from fastapi.testclient import TestClient
 
-    from server import Settings, create_app
+    from rtplan.server import Settings, create_app
     from support import start_planner, write_checkpoints
 
     with contextlib.ExitStack() as stack:

@@ -25,13 +25,13 @@ import grpc
 import jax
 import yaml
 
-from harness.checkpoint import planner_path
-from harness.config import settings_overrides
-from planner import Planner, PlannerConfig, default_config
-from planner.network import NetworkConfig
-from planner.store import load_planner, save_planner
-from planner_service import BackgroundService, Engine
 from rtplan import wire
+from rtplan.harness.checkpoint import planner_path
+from rtplan.harness.config import settings_overrides
+from rtplan.planner import Planner, PlannerConfig, default_config
+from rtplan.planner.network import NetworkConfig
+from rtplan.planner.store import load_planner, save_planner
+from rtplan.planner_service import BackgroundService, Engine
 from rtplan.v1 import env_pb2, env_pb2_grpc
 
 #: A 9x9 Go game (random play, black first) whose next move, white B3, recreates an earlier
@@ -165,11 +165,11 @@ def tiny_config(game_id: str) -> PlannerConfig:
 def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_config) -> Path:
     """Writes `gate_path(root, game)`: a fresh gate over the planner `write_checkpoints` wrote
     there (tied to that file's sha256, as `train-gate` exports); returns the gate file."""
-    from gate.committed.config import GateConfig
-    from gate.committed.policy import Gate
-    from gate.files import file_sha256
-    from harness import checkpoint as ckpt
-    from harness.checkpoint import gate_path
+    from rtplan.gate.committed.config import GateConfig
+    from rtplan.gate.committed.policy import Gate
+    from rtplan.gate.files import file_sha256
+    from rtplan.harness import checkpoint as ckpt
+    from rtplan.harness.checkpoint import gate_path
 
     planner_file = planner_path(root, game_id)
     cfg, _, _ = load_planner(game_id, str(planner_file))
@@ -185,11 +185,11 @@ def write_clock_gate(root: Path, game_id: str = "speed-hex-v0", seed: int = 0, *
     """Writes `gate_path(root, game)`: a fresh clock gate (`ClockGateConfig(**config)`, tiny by
     default) over the planner written there, tied to its sha256 as `train-gate` exports;
     returns the gate file."""
-    from gate.clock.config import ClockGateConfig
-    from gate.clock.gate import CLOCK_GATE_KIND, ClockGate
-    from gate.files import file_sha256
-    from harness import checkpoint as ckpt
-    from harness.checkpoint import gate_path
+    from rtplan.gate.clock.config import ClockGateConfig
+    from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate
+    from rtplan.gate.files import file_sha256
+    from rtplan.harness import checkpoint as ckpt
+    from rtplan.harness.checkpoint import gate_path
 
     planner_file = planner_path(root, game_id)
     cfg, _, _ = load_planner(game_id, str(planner_file))
@@ -403,7 +403,7 @@ LATE_TICK_MS = 1500
 def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
     """`python -m server` on free ports over the checkpoints in `root`, with `game_ids` compiled
     (one short session per game, all at once: the compiles overlap); yields its base URL."""
-    cmd = [sys.executable, "-m", "server", "--http-port", "0", "--grpc-port", "0"]
+    cmd = [sys.executable, "-m", "rtplan.server", "--http-port", "0", "--grpc-port", "0"]
     cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp / "replays")]
     cmd += ["--log-level", "warning", *flags]
     env = {

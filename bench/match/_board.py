@@ -68,14 +68,14 @@ def handicap_opening(stones: int, index: int, *, seed: int = 0) -> list[str]:
 
 def go_vertex(point: int) -> str:
     """The lower-case GTP vertex of a pgx Go point (`games.go.vertex_name`): 0 -> "a9"."""
-    from games.go import vertex_name
+    from rtplan.games.go import vertex_name
 
     return vertex_name(point).lower()
 
 
 def go_point(vertex: str) -> int:
     """The pgx point of a GTP vertex (81 for pass); inverse of `go_vertex`."""
-    from games.go import parse_vertex
+    from rtplan.games.go import parse_vertex
 
     return parse_vertex(vertex)
 
@@ -103,7 +103,7 @@ def spiel_to_hex(action: int) -> int:
 
 def hex_cell_name(action: int) -> str:
     """A Speed Hex cell's name (`games.hex.cell_name`), as open_spiel also writes it ("a1")."""
-    from games.hex import cell_name
+    from rtplan.games.hex import cell_name
 
     return cell_name(action)
 

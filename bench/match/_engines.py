@@ -143,10 +143,10 @@ class OurHex:
     def __init__(self, planner_file: Path, k: int, *, seed: int = 0) -> None:
         import jax
 
-        from planner.calibrate import with_sims
-        from planner.compiled import CompiledOptions
-        from planner.options import Planner
-        from planner.store import load_planner
+        from rtplan.planner.calibrate import with_sims
+        from rtplan.planner.compiled import CompiledOptions
+        from rtplan.planner.options import Planner
+        from rtplan.planner.store import load_planner
 
         base, params, _ = load_planner(HEX_GAME, str(planner_file))
         self.planner = Planner(with_sims(base, k, base.sims(k)))

@@ -61,7 +61,7 @@ def ensure_open_spiel() -> None:
 
 
 def checkpoint(game: str, planner: str | None) -> Path:
-    from harness.checkpoint import CheckpointError, planner_file
+    from rtplan.harness.checkpoint import CheckpointError, planner_file
 
     try:
         return planner_file(game, planner)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench._common import RESULTS, append_rows
 from bench.match._referee import GameRecord
-from harness.stats import binomial_se, paired, standard_error
+from rtplan.harness.stats import binomial_se, paired, standard_error
 
 RESULTS_CSV = RESULTS / "match.csv"
 

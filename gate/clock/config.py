@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.config import knob
+from rtplan.harness.config import knob
 
 #: T0 per episode in self-play, drawn uniformly (the paper's set, reference-notes section 5c).
 TRAIN_CLOCKS = (100, 300, 600, 900, 1200, 1800, 2300, 2900, 3500, 4100, 4800, 5700)
@@ -55,7 +55,7 @@ class ClockGateTrainConfig:
     max_grad_norm: float = knob(1.0, "Global gradient-norm clip.")
     opponents: str = knob(
         "",
-        "Comma-separated baselines mixed into self-play (names of gate.clock.heuristics."
+        "Comma-separated baselines mixed into self-play (names of rtplan.gate.clock.heuristics."
         "baselines, e.g. the pool: policy-only,k2,k8,k32,k128,random); empty: pure self-play.",
     )
     opponent_share: float = knob(

@@ -21,16 +21,22 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-import games
-from gate.clock.config import ClockGateConfig
-from gate.clock.heuristics import ClockOptions, affordable, baselines, clock_inputs
-from gate.clock.network import MASKED_LOGIT, NO_OPTION, ClockGateInputs, ClockGateNet, time_features
-from gate.files import check_gate_file
-from harness import checkpoint as ckpt
-from planner.configs import config_to_dict
-from planner.matches import ClockPlayer
-from planner.network import NetOutput
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.clock.config import ClockGateConfig
+from rtplan.gate.clock.heuristics import ClockOptions, affordable, baselines, clock_inputs
+from rtplan.gate.clock.network import (
+    MASKED_LOGIT,
+    NO_OPTION,
+    ClockGateInputs,
+    ClockGateNet,
+    time_features,
+)
+from rtplan.gate.files import check_gate_file
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.configs import config_to_dict
+from rtplan.planner.matches import ClockPlayer
+from rtplan.planner.network import NetOutput
+from rtplan.planner.options import Planner
 
 __all__ = [
     "CLOCK_GATE_KIND",

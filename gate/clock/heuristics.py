@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-import games
-from planner.network import NetOutput
-from planner.options import Planner
+from rtplan import games
+from rtplan.planner.network import NetOutput
+from rtplan.planner.options import Planner
 
 __all__ = [
     "CONFIDENT_SCALE",

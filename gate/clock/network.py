@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from gate.clock.config import ClockGateConfig
+from rtplan.gate.clock.config import ClockGateConfig
 
 __all__ = [
     "MASKED_LOGIT",

@@ -7,8 +7,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gate.clock.gate import clock_player
-from gate.clock.heuristics import (
+from rtplan.gate.clock.gate import clock_player
+from rtplan.gate.clock.heuristics import (
     ClockChooser,
     ClockOptions,
     always,
@@ -16,9 +16,9 @@ from gate.clock.heuristics import (
     clock_inputs,
     midpeak,
 )
-from harness.checkpoint import checkpoint_root
-from planner.matches import ClockPlayer
-from planner.options import Planner
+from rtplan.harness.checkpoint import checkpoint_root
+from rtplan.planner.matches import ClockPlayer
+from rtplan.planner.options import Planner
 
 __all__ = [
     "MIDPEAK_FILE",

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from gate.clock.network import MASKED_LOGIT, ClockGateInputs, ClockGateNet, unroll
-from gate.ppo import Batch, make_epochs, ppo_terms
+from rtplan.gate.clock.network import MASKED_LOGIT, ClockGateInputs, ClockGateNet, unroll
+from rtplan.gate.ppo import Batch, make_epochs, ppo_terms
 
 __all__ = ["ClockChunks", "clock_ppo_loss", "make_clock_update"]
 

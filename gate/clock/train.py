@@ -18,27 +18,27 @@ import numpy as np
 import optax
 from flax import struct
 
-import games
-from gate.clock.config import (
+from rtplan import games
+from rtplan.gate.clock.config import (
     TRAIN_CLOCKS,
     ClockGateConfig,
     ClockGateTrainConfig,
     eval_opponent_name,
 )
-from gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from gate.clock.heuristics import baselines, clock_inputs
-from gate.clock.network import NO_OPTION
-from gate.clock.players import chooser_player
-from gate.clock.ppo import ClockChunks, make_clock_update
-from gate.files import file_sha256
-from gate.gae import side_gae
-from harness import checkpoint as ckpt
-from harness.run import Run
-from planner.batching import SKIP, OptionRunner
-from planner.episodes import TUNING_SEED_BASE, seeds_of
-from planner.matches import clock_opening, play_match
-from planner.options import OptionOutput, Planner
-from planner.store import load_planner
+from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
+from rtplan.gate.clock.heuristics import baselines, clock_inputs
+from rtplan.gate.clock.network import NO_OPTION
+from rtplan.gate.clock.players import chooser_player
+from rtplan.gate.clock.ppo import ClockChunks, make_clock_update
+from rtplan.gate.files import file_sha256
+from rtplan.gate.gae import side_gae
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.run import Run
+from rtplan.planner.batching import SKIP, OptionRunner
+from rtplan.planner.episodes import TUNING_SEED_BASE, seeds_of
+from rtplan.planner.matches import clock_opening, play_match
+from rtplan.planner.options import OptionOutput, Planner
+from rtplan.planner.store import load_planner
 
 __all__ = ["ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer"]
 

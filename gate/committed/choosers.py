@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import games
-from gate.committed.policy import Gate, GateMemory
-from planner.episodes import (
+from rtplan import games
+from rtplan.gate.committed.policy import Gate, GateMemory
+from rtplan.planner.episodes import (
     EVAL_SEED_BASE,
     SPLITS,
     TUNING_SEED_BASE,

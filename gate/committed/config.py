@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.config import knob
+from rtplan.harness.config import knob
 
 #: `reward_mode` values: the option reward R_t of the SMDP.
 REWARD_MODES = ("discounted", "raw")
@@ -124,7 +124,7 @@ class GateTrainConfig:
         "Simulate deployment: per-budget latency from deploy frame rows (fps_F.jsonl, several "
         "joined by commas) or an rtplan calibrate CSV (with latency_overhead_ms); each option "
         "then misses with its budget's probability at latency_fps and its landing frame plays "
-        "the fallback (gate.committed.latency). Empty: the simulated clock, no misses.",
+        "the fallback (rtplan.gate.committed.latency). Empty: the simulated clock, no misses.",
     )
     latency_fps: float = knob(0.0, "The frame rate the misses are simulated at (with latency).")
     latency_overhead_ms: float | None = knob(
@@ -196,7 +196,9 @@ class GateTrainConfig:
         """The entropy coefficient of the run."""
         if self.ent_coef is not None:
             return self.ent_coef
-        import games  # JAX: only when a run asks, so that building the flags stays light
+        from rtplan import (
+            games,  # JAX: only when a run asks, so that building the flags stays light
+        )
 
         return games.game_record(self.game_id).gate_entropy
 

@@ -6,8 +6,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from gate.committed.config import GateConfig
-from planner.network import h_transform
+from rtplan.gate.committed.config import GateConfig
+from rtplan.planner.network import h_transform
 
 
 class _ResBlock(nn.Module):

@@ -10,15 +10,15 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-import games
-from gate.committed.config import GateConfig
-from gate.committed.network import GateNet, apply_gate
-from gate.files import check_gate_file
-from harness import checkpoint as ckpt
-from planner.batching import OptionRunner
-from planner.configs import config_to_dict
-from planner.network import NetOutput, h_transform
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.committed.config import GateConfig
+from rtplan.gate.committed.network import GateNet, apply_gate
+from rtplan.gate.files import check_gate_file
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.configs import config_to_dict
+from rtplan.planner.network import NetOutput, h_transform
+from rtplan.planner.options import Planner
 
 __all__ = ["Gate", "GateDecision", "GateInputs", "GateMemory", "load_gate"]
 

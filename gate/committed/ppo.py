@@ -6,8 +6,8 @@ import functools
 
 import optax
 
-from gate.committed.network import GateNet, apply_gate
-from gate.ppo import Batch, make_epochs, ppo_terms
+from rtplan.gate.committed.network import GateNet, apply_gate
+from rtplan.gate.ppo import Batch, make_epochs, ppo_terms
 
 __all__ = ["make_update", "ppo_loss"]
 

@@ -10,13 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gate.committed.config import GateTrainConfig
-from gate.committed.latency import draw_misses
-from gate.committed.policy import Gate, GateMemory
-from planner import actors as ac
-from planner.actors import Actors
-from planner.batching import OptionRunner
-from planner.options import OptionOutput
+from rtplan.gate.committed.config import GateTrainConfig
+from rtplan.gate.committed.latency import draw_misses
+from rtplan.gate.committed.policy import Gate, GateMemory
+from rtplan.planner import actors as ac
+from rtplan.planner.actors import Actors
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.options import OptionOutput
 
 __all__ = ["GateRollout", "shard_key", "stack"]
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator, Mapping
 
 import jax
 
-import games
-from games.tetris import PIECE_NAMES
+from rtplan import games
+from rtplan.games.tetris import PIECE_NAMES
 
 __all__ = ["FEATURES", "PIECE_NAMES", "trigger_features"]
 

@@ -37,14 +37,14 @@ import numpy as np
 import optax
 from flax import traverse_util
 
-from gate.committed.config import GateConfig
-from gate.committed.policy import Gate, GateInputs
-from gate.counterfactual.config import CounterfactualPPOConfig
-from gate.counterfactual.values import branch_values, decision_states
-from gate.files import file_sha256
-from harness import checkpoint as ckpt
-from planner.batching import OptionRunner
-from planner.episodes import TUNING_SEED_BASE, Chooser
+from rtplan.gate.committed.config import GateConfig
+from rtplan.gate.committed.policy import Gate, GateInputs
+from rtplan.gate.counterfactual.config import CounterfactualPPOConfig
+from rtplan.gate.counterfactual.values import branch_values, decision_states
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import TUNING_SEED_BASE, Chooser
 
 __all__ = [
     "advantages",
@@ -116,7 +116,7 @@ def _compiled(
 ):
     """(gate, runner, Adam, jitted update step, jitted `gate.decide`), shared by the runs of a
     process (a resumed run, tests): compiled once."""
-    from planner.options import Planner
+    from rtplan.planner.options import Planner
 
     planner = Planner(pcfg)
     gate = Gate(planner, gate_config)
@@ -156,7 +156,7 @@ def train_counterfactual_ppo(
         ValueError: a resume with other settings or another planner; a gate with memory;
             a continuation budget the planner lacks.
     """
-    from planner.store import load_planner
+    from rtplan.planner.store import load_planner
 
     if gate_config.memory:
         raise ValueError("a gate with memory needs whole episodes; this trainer sees states")

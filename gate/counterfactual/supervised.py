@@ -21,13 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gate.committed.config import GateConfig
-from gate.committed.policy import Gate, GateInputs
-from gate.counterfactual.values import capped, paying
-from gate.files import file_sha256
-from harness import checkpoint as ckpt
-from planner.batching import OptionRunner
-from planner.episodes import play_from, start
+from rtplan.gate.committed.config import GateConfig
+from rtplan.gate.committed.policy import Gate, GateInputs
+from rtplan.gate.counterfactual.values import capped, paying
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import play_from, start
 
 __all__ = ["fit", "fit_gate", "held_out_gain", "label", "load_labels", "state_inputs"]
 
@@ -199,8 +199,8 @@ def fit_gate(
     """Fits a gate to the labels in `labels_dirs` and writes it to `out` (a `gate.msgpack`
     that `load_gate`, `rtplan eval --gate` and the services take), with the labels'
     provenance; `folds` > 0 first measures the held-out gain (`held_out_gain`) and records it."""
-    from planner.options import Planner
-    from planner.store import load_planner
+    from rtplan.planner.options import Planner
+    from rtplan.planner.store import load_planner
 
     data = load_labels(*labels_dirs)
     pcfg, pparams, _ = load_planner(game_id, planner_file)

@@ -32,13 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import games
-from gate.files import file_sha256
-from harness import checkpoint as ckpt
-from harness.stats import standard_error
-from planner.batching import OptionRunner
-from planner.episodes import Chooser, always, play_from, seeds_of, start
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.stats import standard_error
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import Chooser, always, play_from, seeds_of, start
+from rtplan.planner.options import Planner
 
 __all__ = [
     "BranchValues",
@@ -299,8 +299,8 @@ def run_counterfactual(
     of `chunk` games to `<out>/<game>/counterfactual/<tag>/` as it finishes (a rerun keeps the
     chunks written: resumable), then `summary.json` (`diagnose`) beside them. Returns the
     summary."""
-    from harness.layout import results_root
-    from planner.store import load_planner
+    from rtplan.harness.layout import results_root
+    from rtplan.planner.store import load_planner
 
     game = games.make(game_id)
     if games.kind_of(game) is not games.Kind.COMMITTED:

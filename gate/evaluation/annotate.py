@@ -22,14 +22,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from gate.clock.gate import clock_gate_player, load_clock_gate
-from gate.clock.heuristics import ClockOptions
-from gate.clock.players import pool_players
-from gate.evaluation.clock import cell_file
-from gate.evaluation.clock_report import CLOCK_EVAL, clock_curve, option_text
-from gate.files import file_sha256
-from planner.matches import EVAL_OPENING_PLIES, MatchPly, match_opening, play_match
-from planner.options import Planner
+from rtplan.gate.clock.gate import clock_gate_player, load_clock_gate
+from rtplan.gate.clock.heuristics import ClockOptions
+from rtplan.gate.clock.players import pool_players
+from rtplan.gate.evaluation.clock import cell_file
+from rtplan.gate.evaluation.clock_report import CLOCK_EVAL, clock_curve, option_text
+from rtplan.gate.files import file_sha256
+from rtplan.planner.matches import EVAL_OPENING_PLIES, MatchPly, match_opening, play_match
+from rtplan.planner.options import Planner
 
 __all__ = [
     "BIG_SPEND",
@@ -395,7 +395,7 @@ def annotate_games(
 ) -> list[AnnotatedGame]:
     """Picks the `count` games of the gate's cells with the biggest spend (`pick_games`) and
     re-plays each (`replay_pick`) with the planner and gate at these files."""
-    from planner.store import load_planner
+    from rtplan.planner.store import load_planner
 
     picks = pick_games(root, game_id, count=count, split=split, t0s=t0s)
     cfg, params, _ = load_planner(game_id, str(planner_file))

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-import games
-from gate.clock.heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
-from gate.clock.players import (
+from rtplan import games
+from rtplan.gate.clock.heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
+from rtplan.gate.clock.players import (
     ClockPlayer,
     baseline_players,
     fixed_players,
@@ -30,20 +30,20 @@ from gate.clock.players import (
     pool_players,
     write_midpeak_table,
 )
-from gate.committed.choosers import check_gate_name
-from gate.evaluation.clock_report import (
+from rtplan.gate.committed.choosers import check_gate_name
+from rtplan.gate.evaluation.clock_report import (
     CLOCK_EVAL,
     option_text,
     write_clock_bar,
     write_summary,
 )
-from gate.files import file_sha256
-from harness import checkpoint as ckpt
-from harness.layout import results_root
-from planner.episodes import Episodes, seeds_of
-from planner.matches import EVAL_OPENING_PLIES, play_match, unique_games
-from planner.options import Planner
-from planner.store import load_planner
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.layout import results_root
+from rtplan.planner.episodes import Episodes, seeds_of
+from rtplan.planner.matches import EVAL_OPENING_PLIES, play_match, unique_games
+from rtplan.planner.options import Planner
+from rtplan.planner.store import load_planner
 
 __all__ = [
     "OFF_GRID_CLOCKS",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.clock.players import heuristic_names
-from gate.committed.choosers import is_gate
-from harness.stats import paired, standard_error
-from planner.matches import unique_games
+from rtplan.gate.clock.players import heuristic_names
+from rtplan.gate.committed.choosers import is_gate
+from rtplan.harness.stats import paired, standard_error
+from rtplan.planner.matches import unique_games
 
 __all__ = [
     "CLOCK_BAR",

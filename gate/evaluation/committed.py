@@ -14,21 +14,21 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import games
-from gate.committed.choosers import (
+from rtplan import games
+from rtplan.gate.committed.choosers import (
     ABLATIONS,
     POLICY_ONLY,
     check_gate_name,
     condition_names,
     gate_chooser,
 )
-from gate.committed.latency import decision_misses, simulated_deployment
-from gate.committed.policy import load_gate
-from gate.committed.triggers import FEATURES, trigger_features
-from gate.files import file_sha256
-from harness import checkpoint as ckpt
-from harness.stats import standard_error
-from planner.episodes import (
+from rtplan.gate.committed.latency import decision_misses, simulated_deployment
+from rtplan.gate.committed.policy import load_gate
+from rtplan.gate.committed.triggers import FEATURES, trigger_features
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.stats import standard_error
+from rtplan.planner.episodes import (
     Episodes,
     always,
     eval_runner,
@@ -37,8 +37,8 @@ from planner.episodes import (
     random_k,
     seeds_of,
 )
-from planner.options import Planner
-from planner.store import load_planner
+from rtplan.planner.options import Planner
+from rtplan.planner.store import load_planner
 
 __all__ = [
     "condition_file",

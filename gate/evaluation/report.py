@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gate.committed.choosers import ABLATIONS, POLICY_ONLY, condition_names, is_gate
-from gate.committed.triggers import FEATURES, PIECE_NAMES
-from gate.evaluation.committed import load_conditions
-from harness.stats import paired, standard_error
+from rtplan.gate.committed.choosers import ABLATIONS, POLICY_ONLY, condition_names, is_gate
+from rtplan.gate.committed.triggers import FEATURES, PIECE_NAMES
+from rtplan.gate.evaluation.committed import load_conditions
+from rtplan.harness.stats import paired, standard_error
 
 __all__ = [
     "CLOCK_README_BEGIN",
@@ -311,7 +311,7 @@ def report(
     """Summarises every game under `results/`: `summary.csv`, `summary.json`, per-game
     figures, and the README's results tables (between their markers): the committed games'
     and the clock games'."""
-    from gate.evaluation.clock_report import (
+    from rtplan.gate.evaluation.clock_report import (
         clock_figures,
         clock_readme_table,
         clocks_folder,

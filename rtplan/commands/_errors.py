@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 
 # Imports no JAX: the parser is built (and this module loaded) before `--devices` sets XLA's flags.
-from harness.checkpoint import CheckpointError
+from rtplan.harness.checkpoint import CheckpointError
 
 #: A subcommand's handler: the parsed arguments -> the process exit code.
 Handler = Callable[[argparse.Namespace], int]

@@ -9,9 +9,9 @@ from rtplan.jax_setup import check_map_count
 
 
 def _clock_eval(args: argparse.Namespace) -> int:
-    from gate.evaluation import clock as clock_eval
-    from gate.evaluation.clock_report import clocks_folder
-    from harness.checkpoint import CheckpointError
+    from rtplan.gate.evaluation import clock as clock_eval
+    from rtplan.gate.evaluation.clock_report import clocks_folder
+    from rtplan.harness.checkpoint import CheckpointError
 
     if args.ablations:
         raise CommandError("clock games have no input ablations (--ablations)")
@@ -61,15 +61,15 @@ def _clock_eval(args: argparse.Namespace) -> int:
 
 def _annotate_games(args: argparse.Namespace) -> int:
     check_map_count()
-    import games
+    from rtplan import games
 
     if games.kind_of(args.game) is not games.Kind.CLOCK:
         raise CommandError(f"{args.game} is not a clock game: annotate-games is for clock games")
     if args.games < 1:
         raise CommandError("--games must be >= 1")
-    from gate.evaluation.annotate import CellMismatch
-    from harness import checkpoint as ckpt
-    from server.annotated import write_annotated_games
+    from rtplan.gate.evaluation.annotate import CellMismatch
+    from rtplan.harness import checkpoint as ckpt
+    from rtplan.server.annotated import write_annotated_games
 
     planner_file = str(ckpt.planner_file(args.game, args.planner))
     gate_file = str(ckpt.gate_file(args.game, args.gate))

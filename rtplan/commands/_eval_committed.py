@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from gate.committed.config import GateTrainConfig
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands._eval_clock import _clock_eval
+from rtplan.gate.committed.config import GateTrainConfig
 from rtplan.jax_setup import check_map_count
 
 #: `eval`'s simulated-deployment flags: the gate training's own (one definition of each).
@@ -21,7 +21,7 @@ def _clock_flags(args: argparse.Namespace) -> bool:
 
 def _eval(args: argparse.Namespace) -> int:
     check_map_count()
-    import games
+    from rtplan import games
 
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     clock = games.kind_of(args.game) is games.Kind.CLOCK
@@ -62,7 +62,7 @@ def _eval(args: argparse.Namespace) -> int:
         GateTrainConfig(game_id=args.game, **latency)
     except ValueError as e:
         raise CommandError(str(e)) from e
-    from gate.evaluation.committed import run_conditions
+    from rtplan.gate.evaluation.committed import run_conditions
 
     run_conditions(
         args.game,
@@ -87,7 +87,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
     check_map_count()
     import json
 
-    import games
+    from rtplan import games
 
     if games.kind_of(args.game) is not games.Kind.COMMITTED:
         raise CommandError(f"{args.game} is a clock game: counterfactual is for committed games")
@@ -96,7 +96,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
     for name in ("states", "chunk", "max_frame"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1")
-    from gate.counterfactual.values import run_counterfactual
+    from rtplan.gate.counterfactual.values import run_counterfactual
 
     summary = run_counterfactual(
         args.game,
@@ -118,8 +118,8 @@ def _counterfactual(args: argparse.Namespace) -> int:
 def _via_services(args: argparse.Namespace) -> int:
     if args.conditions is not None or args.ablations:
         raise CommandError("--via-services plays the gate only: drop --conditions and --ablations")
-    from harness.checkpoint import CheckpointError
     from rtplan import via_services
+    from rtplan.harness.checkpoint import CheckpointError
 
     try:
         return via_services.run(

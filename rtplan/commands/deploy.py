@@ -7,9 +7,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from harness.checkpoint import CheckpointError, gate_file, planner_file
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands.health import env_health, planner_health
+from rtplan.harness.checkpoint import CheckpointError, gate_file, planner_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _experiment(args: argparse.Namespace):
     """The checked experiment of the flags."""
-    import games
+    from rtplan import games
     from rtplan.deploy import Experiment
 
     if args.game not in games.registered_games():
@@ -121,13 +121,13 @@ def _experiment(args: argparse.Namespace):
 
 
 def _deploy(args: argparse.Namespace) -> int:
-    from harness.layout import results_root
     from rtplan import deploy
+    from rtplan.harness.layout import results_root
 
     exp = _experiment(args)
     out = Path(args.out) if args.out else results_root() / args.game / "deploy"
     if args.gate is not None and not args.out:
-        from gate.files import file_sha256
+        from rtplan.gate.files import file_sha256
 
         out = out / f"gate-{file_sha256(args.gate)[:12]}"
     try:
@@ -148,9 +148,9 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _local(args: argparse.Namespace, exp, out: Path) -> int:
     """Starts the planner service and the env server (`place_services`), then plays."""
-    from gate.files import check_trained_over, file_sha256
-    from harness.checkpoint import load_metadata
     from rtplan import deploy
+    from rtplan.gate.files import check_trained_over, file_sha256
+    from rtplan.harness.checkpoint import load_metadata
     from rtplan.processes import (
         Placement,
         place_services,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from gate.committed.config import GateTrainConfig
-from harness.config import add_flags
 from rtplan.commands._eval_clock import _annotate_games
 from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _eval
 from rtplan.commands._flags import add_out, add_split, out_dir
+from rtplan.gate.committed.config import GateTrainConfig
+from rtplan.harness.config import add_flags
 from rtplan.jax_setup import check_map_count
 
 #: `calibrate`'s default simulation counts, by the game's kind (`games.Kind`'s values: this
@@ -118,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--gate",
         default=None,
         help="default: gate.msgpack beside the planner; clock games: a clock gate checkpoint, "
-        "played as 'gate' when gate.clock.gate provides clock_player() (else skipped)",
+        "played as 'gate' when rtplan.gate.clock.gate provides clock_player() (else skipped)",
     )
     ev.add_argument(
         "--gate-name",
@@ -269,9 +269,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     check_map_count()
-    import games
-    from harness.checkpoint import planner_file
-    from planner.calibrate import calibrate
+    from rtplan import games
+    from rtplan.harness.checkpoint import planner_file
+    from rtplan.planner.calibrate import calibrate
 
     kind = games.kind_of(args.game)
     checkpoint = str(planner_file(args.game, args.checkpoint, flag="--checkpoint"))
@@ -291,8 +291,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _cross_eval(args: argparse.Namespace) -> int:
     check_map_count()
-    import games
-    from planner.calibrate import cross_eval
+    from rtplan import games
+    from rtplan.planner.calibrate import cross_eval
 
     games.game_class(args.game)
     cross_eval(
@@ -310,7 +310,7 @@ def _cross_eval(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gate.evaluation.report import report
+    from rtplan.gate.evaluation.report import report
 
     out = report(args.results, readme=args.readme, figures=not args.no_figures)
     print(out["table"])

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _gtp(args: argparse.Namespace) -> int:
-    from harness.checkpoint import planner_file
+    from rtplan.harness.checkpoint import planner_file
 
     if args.game != GO:
         raise CommandError(f"GTP plays Go: --game must be {GO}, not {args.game!r}")

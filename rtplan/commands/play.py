@@ -105,7 +105,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace) -> int:
-    import games
+    from rtplan import games
     from rtplan.demo import play_all
 
     for game_id in args.games or ():

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _replay_gif(args: argparse.Namespace) -> int:
-    from server.replay_gif import write_gif  # JAX: only once the command runs
+    from rtplan.server.replay_gif import write_gif  # JAX: only once the command runs
 
     out = Path(args.out) if args.out else Path(args.replay).with_suffix(".gif")
     frames = write_gif(args.replay, out, fps=args.fps, every=args.every, max_frames=args.max_frames)

@@ -9,11 +9,11 @@ import importlib
 #: their settings (`harness.config.add_settings_flags`), handle the flags: `rtplan NAME --help`.
 SERVICES = {
     "planner-service": (
-        "planner_service.__main__",
+        "rtplan.planner_service.__main__",
         "run the gRPC Planner service (gated MCTS as a service)",
     ),
     "env-server": (
-        "server.__main__",
+        "rtplan.server.__main__",
         "run the environment server (REST, websockets, gRPC Env API)",
     ),
 }

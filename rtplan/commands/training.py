@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 
-# None imports JAX: `--devices` must set XLA's flags before jax loads.
-from gate.clock.config import ClockGateTrainConfig
-from gate.committed.config import GateConfig, GateTrainConfig
-from gate.counterfactual.config import CounterfactualPPOConfig
-from harness.config import add_flags, flag_fields
-from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
 from rtplan.commands._flags import add_out, out_dir
+
+# None imports JAX: `--devices` must set XLA's flags before jax loads.
+from rtplan.gate.clock.config import ClockGateTrainConfig
+from rtplan.gate.committed.config import GateConfig, GateTrainConfig
+from rtplan.gate.counterfactual.config import CounterfactualPPOConfig
+from rtplan.harness.config import add_flags, flag_fields
 from rtplan.jax_setup import check_map_count, init_distributed, set_device_count
+from rtplan.planner.train_config import TrainConfig
 
 #: `TrainConfig` fields that are not `train-planner` flags (`--game` sets the game).
 _NOT_FLAGS = ("game_id", "game_params")
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train-planner",
         help="train a game's planner network (expert iteration / self-play)",
         description="Trains the AlphaZero planner of a game. Flags left out take the "
-        "checkpoint's values with --resume, else planner.train_config.TrainConfig's defaults.",
+        "checkpoint's values with --resume, else "
+        "rtplan.planner.train_config.TrainConfig's defaults.",
     )
     _run_flags(train, "planner")
     _process_flags(train)
@@ -36,9 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train-gate",
         help="train a game's gate (PPO over the frozen planner's budgeted options)",
         description="Trains the gate that picks the budget k of each option. Flags left out take "
-        "the checkpoint's values with --resume, else gate.committed.config.GateTrainConfig's "
+        "the checkpoint's values with --resume, else "
+        "rtplan.gate.committed.config.GateTrainConfig's "
         "defaults; on a clock game (speed-hex-v0, speed-go-v0) the recurrent clock gate, "
-        "gate.clock.config.ClockGateTrainConfig's (flags of the other kind are refused).",
+        "rtplan.gate.clock.config.ClockGateTrainConfig's (flags of the other kind are refused).",
     )
     _run_flags(gate, "gate")
     _process_flags(gate)
@@ -86,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Each round plays train games along the gate's sampled budgets to a state "
         "per game, branches every budget there (the same keys, --worlds futures, continued "
         "under --continuation for --horizon frames) and takes a PPO step on the measured "
-        "advantages of every budget (gate.counterfactual.ppo). Writes <out>/learner.msgpack, "
+        "advantages of every budget (rtplan.gate.counterfactual.ppo). Writes "
+        "<out>/learner.msgpack, "
         "rounds.jsonl and gate.msgpack (`rtplan eval --gate` plays it) after each round; "
         "--resume continues a killed run.",
     )
@@ -178,7 +182,7 @@ def _setup_processes(args: argparse.Namespace) -> None:
 def _train_planner(args: argparse.Namespace) -> int:
     _setup_processes(args)
     check_map_count()
-    from planner.train import trainer
+    from rtplan.planner.train import trainer
 
     return _train(args, "planner", TrainConfig, trainer)
 
@@ -186,7 +190,7 @@ def _train_planner(args: argparse.Namespace) -> int:
 def _train_gate(args: argparse.Namespace) -> int:
     _setup_processes(args)
     check_map_count()
-    import games  # JAX: after the job is joined (importing games starts JAX's backends)
+    from rtplan import games  # JAX: after the job is joined (importing games starts JAX's backends)
 
     if games.kind_of(args.game) is games.Kind.CLOCK:
         if args.coordinator is not None:
@@ -195,10 +199,10 @@ def _train_gate(args: argparse.Namespace) -> int:
                 "--coordinator, --num-processes and --process-id are for the committed "
                 "games' gate"
             )
-        from gate.clock.train import clock_gate_trainer
+        from rtplan.gate.clock.train import clock_gate_trainer
 
         return _train(args, "gate", ClockGateTrainConfig, clock_gate_trainer, GateTrainConfig)
-    from gate.committed.train import gate_trainer
+    from rtplan.gate.committed.train import gate_trainer
 
     return _train(args, "gate", GateTrainConfig, gate_trainer, ClockGateTrainConfig)
 
@@ -208,9 +212,9 @@ def _train(
 ) -> int:
     """Builds the run of `train-<what>` from the flags (and a resumed checkpoint) and trains.
     Flags that only `other_cls` (the other kind of gate) has are refused."""
-    import games
-    from harness.config import overrides
-    from harness.run import run_config
+    from rtplan import games
+    from rtplan.harness.config import overrides
+    from rtplan.harness.run import run_config
 
     out = out_dir(args, what)
     games.game_class(args.game)
@@ -238,7 +242,7 @@ def _train(
 
 
 def _fit_gate(args: argparse.Namespace) -> int:
-    import games
+    from rtplan import games
 
     if games.kind_of(args.game) is not games.Kind.COMMITTED:
         raise CommandError(f"{args.game} is a clock game: fit-gate is for committed games")
@@ -246,8 +250,8 @@ def _fit_gate(args: argparse.Namespace) -> int:
         raise CommandError("--epochs must be >= 1")
     if args.folds < 0 or args.folds == 1:
         raise CommandError("--folds must be 0 (skip) or at least 2")
-    from gate.counterfactual.supervised import fit_gate
-    from harness.checkpoint import planner_file
+    from rtplan.gate.counterfactual.supervised import fit_gate
+    from rtplan.harness.checkpoint import planner_file
 
     planner = str(planner_file(args.game, args.planner))
     config = _gate_shape(args)
@@ -282,15 +286,15 @@ def _gate_shape(args: argparse.Namespace) -> GateConfig:
 
 
 def _train_gate_cf(args: argparse.Namespace) -> int:
-    import games
+    from rtplan import games
 
     if games.kind_of(args.game) is not games.Kind.COMMITTED:
         raise CommandError(f"{args.game} is a clock game: train-gate-cf is for committed games")
     if args.continuation is None:
         raise CommandError("--continuation is required: the best fixed budget K")
-    from gate.counterfactual.ppo import train_counterfactual_ppo
-    from harness.checkpoint import planner_file
-    from harness.config import from_args
+    from rtplan.gate.counterfactual.ppo import train_counterfactual_ppo
+    from rtplan.harness.checkpoint import planner_file
+    from rtplan.harness.config import from_args
 
     try:
         cfg = from_args(CounterfactualPPOConfig, args)
@@ -315,14 +319,14 @@ def _train_gate_cf(args: argparse.Namespace) -> int:
 
 
 def _ship_planner(args: argparse.Namespace) -> int:
-    from planner.ship import ship
+    from rtplan.planner.ship import ship
 
     print(f"shipped {ship(args.run, args.dest, args.variant, args.snapshot)}")
     return 0
 
 
 def _ship_gate(args: argparse.Namespace) -> int:
-    from gate.ship import ship_gate
+    from rtplan.gate.ship import ship_gate
 
     print(f"shipped {ship_gate(args.run, args.dest)}")
     return 0

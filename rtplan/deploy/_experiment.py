@@ -35,7 +35,7 @@ class Experiment:
     @property
     def seeds(self) -> np.ndarray:
         """`[episodes]` the evaluation seeds (`planner.episodes.seeds_of`)."""
-        from planner.episodes import seeds_of
+        from rtplan.planner.episodes import seeds_of
 
         return seeds_of("eval", self.episodes)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.stats import standard_error
 from rtplan.deploy._experiment import Experiment, fps_ladder, fps_name
 from rtplan.deploy._resume import _KEPT, _append, _finished, _load, _rewrite, _write_json
 from rtplan.deploy._summary import frame_rows, summarize
 from rtplan.deploy._tables import _table, _tables
+from rtplan.harness.stats import standard_error
 from rtplan.processes import HTTPStatusError, http_json
 from rtplan.via_services import create_session, fetch_replay, play_sessions
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.stats import paired, standard_error
+from rtplan.harness.stats import paired, standard_error
 
 #: The latency percentiles reported per k.
 QUANTILES = (50, 95, 99)

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from games.go import vertex_name
+from rtplan.games.go import vertex_name
 from rtplan.gtp._engine import GtpEngine
 from rtplan.gtp._game import GAME_ID, TimeChoice
 from rtplan.gtp._gate import TIME_MANAGERS, GateManager

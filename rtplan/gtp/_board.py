@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from games.go import SIZE
+from rtplan.games.go import SIZE
 
 
 def neighbours(point: int) -> list[int]:

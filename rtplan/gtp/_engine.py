@@ -10,8 +10,8 @@ from typing import TextIO
 
 import numpy as np
 
-from games import go
-from games.go import COLUMNS, PASS, SIZE, vertex_name
+from rtplan.games import go
+from rtplan.games.go import COLUMNS, PASS, SIZE, vertex_name
 from rtplan.gtp._board import area_score, dead_stones
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (

@@ -18,10 +18,8 @@ from typing import NamedTuple, TextIO
 
 import numpy as np
 
-from games import go
-from games.go import PASS, vertex_name
-from harness.checkpoint import gate_file
-from planner.compiled import CompiledOptions
+from rtplan.games import go
+from rtplan.games.go import PASS, vertex_name
 from rtplan.gtp._board import capture_move, dead_stones, mover_margin, own_eye, self_atari
 from rtplan.gtp._gate import TIME_MANAGERS, GateManager
 from rtplan.gtp._protocol import GtpError
@@ -37,6 +35,8 @@ from rtplan.gtp._time import (
     move_allowance,
     to_ticks,
 )
+from rtplan.harness.checkpoint import gate_file
+from rtplan.planner.compiled import CompiledOptions
 
 GAME_ID = go.SpeedGo.id
 #: `GtpGame.moves`' entry for a setup (handicap stones placed at once).
@@ -118,7 +118,7 @@ class GtpGame:
     ) -> None:
         import jax
 
-        from planner.store import load_planner
+        from rtplan.planner.store import load_planner
 
         self._log_to = log
         self.planner_file = str(planner_file)
@@ -157,8 +157,8 @@ class GtpGame:
         """The game, its planner and their jitted functions, compiled once: komi is an input."""
         import jax
 
-        import games
-        from planner import Planner
+        from rtplan import games
+        from rtplan.planner import Planner
 
         params = {
             **dict(self.config.game_params),
@@ -330,13 +330,13 @@ class GtpGame:
 
     def board(self) -> list[str]:
         """9 rows, top first: "x" black, "o" white, "." empty."""
-        from games.render import render
+        from rtplan.games.render import render
 
         return render(self._fns.game, self.states[-1])["board"]
 
     def _with_clocks(self, state):
         """`state` with both GTP clocks written into the game's clocks, in ticks."""
-        import games
+        from rtplan import games
 
         per_tick = self._seconds_per_tick()
         ticks = []

@@ -7,12 +7,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import games
-from gate.clock.gate import ClockGateCarry, load_clock_gate
-from gate.clock.heuristics import ClockOptions
-from gate.compiled import ClockChoice, CompiledClockGate
-from harness.checkpoint import gate_file
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.clock.gate import ClockGateCarry, load_clock_gate
+from rtplan.gate.clock.heuristics import ClockOptions
+from rtplan.gate.compiled import ClockChoice, CompiledClockGate
+from rtplan.harness.checkpoint import gate_file
+from rtplan.planner.options import Planner
 
 #: `--time-manager` values: the proportional rule (`_time.move_allowance`) or the clock gate.
 TIME_MANAGERS = ("proportional", "gate")

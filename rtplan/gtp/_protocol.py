@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from games import go
+from rtplan.games import go
 
 COMMANDS = (
     "protocol_version",

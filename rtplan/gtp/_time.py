@@ -7,12 +7,17 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable
 
-from games.clock import UNLIMITED_CLOCK
-from games.go import MAX_PLIES
+from rtplan.games.clock import UNLIMITED_CLOCK
+from rtplan.games.go import MAX_PLIES
 
 # The proportional rule is the clock baselines' (one definition): SAFETY of the share per move,
 # at least MIN_MOVES_LEFT own moves expected.
-from gate.clock.heuristics import MIN_MOVES_LEFT, SAFETY, own_moves_left, proportional_allowance
+from rtplan.gate.clock.heuristics import (
+    MIN_MOVES_LEFT,
+    SAFETY,
+    own_moves_left,
+    proportional_allowance,
+)
 
 __all__ = [
     "LAG_S",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness import checkpoint as ckpt
+from rtplan.harness import checkpoint as ckpt
 from rtplan.via_services import clock, committed
 from rtplan.via_services.sessions import (
     create_session,
@@ -59,8 +59,8 @@ def run(
     """
     import functools
 
-    import games
-    from gate.committed.choosers import seeds_of
+    from rtplan import games
+    from rtplan.gate.committed.choosers import seeds_of
 
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")

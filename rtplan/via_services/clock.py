@@ -126,9 +126,9 @@ def load(game_id: str, planner_file: str, gate_file: str) -> Loaded:
         harness.checkpoint.CheckpointError: a file does not load, or the gate is not a clock
             gate of this planner.
     """
-    from gate.clock.gate import load_clock_gate
-    from planner.options import Planner
-    from planner.store import load_planner
+    from rtplan.gate.clock.gate import load_clock_gate
+    from rtplan.planner.options import Planner
+    from rtplan.planner.store import load_planner
 
     pcfg, params, _ = load_planner(game_id, planner_file)
     gate, gparams, _ = load_clock_gate(gate_file, Planner(pcfg), planner_file=planner_file)
@@ -139,9 +139,9 @@ def in_process(loaded: Loaded, seeds: np.ndarray):
     """`play_match` of the clock gate (player A) against the reflex from `game.init(PRNGKey(s))`
     (no opening, the game's own clocks): for each seed the game in which A is player 0, as
     the sessions play it, ply by ply (`on_ply`)."""
-    from gate.clock.gate import ClockGate, clock_gate_player
-    from planner.matches import constant_player, play_match
-    from planner.options import Planner
+    from rtplan.gate.clock.gate import ClockGate, clock_gate_player
+    from rtplan.planner.matches import constant_player, play_match
+    from rtplan.planner.options import Planner
 
     params = loaded.planner_params
     planner = Planner(dataclasses.replace(loaded.planner.config, gumbel_scale=0.0))  # as served

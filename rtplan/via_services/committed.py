@@ -137,9 +137,9 @@ def load(game_id: str, planner_file: str, gate_file: str) -> Loaded:
         harness.checkpoint.CheckpointError: a file does not load, or the gate is not this
             planner's.
     """
-    from gate.committed.policy import load_gate
-    from planner.options import Planner
-    from planner.store import load_planner
+    from rtplan.gate.committed.policy import load_gate
+    from rtplan.planner.options import Planner
+    from rtplan.planner.store import load_planner
 
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     planner = Planner(pcfg)
@@ -150,7 +150,7 @@ def load(game_id: str, planner_file: str, gate_file: str) -> Loaded:
 def in_process(loaded: Loaded, seeds: np.ndarray):
     """`gate.committed.choosers.play` of the deployed gate (argmax), recording every frame's
     action."""
-    from gate.committed.choosers import gate_chooser, play
+    from rtplan.gate.committed.choosers import gate_chooser, play
 
     gate, pparams, gparams = loaded.gate, loaded.planner_params, loaded.gate_params
     choose = gate_chooser(gate, gparams, pparams)

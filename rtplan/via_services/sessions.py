@@ -55,7 +55,7 @@ class Loaded:
 def serving_folder(tmp: Path, game_id: str, planner_file: str, gate_file: str) -> Path:
     """A checkpoints folder under `tmp` that holds exactly these two files where the services
     read them (`<dir>/<game>/{planner,gate}.msgpack`); returns it."""
-    from harness.checkpoint import gate_path, planner_path
+    from rtplan.harness.checkpoint import gate_path, planner_path
 
     root = Path(tmp) / "checkpoints"
     (root / game_id).mkdir(parents=True)

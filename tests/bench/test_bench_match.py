@@ -178,7 +178,7 @@ def test_random_openings_are_seeded_short_distinct_and_varied():
 
 
 def test_go_vertices_match_pgx_and_round_trip():
-    from games.go import SpeedGo
+    from rtplan.games.go import SpeedGo
 
     for point in range(81):
         vertex = match.go_vertex(point)
@@ -246,7 +246,7 @@ def test_hex_games_agree_in_both_engines():
     pyspiel = pytest.importorskip("pyspiel")
     import jax
 
-    import games
+    from rtplan import games
 
     game = games.make(match.HEX_GAME, initial_time=games.UNLIMITED_CLOCK)
     step = jax.jit(game.step)
@@ -291,7 +291,7 @@ def test_open_spiel_go_vertices_and_rules_match_pgx():
     import jax
     import numpy as np
 
-    import games
+    from rtplan import games
 
     spiel_game = pyspiel.load_game("go", {"board_size": 9, "komi": match.KOMI})
     actions = match.spiel_go_actions(spiel_game)
@@ -332,7 +332,7 @@ def test_the_one_go_rule_difference_is_positional_superko():
     import jax
     import numpy as np
 
-    import games
+    from rtplan import games
     from support import SUPERKO_MOVES, SUPERKO_REPEAT
 
     spiel_game = pyspiel.load_game("go", {"board_size": 9, "komi": match.KOMI})

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from games import make
-from games.go import SpeedGo
-from games.hex import SpeedHex
+from rtplan.games import make
+from rtplan.games.go import SpeedGo
+from rtplan.games.hex import SpeedHex
 
 T0 = 300
 SWAP = 121
@@ -313,8 +313,8 @@ def test_board_symmetries_commute_with_the_rules(game_fixture, request):
 
 
 def test_coordinates_are_the_action_names():
-    from games import go
-    from games import hex as hex_game
+    from rtplan.games import go
+    from rtplan.games import hex as hex_game
 
     for a, name in enumerate(SpeedGo.action_names):
         assert go.parse_vertex(name) == a and go.parse_vertex(name.lower()) == a

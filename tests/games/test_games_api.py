@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import games
-from games.render import render
+from rtplan import games
 from rtplan.demo import random_legal_action
+from rtplan.games.render import render
 
 # Small settings so episodes end inside a short rollout: committed games are truncated early,
 # clock games are played until their rules end them.
@@ -42,7 +42,7 @@ KINDS = {
 
 
 def test_one_function_answers_each_games_kind():
-    from games.clock import ClockGame
+    from rtplan.games.clock import ClockGame
 
     assert {gid: games.kind_of(gid) for gid in games.registered_games()} == KINDS
     for game_id, kind in KINDS.items():
@@ -240,8 +240,8 @@ def test_the_record_holds_what_the_layers_read(game_id):
     """One record per game: its class, renderer, input, planner defaults, trigger features."""
     import json
 
-    from games.render import describe_view
-    from planner.configs import default_config
+    from rtplan.games.render import describe_view
+    from rtplan.planner.configs import default_config
 
     record, game = games.game_record(game_id), _game(game_id)
     assert games.game_class(game_id).id == game_id

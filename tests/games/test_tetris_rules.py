@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from games import make
-from games.tetris import NUM_COLS, NUM_ROWS, SPAWN_X, SPAWN_Y, Tetris
+from rtplan.games import make
+from rtplan.games.tetris import NUM_COLS, NUM_ROWS, SPAWN_X, SPAWN_Y, Tetris
 
 LEFT, RIGHT, CW, CCW, DROP, NOOP = range(6)
 I, S, Z, O, T, L, J = range(7)  # noqa: E741 (the pieces' own names)

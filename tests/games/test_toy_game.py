@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import games
-from games import Game, GameRecord, PlannerDefaults, State
+from rtplan import games
+from rtplan.games import Game, GameRecord, PlannerDefaults, State
 
 TOY_ID = "toy-walk-v0"
 ROWS, COLS = 3, 4
@@ -116,9 +116,9 @@ def toy() -> Iterator[str]:
 
 
 def test_the_record_reaches_every_layer(toy):
-    from games.render import describe_view, render
-    from gate.committed.config import GateTrainConfig
-    from gate.committed.triggers import FEATURES, trigger_features
+    from rtplan.games.render import describe_view, render
+    from rtplan.gate.committed.config import GateTrainConfig
+    from rtplan.gate.committed.triggers import FEATURES, trigger_features
 
     game = games.make(toy)
     state = game.init(jax.random.PRNGKey(0))
@@ -141,8 +141,8 @@ def test_it_is_committed_without_saying_so(toy):
 
 
 def test_the_planner_plays_it(toy):
-    from planner import Planner
-    from planner.configs import default_config
+    from rtplan.planner import Planner
+    from rtplan.planner.configs import default_config
 
     cfg = default_config(toy)
     planner = Planner(cfg)
@@ -161,12 +161,12 @@ def toy_server(toy, tmp_path_factory):
     tiny toy planner checkpoint and the real planner service; yields its base URL."""
     import uvicorn
 
-    from harness.checkpoint import planner_path
-    from planner import Planner
-    from planner.configs import default_config
-    from planner.store import save_planner
-    from server.app import create_app
-    from server.settings import Settings
+    from rtplan.harness.checkpoint import planner_path
+    from rtplan.planner import Planner
+    from rtplan.planner.configs import default_config
+    from rtplan.planner.store import save_planner
+    from rtplan.server.app import create_app
+    from rtplan.server.settings import Settings
     from support import start_planner
 
     tmp = tmp_path_factory.mktemp("toy")

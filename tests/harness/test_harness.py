@@ -13,10 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import Run, add_flags, from_args, from_dict, knob, overrides, run_config, ship, to_dict
-from harness import checkpoint as ckpt
-from harness.checkpoint import CheckpointError
-from harness.run import BEST, CHECKPOINT, HEAD, LOG, data_parallel_processes
+from rtplan.harness import (
+    Run,
+    add_flags,
+    from_args,
+    from_dict,
+    knob,
+    overrides,
+    run_config,
+    ship,
+    to_dict,
+)
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import CheckpointError
+from rtplan.harness.run import BEST, CHECKPOINT, HEAD, LOG, data_parallel_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,7 +94,7 @@ def test_configs_round_trip_through_json():
 def test_the_config_modules_import_no_jax():
     """A CLI builds its parser before `--devices` sets XLA's flags: nothing may load jax."""
     code = (
-        "import sys, harness, harness.config, planner.train_config, rtplan.cli\n"
+        "import sys, harness, rtplan.harness.config, rtplan.planner.train_config, rtplan.cli\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax'))\n"
         "assert not loaded, loaded\n"
     )

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from harness import binomial_se, paired, standard_error, wilson_interval
-from harness.stats import Z95
+from rtplan.harness import binomial_se, paired, standard_error, wilson_interval
+from rtplan.harness.stats import Z95
 
 
 def test_standard_error_by_hand():

@@ -27,14 +27,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner_service.__main__ import build_parser as planner_parser
-from planner_service.settings import PlannerServiceSettings
 from rtplan.cli import build_parser as rtplan_parser
 from rtplan.commands.health import TIMEOUT_S
+from rtplan.planner_service.__main__ import build_parser as planner_parser
+from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.processes import Child, stop_all
 from rtplan.processes._services import _ENV_BOUND, _PLANNER_BOUND
-from server.__main__ import _parser as server_parser
-from server.settings import Settings
+from rtplan.server.__main__ import _parser as server_parser
+from rtplan.server.settings import Settings
 from support import compose_file, compose_profile, compose_seconds, gpu_ids, service_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,13 +25,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from planner_service.__main__ import build_parser as planner_parser
-from planner_service.settings import PlannerServiceSettings
 from rtplan.cli import build_parser as rtplan_parser
 from rtplan.commands.health import TIMEOUT_S
-from server.__main__ import _parser as server_parser
-from server._routes_sessions import router as server_routes
-from server.settings import Settings
+from rtplan.planner_service.__main__ import build_parser as planner_parser
+from rtplan.planner_service.settings import PlannerServiceSettings
+from rtplan.server.__main__ import _parser as server_parser
+from rtplan.server._routes_sessions import router as server_routes
+from rtplan.server.settings import Settings
 from support import compose_file, compose_profile, compose_seconds, gpu_ids, service_settings
 
 ROOT = Path(__file__).resolve().parents[2]

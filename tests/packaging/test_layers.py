@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -29,61 +30,104 @@ def test_the_tree_keeps_its_contracts():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_top_level_package_is_checked_and_shipped():
-    """A new top-level package (the gate, say) must join the contracts and the wheel; bench/
-    joins the contracts only (it runs from a checkout) and nothing shipped may import it."""
-    found = {p.parent.name for p in ROOT.glob("*/__init__.py")}
-    assert found == set(PACKAGES) == set(CONTRACTS["acyclic"]["ancestors"])
-    shipped = {
-        p.removesuffix("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
-    }
-    assert shipped == found - {"bench"}
-    assert set(CONTRACTS["shipped-no-bench"]["source_modules"]) == shipped
+#: The core packages: folders at the checkout's root (the design card's layout) that import,
+#: and install, as subpackages of rtplan through a link `rtplan/<name>` -> `../<name>`.
+CORE = sorted(
+    p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("rtplan", "bench")
+)
+
+
+def test_every_package_is_checked_and_shipped_under_one_name():
+    """A new core package (the gate, say) must be linked into rtplan and join the contracts;
+    the wheel takes rtplan alone; bench/ joins the contracts only (it runs from a checkout)
+    and nothing shipped may import it."""
+    assert PACKAGES == ["rtplan", "bench"]
+    assert set(CORE) == {"games", "gate", "harness", "planner", "planner_service", "server"}
+    for name in CORE:
+        link = ROOT / "rtplan" / name
+        assert link.is_symlink() and link.readlink() == Path("..", name), name
+    ancestors = set(CONTRACTS["acyclic"]["ancestors"])
+    assert ancestors == {f"rtplan.{name}" for name in CORE} | set(PACKAGES)
+    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"] == ["rtplan*"]
+    assert CONTRACTS["shipped-no-bench"]["source_modules"] == ["rtplan"]
+
+
+def _bare_imports(path: Path) -> list[str]:
+    """The imports in `path` of a core package by its bare name (`import games`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [
+            f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in CORE
+        ]
+    return found
+
+
+def test_no_module_imports_a_core_package_by_its_bare_name():
+    """From a checkout `games` would import too (its folder is on the path), as a second copy
+    of every module beside `rtplan.games`: state, registries and jit caches split in two."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    bare = [
+        f for name in files if not name.startswith("archive/") for f in _bare_imports(ROOT / name)
+    ]
+    assert not bare, bare
 
 
 @pytest.fixture(scope="module")
 def tree_copy(tmp_path_factory) -> Path:
-    """The checked packages and pyproject.toml, copied."""
+    """The checked packages (the core folders and rtplan with its links) and pyproject.toml,
+    copied."""
     root = tmp_path_factory.mktemp("tree")
     shutil.copy(ROOT / "pyproject.toml", root)
-    for package in PACKAGES:
+    for package in [*PACKAGES, *CORE]:
         ignore = shutil.ignore_patterns("__pycache__", "*.md", "*.proto")
-        shutil.copytree(ROOT / package, root / package, ignore=ignore)
+        shutil.copytree(ROOT / package, root / package, ignore=ignore, symlinks=True)
     return root
 
 
 @pytest.mark.parametrize(
     ("module", "line", "broken"),
     [
-        ("server/_breach.py", "import planner_service", {"layers"}),
-        ("planner_service/_breach.py", "from server import Settings", {"layers"}),
+        ("server/_breach.py", "import rtplan.planner_service", {"layers"}),
+        ("planner_service/_breach.py", "from rtplan.server import Settings", {"layers"}),
         ("planner/_breach.py", "from rtplan import wire", {"layers", "core-no-services"}),
-        ("games/_breach.py", "import planner", {"layers"}),
-        ("harness/_breach.py", "import games", {"layers"}),
+        ("games/_breach.py", "import rtplan.planner", {"layers", "acyclic"}),
+        ("harness/_breach.py", "import rtplan.games", {"layers"}),
         ("planner/_breach.py", "import grpc", {"core-no-services"}),
         ("harness/_breach.py", "import fastapi", {"core-no-services"}),
         ("server/_breach.py", "import bench", {"shipped-no-bench"}),
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
         ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
         ("rtplan/live.py", "from rtplan.commands import GROUPS", {"layers", "acyclic"}),
-        ("rtplan/processes/_services.py", "import server", {"layers", "over-the-wire"}),
+        ("rtplan/processes/_services.py", "import rtplan.server", {"layers", "over-the-wire"}),
         ("rtplan/jax_setup.py", "from rtplan import client", set()),  # below it: allowed
         ("server/_breach.py", "from rtplan import processes", set()),  # above it: allowed
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
         ("rtplan/wire.py", "import flax", {"client-no-jax"}),
         ("rtplan/gym.py", "import jax", {"client-no-jax"}),
-        ("planner_service/_admission.py", "from planner_service import server", {"acyclic"}),
-        ("planner_service/_loading.py", "from planner_service import engine", {"acyclic"}),
+        ("planner_service/_admission.py", "from rtplan.planner_service import server", {"acyclic"}),
+        ("planner_service/_loading.py", "from rtplan.planner_service import engine", {"acyclic"}),
         ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),
-        ("gate/clock/train.py", "from gate.committed import policy", {"gate-kinds"}),
+        ("gate/clock/train.py", "from rtplan.gate.committed import policy", {"gate-kinds"}),
         (
             "gate/committed/train.py",
-            "from gate.evaluation import report",
+            "from rtplan.gate.evaluation import report",
             {"gate-kinds", "acyclic"},
         ),
-        ("gate/ppo.py", "from gate.clock import network", {"gate-kinds", "acyclic"}),
-        ("rtplan/via_services/clock.py", "from server.replay import ReplayFile", {"over-the-wire"}),
-        ("rtplan/deploy/_play.py", "import planner_service", {"over-the-wire"}),
+        ("gate/ppo.py", "from rtplan.gate.clock import network", {"gate-kinds", "acyclic"}),
+        (
+            "rtplan/via_services/clock.py",
+            "from rtplan.server.replay import ReplayFile",
+            {"over-the-wire"},
+        ),
+        ("rtplan/deploy/_play.py", "import rtplan.planner_service", {"over-the-wire"}),
     ],
 )
 def test_a_breach_fails_its_contract(tree_copy, module, line, broken):
@@ -112,7 +156,7 @@ def test_an_import_for_annotations_only_counts_too(tree_copy):
     before = path.read_text()
     guarded = (
         "from typing import TYPE_CHECKING\n\n"
-        "if TYPE_CHECKING:\n    from planner.actors import Actors\n"
+        "if TYPE_CHECKING:\n    from rtplan.planner.actors import Actors\n"
     )
     path.write_text(before + "\n\n" + guarded)
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import games
-from harness.layout import is_listed, result_index
+from rtplan import games
+from rtplan.harness.layout import is_listed, result_index
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def test_every_committed_results_file_has_a_caption_and_a_command():
     results file needs its entry in `RESULT_KINDS` (nested cells by their topic folder)."""
     from pathlib import Path
 
-    from harness.layout import FIGURES, TABLES, describe_result
+    from rtplan.harness.layout import FIGURES, TABLES, describe_result
 
     root = Path(__file__).resolve().parents[2] / "results"
     files = [p for p in root.rglob("*") if p.suffix in FIGURES + TABLES]

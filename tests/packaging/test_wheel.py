@@ -48,10 +48,10 @@ def test_the_wheel_takes_all_pages_and_only_top_level_checkpoint_files(tmp_path,
         (game / sub).parent.mkdir(parents=True, exist_ok=True)
         (game / sub).write_text("x")
     assert sorted(_shipped_files(tmp_path, monkeypatch)) == [
-        f"harness/_assets/checkpoints/{GAME}/{name}"
+        f"rtplan/harness/_assets/checkpoints/{GAME}/{name}"
         for name in ("README.md", "curve.png", "planner.msgpack", "planner.msgpack.json")
     ] + [
-        f"server/_assets/web/{name}"
+        f"rtplan/server/_assets/web/{name}"
         for name in ("README.md", "games/snake.js", "index.html", "style.css")
     ]
 
@@ -81,17 +81,31 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_carries_the_pages_and_the_shipped_checkpoints(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    web = "server/_assets/web/"
+    web = "rtplan/server/_assets/web/"
     pages = [p.relative_to(ROOT / "web").as_posix() for p in (ROOT / "web").rglob("*.*")]
     assert "index.html" in pages and any(p.startswith("games/") for p in pages)
     assert {web + p for p in pages} <= set(names)
     for game in SHIPPED_GAMES:
         for name in ("planner.msgpack", "planner.msgpack.json", "README.md"):
-            assert f"harness/_assets/checkpoints/{game}/{name}" in names, (game, name)
+            assert f"rtplan/harness/_assets/checkpoints/{game}/{name}" in names, (game, name)
     assert GAME in SHIPPED_GAMES
     assert not [n for n in names if n.startswith(NOT_SHIPPED) or n.endswith(".csv")]
-    # Of a checkpoint folder, its top-level files only: <package>/_assets/checkpoints/<game>/<file>.
-    assert all(n.count("/") == 4 for n in names if n.startswith("harness/_assets/"))
+    # Of a checkpoint folder, its top-level files only:
+    # rtplan/harness/_assets/checkpoints/<game>/<file>.
+    assert all(n.count("/") == 5 for n in names if n.startswith("rtplan/harness/_assets/"))
+
+
+def test_the_wheel_installs_one_top_level_name(wheel):
+    """Only `rtplan` (and its .dist-info) lands on the path: the games, planner, gate and
+    services are its subpackages, so no generic name (`games`, `server`, ...) can collide with
+    another distribution's."""
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    info = next(t for t in tops if t.endswith(".dist-info"))
+    assert tops == {"rtplan", info}
+    assert zipfile.ZipFile(wheel).read(f"{info}/top_level.txt").decode().split() == ["rtplan"]
+    for package in ("games", "harness", "planner", "gate", "planner_service", "server"):
+        assert f"rtplan/{package}/__init__.py" in names, package
 
 
 def _fresh_venv(tmp: Path, wheel: Path) -> Path:
@@ -144,8 +158,9 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_directory(wheel, tmp_pa
     # What the services' settings default to (`rtplan env-server`, `rtplan planner-service`
     # started here), and where the packages come from.
     probe = (
-        "import json, harness, rtplan, server, server._routes_pages as pages; "
-        "from planner_service.settings import PlannerServiceSettings as P; "
+        "import json, rtplan, rtplan.server._routes_pages as pages; "
+        "from rtplan import harness, server; "
+        "from rtplan.planner_service.settings import PlannerServiceSettings as P; "
         "assert server.Settings().checkpoint_dir == P().checkpoint_dir; "
         "print(json.dumps([rtplan.__file__, harness.__file__, server.__file__, "
         "str(P().checkpoint_dir), str(pages.find_web_dir())]))"

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from harness import checkpoint as ckpt
-from planner import CheckpointError, Planner, PlannerConfig
-from planner.batching import OptionRunner, bucket_ladder
-from planner.network import NetworkConfig
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner import CheckpointError, Planner, PlannerConfig
+from rtplan.planner.batching import OptionRunner, bucket_ladder
+from rtplan.planner.network import NetworkConfig
 
 TINY = NetworkConfig(
     channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True

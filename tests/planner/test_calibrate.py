@@ -8,11 +8,11 @@ import dataclasses
 import jax
 import pytest
 
-from harness import checkpoint
-from planner import Planner, config_to_dict, default_config
-from planner.calibrate import calibrate, cross_eval
-from planner.network import NetworkConfig
-from planner.store import load_planner
+from rtplan.harness import checkpoint
+from rtplan.planner import Planner, config_to_dict, default_config
+from rtplan.planner.calibrate import calibrate, cross_eval
+from rtplan.planner.network import NetworkConfig
+from rtplan.planner.store import load_planner
 
 TINY = NetworkConfig(
     channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True

@@ -13,16 +13,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.evaluation.committed import run_conditions
-from harness import checkpoint as ckpt
-from harness.checkpoint import planner_path
-from planner import Planner, config_from_dict, config_to_dict
-from planner.batching import OptionRunner
-from planner.episodes import always, cycle, eval_runner, play, seeds_of, start
-from planner.options import COMMITMENTS
-from planner.store import load_planner, save_planner
 from rtplan.cli import main
 from rtplan.commands.evaluation import COMMITTED_CHOICES
+from rtplan.gate.evaluation.committed import run_conditions
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner, config_from_dict, config_to_dict
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import always, cycle, eval_runner, play, seeds_of, start
+from rtplan.planner.options import COMMITMENTS
+from rtplan.planner.store import load_planner, save_planner
 from support import tiny_config
 
 GAME = "snake-rt-v0"

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from jax import monitoring
 
-from planner import CompiledOptions, Planner, PlannerConfig
-from planner.batching import bucket_ladder
-from planner.network import NetworkConfig
+from rtplan.planner import CompiledOptions, Planner, PlannerConfig
+from rtplan.planner.batching import bucket_ladder
+from rtplan.planner.network import NetworkConfig
 
 TINY = NetworkConfig(
     channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True

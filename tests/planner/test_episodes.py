@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import games
-from planner import Planner
-from planner.calibrate import _quality, with_sims
-from planner.episodes import (
+from rtplan import games
+from rtplan.planner import Planner
+from rtplan.planner.calibrate import _quality, with_sims
+from rtplan.planner.episodes import (
     EVAL_SEED_BASE,
     SEED_RANGES,
     TUNING_SEED_BASE,
@@ -23,7 +23,7 @@ from planner.episodes import (
     seeds_of,
     split_of,
 )
-from planner.matches import REFLEX, option_player, play_match
+from rtplan.planner.matches import REFLEX, option_player, play_match
 from support import tiny_config
 
 

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from planner.losses import l2_loss, planner_loss, policy_loss, value_loss
-from planner.network import AZNet, NetOutput, NetworkConfig, h_inverse
-from planner.replay import Sample
+from rtplan.planner.losses import l2_loss, planner_loss, policy_loss, value_loss
+from rtplan.planner.network import AZNet, NetOutput, NetworkConfig, h_inverse
+from rtplan.planner.replay import Sample
 
 CATEGORICAL = NetworkConfig(
     torso="mlp", channels=8, blocks=1, features=4, value_hidden=4, value_bins=11, value_max=20.0
@@ -173,8 +173,8 @@ def test_planner_loss_combines_the_terms_on_the_right_states(landing, value_bins
 
 
 def test_augment_moves_planes_policy_and_mask_together():
-    from games import make
-    from planner.replay import augment
+    from rtplan.games import make
+    from rtplan.planner.replay import augment
 
     go = make("speed-go-v0")
     rng = np.random.default_rng(0)

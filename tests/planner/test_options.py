@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from flax import struct
 
-import games
-from games._core import Game, State
-from planner.network import NetworkConfig
-from planner.options import Planner, PlannerConfig, _Node
+from rtplan import games
+from rtplan.games._core import Game, State
+from rtplan.planner.network import NetworkConfig
+from rtplan.planner.options import Planner, PlannerConfig, _Node
 
 TINY_NET = NetworkConfig(
     channels=4, blocks=1, features=8, value_hidden=8, value_bins=11, value_max=20.0, time_input=True
@@ -455,7 +455,7 @@ def test_a_future_sets_each_deeper_edge_to_the_budget_it_picks():
     """With a `Future`, every edge below the root spans the budget the future picks at the
     decision state it leaves: a future that always answers k is the "always k" tree exactly,
     and a state-dependent one gives each node the delay of its own decision state."""
-    from planner.batching import OptionRunner
+    from rtplan.planner.batching import OptionRunner
 
     planner, params, _, state = _line()
     gamma, k = planner.config.gamma, 3

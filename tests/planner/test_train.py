@@ -13,15 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from games import Kind
-from harness import checkpoint as ckpt
-from harness.checkpoint import CheckpointError
-from planner.options import Planner
-from planner.store import load_planner
-from planner.targets import landing_states, nstep_targets, step_discounts
-from planner.train import BEST, CHECKPOINT, LOG, trainer
-from planner.train_config import TrainConfig
 from rtplan.cli import main as cli_main
+from rtplan.games import Kind
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import CheckpointError
+from rtplan.planner.options import Planner
+from rtplan.planner.store import load_planner
+from rtplan.planner.targets import landing_states, nstep_targets, step_discounts
+from rtplan.planner.train import BEST, CHECKPOINT, LOG, trainer
+from rtplan.planner.train_config import TrainConfig
 from support import free_port
 
 TINY = dict(channels=4, blocks=1, features=8, value_hidden=8)
@@ -187,8 +187,8 @@ def test_committed_training_runs_end_to_end(tmp_path):
 def test_in_training_evaluation_plays_the_same_tuning_seeds_every_time(tmp_path, monkeypatch):
     """`best.msgpack` is picked on one yardstick: every evaluation plays the first
     `eval_episodes` tuning seeds, whatever the iteration, through the shared player."""
-    import planner.train as train_module
-    from planner.episodes import play, seeds_of
+    import rtplan.planner.train as train_module
+    from rtplan.planner.episodes import play, seeds_of
 
     played = []
 
@@ -411,7 +411,7 @@ def test_two_processes_train_exactly_like_one_process_with_two_devices(two_devic
 
 
 def test_ship_and_init_from(tmp_path):
-    from planner.ship import ship
+    from rtplan.planner.ship import ship
 
     run = tmp_path / "run"
     trainer(_snake(iterations=2, eval_every=2), run, argv=["rtplan", "train-planner"]).run()

@@ -17,26 +17,26 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from games import Kind
-from gate.clock.gate import ClockGateCarry, clock_gate_player, load_clock_gate
-from harness.checkpoint import gate_path, planner_path
-from planner import Planner
-from planner.matches import (
+from rtplan import wire
+from rtplan.games import Kind
+from rtplan.gate.clock.gate import ClockGateCarry, clock_gate_player, load_clock_gate
+from rtplan.harness.checkpoint import gate_path, planner_path
+from rtplan.planner import Planner
+from rtplan.planner.matches import (
     EVAL_OPENING_PLIES,
     _match_fns,
     game_id,
     option_player,
     play_match,
 )
-from planner.store import save_planner
-from planner_service import BackgroundService, Engine
-from planner_service.engine import GATE, InvalidRequestError
-from rtplan import wire
+from rtplan.planner.store import save_planner
+from rtplan.planner_service import BackgroundService, Engine
+from rtplan.planner_service.engine import GATE, InvalidRequestError
+from rtplan.server import Settings, create_app
+from rtplan.server._config import SessionConfig, SessionError
+from rtplan.server._planner_caps import Capabilities, ServedGame, check_session
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from server import Settings, create_app
-from server._config import SessionConfig, SessionError
-from server._planner_caps import Capabilities, ServedGame, check_session
 from support import tiny_config, write_clock_gate, write_gate
 
 GAME = "speed-hex-v0"

@@ -20,20 +20,20 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from games import Kind
-from gate.committed.policy import load_gate
-from harness.checkpoint import gate_path, planner_path
-from planner import Planner
-from planner.store import save_planner
-from planner_service import BackgroundService, Engine, GateLoadError
-from planner_service.__main__ import main
 from rtplan import wire
+from rtplan.games import Kind
+from rtplan.gate.committed.policy import load_gate
+from rtplan.harness.checkpoint import gate_path, planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import save_planner
+from rtplan.planner_service import BackgroundService, Engine, GateLoadError
+from rtplan.planner_service.__main__ import main
+from rtplan.server import Settings, create_app
+from rtplan.server._agents import PlannerAgent, _Option
+from rtplan.server._records import PlanDecision
+from rtplan.server._runtime import state_digest
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from server import Settings, create_app
-from server._agents import PlannerAgent, _Option
-from server._records import PlanDecision
-from server._runtime import state_digest
 from support import tiny_config, write_gate
 
 GAME = "snake-rt-v0"

@@ -16,14 +16,14 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from planner_service.server import server_options
+from rtplan.planner_service.server import server_options
 from rtplan.processes import Child, stop_all
+from rtplan.server import ReplayFile, Settings, create_app
+from rtplan.server import __main__ as server_main
+from rtplan.server._planner_caps import CACHE_S
+from rtplan.server._planner_channel import open_channel, planner_target
 from rtplan.v1 import planner_pb2, planner_pb2_grpc
 from rtplan.wire import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS
-from server import ReplayFile, Settings, create_app
-from server import __main__ as server_main
-from server._planner_caps import CACHE_S
-from server._planner_channel import open_channel, planner_target
 from support import write_planner
 
 SNAKE = "snake-rt-v0"
@@ -205,7 +205,7 @@ def replicas(tmp_path):
     """Two real planner services (`python -m planner_service`) on one tiny Snake checkpoint
     (k=2 only: one option to compile); yields (checkpoint folder, the two Childs, their ports)."""
     root = write_planner(tmp_path / "ckpt", SNAKE, budgets=(2,), simulations=(2,))
-    argv = [sys.executable, "-m", "planner_service", "--port", "0", "--games", SNAKE]
+    argv = [sys.executable, "-m", "rtplan.planner_service", "--port", "0", "--games", SNAKE]
     argv += ["--checkpoint-dir", str(root)]
     children = [Child(f"planner-{i}", argv, echo=False) for i in (1, 2)]
     try:

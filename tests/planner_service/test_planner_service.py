@@ -24,17 +24,16 @@ from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import games
-from harness.checkpoint import planner_path
-from planner import Planner, default_config
-from planner.compiled import OPTION, Executable
-from planner.compiled import _option as engine_option
-from planner.store import load_planner, save_planner
-from planner_service import BackgroundService, Engine, PlannerServiceSettings
-from planner_service.__main__ import main
-from planner_service.engine import resolve_device
-from planner_service.server import serve
-from rtplan import wire
+from rtplan import games, wire
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner, default_config
+from rtplan.planner.compiled import OPTION, Executable
+from rtplan.planner.compiled import _option as engine_option
+from rtplan.planner.store import load_planner, save_planner
+from rtplan.planner_service import BackgroundService, Engine, PlannerServiceSettings
+from rtplan.planner_service.__main__ import main
+from rtplan.planner_service.engine import resolve_device
+from rtplan.planner_service.server import serve
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc, tensor_pb2
 from support import TINY_NET as TINY
@@ -485,7 +484,7 @@ def test_a_paused_service_process_serves_the_newest_request_when_it_resumes(tmp_
     cfg = dataclasses.replace(CONFIGS[SNAKE], simulations=(512,))
     params = Planner(cfg).init_params(jax.random.PRNGKey(0))
     save_planner(planner_path(tmp_path, SNAKE), cfg, params)
-    cmd = [sys.executable, "-m", "planner_service", "--checkpoint-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "rtplan.planner_service", "--checkpoint-dir", str(tmp_path)]
     cmd += ["--port", "0", "--max-concurrent", "2", "--log-level", "WARNING"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-import games
+from rtplan import games
 from rtplan.client import EnvClient, EnvError, decode_state
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,12 +12,12 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from harness.checkpoint import checkpoint_root
-from harness.config import add_settings_flags, settings_overrides
-from planner_service.settings import PlannerServiceSettings
 from rtplan.cli import main
 from rtplan.commands import USAGE, CommandError, run_command
-from server.settings import Settings
+from rtplan.harness.checkpoint import checkpoint_root
+from rtplan.harness.config import add_settings_flags, settings_overrides
+from rtplan.planner_service.settings import PlannerServiceSettings
+from rtplan.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,7 +141,7 @@ def test_settings_flags_take_help_defaults_and_types_from_the_settings(monkeypat
 
 
 def test_planner_service_games_take_a_list_or_commas():
-    from planner_service.__main__ import build_parser
+    from rtplan.planner_service.__main__ import build_parser
 
     for argv in (["--games", "a,b"], ["--games", "a", "b"]):
         args = build_parser().parse_args(argv)
@@ -168,20 +168,20 @@ def test_one_checkpoint_root_from_any_directory(tmp_path, monkeypatch):
 def test_a_shipped_folder_is_the_checkouts_else_the_installed_packages(monkeypatch):
     """The rule both resolvers share (`harness.assets.shipped_dir`): the folder beside the
     packages when it exists (a checkout), else the package data a wheel carries."""
-    import harness.assets
-    from server._routes_pages import find_web_dir
+    from rtplan import harness
+    from rtplan.server._routes_pages import find_web_dir
 
     assert checkpoint_root() == ROOT / "checkpoints" and find_web_dir() == ROOT / "web"
     monkeypatch.setattr(harness.assets, "CHECKOUT", ROOT / "no-checkout-here")
     # What an installed wheel finds (setup.py copies the folders there; a checkout has none).
-    assert checkpoint_root() == ROOT / "harness" / "_assets" / "checkpoints"
+    assert checkpoint_root() == ROOT / "rtplan" / "harness" / "_assets" / "checkpoints"
     assert find_web_dir() is None  # no index.html in server/_assets/web of a checkout
     assert checkpoint_root(ROOT / "x") == ROOT / "x"  # the override first, always
 
 
 def test_every_service_takes_the_checkpoint_and_web_overrides(tmp_path):
-    from planner_service.__main__ import build_parser as planner_parser
-    from server.__main__ import _parser as server_parser
+    from rtplan.planner_service.__main__ import build_parser as planner_parser
+    from rtplan.server.__main__ import _parser as server_parser
 
     given = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--web-dir", str(tmp_path / "web")]
     server = Settings(**settings_overrides(Settings, server_parser().parse_args(given)))
@@ -258,10 +258,10 @@ def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, cap
     import jax
     from PIL import Image, ImageSequence
 
-    from games import make
-    from games.render import render
-    from server.replay import ReplayFile
-    from server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
+    from rtplan.games import make
+    from rtplan.games.render import render
+    from rtplan.server.replay import ReplayFile
+    from rtplan.server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
     from support import REPLAY_V1
 
     out = tmp_path / "x.gif"

@@ -14,13 +14,13 @@ import math
 import jax
 import pytest
 
-from harness.checkpoint import gate_path, planner_path
-from planner import Planner
-from planner.episodes import seeds_of
-from planner.store import save_planner
 from rtplan import deploy
 from rtplan.cli import main
 from rtplan.deploy import _play
+from rtplan.harness.checkpoint import gate_path, planner_path
+from rtplan.planner import Planner
+from rtplan.planner.episodes import seeds_of
+from rtplan.planner.store import save_planner
 from rtplan.processes import Placement, place_services, services
 from support import tiny_config, write_gate
 
@@ -354,7 +354,7 @@ def test_placement_splits_cores_and_gpus():
 def test_a_deploy_runs_rows_are_a_latency_source_that_misses_as_the_run_did(monkeypatch, tmp_path):
     """`gate.committed.latency` reads a deploy run's frame rows: at the run's own FPS the model
     misses each budget's planned actions as often as the run did."""
-    from gate.committed.latency import load_latency
+    from rtplan.gate.committed.latency import load_latency
 
     _fake_sessions(monkeypatch, lambda fps, seed, o: o in (1, 3) and seed % 2 == 0)
     exp = deploy.Experiment(game=GAME, fps=(9,), episodes=4)
@@ -372,8 +372,8 @@ def test_deploy_plays_a_given_gate_over_exactly_that_planner_and_gate(
     import contextlib
     import shutil
 
-    from gate.files import file_sha256
     from rtplan import processes
+    from rtplan.gate.files import file_sha256
 
     gate = tmp_path / "tuned.msgpack"
     shutil.copyfile(gate_path(root, GAME), gate)

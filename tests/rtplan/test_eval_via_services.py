@@ -9,13 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-import planner.store as planner_store
-from gate.committed import policy as committed_policy
-from harness.checkpoint import gate_path, planner_path
-from planner import Planner
-from planner.store import save_planner
+import rtplan.planner.store as planner_store
 from rtplan import via_services
 from rtplan.cli import main
+from rtplan.gate.committed import policy as committed_policy
+from rtplan.harness.checkpoint import gate_path, planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import save_planner
 from support import tiny_config, write_gate
 
 GAME = "snake-rt-v0"

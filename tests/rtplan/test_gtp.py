@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import games
-from games import go
-from games.go import PASS
+from rtplan import games
+from rtplan.games import go
+from rtplan.games.go import PASS
 from rtplan.gtp import (
     COMMANDS,
     LAG_S,

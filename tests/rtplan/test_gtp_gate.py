@@ -13,9 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from games import UNLIMITED_CLOCK
-from gate.clock.gate import clock_gate_player, load_clock_gate
-from harness.checkpoint import CheckpointError
+from rtplan.games import UNLIMITED_CLOCK
+from rtplan.gate.clock.gate import clock_gate_player, load_clock_gate
 from rtplan.gtp import (
     Clock,
     GtpEngine,
@@ -25,6 +24,7 @@ from rtplan.gtp import (
     gate_seconds,
     to_ticks,
 )
+from rtplan.harness.checkpoint import CheckpointError
 from support import write_checkpoints, write_clock_gate
 
 GAME = "speed-go-v0"

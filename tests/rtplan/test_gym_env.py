@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import games
+from rtplan import games
 from rtplan.client import EnvError
 from rtplan.gym import RemoteEnv, register_envs
 from support import write_planner

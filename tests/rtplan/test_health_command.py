@@ -23,9 +23,9 @@ def services(tmp_path_factory):
     compile), and a real env server (uvicorn on a thread) pointed at it; yields both."""
     import uvicorn
 
-    from planner_service import BackgroundService, Engine
-    from server.app import create_app
-    from server.settings import Settings
+    from rtplan.planner_service import BackgroundService, Engine
+    from rtplan.server.app import create_app
+    from rtplan.server.settings import Settings
 
     tmp = tmp_path_factory.mktemp("health")
     root = write_planner(tmp / "ckpt", SNAKE, budgets=(2,), simulations=(2,))

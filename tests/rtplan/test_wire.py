@@ -9,8 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-import games
-from rtplan import wire
+from rtplan import games, wire
 from rtplan.v1 import tensor_pb2
 
 

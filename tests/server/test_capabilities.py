@@ -10,12 +10,12 @@ import grpc
 import pytest
 from fastapi.testclient import TestClient
 
-from planner_service import BackgroundService, Engine
+from rtplan.planner_service import BackgroundService, Engine
+from rtplan.server import Settings, create_app
+from rtplan.server._config import SessionConfig
+from rtplan.server._planner_caps import Capabilities, PlannerCapabilities, ServedGame
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from server import Settings, create_app
-from server._config import SessionConfig
-from server._planner_caps import Capabilities, PlannerCapabilities, ServedGame
 from support import write_checkpoints, write_planner
 
 SNAKE, HEX = "snake-rt-v0", "speed-hex-v0"

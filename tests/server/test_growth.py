@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from server import Settings, create_app
-from server._replay_folder import Retention, list_replays, prune_replays
+from rtplan.server import Settings, create_app
+from rtplan.server._replay_folder import Retention, list_replays, prune_replays
 from support import REPLAY_V1
 
 WEB = Path(__file__).resolve().parents[2] / "web"

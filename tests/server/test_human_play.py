@@ -8,14 +8,14 @@ import asyncio
 import numpy as np
 import pytest
 
-import games
-from server import ReplayFile, replay
-from server._agents import make_opponent
-from server._config import SessionConfig
-from server._human import HumanAgent
-from server._rules import Arrival, Provenance
-from server._runtime import AGENT_PLAYER, GameRuntime
-from server.session import Session
+from rtplan import games
+from rtplan.server import ReplayFile, replay
+from rtplan.server._agents import make_opponent
+from rtplan.server._config import SessionConfig
+from rtplan.server._human import HumanAgent
+from rtplan.server._rules import Arrival, Provenance
+from rtplan.server._runtime import AGENT_PLAYER, GameRuntime
+from rtplan.server.session import Session
 
 
 def session(game_id: str, tmp_path=None, **cfg) -> Session:
@@ -76,10 +76,10 @@ def test_a_missed_move_empties_the_clock_and_gets_no_increment():
 
 
 def test_a_time_control_is_for_the_clock_games_in_real_time():
-    from server._config import SessionError
-    from server._manager import _check_game
-    from server._runtime import Runtimes
-    from server.settings import Settings
+    from rtplan.server._config import SessionError
+    from rtplan.server._manager import _check_game
+    from rtplan.server._runtime import Runtimes
+    from rtplan.server.settings import Settings
 
     runtimes = Runtimes(Settings().checkpoint_dir)
     for cfg in (

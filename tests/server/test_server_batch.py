@@ -10,13 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from harness.checkpoint import planner_path
-from server import ReplayFile
-from server._config import SessionConfig
-from server._frame_info import HostInfo
-from server._runtime import GameRuntime, state_digest
-from server._tick_group import TickGroup, TickGroups, _Rows
-from server._ticker import Ticker
+from rtplan.harness.checkpoint import planner_path
+from rtplan.server import ReplayFile
+from rtplan.server._config import SessionConfig
+from rtplan.server._frame_info import HostInfo
+from rtplan.server._runtime import GameRuntime, state_digest
+from rtplan.server._tick_group import TickGroup, TickGroups, _Rows
+from rtplan.server._ticker import Ticker
 from support import write_checkpoints
 
 GAME = "snake-rt-v0"

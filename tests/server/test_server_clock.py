@@ -9,13 +9,13 @@ import jax
 import numpy as np
 import pytest
 
-from harness.checkpoint import planner_path
-from planner.store import load_planner
 from rtplan import wire
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner.store import load_planner
+from rtplan.server import ReplayFile, replay
+from rtplan.server._compiled import compiled
+from rtplan.server._rules import wall_ticks
 from rtplan.v1 import env_pb2
-from server import ReplayFile, replay
-from server._compiled import compiled
-from server._rules import wall_ticks
 from support import AgentStream, planner_fns, tiny_config
 
 GAME = "speed-hex-v0"

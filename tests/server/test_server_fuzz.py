@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import games
-from rtplan import wire
+from rtplan import games, wire
 from rtplan.v1 import env_pb2
 from support import AgentStream
 

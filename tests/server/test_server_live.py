@@ -18,8 +18,8 @@ from starlette.websockets import WebSocketDisconnect
 
 import rtplan
 from rtplan import wire
+from rtplan.server import ReplayFile, Settings, create_app
 from rtplan.v1 import env_pb2, env_pb2_grpc
-from server import ReplayFile, Settings, create_app
 from support import AgentStream, start_planner
 
 GAME = "snake-rt-v0"

@@ -14,8 +14,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from rtplan.server.__main__ import _parser, main
 from rtplan.v1 import env_pb2, env_pb2_grpc
-from server.__main__ import _parser, main
 from support import get_json, post_session, write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def test_help_describes_every_flag(capsys):
 
 def test_server_process_serves_rest_websockets_and_grpc(tmp_path):
     root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0",))
-    cmd = [sys.executable, "-m", "server", "--http-port", "0", "--grpc-port", "0"]
+    cmd = [sys.executable, "-m", "rtplan.server", "--http-port", "0", "--grpc-port", "0"]
     cmd += ["--checkpoint-dir", str(root), "--record-dir", str(tmp_path), "--log-level", "warning"]
     env = dict(os.environ, RTPLAN_SERVER_MAX_SESSIONS="3")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)

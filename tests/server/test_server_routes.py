@@ -10,8 +10,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from PIL import Image, ImageSequence
 
-from server import Settings, create_app
-from server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
+from rtplan.server import Settings, create_app
+from rtplan.server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
 from support import gated_replay
 
 WEB = Path(__file__).resolve().parents[2] / "web"

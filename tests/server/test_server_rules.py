@@ -9,15 +9,14 @@ import grpc
 import numpy as np
 import pytest
 
-from games import Kind
-from planner import landing_frame
-from rtplan.v1 import planner_pb2
-from server._agents import GrpcAgent, PlannerAgent, _Option
-from server._config import SessionConfig, SessionError
-from server._frames import FrameWindow
-from server._queue import AgentLink, DropOldestQueue
-from server._records import Report
-from server._rules import (
+from rtplan.games import Kind
+from rtplan.planner import landing_frame
+from rtplan.server._agents import GrpcAgent, PlannerAgent, _Option
+from rtplan.server._config import SessionConfig, SessionError
+from rtplan.server._frames import FrameWindow
+from rtplan.server._queue import AgentLink, DropOldestQueue
+from rtplan.server._records import Report
+from rtplan.server._rules import (
     MAX_ACTIONS_PER_FRAME,
     MAX_FRAMES_AHEAD,
     MAX_FRAMES_LATE,
@@ -33,9 +32,10 @@ from server._rules import (
     decide_action,
     wall_ticks,
 )
-from server._stats import SessionStats
-from server._ticker import Ticker
-from server._viewers import Viewer, ViewerHub
+from rtplan.server._stats import SessionStats
+from rtplan.server._ticker import Ticker
+from rtplan.server._viewers import Viewer, ViewerHub
+from rtplan.v1 import planner_pb2
 
 LEGAL = np.array([True, True, False, True])
 FALLBACK = 3

@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from harness.checkpoint import planner_path
-from planner.store import load_planner
-from server import ReplayError, ReplayFile, replay
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner.store import load_planner
+from rtplan.server import ReplayError, ReplayFile, replay
 from support import REPLAY_V1, planner_fns
 
 GAME = "snake-rt-v0"
@@ -105,7 +105,7 @@ def test_a_busy_planner_delays_simulated_plans_and_changes_no_game(env, serve):
     """A planner with one search slot refuses concurrent Plans RESOURCE_EXHAUSTED (with
     retry-after-ms): simulated-clock sessions ask again when it says, so four at once each play
     exactly the in-process game, every frame planned, no planner error."""
-    from planner_service.background import BackgroundService
+    from rtplan.planner_service.background import BackgroundService
 
     busy = BackgroundService(env.planner.engine, max_concurrent=1).start()  # compiled already
     try:
@@ -234,7 +234,7 @@ def test_a_replay_is_served_with_the_live_messages_and_other_versions_refused(en
 
 
 def test_the_replay_list_names_a_clock_games_opponent_by_the_games_kind():
-    from server._replay_folder import players
+    from rtplan.server._replay_folder import players
 
     settings = {"agent": "grpc", "ks": [], "opponent": "reflex", "opponent_k": 0}
 

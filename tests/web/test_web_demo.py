@@ -93,7 +93,7 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
 
 
 def test_the_demo_plays_the_first_game_that_ships_a_gate(tmp_path):
-    from harness.checkpoint import gate_path
+    from rtplan.harness.checkpoint import gate_path
     from rtplan.live import demo_game
 
     assert demo_game(tmp_path) == "snake-rt-v0"  # no gate anywhere: Snake, forced k

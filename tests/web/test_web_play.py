@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-import games
+from rtplan import games
 from support import env_server, get_json, post_session, write_checkpoints
 
 GAMES = ("snake-rt-v0", "pacman-rt-v0", "speed-hex-v0")

@@ -11,18 +11,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from games import tree_where as where
-from gate.clock.config import ClockGateConfig
-from gate.clock.gate import ClockGate, clock_gate_player, load_clock_gate
-from gate.clock.network import MASKED_LOGIT, ClockGateInputs, unroll
-from gate.clock.ppo import ClockChunks, clock_ppo_loss
-from gate.gae import side_gae
-from gate.ppo import Batch, ppo_terms
-from harness import checkpoint as ckpt
-from harness.checkpoint import planner_path
-from planner import Planner
-from planner.store import save_planner
 from rtplan.cli import main
+from rtplan.games import tree_where as where
+from rtplan.gate.clock.config import ClockGateConfig
+from rtplan.gate.clock.gate import ClockGate, clock_gate_player, load_clock_gate
+from rtplan.gate.clock.network import MASKED_LOGIT, ClockGateInputs, unroll
+from rtplan.gate.clock.ppo import ClockChunks, clock_ppo_loss
+from rtplan.gate.gae import side_gae
+from rtplan.gate.ppo import Batch, ppo_terms
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import save_planner
 from support import tiny_config
 
 GAME = "speed-hex-v0"
@@ -229,7 +229,7 @@ def test_a_prior_adds_its_scaled_choice_to_the_logits(gate, planner):
     """With prior proportional the logits are the same network's plus `prior_scale` x the
     one-hot of proportional's choice (so a fresh gate plays it), masked as before; a prior
     that reads the planner or draws at random is refused."""
-    from gate.clock.heuristics import clock_inputs, proportional
+    from rtplan.gate.clock.heuristics import clock_inputs, proportional
 
     pparams = planner.init_params(jax.random.PRNGKey(0))
     params = gate.init_params(jax.random.PRNGKey(1))
@@ -254,7 +254,7 @@ def test_a_prior_adds_its_scaled_choice_to_the_logits(gate, planner):
 def test_runner_mixes_clock_budgets_in_one_batch(planner):
     """Clock options play one move whatever the budget, so groups of different budgets fit one
     output (the runner once padded them to the largest budget's width)."""
-    from planner.batching import OptionRunner
+    from rtplan.planner.batching import OptionRunner
 
     params = planner.init_params(jax.random.PRNGKey(0))
     states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(1), 3))
@@ -401,9 +401,9 @@ def _pparams(planner):
 
 def _template(run):
     """The checkpoint template of a run folder, from its own metadata."""
-    from gate.clock.config import ClockGateTrainConfig
-    from gate.clock.train import ClockGatePPO
-    from harness.config import from_dict
+    from rtplan.gate.clock.config import ClockGateTrainConfig
+    from rtplan.gate.clock.train import ClockGatePPO
+    from rtplan.harness.config import from_dict
 
     meta = ckpt.load_metadata(run / "checkpoint.msgpack")
     algo = ClockGatePPO(from_dict(ClockGateTrainConfig, meta["train_config"]))
@@ -414,8 +414,8 @@ def _template(run):
 def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, planner):
     """The trainer's evaluation is the one clock-match path (`planner.matches.play_match`): the
     greedy gate against always-k on the tuning openings, colours swapped, at each clock."""
-    from gate.clock.config import ClockGateTrainConfig
-    from gate.clock.train import ClockGatePPO
+    from rtplan.gate.clock.config import ClockGateTrainConfig
+    from rtplan.gate.clock.train import ClockGatePPO
 
     cfg = ClockGateTrainConfig(
         game_id=GAME, planner=planner_file, num_envs=2, plies=6, chunk=3, minibatches=2,
@@ -430,10 +430,10 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
     assert score == columns["eval_score"] == (columns["eval_t0"] + columns["eval_t8"]) / 2
     # A clock of 0 ticks affords no search: every move of the gate is policy-only (budget 0).
     gate = clock_gate_player(algo.gate, state.params)
-    from gate.clock.heuristics import always as always_k
-    from gate.clock.players import chooser_player
-    from planner.episodes import seeds_of
-    from planner.matches import play_match
+    from rtplan.gate.clock.heuristics import always as always_k
+    from rtplan.gate.clock.players import chooser_player
+    from rtplan.planner.episodes import seeds_of
+    from rtplan.planner.matches import play_match
 
     played = play_match(
         planner, algo.planner_params, gate, chooser_player("k2", always_k(algo.options, 2)),
@@ -443,7 +443,7 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
     assert float(played.returns.mean()) == columns["eval_t0"]
     assert all((ks == 0).all() for ks in played.ks)
     # The opponent may be a heuristic by name (an old run's budget, an int, still reads).
-    from gate.clock.heuristics import proportional
+    from rtplan.gate.clock.heuristics import proportional
 
     named = ClockGatePPO(dataclasses.replace(cfg, eval_clocks="8", eval_opponent="proportional"))
     _, columns = named.evaluate(state, 0)
@@ -462,8 +462,8 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
 ):
     """`--opponents`: in a mixed game one side (drawn per game) is a baseline; its plies play
     the baseline's option, are not the gate's decisions and leave that side's state alone."""
-    from gate.clock.config import ClockGateTrainConfig
-    from gate.clock.train import SELF_PLAY, ClockGatePPO
+    from rtplan.gate.clock.config import ClockGateTrainConfig
+    from rtplan.gate.clock.train import SELF_PLAY, ClockGatePPO
 
     def config(**kw):
         return ClockGateTrainConfig(
@@ -501,8 +501,8 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
 def test_a_shipped_clock_gate_says_how_it_was_evaluated_and_draws_its_curve(tmp_path):
     """`ship-gate` on a clock gate run: gate.md gives its score per clock against the evaluation
     opponent (not the committed gates' eval_mean), and the curve draws the per-clock scores."""
-    from gate.ship import _describe
-    from harness.curve import plot_learning_curve
+    from rtplan.gate.ship import _describe
+    from rtplan.harness.curve import plot_learning_curve
 
     ev = {"eval_score": 0.672, "eval_t300": 0.5625, "eval_t2300": 0.78125, "eval_budget": 26.7}
     text = _describe({**ev, "iteration": 400}, {"eval_opponent": 64, "eval_seeds": 16})

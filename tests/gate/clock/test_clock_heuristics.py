@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import games
-from gate.clock import heuristics as ch
-from planner.configs import default_config
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.clock import heuristics as ch
 from rtplan.gtp import LAG_S, MAX_PLIES, Clock, TimeSettings, choose_budget, move_allowance
+from rtplan.planner.configs import default_config
+from rtplan.planner.options import Planner
 
 HEX = ch.ClockOptions(budgets=(2, 8, 32, 128), simulations=(2, 8, 32, 128), max_plies=122)
 GO = ch.ClockOptions(budgets=(16, 32, 64, 96), simulations=(16, 32, 64, 96), max_plies=162)

@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.committed.choosers import condition_names, gate_chooser
-from gate.committed.config import GateConfig
-from gate.committed.policy import Gate
-from planner import Planner
-from planner.batching import OptionRunner
-from planner.episodes import always, play, play_policy_only, random_k
+from rtplan.gate.committed.choosers import condition_names, gate_chooser
+from rtplan.gate.committed.config import GateConfig
+from rtplan.gate.committed.policy import Gate
+from rtplan.planner import Planner
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import always, play, play_policy_only, random_k
 from support import tiny_config
 
 GAME = "snake-rt-v0"  # tiny: 5x5 board, horizon 200

@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from gate import Batch, GateConfig, GateInputs, GateNet, make_update, ppo_terms, smdp_gae
+from rtplan.gate import Batch, GateConfig, GateInputs, GateNet, make_update, ppo_terms, smdp_gae
 
 
 def gae_loop(reward, value, next_value, frames, term, trunc, gamma, lam):

@@ -14,14 +14,14 @@ import numpy as np
 import optax
 import pytest
 
-from gate import Batch, GateTrainConfig, ppo_loss
-from gate.committed.train import AXIS, GatePPO
-from gate.gae import smdp_gae
-from harness import checkpoint as ckpt
-from harness.checkpoint import planner_path
-from planner import Planner
-from planner.store import save_planner
 from rtplan.cli import main
+from rtplan.gate import Batch, GateTrainConfig, ppo_loss
+from rtplan.gate.committed.train import AXIS, GatePPO
+from rtplan.gate.gae import smdp_gae
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import save_planner
 from support import free_port, tiny_config
 
 GAME = "snake-rt-v0"
@@ -55,9 +55,9 @@ _TWO_DEVICES = """
 import json, os, sys
 os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=2"  # conftest sets it
 import jax, numpy as np
-from planner import Planner
-from planner.batching import OptionRunner
-from planner.store import load_planner
+from rtplan.planner import Planner
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.store import load_planner
 from rtplan.cli import main
 planner_file, out = sys.argv[1], sys.argv[2]
 cfg, params, _ = load_planner("snake-rt-v0", planner_file)
@@ -148,8 +148,8 @@ def test_a_gate_tree_run_plans_against_its_own_budgets(tmp_path, planner_file):
 
 @pytest.mark.slow  # ~70 s of compiles; the service's gate-tree test covers the options it plays
 def test_a_gate_tree_run_trains_and_exports_its_tree(tmp_path, planner_file):
-    from gate.committed.policy import load_gate
-    from planner.store import load_planner
+    from rtplan.gate.committed.policy import load_gate
+    from rtplan.planner.store import load_planner
 
     out = tmp_path / "run"
     argv = ["train-gate", "--game", GAME, "--out", str(out), "--planner", planner_file]
@@ -198,7 +198,7 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
 def test_planner_stats_measure_the_policys_uncertainty_over_legal_actions():
     import numpy as np
 
-    from gate.committed.policy import planner_stats
+    from rtplan.gate.committed.policy import planner_stats
 
     logits = jnp.array(
         [
@@ -285,8 +285,8 @@ def test_two_processes_train_exactly_like_one_process_with_two_devices(
     assert not outs[1].exists()
     meta = ckpt.load_metadata(outs[0] / "checkpoint.msgpack")
     assert meta["processes"] == 2 and meta["devices"] == 2 and meta["iteration"] == 2
-    from gate.committed.policy import load_gate
-    from planner.store import load_planner
+    from rtplan.gate.committed.policy import load_gate
+    from rtplan.planner.store import load_planner
 
     planner = Planner(load_planner(GAME, planner_file)[0])
     leaves = [
@@ -393,8 +393,8 @@ def test_train_gate_checks_its_devices_and_processes(tmp_path, capsys):
 
 
 def test_the_memory_counts_frames_since_the_last_switch_and_empties_at_a_new_episode():
-    from gate.committed.policy import SINCE_HALF, GateMemory, memory_features
-    from planner.network import h_transform
+    from rtplan.gate.committed.policy import SINCE_HALF, GateMemory, memory_features
+    from rtplan.planner.network import h_transform
 
     m = GateMemory.empty(3)
     m = m.after(jnp.array([0, 1, 1]), jnp.array([1.0, 2.0, 3.0]), jnp.array([1, 2, 2]))
@@ -417,7 +417,7 @@ def test_a_gate_with_memory_needs_it_sees_it_and_carries_it_through_training(pla
     logits, and a rollout threads it: each decision's stored inputs remember the decision
     before (reset where a game ended), and the memories returned are the fold of
     `GateMemory.after` over the recorded decisions."""
-    from gate.committed.policy import GateMemory
+    from rtplan.gate.committed.policy import GateMemory
 
     kw = dict(game_id=GAME, planner=planner_file, num_envs=2, meta_steps=3, minibatches=1,
               gate_channels=8, gate_hidden=16)  # fmt: skip

@@ -12,8 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from games import Kind
-from gate.committed.latency import (
+from rtplan.cli import main
+from rtplan.games import Kind
+from rtplan.gate.committed.latency import (
     LatencyError,
     deadline_ms,
     decision_misses,
@@ -21,13 +22,12 @@ from gate.committed.latency import (
     load_latency,
     missed,
 )
-from gate.committed.policy import load_gate
-from gate.files import file_sha256
-from harness import checkpoint as ckpt
-from harness.checkpoint import planner_path
-from planner import Planner, landing_frame
-from planner.store import load_planner
-from rtplan.cli import main
+from rtplan.gate.committed.policy import load_gate
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner, landing_frame
+from rtplan.planner.store import load_planner
 from support import write_gate, write_planner
 
 GAME = "snake-rt-v0"
@@ -40,9 +40,9 @@ SIMS = {1: 2, 2: 4}  # the tiny planner's simulations per budget
 def test_the_miss_rule_is_the_env_servers_deadline(fps):
     """Option k decided at frame t: its planned action, sent at frame t's tick and arriving
     `latency` later, plays on its landing frame exactly when `missed` says it does not."""
-    from server._config import FALLBACKS
-    from server._rules import Arrival, Provenance, decide_action
-    from server._ticker import Ticker
+    from rtplan.server._config import FALLBACKS
+    from rtplan.server._rules import Arrival, Provenance, decide_action
+    from rtplan.server._ticker import Ticker
 
     ticker = Ticker(1.0 / fps, start=100.0, clock=lambda: 0.0)
     legal = np.ones(4, bool)
@@ -65,8 +65,8 @@ def test_the_miss_rule_is_the_env_servers_deadline(fps):
         tie = decide_action([Arrival(2, at)], deadline=deadline, legal=legal, fallback=0)
         assert tie.provenance is Provenance.ON_TIME
     # What a miss may play is what a session's fallback may be.
-    from gate.committed.config import LATENCY_FALLBACKS
-    from planner.options import FALLBACKS as CORE
+    from rtplan.gate.committed.config import LATENCY_FALLBACKS
+    from rtplan.planner.options import FALLBACKS as CORE
 
     assert CORE == FALLBACKS == LATENCY_FALLBACKS
 
@@ -207,7 +207,7 @@ def root(tmp_path_factory):
     these tests is k2 on two games: one compiled option for most of them), and a calibration
     CSV that makes every option miss (at 10^6 FPS), none (1 FPS), or half of each budget's
     (1000 FPS: each window is its budget's median latency)."""
-    from gate.committed.train import prior_init
+    from rtplan.gate.committed.train import prior_init
 
     root = tmp_path_factory.mktemp("ck")
     write_planner(root, GAME, budgets=(1, 2), simulations=(2, 4))
@@ -222,8 +222,8 @@ def root(tmp_path_factory):
 
 
 def test_a_missed_landing_frame_plays_the_fallback_and_nothing_else_changes(root):
-    from gate.committed.train import _runner
-    from planner.episodes import start
+    from rtplan.gate.committed.train import _runner
+    from rtplan.planner.episodes import start
 
     pcfg, params, _ = load_planner(GAME, str(planner_path(root, GAME)))
     planner = Planner(pcfg)

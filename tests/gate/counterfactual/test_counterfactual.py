@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from gate.counterfactual.values import (
+from rtplan.gate.counterfactual.values import (
     BranchValues,
     branch_rows,
     branch_values,
@@ -15,9 +15,9 @@ from gate.counterfactual.values import (
     cross_fitted_gain,
     diagnose,
 )
-from planner import Planner
-from planner.batching import OptionRunner
-from planner.episodes import play_from, start
+from rtplan.planner import Planner
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import play_from, start
 from support import tiny_config
 
 GAME = "snake-rt-v0"  # chance events (food) after init: re-keying matters
@@ -158,7 +158,7 @@ def test_cross_fitting_charges_the_oracle_for_picks_that_noise_made():
 
 
 def _command(tmp_path):
-    from harness.checkpoint import planner_path
+    from rtplan.harness.checkpoint import planner_path
     from support import write_checkpoints
 
     planner = planner_path(write_checkpoints(tmp_path / "ck", (GAME,)), GAME)
@@ -204,7 +204,7 @@ def test_the_command_writes_chunks_and_resumes(tmp_path, capsys):
 
 
 def test_labels_keep_the_continuation_unless_a_budget_pays():
-    from gate.counterfactual.supervised import label
+    from rtplan.gate.counterfactual.supervised import label
 
     values = np.zeros((3, 4, 3))
     values[0, :, 2] = [3.0, 3.1, 2.9, 3.0]  # budget index 2 pays clearly
@@ -218,9 +218,9 @@ def test_labels_keep_the_continuation_unless_a_budget_pays():
 def test_the_gate_fits_labels_that_differ_between_states(setup):
     """Supervised targets: the budget that pays differs from state to state; the fitted
     gate's argmax reproduces them, its inputs replayed from (seed, frame) as sampled."""
-    from gate.committed.config import GateConfig
-    from gate.committed.policy import Gate
-    from gate.counterfactual.supervised import fit, state_inputs
+    from rtplan.gate.committed.config import GateConfig
+    from rtplan.gate.committed.policy import Gate
+    from rtplan.gate.counterfactual.supervised import fit, state_inputs
 
     planner, params, runner = setup
     gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
@@ -239,9 +239,9 @@ def test_the_gate_fits_labels_that_differ_between_states(setup):
 def test_held_out_picks_never_see_their_own_game_and_are_scored_by_its_values(setup, monkeypatch):
     """Each fold's gate is fitted without the held-out games' states; a rule every state
     shares (index 0 pays +1) is learned from the others and scored with the held-out values."""
-    from gate.committed.config import GateConfig
-    from gate.committed.policy import Gate
-    from gate.counterfactual import supervised
+    from rtplan.gate.committed.config import GateConfig
+    from rtplan.gate.committed.policy import Gate
+    from rtplan.gate.counterfactual import supervised
 
     planner, params, runner = setup
     gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
@@ -277,12 +277,12 @@ def test_held_out_picks_never_see_their_own_game_and_are_scored_by_its_values(se
 def test_fit_gate_writes_a_gate_that_loads_with_its_labels_provenance(tmp_path):
     import json
 
-    from gate.committed.policy import load_gate
-    from gate.files import file_sha256
-    from harness import checkpoint as ckpt
-    from harness.checkpoint import planner_path
-    from planner.store import load_planner
     from rtplan.cli import main
+    from rtplan.gate.committed.policy import load_gate
+    from rtplan.gate.files import file_sha256
+    from rtplan.harness import checkpoint as ckpt
+    from rtplan.harness.checkpoint import planner_path
+    from rtplan.planner.store import load_planner
     from support import write_checkpoints
 
     planner_file = planner_path(write_checkpoints(tmp_path / "ck", (GAME,)), GAME)

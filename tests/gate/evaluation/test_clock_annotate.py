@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gate.evaluation import clock as clock_eval
-from gate.evaluation.annotate import CellMismatch, biggest_spend, pick_games, replay_pick
-from harness.checkpoint import planner_path
-from planner import Planner
-from planner.store import load_planner
-from server import Settings, create_app
-from server.annotated import annotated_name, write_annotated
-from server.replay import ReplayFile, replay
+from rtplan.gate.evaluation import clock as clock_eval
+from rtplan.gate.evaluation.annotate import CellMismatch, biggest_spend, pick_games, replay_pick
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import load_planner
+from rtplan.server import Settings, create_app
+from rtplan.server.annotated import annotated_name, write_annotated
+from rtplan.server.replay import ReplayFile, replay
 from support import write_checkpoints, write_clock_gate
 
 GAME = "speed-hex-v0"

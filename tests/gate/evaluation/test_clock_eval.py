@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.clock.heuristics import ClockOptions, affordable, always, greedy, proportional
-from gate.clock.players import (
+from rtplan.gate.clock.heuristics import ClockOptions, affordable, always, greedy, proportional
+from rtplan.gate.clock.players import (
     baseline_players,
     chooser_player,
     load_midpeak_table,
@@ -19,12 +19,19 @@ from gate.clock.players import (
     multiplex,
     pool_players,
 )
-from gate.evaluation import clock as clock_eval
-from gate.evaluation import clock_report, report
-from harness.checkpoint import planner_path
-from planner import Planner
-from planner.episodes import seeds_of
-from planner.matches import REFLEX, ClockPlayer, game_id, option_player, play_match, unique_games
+from rtplan.gate.evaluation import clock as clock_eval
+from rtplan.gate.evaluation import clock_report, report
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner
+from rtplan.planner.episodes import seeds_of
+from rtplan.planner.matches import (
+    REFLEX,
+    ClockPlayer,
+    game_id,
+    option_player,
+    play_match,
+    unique_games,
+)
 from support import tiny_config, write_checkpoints
 
 GAME = "speed-hex-v0"
@@ -127,7 +134,7 @@ def test_multiplexed_players_equal_separate_matches():
 @pytest.mark.parametrize("t", [0, 1, 2, 3, 5, 7, 40])
 def test_greedy_and_proportional_never_overspend(t):
     opts = ClockOptions(budgets=(2, 4), simulations=(2, 4), max_plies=20)
-    from gate.clock.heuristics import ClockInputs
+    from rtplan.gate.clock.heuristics import ClockInputs
 
     inputs = ClockInputs(
         my_time=jnp.full((3,), t, jnp.int32),

@@ -10,14 +10,15 @@ import jax
 import numpy as np
 import pytest
 
-from gate.evaluation.committed import (
+from rtplan.cli import main
+from rtplan.gate.evaluation.committed import (
     _resumable,
     condition_file,
     load_conditions,
     partial_file,
     run_conditions,
 )
-from gate.evaluation.report import (
+from rtplan.gate.evaluation.report import (
     HOLDOUT_README_BEGIN,
     HOLDOUT_README_END,
     README_BEGIN,
@@ -25,10 +26,9 @@ from gate.evaluation.report import (
     best_fixed_k,
     summarize,
 )
-from harness.checkpoint import planner_path
-from planner import Planner
-from planner.store import save_planner
-from rtplan.cli import main
+from rtplan.harness.checkpoint import planner_path
+from rtplan.planner import Planner
+from rtplan.planner.store import save_planner
 from support import tiny_config, write_gate
 
 GAME = "snake-rt-v0"
@@ -57,7 +57,7 @@ def _write(root, split, name, returns, ks=None, seeds=None, budgets=(1, 2)):
 def test_one_rule_names_a_gate_in_every_game():
     """`gate` and `gate-<name>` are gates (committed and clock games alike); ablations,
     baselines and malformed names are not, and `check_gate_name` says the rule."""
-    from gate.committed.choosers import ABLATIONS, check_gate_name, is_gate
+    from rtplan.gate.committed.choosers import ABLATIONS, check_gate_name, is_gate
 
     for name in ("gate", "gate-heur", "gate-supervised-stats", "gate-ppo.2", "gate-a_b"):
         assert is_gate(name) and check_gate_name(name) == name
@@ -273,7 +273,7 @@ def test_one_evaluation_runner_is_held_at_a_time():
     import gc
     import weakref
 
-    from gate.evaluation.committed import _RunnerSlot
+    from rtplan.gate.evaluation.committed import _RunnerSlot
 
     cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
     slot = _RunnerSlot(Planner(cfg), episodes=4)
