@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--game",
         default=None,
-        help="game id (default: the first of Tetris, Snake, Pac-Man that ships a gate, else "
-        "Snake; --headless: Snake)",
+        help="game id (default, with or without --headless: the showcase, the first of Tetris, "
+        "Snake, Pac-Man that ships a gate, else Snake)",
     )
     demo.add_argument(
         "--k", type=int, default=2, help="the planner agent's forced budget (games with no gate)"
@@ -77,7 +77,7 @@ def _demo(args: argparse.Namespace) -> int:
         from rtplan.live import run_demo
 
         return run_demo(
-            args.game or "snake-rt-v0",
+            args.game,
             k=args.k,
             fps=args.fps,
             frames=300 if args.frames is None else args.frames,

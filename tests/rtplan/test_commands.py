@@ -197,10 +197,13 @@ def test_the_demo_hands_its_overrides_to_the_demo_it_runs(headless, monkeypatch)
 
     seen = {}
     runner = "run_demo" if headless else "run_web_demo"
-    monkeypatch.setattr(rtplan.live, runner, lambda *a, **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(rtplan.live, runner, lambda game, **kw: seen.update(kw, game=game) or 0)
     argv = ["demo", "--checkpoint-dir", "c", "--web-dir", "w", "--record-dir", "r"]
     assert main(argv + (["--headless"] if headless else [])) == 0
     assert (seen["checkpoint_dir"], seen["web_dir"], seen["record_dir"]) == ("c", "w", "r")
+    # No game named: the same showcase with or without --headless (`DemoGame.choose`), its k
+    # the one for a game with no gate.
+    assert (seen["game"], seen["k"]) == (None, 2)
     if not headless:
         assert seen["planner_games"] is None  # every game with a checkpoint
         assert main([*argv, "--planner-games", "tetris-rt-v0,snake-rt-v0"]) == 0
