@@ -149,6 +149,7 @@ def _headless_session(
     print(f"browse it:  {addr['http']}/ (the lobby)")
     print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
     print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
+    print(f"replays in: {addr['replays']}  (--record-dir or RTPLAN_SERVER_RECORD_DIR moves them)")
     # Flushed: whoever reads a piped demo (a log, a test) sees the session as it starts.
     print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n", flush=True)
     agent = None
@@ -276,6 +277,11 @@ def run_web_demo(
                 print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
                 print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
                 print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
+                print(
+                    f"rtplan demo: replays in {addr['replays']}  (--record-dir or "
+                    "RTPLAN_SERVER_RECORD_DIR moves them)",
+                    flush=True,
+                )
                 print(
                     f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}",
                     flush=True,

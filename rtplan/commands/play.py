@@ -53,7 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default: every game with a checkpoint; the demo's game compiles first, the others "
         "after it, each offered in the lobby once ready)",
     )
-    demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
+    demo.add_argument(
+        "--record-dir",
+        default=None,
+        help="where the replay files go (default: RTPLAN_SERVER_RECORD_DIR, else the "
+        "checkout's replays/, else $XDG_DATA_HOME/rtplan/replays: ~/.local/share/rtplan/replays)",
+    )
     demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
     demo.add_argument(
         "--no-example-agent",

@@ -220,7 +220,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     said = {
         "planner service bound to": "planner service bound to 127.0.0.1:1 (compiling)",
         "rtplan env server:": "rtplan env server: http on 127.0.0.1:2 (REST), "
-        "gRPC Env API on 127.0.0.1:3",
+        "gRPC Env API on 127.0.0.1:3 (replays in /data/rtplan/replays)",
     }
 
     class FakeChild:
@@ -242,6 +242,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     ckpt, web = tmp_path / "ckpt", tmp_path / "web"
     with processes.services("snake-rt-v0", checkpoint_dir=ckpt, web_dir=web) as addr:
         assert addr["http"] == "http://127.0.0.1:2"
+        assert (addr["grpc"], addr["replays"]) == ("127.0.0.1:3", "/data/rtplan/replays")
     env, planner = argvs["env-server"], argvs["planner"]
     assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
     assert env[env.index("--web-dir") + 1] == str(web)
