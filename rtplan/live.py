@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rtplan.harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
-from rtplan.processes import ROOT, Stopping, http_json, services, stop_on_signals
+from rtplan.processes import Stopping, http_json, service_cwd, services, stop_on_signals
 
 
 def watch(
@@ -99,8 +100,8 @@ def run_demo(
 ) -> int:
     """Runs the live demo headless, printing frames; returns an exit code. `game` and `k`: as
     the web demo's (`DemoGame.choose`: the showcase game, by its gate). `example_agent`: the
-    example agent (`python -m rtplan.examples.random_agent`) plays a session of its own beside
-    it.
+    example agent (`python -m rtplan.examples.random_agent`, `EXAMPLE_AGENT`) plays a session of
+    its own beside it.
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
@@ -151,18 +152,20 @@ def _headless_session(
     print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
     print(f"replays in: {addr['replays']}  (--record-dir or RTPLAN_SERVER_RECORD_DIR moves them)")
     # Flushed: whoever reads a piped demo (a log, a test) sees the session as it starts.
-    print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n", flush=True)
+    print(
+        f"your agent: {_python()} -m {EXAMPLE_AGENT} --address {addr['grpc']} --game {game}\n",
+        flush=True,
+    )
     agent = None
     try:
-        if example_agent and not EXAMPLE_AGENT.is_file():
-            print("(no example agent: examples/random_agent.py comes with a checkout only)")
-        elif example_agent:
+        if example_agent:
             # Held signals: a stop now waits until `agent` names the process the clean-up kills.
             with stopping.held():
                 agent = subprocess.Popen(
                     [
                         sys.executable,
-                        str(EXAMPLE_AGENT),
+                        "-m",
+                        EXAMPLE_AGENT,
                         "--address",
                         addr["grpc"],
                         "--game",
@@ -172,7 +175,7 @@ def _headless_session(
                         "--max-frames",
                         str(min(frames or 100, 100)),
                     ],
-                    cwd=ROOT,
+                    cwd=service_cwd(),
                 )
         viewer = f"{addr['ws']}{created['viewer_path']}"
         watch(viewer, every=every, max_frames=frames, stopping=stopping)
@@ -194,8 +197,17 @@ def _headless_session(
     sys.stdout.flush()
 
 
-#: The example agent the headless demo runs beside its session (a checkout's file).
-EXAMPLE_AGENT = ROOT / "examples" / "random_agent.py"
+#: The example agent the headless demo runs beside its session (`python -m`; it ships in the
+#: package, so the command it prints works in a checkout and in an installed package alike).
+EXAMPLE_AGENT = "rtplan.examples.random_agent"
+
+
+def _python() -> str:
+    """How to name this interpreter in a command to copy: `python` where that is the one on
+    PATH (the same bin folder, e.g. an activated venv), else its full path."""
+    found = shutil.which("python")
+    here = Path(sys.executable)
+    return "python" if found is not None and Path(found).parent == here.parent else str(here)
 
 
 def _planner_root(checkpoint_dir: Path | None, game: str) -> Path:

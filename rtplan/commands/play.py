@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--no-example-agent",
         action="store_true",
-        help="--headless: do not run examples/random_agent.py against the gRPC Env API beside it",
+        help="--headless: do not run the example agent (python -m rtplan.examples.random_agent) "
+        "against the gRPC Env API beside it",
     )
     demo.set_defaults(handler=_demo)
 

@@ -112,6 +112,8 @@ def tree_copy(tmp_path_factory) -> Path:
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
         ("rtplan/wire.py", "import flax", {"client-no-jax"}),
         ("rtplan/gym.py", "import jax", {"client-no-jax"}),
+        ("rtplan/examples/random_agent.py", "import jax", {"client-no-jax"}),
+        ("rtplan/examples/random_agent.py", "from rtplan import processes", {"layers"}),
         ("planner_service/_admission.py", "from rtplan.planner_service import server", {"acyclic"}),
         ("planner_service/_loading.py", "from rtplan.planner_service import engine", {"acyclic"}),
         ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),

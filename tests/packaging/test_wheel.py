@@ -106,6 +106,7 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     assert zipfile.ZipFile(wheel).read(f"{info}/top_level.txt").decode().split() == ["rtplan"]
     for package in ("games", "harness", "planner", "gate", "planner_service", "server"):
         assert f"rtplan/{package}/__init__.py" in names, package
+    assert "rtplan/examples/random_agent.py" in names  # `python -m rtplan.examples.random_agent`
 
 
 def _fresh_venv(tmp: Path, wheel: Path) -> Path:
@@ -226,7 +227,10 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_directory(wheel, tmp_pa
     # The shipped planner played: frames searched by the planner service.
     stats = json.loads(next(line for line in lines if line.startswith("stats: "))[7:])
     assert stats["planned"] > 0, out
-    assert "no example agent" in out  # a checkout's file: not in the package
+    # The example agent ships in the package: the command the demo prints, which it ran beside
+    # its session, played a session of its own.
+    assert "-m rtplan.examples.random_agent --address 127.0.0.1:" in out, out
+    assert "how the frames chose their actions" in out, out
     # The replays: in the per-user data directory, which the demo names; none where it ran.
     assert list((data / "rtplan" / "replays").glob(f"{GAME}_*.jsonl")), out
     assert f"replays in: {data / 'rtplan' / 'replays'}" in out
