@@ -105,7 +105,7 @@ def tree_copy(tmp_path_factory) -> Path:
         ("server/_breach.py", "import bench", {"shipped-no-bench"}),
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
         ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
-        ("rtplan/live.py", "from rtplan.commands import GROUPS", {"layers", "acyclic"}),
+        ("rtplan/live.py", "from rtplan.commands import SECTIONS", {"layers", "acyclic"}),
         ("rtplan/processes/_services.py", "import rtplan.server", {"layers", "over-the-wire"}),
         ("rtplan/jax_setup.py", "from rtplan import client", set()),  # below it: allowed
         ("server/_breach.py", "from rtplan import processes", set()),  # above it: allowed
