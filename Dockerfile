@@ -15,11 +15,13 @@ COPY --from=wheel /wheel /tmp/wheel
 RUN pip install --no-cache-dir "$(ls /tmp/wheel/rtplan-*.whl)${EXTRAS:+[$EXTRAS]}" \
     && rm -rf /tmp/wheel
 # The services run as an unprivileged user that owns the working directory, where relative
-# folders (replays/, results/) land, and its home's cache (JAX's compile cache, ~/.cache). The
+# folders (results/) land, the replays (an installed package's default, the per-user data
+# directory, moved to /app/replays) and its home's cache (JAX's compile cache, ~/.cache). The
 # compose file mounts named volumes there, which start as copies of these (owner included).
 RUN useradd --create-home --uid 1000 --user-group rtplan \
     && mkdir -p /app/replays /app/results /home/rtplan/.cache \
     && chown -R rtplan:rtplan /app /home/rtplan
 USER rtplan
 WORKDIR /app
+ENV RTPLAN_SERVER_RECORD_DIR=/app/replays
 CMD ["rtplan", "demo"]

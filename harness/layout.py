@@ -10,6 +10,8 @@
   what shipped or was compared, the planners replaced, variants such as `train-k2`). Committed,
   not shipped.
 - `runs/`: scratch output of commands (ignored by git).
+- `replays/` (`replays_root`): the replay files the env server records, in a checkout; an
+  installed package keeps them in the per-user data directory instead.
 
 `result_index(root)` is the one listing of what `results/` holds, as the results page shows it.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +45,39 @@ def results_root(explicit: str | os.PathLike | None = None) -> Path:
 def archive_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` when given, else the checkout's `archive/` (or `./archive` outside one)."""
     return _beside_packages(ARCHIVE, explicit)
+
+
+#: The replay files' folder: at a checkout's root, or under the per-user data directory.
+REPLAY_FOLDER = "replays"
+
+
+def replays_root(explicit: str | os.PathLike | None = None) -> Path:
+    """Where the env server records its replay files: `explicit` (a `--record-dir` flag or
+    `RTPLAN_SERVER_RECORD_DIR`) when given, else the checkout's `replays/` when the code runs
+    from a checkout (its pyproject.toml beside the packages, as with `make demo`), else
+    `user_data_dir()/replays`: an installed package writes nothing into the directory it is
+    run from."""
+    if explicit is not None:
+        return Path(explicit)
+    if (CHECKOUT / "pyproject.toml").is_file():
+        return CHECKOUT / REPLAY_FOLDER
+    return user_data_dir() / REPLAY_FOLDER
+
+
+def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The per-user data directory of rtplan, by the XDG base directory spec:
+    `$XDG_DATA_HOME/rtplan`, or `~/.local/share/rtplan` where that variable is unset, empty or
+    not an absolute path (the spec says to ignore a relative one).
+
+    Args:
+        environ: the environment variables (default `os.environ`); `HOME` gives `~`.
+    """
+    environ = os.environ if environ is None else environ
+    data = environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(data):
+        home = environ.get("HOME") or os.path.expanduser("~")
+        data = os.path.join(home, ".local", "share")
+    return Path(data) / "rtplan"
 
 
 def _beside_packages(name: str, explicit: str | os.PathLike | None) -> Path:

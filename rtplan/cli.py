@@ -6,17 +6,84 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rtplan.commands import GROUPS, run_command
+from rtplan.commands import SECTIONS, USAGE, run_command
 from rtplan.jax_setup import use_compile_cache
 from rtplan.processes import exit_with_parent
 
+#: What `rtplan --help` says the tool is (the distribution's description).
+DESCRIPTION = "A real-time game service that learns when to think: gated MCTS planning budgets."
+
+#: The examples `rtplan --help` ends with: (command line, what it does).
+EXAMPLES = (
+    ("rtplan demo", "the showcase game live at http://127.0.0.1:8000/"),
+    ("rtplan demo --headless", "the same game, its frames printed in the terminal"),
+    ("rtplan play --games snake-rt-v0", "a game played headless, a line per frame"),
+    ("rtplan env-server --http-port 8000", "the env server alone (REST, websockets, gRPC)"),
+    (
+        "python -m rtplan.examples.random_agent --address localhost:50052",
+        "your agent: the example one, over the gRPC Env API",
+    ),
+    ("rtplan eval --game tetris-rt-v0", "the gate and every baseline on the same seeds"),
+    ("rtplan <command> --help", "a command's flags"),
+)
+
+
+class _GroupedParser(argparse.ArgumentParser):
+    """The `rtplan` parser, whose help lists the subcommands under their headings (`SECTIONS`)
+    and ends with `EXAMPLES`; each subcommand's own parser is a plain one."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        #: (heading, the subcommands' help entries), in help order.
+        self.sections: list[tuple[str, list[argparse.Action]]] = []
+
+    def format_help(self) -> str:
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        for heading, entries in self.sections:
+            formatter.start_section(heading)
+            formatter.add_arguments(entries)
+            formatter.end_section()
+        formatter.start_section("options")
+        formatter.add_arguments(self._optionals._group_actions)
+        formatter.end_section()
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
+
+
+def _examples() -> str:
+    width = max(len(line) for line, _ in EXAMPLES if len(line) < 40)
+    rows = [
+        f"  {line}\n  {'':{width}}  {what}" if len(line) > width else f"  {line:{width}}  {what}"
+        for line, what in EXAMPLES
+    ]
+    return "examples:\n" + "\n".join(rows)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of every subcommand, each group registering its own (`rtplan.commands`)."""
-    parser = argparse.ArgumentParser(prog="rtplan", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for group in GROUPS:
-        group.register(sub)
+    """The parser of every subcommand, each group registering its own (`rtplan.commands`), its
+    help grouped by `SECTIONS`."""
+    parser = _GroupedParser(
+        prog="rtplan",
+        usage="rtplan <command> [options]",
+        description=DESCRIPTION,
+        epilog=_examples(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # prog and parser_class: each subcommand's usage and help stay those of a plain parser.
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="<command>",
+        prog="rtplan",
+        parser_class=argparse.ArgumentParser,
+    )
+    for heading, groups in SECTIONS:
+        first = len(sub._get_subactions())
+        for group in groups:
+            group.register(sub)
+        parser.sections.append((heading, sub._get_subactions()[first:]))
     return parser
 
 
@@ -26,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     use_compile_cache()  # before any jax import, here and in the services started
     exit_with_parent()  # a service `rtplan.processes.Child` started goes when its parent goes
     parser = build_parser()
+    if not argv:  # as git does: the commands, grouped, rather than one line of error
+        parser.print_help()
+        return USAGE
     (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     forwarded = sub.choices.get(argv[0]) if argv else None
     if forwarded is not None and forwarded.get_default("forward"):

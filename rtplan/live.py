@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rtplan.harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
-from rtplan.processes import ROOT, Stopping, http_json, services, stop_on_signals
+from rtplan.processes import Stopping, http_json, service_cwd, services, stop_on_signals
 
 
 def watch(
@@ -45,8 +47,46 @@ def watch(
     return last
 
 
+@dataclass(frozen=True)
+class DemoGame:
+    """What a demo plays and how its planner agent picks its budgets: the gate's where `game`
+    ships one, else the forced `k`. The web demo and the headless one both start from `choose`,
+    so `rtplan demo` plays the same game the same way with or without `--headless`."""
+
+    game: str
+    #: The checkpoints' root that holds `game`'s planner (and its gate, where `gated`).
+    checkpoint_dir: Path
+    gated: bool
+    #: The forced budget of a game without a gate (unused where `gated`).
+    k: int
+
+    @classmethod
+    def choose(cls, game: str | None, checkpoint_dir: Path | None, *, k: int) -> DemoGame:
+        """`game` (None: `demo_game`, the showcase) from `checkpoint_root(checkpoint_dir)`.
+
+        Raises:
+            CheckpointError: that root has no planner of the game.
+        """
+        game = game or demo_game(checkpoint_root(checkpoint_dir))
+        ckpt = _planner_root(checkpoint_dir, game)
+        return cls(game, ckpt, gate_path(ckpt, game).is_file(), k)
+
+    @property
+    def session(self) -> dict:
+        """The fields of its POST /v1/sessions: the planner agent, with `k` only when forced
+        (left out, the gate picks)."""
+        return {"game": self.game, "agent": "planner", **({} if self.gated else {"k": self.k})}
+
+    @property
+    def played_by(self) -> str:
+        """How its budgets are picked, for the terminal."""
+        if self.gated:
+            return "its gate's budgets"
+        return f"forced k={self.k} (no gate for {self.game} yet)"
+
+
 def run_demo(
-    game: str = "snake-rt-v0",
+    game: str | None = None,
     *,
     k: int = 2,
     fps: float = 9.0,
@@ -58,25 +98,28 @@ def run_demo(
     record_dir: Path | None = None,
     web_dir: Path | None = None,
 ) -> int:
-    """Runs the live demo headless, printing frames; returns an exit code. `example_agent`:
-    examples/random_agent.py plays a session of its own beside it (a checkout's file: skipped,
-    with a line that says so, where it is not there).
+    """Runs the live demo headless, printing frames; returns an exit code. `game` and `k`: as
+    the web demo's (`DemoGame.choose`: the showcase game, by its gate). `example_agent`: the
+    example agent (`python -m rtplan.examples.random_agent`, `EXAMPLE_AGENT`) plays a session of
+    its own beside it.
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
     """
-    ckpt = _planner_root(checkpoint_dir, game)
-    print(f"starting the planner service and the env server for {game} (compiling takes a while)")
+    demo = DemoGame.choose(game, checkpoint_dir, k=k)
+    print(
+        f"starting the planner service and the env server for {demo.game} (compiling takes a while)"
+    )
     with stop_on_signals() as stopping:
         try:
             with services(
-                game,
-                checkpoint_dir=ckpt,
+                demo.game,
+                checkpoint_dir=demo.checkpoint_dir,
                 record_dir=record_dir,
                 web_dir=web_dir,
                 stopping=stopping,
             ) as addr:
-                _headless_session(addr, game, k, fps, frames, seed, every, example_agent, stopping)
+                _headless_session(addr, demo, fps, frames, seed, every, example_agent, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             print("\nrtplan demo: stopped", flush=True)
     return 0
@@ -84,8 +127,7 @@ def run_demo(
 
 def _headless_session(
     addr: dict,
-    game: str,
-    k: int,
+    demo: DemoGame,
     fps: float,
     frames: int,
     seed: int,
@@ -97,33 +139,33 @@ def _headless_session(
     created = http_json(
         "POST",
         f"{addr['http']}/v1/sessions",
-        {
-            "game": game,
-            "agent": "planner",
-            "k": k,
-            "fps": fps,
-            "seed": seed,
-            "record": True,
-        },
+        {**demo.session, "fps": fps, "seed": seed, "record": True},
     )
     sid = created["id"]
-    print(f"\nlive session {sid}: {game} played by the planner agent (k={k}) at {fps} FPS")
+    game = demo.game
+    print(
+        f"\nlive session {sid}: {game} played by the planner agent with {demo.played_by} "
+        f"at {fps:g} FPS"
+    )
     print(f"browse it:  {addr['http']}/ (the lobby)")
     print(f"watch it:   websocket {addr['ws']}{created['viewer_path']}")
     print(f"inspect it: curl {addr['http']}/v1/sessions/{sid}")
+    print(f"replays in: {addr['replays']}  (--record-dir or RTPLAN_SERVER_RECORD_DIR moves them)")
     # Flushed: whoever reads a piped demo (a log, a test) sees the session as it starts.
-    print(f"your agent: python examples/random_agent.py --address {addr['grpc']}\n", flush=True)
+    print(
+        f"your agent: {_python()} -m {EXAMPLE_AGENT} --address {addr['grpc']} --game {game}\n",
+        flush=True,
+    )
     agent = None
     try:
-        if example_agent and not EXAMPLE_AGENT.is_file():
-            print("(no example agent: examples/random_agent.py comes with a checkout only)")
-        elif example_agent:
+        if example_agent:
             # Held signals: a stop now waits until `agent` names the process the clean-up kills.
             with stopping.held():
                 agent = subprocess.Popen(
                     [
                         sys.executable,
-                        str(EXAMPLE_AGENT),
+                        "-m",
+                        EXAMPLE_AGENT,
                         "--address",
                         addr["grpc"],
                         "--game",
@@ -133,7 +175,7 @@ def _headless_session(
                         "--max-frames",
                         str(min(frames or 100, 100)),
                     ],
-                    cwd=ROOT,
+                    cwd=service_cwd(),
                 )
         viewer = f"{addr['ws']}{created['viewer_path']}"
         watch(viewer, every=every, max_frames=frames, stopping=stopping)
@@ -155,8 +197,17 @@ def _headless_session(
     sys.stdout.flush()
 
 
-#: The example agent the headless demo runs beside its session (a checkout's file).
-EXAMPLE_AGENT = ROOT / "examples" / "random_agent.py"
+#: The example agent the headless demo runs beside its session (`python -m`; it ships in the
+#: package, so the command it prints works in a checkout and in an installed package alike).
+EXAMPLE_AGENT = "rtplan.examples.random_agent"
+
+
+def _python() -> str:
+    """How to name this interpreter in a command to copy: `python` where that is the one on
+    PATH (the same bin folder, e.g. an activated venv), else its full path."""
+    found = shutil.which("python")
+    here = Path(sys.executable)
+    return "python" if found is not None and Path(found).parent == here.parent else str(here)
 
 
 def _planner_root(checkpoint_dir: Path | None, game: str) -> Path:
@@ -207,9 +258,8 @@ def run_web_demo(
     """
     from rtplan import games
 
-    game = game or demo_game(checkpoint_root(checkpoint_dir))
-    ckpt = _planner_root(checkpoint_dir, game)
-    gated = gate_path(ckpt, game).exists()
+    demo = DemoGame.choose(game, checkpoint_dir, k=k)
+    game, ckpt = demo.game, demo.checkpoint_dir
     if planner_games in (None, ["all"]):
         wanted = [game, *games.registered_games()]
     else:
@@ -218,11 +268,8 @@ def run_web_demo(
     for g in planner_games or ():  # CheckpointError names the first one missing
         if g not in served and g != "all":
             planner_file(g, root=ckpt, flag="--checkpoint-dir, or leave it out of --planner-games")
-    body = {"game": game, "agent": "planner", "fps": fps, "record": True, "max_frames": frames}
+    body = {**demo.session, "fps": fps, "record": True, "max_frames": frames}
     body["featured"] = True  # /tv shows it, and follows each next game
-    if not gated:
-        body["k"] = k
-    played_by = "its gate's budgets" if gated else f"forced k={k} (no gate for {game} yet)"
     print(
         f"starting the planner service for {', '.join(served)} and the env server for {game} "
         "(compiling takes a while; the compile cache makes the next start faster)"
@@ -242,7 +289,15 @@ def run_web_demo(
                 print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
                 print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
                 print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
-                print(f"the planner agent plays {game} at {fps:g} FPS with {played_by}", flush=True)
+                print(
+                    f"rtplan demo: replays in {addr['replays']}  (--record-dir or "
+                    "RTPLAN_SERVER_RECORD_DIR moves them)",
+                    flush=True,
+                )
+                print(
+                    f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}",
+                    flush=True,
+                )
                 _games_until_stopped(addr, body, seed, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             print("\nrtplan demo: stopped", flush=True)

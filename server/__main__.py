@@ -44,7 +44,8 @@ async def _serve(settings: Settings, log_level: str) -> int:
         print(
             f"rtplan env server: http on {settings.host}:{http_port} "
             f"(REST /v1/sessions, websockets /v1/sessions/ID/ws), "
-            f"gRPC Env API on {settings.host}:{app.state.grpc_port}",
+            f"gRPC Env API on {settings.host}:{app.state.grpc_port} "
+            f"(replays in {settings.record_dir.resolve()})",
             flush=True,
         )
 

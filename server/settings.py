@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtplan.harness.checkpoint import checkpoint_root
-from rtplan.harness.layout import results_root
+from rtplan.harness.layout import replays_root, results_root
 from rtplan.server._planner_channel import planner_target
 
 
@@ -48,7 +48,11 @@ class Settings(BaseSettings):
         description="when set, creating a session needs it (REST `Authorization: Bearer`, "
         "gRPC Join.token)",
     )
-    record_dir: Path = Field(Path("replays"), description="where replay files are written")
+    record_dir: Path = Field(
+        default_factory=replays_root,
+        description="where replay files are written (default: the checkout's replays/, else "
+        "$XDG_DATA_HOME/rtplan/replays, ~/.local/share/rtplan/replays when unset)",
+    )
     replay_keep: int = Field(
         1000,
         ge=0,

@@ -3,7 +3,13 @@
 from rtplan.commands import deploy, evaluation, gtp, health, play, replays, services, training
 from rtplan.commands._errors import FAILED, KNOWN, USAGE, CommandError, run_command
 
-#: The command groups, in `rtplan --help` order; each has `register(subparsers)`.
-GROUPS = (play, training, evaluation, deploy, services, health, gtp, replays)
+#: The command groups under their `rtplan --help` headings, in that order (git's and kubectl's
+#: grouped help); each group has `register(subparsers)`.
+SECTIONS = (
+    ("play and watch", (play,)),
+    ("serve", (services, health)),
+    ("train and evaluate", (training, evaluation, deploy)),
+    ("tools", (gtp, replays)),
+)
 
-__all__ = ["FAILED", "GROUPS", "KNOWN", "USAGE", "CommandError", "run_command"]
+__all__ = ["FAILED", "KNOWN", "SECTIONS", "USAGE", "CommandError", "run_command"]

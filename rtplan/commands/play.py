@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--game",
         default=None,
-        help="game id (default: the first of Tetris, Snake, Pac-Man that ships a gate, else "
-        "Snake; --headless: Snake)",
+        help="game id (default, with or without --headless: the showcase, the first of Tetris, "
+        "Snake, Pac-Man that ships a gate, else Snake)",
     )
     demo.add_argument(
         "--k", type=int, default=2, help="the planner agent's forced budget (games with no gate)"
@@ -53,12 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default: every game with a checkpoint; the demo's game compiles first, the others "
         "after it, each offered in the lobby once ready)",
     )
-    demo.add_argument("--record-dir", default=None, help="replay files (default replays)")
+    demo.add_argument(
+        "--record-dir",
+        default=None,
+        help="where the replay files go (default: RTPLAN_SERVER_RECORD_DIR, else the "
+        "checkout's replays/, else $XDG_DATA_HOME/rtplan/replays: ~/.local/share/rtplan/replays)",
+    )
     demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
     demo.add_argument(
         "--no-example-agent",
         action="store_true",
-        help="--headless: do not run examples/random_agent.py against the gRPC Env API beside it",
+        help="--headless: do not run the example agent (python -m rtplan.examples.random_agent) "
+        "against the gRPC Env API beside it",
     )
     demo.set_defaults(handler=_demo)
 
@@ -77,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
         from rtplan.live import run_demo
 
         return run_demo(
-            args.game or "snake-rt-v0",
+            args.game,
             k=args.k,
             fps=args.fps,
             frames=300 if args.frames is None else args.frames,

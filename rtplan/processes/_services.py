@@ -15,6 +15,8 @@ from rtplan.processes._signals import Stopping
 #: What the services print once they have bound their ports (`python -m server`,
 #: `python -m planner_service`): the ports are read from these lines, never guessed beforehand.
 _ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on \S+:(\d+)")
+#: ... and where it records its replay files (the settings' `record_dir`, absolute).
+_ENV_REPLAYS = re.compile(r" \(replays in (.+)\)$")
 _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
 
 
@@ -38,7 +40,8 @@ def services(
     `planner_games` after, one by one (its ListGames says which are ready).
 
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
-    prints them; the addresses yielded are read from those lines. `checkpoint_dir`,
+    prints them; the addresses yielded are read from those lines, and so is where the env
+    server records its replays (`replays`). `checkpoint_dir`,
     `record_dir` and `web_dir` default to the services' own defaults (`harness.checkpoint_root()`,
     replays/ and the shipped pages). On the way out both services are stopped together
     (`stop_all`), and killed at once once `stopping.hurry` is set (`stop_on_signals`).
@@ -81,9 +84,9 @@ def services(
         env_argv += list(where.args)
         env = Child("env-server", env_argv, echo=echo, cpus=where.cpus, env=dict(where.env))
         children.append(env)
-        http, grpc_port = map(
-            int, _ENV_BOUND.search(env.wait_for("rtplan env server:", 600, stopping)).groups()
-        )
+        bound = env.wait_for("rtplan env server:", 600, stopping)
+        http, grpc_port = map(int, _ENV_BOUND.search(bound).groups())
+        replays = _ENV_REPLAYS.search(bound)
         for game_id in first if planner else ():
             plan.wait_for(f"planner service: {game_id} ready", timeout=900, stopping=stopping)
         yield {
@@ -91,6 +94,7 @@ def services(
             "ws": f"ws://127.0.0.1:{http}",
             "grpc": f"127.0.0.1:{grpc_port}",
             "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
+            "replays": None if replays is None else replays.group(1),
         }
     finally:
         stop_all(children[::-1], hurry=None if stopping is None else stopping.hurry)

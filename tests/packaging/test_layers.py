@@ -105,13 +105,15 @@ def tree_copy(tmp_path_factory) -> Path:
         ("server/_breach.py", "import bench", {"shipped-no-bench"}),
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
         ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
-        ("rtplan/live.py", "from rtplan.commands import GROUPS", {"layers", "acyclic"}),
+        ("rtplan/live.py", "from rtplan.commands import SECTIONS", {"layers", "acyclic"}),
         ("rtplan/processes/_services.py", "import rtplan.server", {"layers", "over-the-wire"}),
         ("rtplan/jax_setup.py", "from rtplan import client", set()),  # below it: allowed
         ("server/_breach.py", "from rtplan import processes", set()),  # above it: allowed
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
         ("rtplan/wire.py", "import flax", {"client-no-jax"}),
         ("rtplan/gym.py", "import jax", {"client-no-jax"}),
+        ("rtplan/examples/random_agent.py", "import jax", {"client-no-jax"}),
+        ("rtplan/examples/random_agent.py", "from rtplan import processes", {"layers"}),
         ("planner_service/_admission.py", "from rtplan.planner_service import server", {"acyclic"}),
         ("planner_service/_loading.py", "from rtplan.planner_service import engine", {"acyclic"}),
         ("rtplan/gtp/_time.py", "from rtplan.gtp import _engine", {"acyclic"}),

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from rtplan import games
-from rtplan.harness.layout import is_listed, result_index
+from rtplan.harness.layout import is_listed, replays_root, result_index, user_data_dir
+from rtplan.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,3 +99,24 @@ def test_committed_results_name_no_machine_paths():
         if p.suffix in (".json", ".csv", ".md", ".txt") and absolute.search(p.read_text())
     ]
     assert found == []
+
+
+def test_the_per_user_data_directory_follows_xdg():
+    home = {"HOME": "/home/ann"}
+    assert user_data_dir(home) == Path("/home/ann/.local/share/rtplan")
+    assert user_data_dir({**home, "XDG_DATA_HOME": "/data"}) == Path("/data/rtplan")
+    for ignored in ("", "relative/data"):  # the spec: unset, empty or relative is the default
+        assert user_data_dir({**home, "XDG_DATA_HOME": ignored}) == Path(
+            "/home/ann/.local/share/rtplan"
+        )
+
+
+def test_a_checkout_records_into_its_own_replays_folder(monkeypatch, tmp_path):
+    """From a checkout the default is its replays/ (an installed package's, the per-user data
+    directory: tests/packaging/test_wheel.py); a flag or RTPLAN_SERVER_RECORD_DIR wins."""
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.delenv("RTPLAN_SERVER_RECORD_DIR", raising=False)
+    assert replays_root() == root / "replays" == Settings().record_dir
+    assert replays_root(tmp_path) == tmp_path
+    monkeypatch.setenv("RTPLAN_SERVER_RECORD_DIR", str(tmp_path))
+    assert Settings().record_dir == tmp_path

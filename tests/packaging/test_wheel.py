@@ -106,6 +106,7 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     assert zipfile.ZipFile(wheel).read(f"{info}/top_level.txt").decode().split() == ["rtplan"]
     for package in ("games", "harness", "planner", "gate", "planner_service", "server"):
         assert f"rtplan/{package}/__init__.py" in names, package
+    assert "rtplan/examples/random_agent.py" in names  # `python -m rtplan.examples.random_agent`
 
 
 def _fresh_venv(tmp: Path, wheel: Path) -> Path:
@@ -157,30 +158,45 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_directory(wheel, tmp_pa
     empty.mkdir()
     # What the services' settings default to (`rtplan env-server`, `rtplan planner-service`
     # started here), and where the packages come from.
+    # ... and the game `rtplan demo` plays when none is named: the gated showcase, as from a
+    # checkout (`make demo`); the replays' folder: the per-user data directory (HOME is a
+    # folder of this test's, XDG_DATA_HOME unset).
     probe = (
         "import json, rtplan, rtplan.server._routes_pages as pages; "
         "from rtplan import harness, server; "
+        "from rtplan.live import DemoGame; "
         "from rtplan.planner_service.settings import PlannerServiceSettings as P; "
         "assert server.Settings().checkpoint_dir == P().checkpoint_dir; "
+        "demo = DemoGame.choose(None, None, k=2); "
         "print(json.dumps([rtplan.__file__, harness.__file__, server.__file__, "
-        "str(P().checkpoint_dir), str(pages.find_web_dir())]))"
+        "str(P().checkpoint_dir), str(pages.find_web_dir()), demo.game, demo.gated, "
+        "str(server.Settings().record_dir)]))"
     )
+    home = tmp_path / "home"
+    env = {k: v for k, v in _clean_env().items() if k != "XDG_DATA_HOME"}
     found = subprocess.run(
-        [python, "-c", probe], cwd=empty, env=_clean_env(), capture_output=True, timeout=120
+        [python, "-c", probe],
+        cwd=empty,
+        env={**env, "HOME": str(home)},
+        capture_output=True,
+        timeout=120,
     )
     assert found.returncode == 0, found.stderr
-    *modules, ckpt, web = map(Path, json.loads(found.stdout))
-    for path in (*modules, ckpt, web):  # the wheel's, not the checkout's
+    *modules, ckpt, web, showcase, gated, replays = json.loads(found.stdout)
+    for path in map(Path, (*modules, ckpt, web)):  # the wheel's, not the checkout's
         assert path.is_relative_to(venv) and not path.is_relative_to(ROOT), path
-    assert (ckpt / GAME / "planner.msgpack").is_file()
-    assert (web / "index.html").is_file()
+    assert (Path(ckpt) / GAME / "planner.msgpack").is_file()
+    assert (Path(web) / "index.html").is_file()
+    assert (showcase, gated) == ("tetris-rt-v0", True)
+    assert Path(replays) == home / ".local" / "share" / "rtplan" / "replays"
 
     cmd = [str(python.with_name("rtplan")), "demo", "--headless", "--game", GAME]
     cmd += ["--frames", "30", "--fps", "10", "--every", "5"]
+    data = tmp_path / "data"  # the per-user data directory (XDG), where the replays go
     proc = subprocess.Popen(
         cmd,
         cwd=empty,
-        env=_clean_env(),
+        env={**_clean_env(), "XDG_DATA_HOME": str(data)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -211,5 +227,11 @@ def test_the_installed_wheel_runs_the_demo_from_an_empty_directory(wheel, tmp_pa
     # The shipped planner played: frames searched by the planner service.
     stats = json.loads(next(line for line in lines if line.startswith("stats: "))[7:])
     assert stats["planned"] > 0, out
-    assert "no example agent" in out  # a checkout's file: not in the package
-    assert list((empty / "replays").glob(f"{GAME}_*.jsonl"))  # written where it ran
+    # The example agent ships in the package: the command the demo prints, which it ran beside
+    # its session, played a session of its own.
+    assert "-m rtplan.examples.random_agent --address 127.0.0.1:" in out, out
+    assert "how the frames chose their actions" in out, out
+    # The replays: in the per-user data directory, which the demo names; none where it ran.
+    assert list((data / "rtplan" / "replays").glob(f"{GAME}_*.jsonl")), out
+    assert f"replays in: {data / 'rtplan' / 'replays'}" in out
+    assert not list(empty.iterdir()), list(empty.iterdir())

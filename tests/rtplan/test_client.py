@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -134,11 +135,14 @@ def test_unknown_game_is_a_clear_error(srv):
         srv.client.play(GAME, clock="sometimes")
 
 
-def test_example_agent_plays_through_the_grpc_api(srv):
+def test_example_agent_plays_through_the_grpc_api(srv, tmp_path):
+    """The example agent ships in the package: `python -m rtplan.examples.random_agent` runs
+    from any directory (tests/packaging/test_wheel.py: from an installed wheel's)."""
     out = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "examples" / "random_agent.py"),
+            "-m",
+            "rtplan.examples.random_agent",
             "--address",
             f"127.0.0.1:{srv.port}",
             "--game",
@@ -151,7 +155,8 @@ def test_example_agent_plays_through_the_grpc_api(srv):
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=ROOT,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's rtplan, as in conftest
     )
     assert out.returncode == 0, out.stderr
     assert "joined session" in out.stdout and "how the frames chose their actions" in out.stdout

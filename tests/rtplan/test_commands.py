@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,8 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rtplan.cli import main
-from rtplan.commands import USAGE, CommandError, run_command
+from rtplan.cli import EXAMPLES, build_parser, main
+from rtplan.commands import SECTIONS, USAGE, CommandError, run_command
 from rtplan.harness.checkpoint import checkpoint_root
 from rtplan.harness.config import add_settings_flags, settings_overrides
 from rtplan.planner_service.settings import PlannerServiceSettings
@@ -197,10 +198,13 @@ def test_the_demo_hands_its_overrides_to_the_demo_it_runs(headless, monkeypatch)
 
     seen = {}
     runner = "run_demo" if headless else "run_web_demo"
-    monkeypatch.setattr(rtplan.live, runner, lambda *a, **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(rtplan.live, runner, lambda game, **kw: seen.update(kw, game=game) or 0)
     argv = ["demo", "--checkpoint-dir", "c", "--web-dir", "w", "--record-dir", "r"]
     assert main(argv + (["--headless"] if headless else [])) == 0
     assert (seen["checkpoint_dir"], seen["web_dir"], seen["record_dir"]) == ("c", "w", "r")
+    # No game named: the same showcase with or without --headless (`DemoGame.choose`), its k
+    # the one for a game with no gate.
+    assert (seen["game"], seen["k"]) == (None, 2)
     if not headless:
         assert seen["planner_games"] is None  # every game with a checkpoint
         assert main([*argv, "--planner-games", "tetris-rt-v0,snake-rt-v0"]) == 0
@@ -217,7 +221,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     said = {
         "planner service bound to": "planner service bound to 127.0.0.1:1 (compiling)",
         "rtplan env server:": "rtplan env server: http on 127.0.0.1:2 (REST), "
-        "gRPC Env API on 127.0.0.1:3",
+        "gRPC Env API on 127.0.0.1:3 (replays in /data/rtplan/replays)",
     }
 
     class FakeChild:
@@ -239,6 +243,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     ckpt, web = tmp_path / "ckpt", tmp_path / "web"
     with processes.services("snake-rt-v0", checkpoint_dir=ckpt, web_dir=web) as addr:
         assert addr["http"] == "http://127.0.0.1:2"
+        assert (addr["grpc"], addr["replays"]) == ("127.0.0.1:3", "/data/rtplan/replays")
     env, planner = argvs["env-server"], argvs["planner"]
     assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
     assert env[env.index("--web-dir") + 1] == str(web)
@@ -277,3 +282,83 @@ def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, cap
     assert main(["replay-gif", str(REPLAY_V1), "--out", str(out)]) == 0
     assert sum(1 for _ in ImageSequence.Iterator(Image.open(out))) == len(rf.frames) + 1
     assert main(["replay-gif", str(tmp_path / "nope.jsonl")]) == USAGE
+
+
+def _top_help(*argv: str) -> subprocess.CompletedProcess:
+    """`rtplan ARGV` in a subprocess, its help at 100 columns."""
+    return subprocess.run(
+        [sys.executable, "-m", "rtplan", *argv],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_help_groups_every_command_under_one_heading_and_ends_with_examples():
+    """`rtplan --help` lists each subcommand once, under its heading (`SECTIONS`: play and
+    watch, serve, train and evaluate, tools), then examples, as git and kubectl do; `rtplan`
+    alone prints the same and exits 2."""
+    done = _top_help("--help")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert text.startswith("usage: rtplan <command> [options]\n")
+    # The help's blocks: a heading line ("serve:"), then its rows ("  NAME  help", wrapped
+    # further in).
+    blocks = {}
+    for block in text.split("\n\n"):
+        heading, *rows = block.splitlines()
+        blocks[heading.rstrip(":")] = [r.split()[0] for r in rows if re.match(r"  \S", r)]
+    headings = [h for h, _ in SECTIONS]
+    assert headings == ["play and watch", "serve", "train and evaluate", "tools"]
+    shown = [h for h in blocks if h in (*headings, "options", "examples")]
+    assert shown == [*headings, "options", "examples"]
+    for heading, groups in SECTIONS:  # each command under the heading of its group
+        assert blocks[heading] == [name for g in groups for name in _names(g)], heading
+    listed = [name for h in headings for name in blocks[h]]
+    (sub,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert sorted(listed) == sorted(sub.choices) and len(listed) >= 21
+    for line, what in EXAMPLES:
+        assert line in text and what in text
+    alone = _top_help()
+    assert (alone.returncode, alone.stdout) == (USAGE, text)
+
+
+def _names(group) -> list[str]:
+    """The subcommands `group.register` adds, in order."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    group.register(sub)
+    return list(sub.choices)
+
+
+def test_every_example_of_the_help_runs_a_real_command():
+    """Each `rtplan ...` example parses as the command line it shows (flags included: a
+    service's by its own parser); the example agent's is a module that ships in the package."""
+    import importlib.util
+
+    from rtplan.planner_service.__main__ import build_parser as planner_parser
+    from rtplan.server.__main__ import _parser as server_parser
+
+    services = {"env-server": server_parser, "planner-service": planner_parser}
+    parser = build_parser()
+    for line, _ in EXAMPLES:
+        argv = line.split()
+        if argv[0] == "python":
+            assert argv[1] == "-m" and importlib.util.find_spec(argv[2]) is not None, line
+        elif argv[1] in services:
+            services[argv[1]]().parse_args(argv[2:])
+        elif "<command>" not in line:
+            assert parser.parse_args(argv[1:]).command == argv[1], line
+
+
+def test_a_commands_own_help_is_unchanged_by_the_grouping(capsys, monkeypatch):
+    """`rtplan demo --help`: its own usage and flags, no headings of the top-level help."""
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as done:
+        main(["demo", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: rtplan demo [-h] [--game GAME]")
+    assert "options:\n  -h, --help" in out and "--headless" in out
+    assert not any(f"\n{h}:\n" in out for h, _ in SECTIONS) and "examples:" not in out

@@ -236,7 +236,7 @@ def start_demo(checkpoints: Path, tmp_path: Path):
 
 
 #: What the demo starts: its two services and the example agent.
-SERVICES = ("planner-service", "env-server", "random_agent.py")
+SERVICES = ("planner-service", "env-server", "rtplan.examples.random_agent")
 
 
 def assert_nothing_left(kids: dict[int, int], ports: tuple[int, int], lines, timeout: float):

@@ -50,6 +50,7 @@ def test_server_process_serves_rest_websockets_and_grpc(tmp_path):
         assert "rtplan env server" in line, line
         http = int(line.split("http on 127.0.0.1:")[1].split()[0])
         grpc_port = int(line.split("gRPC Env API on 127.0.0.1:")[1].split()[0])
+        assert line.rstrip().endswith(f"(replays in {tmp_path.resolve()})"), line
         base = f"http://127.0.0.1:{http}"
         health = get_json(base, "/healthz")
         assert health["status"] == "ok" and health["grpc_port"] == grpc_port

@@ -106,3 +106,29 @@ def test_the_demo_plays_the_first_game_that_ships_a_gate(tmp_path):
     gate_path(tmp_path, "tetris-rt-v0").parent.mkdir()
     gate_path(tmp_path, "tetris-rt-v0").write_bytes(b"")
     assert demo_game(tmp_path) == "tetris-rt-v0"
+
+
+def test_the_demo_plays_the_showcase_by_its_gate_and_forces_k_only_without_one(tmp_path):
+    """`DemoGame.choose`, which the web demo and the headless one both start from: no game named
+    is the showcase (`demo_game`), whose gate picks the budgets (no `k` in the session); a game
+    with no gate plays the forced k."""
+    from rtplan.harness.checkpoint import checkpoint_root, gate_path, planner_path
+    from rtplan.live import DemoGame
+
+    for game in ("snake-rt-v0", "tetris-rt-v0"):
+        planner_path(tmp_path, game).parent.mkdir()
+        planner_path(tmp_path, game).write_bytes(b"")
+    snake = DemoGame.choose(None, tmp_path, k=8)
+    assert (snake.game, snake.gated, snake.checkpoint_dir) == ("snake-rt-v0", False, tmp_path)
+    assert snake.session == {"game": "snake-rt-v0", "agent": "planner", "k": 8}
+    assert "forced k=8" in snake.played_by
+    gate_path(tmp_path, "tetris-rt-v0").write_bytes(b"")
+    tetris = DemoGame.choose(None, tmp_path, k=8)
+    assert (tetris.game, tetris.gated) == ("tetris-rt-v0", True)
+    assert tetris.session == {"game": "tetris-rt-v0", "agent": "planner"}  # the gate picks
+    assert tetris.played_by == "its gate's budgets"
+    assert DemoGame.choose("snake-rt-v0", tmp_path, k=8) == snake  # a named game: as asked
+    # What ships (the checkout's checkpoints/, or an installed package's copy): a gated Tetris.
+    shipped = DemoGame.choose(None, None, k=2)
+    assert (shipped.game, shipped.gated) == ("tetris-rt-v0", True)
+    assert shipped.checkpoint_dir == checkpoint_root()
