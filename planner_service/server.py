@@ -286,9 +286,14 @@ def server_options(max_connection_age_s: float) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
         ("grpc.so_reuseport", 0),
-        # Clients ping every connection (server._planner_channel): allow it, idle too.
+        # Clients ping every connection every `wire.KEEPALIVE_TIME_MS` (server._planner_channel):
+        # allow it, idle too. The server's floor is `min_ping_interval_without_data_ms` (gRPC's
+        # default is 5 min: it answered the third 2 s ping with GOAWAY too_many_pings and the
+        # client backed its pings off to 4 s, 8 s, ..., so a hung replica went unnoticed far
+        # longer). `grpc.http2.max_ping_strikes` keeps its default (2): a client pinging faster
+        # than the floor is still sent away.
         ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", wire.KEEPALIVE_MIN_INTERVAL_MS),
+        ("grpc.http2.min_ping_interval_without_data_ms", wire.KEEPALIVE_MIN_INTERVAL_MS),
         ("grpc.max_connection_age_ms", int(max_connection_age_s * 1000)),
         ("grpc.max_connection_age_grace_ms", int(CONNECTION_AGE_GRACE_S * 1000)),
     ]
