@@ -8,8 +8,8 @@ Each game's shipped checkpoint plans at its smallest budget (k=1, 32 simulations
 committed games), so each service compiles one option (at batch 1, or at the rungs 2, 4, 8).
 
 1. Plans/s against batch size: the option executable at each batch size (`CompiledOptions`,
-   in this process, states of different sessions), median of `--repeats` calls; plans/s is the
-   batch over that time.
+   in this process, states of different sessions), median of `--repeats` rounds that call each
+   size in turn; plans/s is the batch over that time.
 2. Under load: two planner services as processes, `--max-batch 1` (every search alone at batch
    1, as before) and `--max-batch N`, both at the default `--max-concurrent 2`. For each number
    of clients, each client (a session in a closed loop, as simulated-clock sessions play) sends
@@ -88,19 +88,17 @@ def plans_per_second(cfg, params, sizes, repeats: int) -> dict[int, tuple[float,
     k = cfg.budgets[0]
     options = CompiledOptions(planner, params, ladder=tuple(sizes))
     states = _sessions(planner, max(sizes))
-    out = {}
-    for size in sizes:
-        batch = jax.tree.map(lambda *xs: np.stack(xs), *states[:size])
-        keys = np.stack([np.array([0, i], np.uint32) for i in range(size)])
-        options.option(k, keys, batch)  # compiles
-        times = []
-        for _ in range(repeats):
+    keys = np.stack([np.array([0, i], np.uint32) for i in range(max(sizes))])
+    batches = {n: jax.tree.map(lambda *xs: np.stack(xs), *states[:n]) for n in sizes}
+    for n in sizes:
+        options.option(k, keys[:n], batches[n])  # compiles
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(repeats):  # the sizes in turn: each sees the same background load
+        for n in sizes:
             start = time.perf_counter()
-            options.option(k, keys, batch)
-            times.append((time.perf_counter() - start) * 1e3)
-        ms = float(np.median(times))
-        out[size] = (ms, size / ms * 1e3)
-    return out
+            options.option(k, keys[:n], batches[n])
+            times[n].append((time.perf_counter() - start) * 1e3)
+    return {n: (ms := float(np.median(times[n])), n / ms * 1e3) for n in sizes}
 
 
 def _start_service(checkpoint_dir: Path, game_id: str, max_batch: int):
@@ -115,8 +113,9 @@ def _start_service(checkpoint_dir: Path, game_id: str, max_batch: int):
     raise RuntimeError(f"planner service exited with {proc.wait()} before serving")
 
 
-async def _load(address: str, game, game_id: str, k: int, msgs, seconds: float) -> dict:
-    """Closed-loop clients, one per state message, for `seconds`: latencies and refusals."""
+async def _load(address: str, game_id: str, k: int, msgs, seconds: float, tag: str) -> dict:
+    """Closed-loop clients, one per state message, for `seconds`: latencies and refusals.
+    `tag` makes the stream ids new (a service remembers each stream's newest request id)."""
     latencies: list[float] = []
     refused = 0
     async with grpc.aio.insecure_channel(address) as channel:
@@ -134,7 +133,7 @@ async def _load(address: str, game, game_id: str, k: int, msgs, seconds: float) 
                         game_id=game_id,
                         state=msg,
                         budget=pb.Budget(k=k),
-                        stream_id=f"client-{i}",
+                        stream_id=f"{tag}-client-{i}",
                         request_id=rid,
                         seed=i * 7919 + rid,
                     )
@@ -209,7 +208,7 @@ def main() -> int:
                     got = {}
                     for mb, (_, address) in services.items():
                         got[mb] = asyncio.run(
-                            _load(address, planner.game, game_id, k, msgs[:n], args.seconds)
+                            _load(address, game_id, k, msgs[:n], args.seconds, tag=f"{n}")
                         )
                     for mb, r in got.items():
                         ratio = r["plans_s"] / got[1]["plans_s"]
