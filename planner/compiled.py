@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -86,6 +86,7 @@ class CompiledOptions:
         params: Any,
         *,
         max_batch: int = 1,
+        ladder: Sequence[int] | None = None,
         device: jax.Device | None = None,
         compiler_options: Mapping[str, object] | None = None,
     ) -> None:
@@ -94,6 +95,7 @@ class CompiledOptions:
             planner: the planner (its config's `gumbel_scale` is the search's; 0 for serving).
             params: its network parameters (moved to `device` when one is given).
             max_batch: the largest batch a call may pass.
+            ladder: the batch sizes calls run at (ascending); None: `bucket_ladder(max_batch)`.
             device: where the parameters live and the executables run (None: JAX's default).
             compiler_options: XLA options for every compile (e.g.
                 `{"xla_backend_optimization_level": 0}` compiles faster and runs slower).
@@ -101,7 +103,7 @@ class CompiledOptions:
         self.planner = planner
         self.device = device
         self.params = params if device is None else jax.device_put(params, device)
-        self.ladder = bucket_ladder(max_batch)
+        self.ladder = tuple(ladder) if ladder is not None else bucket_ladder(max_batch)
         self.compiler_options = dict(compiler_options or {})
         self._executables: dict[Executable, Any] = {}
 
@@ -176,14 +178,19 @@ class CompiledOptions:
 
     # ---- warm-up and timing ----
 
-    def warm_jobs(self, state: games.State, sizes=(1,)) -> list[Callable[[], None]]:
-        """One callable per executable of `kinds()` at each batch size in `sizes`: it compiles
-        the executable and runs it once on copies of the unbatched `state` (first-call
-        allocations happen there, not in a request). Run them in any order, on any threads."""
+    def warm_jobs(
+        self, state: games.State, sizes=(1,), kinds: Sequence[str] | None = None
+    ) -> list[Callable[[], None]]:
+        """One callable per executable of `kinds()` (those of `kinds` only, when given) at each
+        batch size in `sizes`: it compiles the executable and runs it once on copies of the
+        unbatched `state` (first-call allocations happen there, not in a request). Run them in
+        any order, on any threads."""
         jobs = []
         for size in sizes:
             states = jax.tree.map(functools.partial(_copies, n=size), state)
             for kind, k in self.kinds():
+                if kinds is not None and kind not in kinds:
+                    continue
                 lead = self._warm_inputs(kind, size)
                 jobs.append(functools.partial(self.call, kind, k, lead, states))
         return jobs

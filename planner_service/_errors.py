@@ -36,5 +36,10 @@ class NotReadyError(EngineError):
     """A request before `compile()` has finished."""
 
 
+class NotStartedError(EngineError):
+    """A search dropped before it started: its deadline left no time for it, or its caller gave
+    up."""
+
+
 class DeviceError(ValueError):
     """A device spec that is malformed or names a device this machine does not have."""

@@ -59,8 +59,8 @@ class LoadedGame:
     gate: Gate | ClockGate | None = None
     gate_params: object = None  # its variables, on the device
     gate_checkpoint: str | None = None
-    # The value, the options per k and (a `CompiledGate`) the gate's decision and options, at
-    # batch 1; compiled by `Engine.compile()`.
+    # The value, the options per k and (a `CompiledGate`) the gate's decision and options:
+    # decisions at batch 1, options at the engine's search rungs; compiled by `Engine.compile()`.
     options: CompiledOptions | None = None
 
     @property
@@ -83,8 +83,10 @@ def load_game(
     gate_file: str | None,
     device: jax.Device,
     compiler_options: Mapping[str, object],
+    ladder: tuple[int, ...] = (1,),
 ) -> LoadedGame:
-    """One served game: its planner (and gate) on `device`, options ready to compile.
+    """One served game: its planner (and gate) on `device`, options ready to compile at the
+    batch sizes of `ladder`.
 
     Raises:
         ValueError / CheckpointError: a planner checkpoint that does not load.
@@ -101,7 +103,7 @@ def load_game(
     cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
     planner = Planner(cfg)
     params = jax.device_put(params, device)
-    kw = dict(device=device, compiler_options=compiler_options)
+    kw = dict(device=device, compiler_options=compiler_options, ladder=ladder)
     if gate is None:
         options = CompiledOptions(planner, params, **kw)
     elif isinstance(gate, ClockGate):

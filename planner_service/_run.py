@@ -102,21 +102,55 @@ def _policy_only(loaded: LoadedGame, states: games.State) -> Plan:
 def _run_option(
     loaded: LoadedGame, states: games.State, k: int, seed: int, gated: bool = False
 ) -> Plan:
+    """Option k from one state `[1]` at batch 1."""
+    return _run_options(loaded, states, k, [seed], gated)[0]
+
+
+def _run_options(
+    loaded: LoadedGame,
+    states: games.State,
+    k: int,
+    seeds: list[int],
+    gated: bool = False,
+    *,
+    size: int | None = None,
+) -> list[Plan]:
+    """Option k from `[n]` states, each with its own seed, in one call (padded with copies of
+    row 0 to `size` rows when given, else to the options' next rung); one `Plan` per row, each
+    with the call's time as its `search_ms`."""
     # A uint64 seed is exactly one threefry key (two uint32 words).
-    keys = np.array([[(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF]], np.uint32)
+    keys = np.array([[(s >> 32) & 0xFFFFFFFF, s & 0xFFFFFFFF] for s in seeds], np.uint32)
+    n = len(seeds)
+    if size is not None and size > n:
+        keys, states = jax.tree.map(lambda x: _pad(x, size), (keys, states))
     start = time.perf_counter()
     if gated:
         out = loaded.options.gated_option(k, keys, states)
     else:
         out = loaded.options.option(k, keys, states)
     search_ms = (time.perf_counter() - start) * 1e3
-    return Plan(
-        action=int(out.actions[0, -1]),
-        frame_actions=out.actions[0].astype(np.int32),
-        planned=out.planned[0].astype(bool),
-        visit_counts=out.visit_counts[0].astype(np.int32),
-        search_value=float(out.search_value[0]),
-        root_value=float(out.root_value[0]),
-        cost=int(out.cost[0]),
-        search_ms=search_ms,
-    )
+    return [
+        Plan(
+            action=int(out.actions[i, -1]),
+            frame_actions=out.actions[i].astype(np.int32),
+            planned=out.planned[i].astype(bool),
+            visit_counts=out.visit_counts[i].astype(np.int32),
+            search_value=float(out.search_value[i]),
+            root_value=float(out.root_value[i]),
+            cost=int(out.cost[i]),
+            search_ms=search_ms,
+        )
+        for i in range(n)
+    ]
+
+
+def _stack(states: list[games.State]) -> games.State:
+    """`[n]` host states from n unbatched ones."""
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states)
+
+
+def _pad(x, size: int) -> np.ndarray:
+    """`x` `[n, ...]` padded to `[size, ...]` with copies of its row 0: a copy computes what
+    row 0 does (same key, same state)."""
+    x = np.asarray(x)
+    return np.concatenate([x, np.repeat(x[:1], size - x.shape[0], 0)])

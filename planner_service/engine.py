@@ -7,15 +7,19 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
 
 from rtplan import games, wire
 from rtplan.gate.clock.gate import ClockGateCarry
+from rtplan.gate.compiled import GATED
 from rtplan.harness import checkpoint as ckpt
 from rtplan.planner import landing_frame
+from rtplan.planner.compiled import OPTION
 from rtplan.planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
+from rtplan.planner_service._batcher import Batcher, BatchStats, search_rungs
 from rtplan.planner_service._errors import (
     BudgetError,
     EngineError,
@@ -24,6 +28,7 @@ from rtplan.planner_service._errors import (
     NoGateError,
     NotLoadedError,
     NotReadyError,
+    NotStartedError,
     StateError,
 )
 from rtplan.planner_service._loading import DeviceError, LoadedGame, load_game, resolve_device
@@ -35,6 +40,8 @@ from rtplan.planner_service._run import (
     _gate,
     _policy_only,
     _run_option,
+    _run_options,
+    _stack,
     _value,
 )
 from rtplan.v1 import tensor_pb2
@@ -42,6 +49,7 @@ from rtplan.v1 import tensor_pb2
 __all__ = [
     "GATE",
     "POLICY_ONLY",
+    "BatchStats",
     "BudgetError",
     "ClockGateCarry",
     "Decision",
@@ -54,6 +62,7 @@ __all__ = [
     "NoGateError",
     "NotLoadedError",
     "NotReadyError",
+    "NotStartedError",
     "Plan",
     "StateError",
     "resolve_device",
@@ -61,12 +70,20 @@ __all__ = [
 
 #: How a missing checkpoint's message names the override.
 _FOLDER = "--checkpoint-dir (RTPLAN_PLANNER_CHECKPOINT_DIR)"
+#: The executables that search (compiled at the search rungs); the rest (the value, the
+#: gates' decisions) run at batch 1, on the requests' own threads, ahead of any search.
+SEARCH_KINDS = (OPTION, GATED)
 
 
 class Engine:
     """Serves planning requests for a set of games on one device (no gRPC here).
 
-    Search is deterministic (`gumbel_scale = 0`), at batch 1, one executable per budget k.
+    Search is deterministic (`gumbel_scale = 0`). With `max_batch` 1 every search runs alone at
+    batch 1, one executable per budget k. With `max_batch` > 1, searches of the same game, kind
+    (forced or gated) and k that wait together run as one batched call (`_batcher.Batcher`)
+    at a rung of `search_rungs(max_batch)` (2, 4, 8, ...: one executable per k and rung); each
+    request keeps its own seed and state, so its answer is the same in any batch. Decisions
+    (the value, the gate) stay at batch 1 and never wait for a search.
     Call `compile()` once before serving: a request for a game whose executables are not
     compiled yet raises `NotReadyError`.
     Executables are compiled ahead of time, so a request can never trigger a compile (a
@@ -81,6 +98,9 @@ class Engine:
         gates: Mapping[str, str | Path] | None = None,
         device: str | jax.Device = "cpu",
         compiler_options: Mapping[str, object] | None = None,
+        max_batch: int = 1,
+        batch_slots: int = 2,
+        batch_wait_s: float = 0.002,
     ) -> None:
         """Loads one planner per game, and the gates of those that have one.
 
@@ -93,6 +113,10 @@ class Engine:
             compiler_options: XLA options for every compile, e.g.
                 `{"xla_backend_optimization_level": 0}` compiles ~40% faster on CPU and runs
                 slightly slower (tests use it).
+            max_batch: the most requests one batched search holds; 1: no batching.
+            batch_slots: batched searches that may run at once (with `max_batch` > 1).
+            batch_wait_s: the longest a search waits for others to join it while a slot is
+                free (less when its deadline needs the time).
 
         Raises:
             games.UnknownGameError: a game id that is not registered.
@@ -109,6 +133,14 @@ class Engine:
         self._compiled = 0
         self._compiler_options = dict(compiler_options or {})
         self._games: dict[str, LoadedGame] = {}
+        self.max_batch = max_batch
+        #: The batch sizes searches run at.
+        self.search_rungs = search_rungs(max_batch) if max_batch > 1 else (1,)
+        self._batcher = None
+        if max_batch > 1:
+            self._batcher = Batcher(
+                self._run_batch, max_batch=max_batch, slots=batch_slots, max_wait_s=batch_wait_s
+            )
         gates = dict(gates or {})
         if extra := sorted(set(gates) - set(checkpoints)):
             raise NotLoadedError(f"gate checkpoints for {', '.join(extra)} without a planner")
@@ -116,7 +148,12 @@ class Engine:
             games.game_class(game_id)  # UnknownGameError names the registered games
             gate = gates.get(game_id)
             self._games[game_id] = load_game(
-                game_id, str(path), gate and str(gate), self.device, self._compiler_options
+                game_id,
+                str(path),
+                gate and str(gate),
+                self.device,
+                self._compiler_options,
+                ladder=tuple(sorted({1, *self.search_rungs})),
             )
             self._game_ready[game_id] = threading.Event()
 
@@ -128,6 +165,7 @@ class Engine:
         game_ids: Iterable[str] | None = None,
         device: str | jax.Device = "cpu",
         compiler_options: Mapping[str, object] | None = None,
+        **batching: Any,
     ) -> Engine:
         """Loads `harness.checkpoint.planner_path(checkpoint_dir, game)` for each game, and
         `gate_path(checkpoint_dir, game)` where that file exists (a missing gate is no error: that
@@ -136,7 +174,8 @@ class Engine:
         Args:
             checkpoint_dir: folder with one sub-folder per game.
             game_ids: the games to serve; None serves every registered game that has a checkpoint.
-            device, compiler_options: see `__init__`.
+            device, compiler_options, batching (`max_batch`, `batch_slots`, `batch_wait_s`):
+                see `__init__`.
 
         Raises:
             NotLoadedError: a requested game has no checkpoint there, or none has one.
@@ -160,15 +199,16 @@ class Engine:
             except ckpt.CheckpointError as e:
                 raise NotLoadedError(str(e)) from e
         gates = {g: ckpt.gate_path(root, g) for g in paths if ckpt.gate_path(root, g).is_file()}
-        return cls(paths, gates=gates, device=device, compiler_options=compiler_options)
+        return cls(paths, gates=gates, device=device, compiler_options=compiler_options, **batching)
 
     # Compilation -------------------------------------------------------------------------------
 
     def compile(
         self, *, workers: int | None = None, on_ready: Callable[[str], None] | None = None
     ) -> None:
-        """Compiles and warms every game's value, options, gate decision and gated options
-        (`CompiledOptions.warm_jobs`) at batch 1, and its wire codec, one game after another in
+        """Compiles and warms every game's value and gate decision at batch 1, its options and
+        gated options (`CompiledOptions.warm_jobs`) at each of `search_rungs`, and its wire
+        codec, one game after another in
         load order: each game serves as soon as its own executables are ready (`ready_games`),
         so the first game listed plans while the others still compile.
 
@@ -183,7 +223,7 @@ class Engine:
                 state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
                 # The wire codec traces the game's state layout once: here, not in a request.
                 wire.state_to_proto(loaded.planner.game, state)
-                list(pool.map(self._warm, loaded.options.warm_jobs(jax.device_get(state))))
+                list(pool.map(self._warm, self._warm_jobs(loaded, jax.device_get(state))))
                 self._game_ready[game_id].set()
                 if on_ready is not None:
                     on_ready(game_id)
@@ -192,6 +232,14 @@ class Engine:
     def close(self) -> None:
         """Makes a running `compile()` skip the options it has not started (for shutdown)."""
         self._stop.set()
+
+    def _warm_jobs(self, loaded: LoadedGame, state: games.State) -> list:
+        options = loaded.options
+        decisions = [kind for kind, _ in options.kinds() if kind not in SEARCH_KINDS]
+        return [
+            *options.warm_jobs(state, (1,), kinds=decisions),
+            *options.warm_jobs(state, self.search_rungs, kinds=SEARCH_KINDS),
+        ]
 
     def _warm(self, job) -> None:
         if self._stop.is_set():
@@ -212,10 +260,19 @@ class Engine:
 
     @property
     def progress(self) -> tuple[int, int]:
-        """(executables compiled, in all): every game's value, options and gate, and a gate-tree
-        gate's own options."""
-        total = sum(len(g.options.kinds()) for g in self._games.values())
+        """(executables compiled, in all): every game's value and gate, and its options and a
+        gate-tree gate's own options at each search rung."""
+        total = 0
+        for g in self._games.values():
+            kinds = [kind for kind, _ in g.options.kinds()]
+            searches = sum(kind in SEARCH_KINDS for kind in kinds)
+            total += len(kinds) - searches + searches * len(self.search_rungs)
         return self._compiled, total
+
+    @property
+    def batch_stats(self) -> BatchStats | None:
+        """What the batcher has run (None without batching)."""
+        return None if self._batcher is None else self._batcher.stats
 
     @property
     def gate_ids(self) -> tuple[str, ...]:
@@ -352,7 +409,15 @@ class Engine:
         return landing_frame(0, int(budget), kind=loaded.planner.kind) > 0
 
     def plan(
-        self, game_id: str, state: games.State, k: int, seed: int = 0, *, gated: bool = False
+        self,
+        game_id: str,
+        state: games.State,
+        k: int,
+        seed: int = 0,
+        *,
+        gated: bool = False,
+        deadline: float | None = None,
+        abandoned: threading.Event | None = None,
     ) -> Plan:
         """Runs option k from s_t and returns its planned action and search statistics.
 
@@ -365,10 +430,18 @@ class Engine:
             gated: the option answers a `gate` budget. With a gate-tree gate it then plans
                 against the gate's own future, as the gate was trained; otherwise (and always
                 for a forced k, and for a clock gate) the tree expects always k.
+            deadline: `time.monotonic()` seconds by which the answer is needed (batched
+                searches only): a search that cannot end by then is not started.
+            abandoned: set once the caller no longer wants the answer (batched searches
+                only): a search not started yet never starts.
+
+        Returns:
+            The plan. Batched, its `search_ms` is its batch's call.
 
         Raises:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError
-            (`gated` for a game with no gate).
+            (`gated` for a game with no gate), NotStartedError (batched: see `deadline`,
+            `abandoned`).
         """
         loaded = self._serving(game_id)
         if gated and loaded.gate is None:
@@ -377,7 +450,20 @@ class Engine:
             return _policy_only(loaded, _batch(state))
         # A clock gate's budgets play the always-k options it was trained over.
         gated = gated and not loaded.clock_gate
-        return _run_option(loaded, _batch(state), _budget(loaded, k), seed, gated)
+        k = _budget(loaded, k)
+        if self._batcher is None:
+            return _run_option(loaded, _batch(state), k, seed, gated)
+        group = (game_id, GATED if gated else OPTION, k)
+        return self._batcher.run(group, (state, seed), deadline=deadline, abandoned=abandoned)
+
+    def _run_batch(self, group: tuple[str, str, int], payloads: list) -> list[Plan]:
+        """The `Batcher`'s call: one option of `group` for every (state, seed), at the next
+        search rung."""
+        game_id, kind, k = group
+        size = next(r for r in self.search_rungs if r >= len(payloads))
+        states = _stack([state for state, _ in payloads])
+        seeds = [seed for _, seed in payloads]
+        return _run_options(self._games[game_id], states, k, seeds, kind == GATED, size=size)
 
     # Internals ---------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import functools
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,7 @@ _CODES: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
     (eng.InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (eng.NotLoadedError, grpc.StatusCode.FAILED_PRECONDITION),
     (eng.NotReadyError, grpc.StatusCode.UNAVAILABLE),
+    (eng.NotStartedError, grpc.StatusCode.DEADLINE_EXCEEDED),
     (SupersededError, grpc.StatusCode.ABORTED),
     (BusyError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (DeadlineError, grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -164,7 +166,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
 
     def __init__(self, engine: eng.Engine, *, max_concurrent: int) -> None:
         self.engine = engine
-        self.admission = Admission(max_concurrent)
+        # A batching engine runs `max_concurrent` batched searches at once, each of up to
+        # `max_batch` requests: that many requests are in flight before one is refused.
+        self.admission = Admission(max_concurrent * getattr(engine, "max_batch", 1))
         #: Plan calls answered with an action (Health reports it: a replica's load).
         self.plans_answered = 0
 
@@ -176,21 +180,28 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         rid = request.request_id
         loop = asyncio.get_running_loop()
         decided: asyncio.Future = loop.create_future()
+        remaining = context.time_remaining()
+        # A batched search not started by the time its answer could land is never started.
+        when = {"abandoned": threading.Event()}
+        if remaining is not None:
+            when["deadline"] = time.monotonic() + remaining
 
         def work() -> tuple[eng.Decision, eng.Plan]:
-            # One worker hop for both: the decision goes out while the search runs, or (a
-            # forced k that lands at once) with the action, valued by the option itself.
+            # One worker hop for both: the decision goes out while the search runs (it never
+            # waits for a search: batch 1, on this thread), or (a forced k that lands at once)
+            # with the action, valued by the option itself.
             if not self.engine.decides_first(game_id, budget):
-                plan = self.engine.plan(game_id, state, budget, request.seed)
+                plan = self.engine.plan(game_id, state, budget, request.seed, **when)
                 decision = self.engine.decision(game_id, state, budget, value=plan.root_value)
                 loop.call_soon_threadsafe(_settle, decided, decision)
                 return decision, plan
             decision = self.engine.decision(game_id, state, budget, gate_state)
             loop.call_soon_threadsafe(_settle, decided, decision)
             gated = budget == eng.GATE
-            return decision, self.engine.plan(game_id, state, decision.k, request.seed, gated=gated)
+            plan = self.engine.plan(game_id, state, decision.k, request.seed, gated=gated, **when)
+            return decision, plan
 
-        with self.admission.admit(request.stream_id, rid, context.time_remaining()) as ticket:
+        with self.admission.admit(request.stream_id, rid, remaining) as ticket:
             running = asyncio.ensure_future(ticket.run(work))
             try:
                 await asyncio.wait((decided, running), return_when=asyncio.FIRST_COMPLETED)
@@ -203,6 +214,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                 await context.write(_action_msg(plan, rid))
                 self.plans_answered += 1
             finally:
+                when["abandoned"].set()  # a search still waiting for its batch never starts
                 if not running.done():
                     running.cancel()  # drops the search's result
                 elif not running.cancelled():
@@ -286,9 +298,14 @@ def server_options(max_connection_age_s: float) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", wire.MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
         ("grpc.so_reuseport", 0),
-        # Clients ping every connection (server._planner_channel): allow it, idle too.
+        # Clients ping every connection every `wire.KEEPALIVE_TIME_MS` (server._planner_channel):
+        # allow it, idle too. The server's floor is `min_ping_interval_without_data_ms` (gRPC's
+        # default is 5 min: it answered the third 2 s ping with GOAWAY too_many_pings and the
+        # client backed its pings off to 4 s, 8 s, ..., so a hung replica went unnoticed far
+        # longer). `grpc.http2.max_ping_strikes` keeps its default (2): a client pinging faster
+        # than the floor is still sent away.
         ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", wire.KEEPALIVE_MIN_INTERVAL_MS),
+        ("grpc.http2.min_ping_interval_without_data_ms", wire.KEEPALIVE_MIN_INTERVAL_MS),
         ("grpc.max_connection_age_ms", int(max_connection_age_s * 1000)),
         ("grpc.max_connection_age_grace_ms", int(CONNECTION_AGE_GRACE_S * 1000)),
     ]
@@ -308,7 +325,8 @@ def create_server(
         engine: the planner engine; the server answers NOT_SERVING until its `compile()` ends.
         host: interface to bind.
         port: TCP port; 0 picks a free one.
-        max_concurrent: searches that may run at once; past it, RESOURCE_EXHAUSTED.
+        max_concurrent: searches that may run at once (batched searches with a batching
+            engine, `max_batch` requests each); past it, RESOURCE_EXHAUSTED.
         max_connection_age_s: a connection's age at which the server sends GOAWAY (the client
             reconnects, resolving the address again), its open calls getting
             `CONNECTION_AGE_GRACE_S` more.
@@ -328,7 +346,12 @@ def create_server(
 def load_engine(settings: PlannerServiceSettings) -> eng.Engine:
     """The engine of `settings`: its games' checkpoints on its device."""
     return eng.Engine.from_dir(
-        settings.checkpoint_dir, game_ids=settings.games or None, device=settings.device
+        settings.checkpoint_dir,
+        game_ids=settings.games or None,
+        device=settings.device,
+        max_batch=settings.max_batch,
+        batch_slots=settings.max_concurrent,
+        batch_wait_s=settings.batch_wait_ms / 1000,
     )
 
 

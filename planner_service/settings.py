@@ -37,8 +37,23 @@ class PlannerServiceSettings(BaseSettings):
         2,
         ge=1,
         le=1024,
-        description="searches that may run at once; past it a Plan gets RESOURCE_EXHAUSTED "
-        "with a retry hint",
+        description="searches that may run at once (batched searches, each of up to max-batch "
+        "requests); past that many requests a Plan gets RESOURCE_EXHAUSTED with a retry hint",
+    )
+    max_batch: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="most requests one batched search holds: searches of one game, kind and k "
+        "that wait together run as one call at a batch of 2, 4, 8, ... up to this (one "
+        "executable per k and size); 1: every search alone at batch 1",
+    )
+    batch_wait_ms: float = Field(
+        2.0,
+        ge=0,
+        le=1000,
+        description="longest a search waits for others to join its batch while a slot is free "
+        "(less when its deadline needs the time)",
     )
     grace_s: float = Field(2.0, ge=0, description="seconds open calls get to finish at shutdown")
     max_connection_age_s: float = Field(
