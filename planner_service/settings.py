@@ -41,12 +41,14 @@ class PlannerServiceSettings(BaseSettings):
         "requests); past that many requests a Plan gets RESOURCE_EXHAUSTED with a retry hint",
     )
     max_batch: int = Field(
-        8,
+        1,
         ge=1,
         le=64,
         description="most requests one batched search holds: searches of one game, kind and k "
         "that wait together run as one call at a batch of 2, 4, 8, ... up to this (one "
-        "executable per k and size); 1: every search alone at batch 1",
+        "executable per k and size, all compiled at start: 8 compiles three per k where 1 "
+        "compiles one); 1 (the default): every search alone at batch 1. Many sessions on one "
+        "service: 8 (docs/services.md)",
     )
     batch_wait_ms: float = Field(
         2.0,
