@@ -82,5 +82,5 @@ def run(
             clock_gate=clock_gate,
             log=sys.stderr,
         )
-        engine.warm_up()
+        engine.start()  # compiles in the background: the first commands answer at once
         return engine.serve(sys.stdin, out)

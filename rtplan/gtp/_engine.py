@@ -16,6 +16,8 @@ from rtplan.gtp._board import area_score, dead_stones
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (
     COMMANDS,
+    NO_POSITION,
+    SEARCHES,
     GtpError,
     clean,
     handicap_vertices,
@@ -65,7 +67,12 @@ class GtpEngine(GtpGame):
         try:
             if name not in COMMANDS:
                 raise GtpError("unknown command")
-            text = getattr(self, "_cmd_" + name.replace("-", "_"))(args)
+            if name in SEARCHES:
+                self.need_planner()
+            elif name not in NO_POSITION:
+                self.need_game()
+            with self.lock:
+                text = getattr(self, "_cmd_" + name.replace("-", "_"))(args)
         except GtpError as e:
             return f"?{ident} {e}\n\n", False
         except Exception as e:  # a bug must not end the game for the controller

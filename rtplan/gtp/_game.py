@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -150,7 +151,19 @@ class GtpGame:
             )
         #: The time manager's choice for the last genmove.
         self.last_choice: TimeChoice | None = None
-        self._clear()
+        # The position stack (`_clear_board`) is set up once the step is compiled: by `start`'s
+        # thread, by `warm_up`, or on the first command that needs it (`need_game`).
+        self.states: list = []
+        self.moves: list[int] = []
+        self.movers: list[int] = []
+        self.gate_states: list[tuple] = []
+        # Start-up in the background (`start`): commands run under `lock`; those that need the
+        # position wait for `game_ready`, those that need the searches for `planner_ready`.
+        self.lock = threading.RLock()
+        self.game_ready = threading.Event()
+        self.planner_ready = threading.Event()
+        self._warming: threading.Thread | None = None
+        self._warm_error: BaseException | None = None
 
     @functools.cached_property
     def _fns(self) -> _Compiled:
@@ -180,13 +193,65 @@ class GtpGame:
             options=_KomiOptions(planner, self.params, game, lambda: self.komi),
         )
 
+    def start(self) -> None:
+        """Warms up (`warm_up`) on a background thread and returns at once: the commands that
+        need no position answer meanwhile, the others wait (`need_game`, `need_planner`)."""
+        self._warming = threading.Thread(target=self._warm_in_background, daemon=True)
+        self._warming.start()
+
+    def _warm_in_background(self) -> None:
+        try:
+            self.warm_up()
+        except BaseException as e:  # the waiting commands report it
+            self._warm_error = e
+            self._log(f"start-up failed: {type(e).__name__}: {e}")
+            self.game_ready.set()
+            self.planner_ready.set()
+
+    def need_game(self) -> None:
+        """Returns once the position stack exists: at once when `start` is not running (the
+        step compiles here, on first use), else when its thread has set it up.
+
+        Raises:
+            GtpError: the start-up failed.
+        """
+        if self._warming is None:
+            with self.lock:
+                if not self.states:
+                    self._clear_board()
+            return
+        self._wait(self.game_ready)
+
+    def need_planner(self) -> None:
+        """Returns once the searches are compiled and timed (at once when `start` is not
+        running: they then compile on first use)."""
+        self.need_game()
+        if self._warming is not None:
+            self._wait(self.planner_ready)
+
+    def _wait(self, event: threading.Event) -> None:
+        event.wait()
+        if self._warm_error is not None:
+            error = self._warm_error
+            raise GtpError(f"start-up failed: {type(error).__name__}: {error}")
+
     def warm_up(self) -> None:
-        """Compiles the step, the reflex move, every budget's option and the clock gate's step,
-        measures each option's time (the median of three), then rehearses one move (`_rehearse`)."""
-        state = self.states[0]
+        """Compiles the step (then sets up the board: `game_ready`), the reflex move, every
+        budget's option and the clock gate's step, measures each option's time (the median of
+        three), then rehearses one move (`_rehearse`; `planner_ready`). The position's commands
+        may run meanwhile on another thread: what touches them holds `lock`."""
+        import jax
+
+        start = time.perf_counter()
+        state = self._fns.init(jax.random.PRNGKey(self.seed))
         self._step(state, 0, 0)
-        self._search(state, 0)
         self._ready(state, 1)  # a colour out of turn: pgx's position set up again
+        with self.lock:
+            if not self.states:
+                self._clear_board()
+        self.game_ready.set()
+        self._log(f"board ready in {time.perf_counter() - start:.1f} s")
+        self._search(state, 0)
         options = self._fns.options
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
             self.search_s[k] = options.measure(k, state)
@@ -204,7 +269,10 @@ class GtpGame:
                 f"clock gate {self.gate.path}: one step {1e3 * (time.perf_counter() - start):.1f}"
                 f" ms; its clocks in ticks of {1e3 * self.tick_s:.3f} ms"
             )
-        self._rehearse()
+        with self.lock:
+            self._rehearse()
+        self.planner_ready.set()
+        self._log("ready")
 
     def _rehearse(self) -> None:
         """Plays one genmove under a time limit, unlogged, and takes it all back
@@ -227,8 +295,9 @@ class GtpGame:
 
         return self._fns.step(state, jnp.int32(action), jnp.int32(cost), jnp.float32(self.komi))
 
-    def _search(self, state, k: int) -> tuple[int, float]:
-        """(action, value) of option k from `state`; k = 0 is the policy-only reflex move.
+    def _search(self, state, k: int) -> tuple[int, float, np.ndarray | None]:
+        """(action, value, root visit counts `[82]`) of option k from `state`; k = 0 is the
+        policy-only reflex move (visits None).
 
         The value is the search's root value (the network's for k = 0), for the player to move.
         """
@@ -238,14 +307,16 @@ class GtpGame:
         states = jax.tree.map(lambda x: x[None], state)
         if k == 0:
             out = options.evaluate(states)
-            return int(out.reflex[0]), float(out.value[0])
+            return int(out.reflex[0]), float(out.value[0]), None
         key = jax.random.fold_in(self._key, len(self.moves))
         out = options.option(k, key[None], states)
-        return int(out.actions[0, 0]), float(out.search_value[0])
+        return int(out.actions[0, 0]), float(out.search_value[0]), np.asarray(out.visit_counts[0])
 
     def _clear(self) -> None:
-        """An empty board; the clocks start again."""
-        self._clear_board()
+        """An empty board; the clocks start again. While `start`'s thread has not set the
+        board up yet, it will start empty: nothing to clear (nothing to wait for)."""
+        if self.states or self._warming is None:
+            self._clear_board()
         self.clocks = [self.settings.fresh(), self.settings.fresh()]
 
     def _clear_board(self) -> None:
@@ -454,7 +525,7 @@ class GtpGame:
         self.last_choice = choice
         k, allowance = choice.k, choice.allowance
         state = self._with_clocks(state)
-        action, value = self._search(state, k)
+        action, value, visits = self._search(state, k)
         took = time.perf_counter() - start
         if k:
             # Measured times feed the next choices (a running average with the warm-up's).
@@ -530,7 +601,7 @@ class GtpGame:
         """The network's best move from `state` among the points of `mask` (no search)."""
         import jax.numpy as jnp
 
-        action, _ = self._search(state.replace(legal_action_mask=jnp.asarray(mask)), 0)
+        action, _, _ = self._search(state.replace(legal_action_mask=jnp.asarray(mask)), 0)
         return action
 
     def _capture_before_passing(self, state, mine: np.ndarray) -> int:

@@ -30,6 +30,26 @@ COMMANDS = (
     "quit",
 )
 
+#: Commands answered at once, even while start-up still compiles: they need no position.
+NO_POSITION = frozenset(
+    {
+        "protocol_version",
+        "name",
+        "version",
+        "known_command",
+        "list_commands",
+        "boardsize",
+        "clear_board",
+        "komi",
+        "time_settings",
+        "time_left",
+        "kgs-time_settings",
+        "quit",
+    }
+)
+#: Commands that wait for the searches to be compiled and timed.
+SEARCHES = frozenset({"genmove", "rtplan-budget"})
+
 
 class GtpError(Exception):
     """A command failed; its message is the `? message` answer."""

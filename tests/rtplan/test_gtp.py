@@ -6,6 +6,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -732,3 +733,44 @@ def test_go_repositions_a_state_through_its_public_api():
 
     assert float(jax.jit(finish)(jnp.float32(7.5))[black]) == 1.0  # 81 points beat 7.5
     assert float(jax.jit(finish)(jnp.float32(90.0))[black]) == -1.0
+
+
+def test_start_up_answers_at_once_and_genmove_waits_for_the_searches(planner_file):
+    """`start` compiles in the background: the handshake, boardsize, clear_board and komi
+    answer while the searches are still held back, the board's commands once the step is
+    compiled, and genmove waits until the searches are ready (it once took 31 s to answer
+    protocol_version)."""
+    engine = GtpEngine(planner_file)
+    hold, search = threading.Event(), engine._search
+
+    def held(*args, **kwargs):
+        hold.wait()
+        return search(*args, **kwargs)
+
+    engine._search = held  # the warm-up's first search waits here
+    start = time.perf_counter()
+    engine.start()
+    first = [
+        "protocol_version",
+        "name",
+        "version",
+        "list_commands",
+        "boardsize 9",
+        "clear_board",
+        "komi 6.5",
+        "time_settings 60 0 0",
+    ]
+    for line in first:
+        assert engine.handle(line)[0].startswith("="), line
+    assert time.perf_counter() - start < 5.0
+    assert not engine.planner_ready.is_set()
+    assert engine.handle("play b e5")[0] == "=\n\n"  # the board is up before the searches
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(engine.handle("genmove w")[0]))
+    thread.start()
+    thread.join(1.0)
+    assert thread.is_alive() and not answers  # genmove waits for the searches
+    hold.set()
+    thread.join(600)
+    assert engine.planner_ready.is_set() and answers[0].startswith("= ")
+    assert engine.komi == 6.5 and len(engine.moves) == 2  # nothing lost while it compiled
