@@ -35,8 +35,12 @@ class GtpEngine(GtpGame):
     The engine keeps the stack of JAX states (so `undo` pops one) and the move list; komi is an
     input of the compiled functions, so `komi` answers at once. Either colour may move at any
     time, as GTP allows (`GtpGame._ready` hands pgx's move to it without a pass); handicap
-    stones are a setup (`GtpGame.setup`). A finished game (two passes) accepts no more moves
-    until `undo` or `clear_board`.
+    stones are a setup (`GtpGame.setup`). Two passes end pgx's game, but GTP has no game-over
+    state: `play` and `genmove` go on from there (GUIs settle dead stones so).
+
+    Start-up (`GtpGame.start`) compiles on a background thread: the commands that need no
+    position (`_protocol.NO_POSITION`) answer at once, the position's commands once the step
+    is compiled, `genmove` and `rtplan-budget` (`_protocol.SEARCHES`) once the searches are.
 
     Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
     and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted

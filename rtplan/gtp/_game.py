@@ -337,7 +337,9 @@ class GtpGame:
         return go.position(self.states[-1]).to_play
 
     def _ready(self, state, colour: int, *, carry: int | None = None):
-        """`state` with `colour` to move: the position set up again when another colour is due.
+        """`state` with `colour` to move: the position set up again when another colour is due,
+        or when the game is over (two passes): GTP v2 has no game-over state, and GUIs play on
+        to settle dead stones, so the pass count starts again at 0 and the game goes on.
 
         pgx's colour to move is its ply count's parity. Moving the ply count on by one, with
         that ply's superko hash left 0 (no position hashes to 0), hands the move to the other
@@ -351,7 +353,8 @@ class GtpGame:
         step = pos.ply
         if carry is None and step >= REBASE_AT:
             carry = CARRY
-        if step % 2 == colour and carry is None:
+        over = bool(state.terminated)
+        if step % 2 == colour and carry is None and not over:
             return state
         hashes, ko = pos.hashes, pos.ko
         if carry is not None:
@@ -361,7 +364,8 @@ class GtpGame:
             hashes, step = kept, keep
         if step % 2 != colour:
             step, ko = step + 1, -1
-        return self._fns.reposition(state, np.int32(step), hashes, np.int32(ko))
+        passes = 0 if over else pos.passes
+        return self._fns.reposition(state, np.int32(step), hashes, np.int32(ko), np.int32(passes))
 
     def stones(self) -> int:
         """How many stones are on the board."""
@@ -373,7 +377,7 @@ class GtpGame:
         Raises:
             GtpError: the board is not empty.
         """
-        if self.stones() or self.over:
+        if self.stones():
             raise GtpError("board not empty")
         state = self.states[-1]
         for action in actions:
@@ -455,9 +459,8 @@ class GtpGame:
         )
 
     def _check(self, colour: int, action: int) -> None:
-        """Raises GtpError unless `colour` may play `action` now (either colour may move)."""
-        if self.over:
-            raise GtpError("game is over (undo or clear_board to go on)")
+        """Raises GtpError unless `colour` may play `action` now (either colour may move, and
+        play goes on after two passes)."""
         state = self._ready(self.states[-1], colour)
         if action != PASS:
             if not bool(state.legal_action_mask[action]):
@@ -516,9 +519,8 @@ class GtpGame:
         return TimeChoice(k, allowance, option, ticks), played
 
     def genmove(self, colour: int) -> str:
-        """Plans and plays a move for `colour`; returns its vertex, "pass" or "resign"."""
-        if self.over:
-            return "pass"
+        """Plans and plays a move for `colour` (whichever colour is due, and after two passes
+        too); returns its vertex, "pass" or "resign"."""
         start = time.perf_counter()
         state = self._ready(self.states[-1], colour)
         choice, gate_state = self._choose(colour, state)

@@ -210,7 +210,7 @@ def test_consecutive_moves_of_one_colour(fresh):
     assert gtp("play w g7") == "="
     assert gtp("play b pass") == "="
     assert gtp("play w pass") == "="
-    assert gtp("play b e1").startswith("? game is over")  # two passes end it
+    assert gtp("play b e1") == "="  # two passes end pgx's game, but GTP plays on
 
 
 def test_undo(fresh):
@@ -241,7 +241,7 @@ def test_genmove_plays_a_legal_move_that_shows_on_the_board(fresh):
 
 def test_self_play_to_the_end(fresh):
     """genmove for both sides until two passes end the game (the controller's passes end it if
-    the tiny planners play on for 200 plies: no ply cap ends it any more)."""
+    the tiny planners play on for 200 plies: no ply cap ends it any more); play goes on."""
     gtp = fresh
     moves = []
     while moves[-2:] != ["pass", "pass"]:
@@ -250,8 +250,9 @@ def test_self_play_to_the_end(fresh):
         else:
             gtp.ok(f"play {'bw'[len(moves) % 2]} pass")
             moves.append("pass")
-    assert gtp("play b e5").startswith("? game is over")
     assert re.fullmatch(r"= (0|[BW]\+\d+(\.5)?)", gtp("final_score"))
+    empty = next(v for v in (vertex_name(a) for a in range(81)) if v not in gtp.board())
+    assert gtp(f"play b {empty}") == "="
 
 
 def test_time_controls_choose_the_budget(fresh):
@@ -291,9 +292,9 @@ def test_final_score_komi_and_game_over(fresh):
     assert gtp.board() == {"E5": "X"}
     assert gtp("final_score") == "= B+73.5"
     gtp.ok("play w pass")
-    gtp.ok("play b PASS")  # two passes end the game
-    assert gtp("play w d4").startswith("? game is over")
-    assert gtp("genmove w") == "= pass"
+    gtp.ok("play b PASS")  # two passes end the game ...
+    assert gtp("play w d4") == "="  # ... but GTP has no game-over state: play goes on
+    gtp.ok("undo")
     gtp.ok("undo")
     assert gtp("play b d4") == "="
 
@@ -385,6 +386,23 @@ def test_final_score_removes_dead_stones(fresh):
     for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
         assert gtp(f"play w {vertex}") == "="
     assert gtp("final_score") == "= B+1.5"  # 45 - 36 - 7.5
+
+
+def test_play_and_genmove_go_on_after_two_passes(fresh):
+    """GTP v2 has no game-over state: GUIs play on after two passes to settle dead stones."""
+    gtp = fresh
+    gtp.ok("play b e5")
+    gtp.ok("play w pass")
+    gtp.ok("play b pass")  # two passes: pgx's game is over
+    assert gtp("final_score") == "= B+73.5"
+    assert gtp("play w d4") == "="
+    assert gtp.board() == {"E5": "X", "D4": "O"}
+    vertex = gtp.ok("genmove b")
+    assert f"genmove B: {vertex} k=4 (4 simulations)" in gtp.log.read_text()  # it searched
+    for line in ("play w pass", "play b pass", "play w pass"):  # over again, and on again
+        gtp.ok(line)
+    vertex = gtp.ok("genmove b")
+    assert f"genmove B: {vertex} k=4" in gtp.log.read_text().splitlines()[-1]
 
 
 def test_quit_ends_the_engine(gtp):
