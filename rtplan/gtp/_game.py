@@ -280,14 +280,14 @@ class GtpGame:
         arithmetic, the key folding) compile here. The first real move once took 0.6 s for
         them, and its time then inflated the running average of the search times."""
         saved = (self.settings, self.clocks, dict(self.search_s), self._log_to)
-        game = (list(self.states), list(self.moves), list(self.gate_states))
+        game = (list(self.states), list(self.moves), list(self.movers), list(self.gate_states))
         self.settings, self._log_to = TimeSettings(main=3600.0), None
         self.clocks = [self.settings.fresh(), self.settings.fresh()]
         try:
             self.genmove(self.to_play)
         finally:
             self.settings, self.clocks, self.search_s, self._log_to = saved
-            self.states, self.moves, self.gate_states = game
+            self.states, self.moves, self.movers, self.gate_states = game
             self.last_choice = None
 
     def _step(self, state, action: int, cost: int):
@@ -323,11 +323,13 @@ class GtpGame:
         import jax
 
         self.states = [self._fns.init(jax.random.PRNGKey(self.seed))]
-        self.moves: list[int] = []
+        self.moves = []
+        # The colour of each entry of `moves` (0 black, 1 white; black for a setup).
+        self.movers = []
         # The clock gate's state of each colour (black, white) after each entry of `states`:
         # zeroed with the board, stepped only by the gate's own moves, popped by `undo`.
         zero = None if self.gate is None else self.gate.zero()
-        self.gate_states: list[tuple] = [(zero, zero)]
+        self.gate_states = [(zero, zero)]
         # Black moves first; pgx draws which player id that is.
         self.black_id = int(self.states[0].current_player)
 
@@ -385,6 +387,7 @@ class GtpGame:
         # A fresh start from the handicap position (its hash kept): no ply of pgx's cap spent.
         self.states.append(self._ready(state, 1, carry=1))
         self.moves.append(SETUP)
+        self.movers.append(0)
         self.gate_states.append(self.gate_states[-1])
 
     def undo(self) -> None:
@@ -397,11 +400,18 @@ class GtpGame:
             raise GtpError("cannot undo")
         self.states.pop()
         self.moves.pop()
+        self.movers.pop()
         self.gate_states.pop()
 
     @property
     def over(self) -> bool:
+        """Two passes ended the game (GTP plays on all the same: `_ready`)."""
         return bool(self.states[-1].terminated)
+
+    def opponent_passed(self, colour: int) -> bool:
+        """Whether the last move was the other colour's pass (a pass of `colour`'s own, when
+        it moves again out of turn, is not the opponent's)."""
+        return bool(self.moves) and self.moves[-1] == PASS and self.movers[-1] != colour
 
     def board(self) -> list[str]:
         """9 rows, top first: "x" black, "o" white, "." empty."""
@@ -476,6 +486,7 @@ class GtpGame:
         state = self._with_clocks(self._ready(self.states[-1], colour))
         self.states.append(self._step(state, action, cost))
         self.moves.append(action)
+        self.movers.append(colour)
         memory = list(self.gate_states[-1])
         if gate_state is not None:
             memory[colour] = gate_state
@@ -576,12 +587,13 @@ class GtpGame:
         """
         pos = go.position(state)
         mine = pos.own()
+        passed = self.opponent_passed(pos.to_play)
         if action == PASS:
             mask = np.asarray(state.legal_action_mask).copy()
             mask[PASS] = False
             if not (mine == 1).any() and mask.any():
                 return self._policy_move(state, mask)
-            if not searched and pos.passes == 0:
+            if not searched and not passed:
                 unsafe = [p for p in np.flatnonzero(mask) if _unsafe(mine, int(p))]
                 mask[unsafe] = False
                 if mask.any():

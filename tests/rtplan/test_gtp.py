@@ -405,6 +405,23 @@ def test_play_and_genmove_go_on_after_two_passes(fresh):
     assert f"genmove B: {vertex} k=4" in gtp.log.read_text().splitlines()[-1]
 
 
+def test_genmove_plays_the_colour_asked_when_the_other_is_to_move(fresh):
+    """`genmove b` with white to move plays a black stone; black's own pass just before is not
+    an opponent's pass (the policy-only move may not pass then)."""
+    gtp = fresh
+    gtp.ok("fixed_handicap 2")  # white to move
+    gtp.ok("play b pass")  # black again: white to move again
+    gtp.ok("time_settings 600 0 0")
+    gtp.ok("time_left b 0 0")  # black's clock is out: the policy-only move, which must not pass
+    vertex = gtp.ok("genmove b")
+    assert vertex.lower() != "pass" and gtp.board()[vertex] == "X"
+    assert gtp.ok("showboard").splitlines()[-1].startswith("White to play")
+    gtp.ok("kgs-time_settings none")
+    vertex = gtp.ok("genmove b")  # searched, out of turn again
+    assert f"genmove B: {vertex} k=4" in gtp.log.read_text().splitlines()[-1]
+    assert vertex.lower() == "pass" or gtp.board()[vertex] == "X"
+
+
 def test_quit_ends_the_engine(gtp):
     """The last test of the shared engine (a later one would start another)."""
     assert gtp("5 quit") == "=5"
