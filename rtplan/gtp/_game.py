@@ -543,18 +543,23 @@ class GtpGame:
         if k:
             # Measured times feed the next choices (a running average with the warm-up's).
             self.search_s[k] = 0.7 * self.search_s.get(k, took) + 0.3 * took
-        # Charged with the lag the allowance reserves (the pipes and the controller, unmeasured
-        # here): counted without it, our clock ran ahead of the controller's and lost 25 of 100
-        # games on time under 1 s per 60 stones (`_time.told_clock` keeps our count).
-        self.clocks[colour] = self.settings.spend(self.clocks[colour], took + LAG_S)
-        if self.resign_below is not None and value < self.resign_below:
+        resign = self.resign_below is not None and value < self.resign_below
+        if not resign:
+            action = self._guard(state, action, value, searched=k > 0, visits=visits)
+            try:
+                self._check(colour, action)
+            except GtpError:
+                action = PASS  # the search picked a superko repetition: pass instead
+        # The whole move is charged (the guards' board reading too: uncharged, it let our count
+        # run ahead of the controller's under 1 s of sudden death), with the lag the allowance
+        # reserves (the pipes and the controller, unmeasured here): counted without it, our
+        # clock ran ahead of the controller's and lost 25 of 100 games on time under 1 s per
+        # 60 stones (`_time.told_clock` keeps our count).
+        spent = time.perf_counter() - start
+        self.clocks[colour] = self.settings.spend(self.clocks[colour], spent + LAG_S)
+        if resign:
             self._log(f"genmove {'BW'[colour]}: resign (value {value:.2f})")
             return "resign"
-        action = self._guard(state, action, value, searched=k > 0)
-        try:
-            self._check(colour, action)
-        except GtpError:
-            action = PASS  # the search picked a superko repetition: pass instead
         self._apply(colour, action, self.config.sims(k) if k else 0, gate_state)
         gate = "" if choice.option is None else f", gate option {choice.option} at {choice.ticks}"
         self._log(
@@ -564,7 +569,15 @@ class GtpGame:
         )
         return vertex_name(action)
 
-    def _guard(self, state, action: int, value: float, *, searched: bool = True) -> int:
+    def _guard(
+        self,
+        state,
+        action: int,
+        value: float,
+        *,
+        searched: bool = True,
+        visits: np.ndarray | None = None,
+    ) -> int:
         """The move to play instead of the planner's `action` from `state` (its mover's):
 
         - never a pass while the mover has no stone on the board (the first move as black):
@@ -576,14 +589,17 @@ class GtpGame:
           there is one. The policy passes in positions it reads badly (handicap stones on the
           board), and a run of policy-only passes handed GNU Go the whole board under a 3 s
           clock;
-        - a pass instead of filling one of the mover's own eyes (`_board.own_eye`), or of a
-          searched move that leaves `BIG_SELF_ATARI` or more of the mover's stones in atari (a
-          96-simulation search filled a seki's last liberty and lost a 25-stone group);
+        - never a move that fills one of the mover's own eyes (`_board.own_eye`) or leaves
+          `BIG_SELF_ATARI` or more of its stones in atari (a 96-simulation search filled a
+          seki's last liberty and lost a 25-stone group): the next-best safe move instead
+          (`_next_best`), a pass only when none is left;
         - a pass instead of any board move when the opponent has just passed and the search
           value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
           territory filled in (`--resign-below` resigns before this is reached);
         - instead of a pass, a capture of the opponent's dead stones when the count depends on
           them (`_capture_before_passing`).
+
+        `visits` `[82]`: the search's root visit counts (None: no search, or not known).
         """
         pos = go.position(state)
         mine = pos.own()
@@ -600,16 +616,31 @@ class GtpGame:
                     action = self._policy_move(state, mask)
                     self._log(f"policy-only pass: {vertex_name(action)} instead")
                     return action
-        elif own_eye(mine, action):
-            self._log(f"{vertex_name(action)} fills an own eye: pass instead")
-            action = PASS
-        elif (stones := self_atari(mine, action)) >= BIG_SELF_ATARI:
-            self._log(f"{vertex_name(action)} leaves {stones} stones in atari: pass instead")
-            action = PASS
-        elif pos.passes > 0 and value < LOST_VALUE:
+        elif own_eye(mine, action) or (stones := self_atari(mine, action)) >= BIG_SELF_ATARI:
+            why = "fills an own eye" if own_eye(mine, action) else f"leaves {stones} in atari"
+            action = self._next_best(state, mine, visits, policy=not passed)
+            self._log(f"{vertex_name(action)} instead of a move that {why}")
+        elif passed and value < LOST_VALUE:
             self._log(f"lost (value {value:+.2f}) after the opponent's pass: pass too")
             action = PASS
         return self._capture_before_passing(state, mine) if action == PASS else action
+
+    def _next_best(self, state, mine: np.ndarray, visits: np.ndarray | None, *, policy: bool):
+        """The move to play instead of an unsafe one (an own eye, a big self-atari): among the
+        legal board moves that are neither an own eye nor any self-atari, the one the search
+        visited most; if it visited none, the network's best of them when `policy` (the
+        opponent has not just passed: a pass mid-game gives the opponent a free move); else,
+        or when no such move is left, a pass."""
+        mask = np.asarray(state.legal_action_mask).copy()
+        mask[PASS] = False
+        safe = [int(p) for p in np.flatnonzero(mask) if not _unsafe(mine, int(p))]
+        if visits is not None and safe and visits[safe].max() > 0:
+            return safe[int(np.argmax(visits[safe]))]
+        if policy and safe:
+            keep = np.zeros_like(mask)
+            keep[safe] = True
+            return self._policy_move(state, keep)
+        return PASS
 
     def _policy_move(self, state, mask: np.ndarray) -> int:
         """The network's best move from `state` among the points of `mask` (no search)."""

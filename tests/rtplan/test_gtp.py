@@ -809,3 +809,36 @@ def test_start_up_answers_at_once_and_genmove_waits_for_the_searches(planner_fil
     thread.join(600)
     assert engine.planner_ready.is_set() and answers[0].startswith("= ")
     assert engine.komi == 6.5 and len(engine.moves) == 2  # nothing lost while it compiled
+
+
+#: A black group of 6 on the first row (A1-F1) whose liberties are F2 and G1 (white on A2-E2,
+#: F3, G2, H1): either leaves 7 black stones with the other one alone.
+ROW_BLACK = ["A1", "B1", "C1", "D1", "E1", "F1"]
+ROW_WHITE = ["A2", "B2", "C2", "D2", "E2", "F3", "G2", "H1"]
+
+
+def test_the_guard_plays_the_next_best_safe_move_instead_of_a_big_self_atari(local):
+    """A search that picks a move leaving 6+ own stones in atari gets the move it visited most
+    among the safe ones, not a pass mid-game; with none visited, the network's best safe
+    move; a pass only where no safe move is left (the seki test) or after the opponent's pass."""
+    engine = local
+    engine.handle("clear_board")
+    engine.handle("komi 7.5")
+    assert engine.handle(f"set_free_handicap {' '.join(ROW_BLACK)}")[0].startswith("=")
+    for vertex in ROW_WHITE:
+        assert engine.handle(f"play w {vertex}")[0].startswith("="), vertex
+    state = engine._ready(engine.states[-1], 0)
+    mine = go.position(state).own()
+    g1, f2, e5, c7 = (parse_vertex(v) for v in ("G1", "F2", "E5", "C7"))
+    assert self_atari(mine, g1) == self_atari(mine, f2) == 7
+    visits = np.zeros(82, int)
+    visits[[g1, f2, e5, c7]] = (50, 40, 30, 5)
+    assert engine._guard(state, g1, 0.0, visits=visits) == e5  # not F2: a self-atari too
+    visits[[e5, c7]] = 0
+    instead = engine._guard(state, g1, 0.0, visits=visits)  # no safe move visited
+    assert instead not in (PASS, g1, f2) and self_atari(mine, instead) == 0
+    assert engine._guard(state, g1, 0.0) == instead  # no visits known: the same policy move
+    engine.handle("play b pass")
+    engine.handle("play w pass")  # the opponent passed: no visited safe move, a pass
+    state = engine._ready(engine.states[-1], 0)
+    assert engine._guard(state, g1, 0.0, visits=visits) == PASS
