@@ -12,7 +12,7 @@ import numpy as np
 
 from rtplan.games import go
 from rtplan.games.go import COLUMNS, PASS, SIZE, vertex_name
-from rtplan.gtp._board import area_score, dead_stones
+from rtplan.gtp._board import DEAD, SEKI, area_score, groups_of, stone_status
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (
     COMMANDS,
@@ -192,11 +192,34 @@ class GtpEngine(GtpGame):
         self.undo()
         return ""
 
+    def _board_status(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the board `[81]`: +1 black, -1 white; each stone's `_board.stone_status`)."""
+        if not self.states:  # start-up has not set the board up yet: it is empty
+            board = np.zeros(SIZE * SIZE, np.int32)
+        else:
+            board = np.sign(go.position(self.states[-1]).stones)
+        return board, stone_status(board)
+
     def _cmd_final_score(self, args):
-        # Dead stones (estimated: `_board.dead_stones`) are removed before the area count.
-        board = np.sign(go.position(self.states[-1]).stones)
-        black, white = area_score(np.where(dead_stones(board), 0, board))
+        # The stones final_status_list calls dead are removed before the area count (seki
+        # stones stay, their shared liberties count for neither side).
+        board, status = self._board_status()
+        black, white = area_score(np.where(status == DEAD, 0, board))
         return score_text(black, white, self.komi)
+
+    def _cmd_final_status_list(self, args):
+        (which,) = self._args(args, 1, "final_status_list alive|dead|seki")
+        wanted = {"alive": None, "dead": DEAD, "seki": SEKI}
+        if which.lower() not in wanted:
+            raise GtpError(f"syntax error: status must be alive, dead or seki, got {which!r}")
+        board, status = self._board_status()
+        code = wanted[which.lower()]
+        points = (
+            (status != 0) & (status != DEAD) & (status != SEKI)
+            if code is None
+            else (status == code)
+        )
+        return "\n".join(" ".join(vertex_name(p) for p in g) for g in groups_of(board, points))
 
     def _cmd_showboard(self, args):
         letters = "   " + " ".join(COLUMNS)

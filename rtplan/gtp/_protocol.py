@@ -22,6 +22,7 @@ COMMANDS = (
     "genmove",
     "undo",
     "final_score",
+    "final_status_list",
     "showboard",
     "time_settings",
     "time_left",

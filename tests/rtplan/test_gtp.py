@@ -29,7 +29,14 @@ from rtplan.gtp import (
     told_clock,
     vertex_name,
 )
-from rtplan.gtp._board import area_score, capture_move, dead_stones, own_eye, self_atari
+from rtplan.gtp._board import (
+    area_score,
+    capture_move,
+    dead_stones,
+    own_eye,
+    seki_stones,
+    self_atari,
+)
 from rtplan.gtp._game import BIG_SELF_ATARI
 from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
@@ -420,6 +427,34 @@ def test_genmove_plays_the_colour_asked_when_the_other_is_to_move(fresh):
     vertex = gtp.ok("genmove b")  # searched, out of turn again
     assert f"genmove B: {vertex} k=4" in gtp.log.read_text().splitlines()[-1]
     assert vertex.lower() == "pass" or gtp.board()[vertex] == "X"
+
+
+def test_final_status_list_and_final_score_agree(fresh):
+    """The final-score position: white's B5 and black's H5 are dead; final_score removes
+    exactly the stones final_status_list calls dead."""
+    gtp = fresh
+    blacks = [f"E{r}" for r in range(1, 10)] + ["H5"]
+    assert gtp(f"set_free_handicap {' '.join(blacks)}") == "="
+    whites = [f"F{r}" for r in range(1, 10)] + ["B5"]
+    for vertex in whites:
+        assert gtp(f"play w {vertex}") == "="
+    assert gtp.ok("final_status_list dead").split() == ["B5", "H5"]
+    assert gtp.ok("final_status_list seki") == ""
+    alive = gtp.ok("final_status_list alive").splitlines()
+    assert sorted(alive) == sorted(
+        [" ".join(f"E{r}" for r in range(9, 0, -1)), " ".join(f"F{r}" for r in range(9, 0, -1))]
+    )
+    assert gtp("final_status_list maybe").startswith("? syntax error")
+    board = np.zeros(81, int)
+    for vertex in blacks:
+        board[parse_vertex(vertex)] = 1
+    for vertex in whites:
+        board[parse_vertex(vertex)] = -1
+    for vertex in gtp.ok("final_status_list dead").split():
+        board[parse_vertex(vertex)] = 0
+    black, white = area_score(board)
+    assert gtp("final_score") == f"= B+{black - white - 7.5:g}"
+    assert "final_status_list" in gtp.ok("list_commands").split()
 
 
 def test_quit_ends_the_engine(gtp):
@@ -842,3 +877,27 @@ def test_the_guard_plays_the_next_best_safe_move_instead_of_a_big_self_atari(loc
     engine.handle("play w pass")  # the opponent passed: no visited safe move, a pass
     state = engine._ready(engine.states[-1], 0)
     assert engine._guard(state, g1, 0.0, visits=visits) == PASS
+
+
+def test_seki_stones_are_neither_dead_nor_captured(local):
+    """SEKI_GAME's seki: white's E6-E7 inside black's big group, sharing its last liberties D7
+    and F6. Both are in seki; neither is dead, and final_status_list says so."""
+    engine = local
+    engine.handle("clear_board")
+    for ply, move in enumerate(SEKI_GAME.split()):
+        assert engine.handle(f"play {'bw'[ply % 2]} {move}")[0].startswith("="), (ply, move)
+    board = np.sign(go.position(engine.states[-1]).stones)
+    seki = seki_stones(board)
+    assert seki[parse_vertex("E6")] and seki[parse_vertex("E7")]
+    assert seki[parse_vertex("D8")] and board[parse_vertex("D8")] == 1  # black's big group
+    assert not (dead_stones(board) & seki).any()
+    listed = engine.handle("final_status_list seki")[0]
+    assert "E6" in listed and "E7" in listed
+    assert "E6" not in engine.handle("final_status_list dead")[0]
+    # No seki where filling the shared liberty captures (a race the mover wins).
+    board = np.zeros(81, int)
+    for vertex in ("A1", "A2", "B2", "C2"):
+        board[parse_vertex(vertex)] = 1
+    for vertex in ("B1", "A3", "B3", "C3", "D2", "D1"):
+        board[parse_vertex(vertex)] = -1
+    assert not seki_stones(board).any()
