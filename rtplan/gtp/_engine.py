@@ -234,6 +234,8 @@ class GtpEngine(GtpGame):
     def _set_time(self, settings: TimeSettings) -> None:
         self.settings = settings
         self.clocks = [settings.fresh(), settings.fresh()]
+        if settings.main is not None:
+            self.want_ladder()  # a clock to spend: the ladder compiles in the background
 
     def _cmd_time_settings(self, args):
         args = self._args(args, 3, "time_settings MAIN BYO STONES")

@@ -1,14 +1,16 @@
 """One Speed Go game as the GTP engine plays it: JAX states, moves, clocks, the planner's moves.
 
 `GtpGame` keeps the position stack, both clocks and the clock gate's per-colour states in step
-(undo pops all three together), and its time managers and move guards read all of them, so it
-stays one file past ~450 lines; the pure rules live beside it (`_time.py`, `_gate.py`,
+(undo pops all three together), and its time managers, move guards and background start-up
+(the warm-up and the anytime ladder, which set up and time what they read) touch all of them,
+so it stays one file past ~450 lines; the pure rules live beside it (`_time.py`, `_gate.py`,
 `_board.py`: eyes, dead stones, the capture before passing), and Go's position edits (the
 colour to move, the superko record, komi as an input) in `games.go`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -33,6 +35,7 @@ from rtplan.gtp._time import (
     choose_budget,
     gate_initial_seconds,
     gate_seconds,
+    ladder,
     move_allowance,
     to_ticks,
 )
@@ -75,6 +78,7 @@ class TimeChoice(NamedTuple):
 
 class _Compiled(NamedTuple):
     game: object
+    planner: object  # the planner as trained (its budgets: the clock gate's options)
     init: Callable
     step: Callable
     reposition: Callable  # `go.SpeedGo.reposition`: ply count, superko record and ko replaced
@@ -115,8 +119,11 @@ class GtpGame:
         budget: int | None = None,
         time_manager: str = "proportional",
         clock_gate: str | Path | None = None,
+        max_simulations: int | None = None,
         log: TextIO | None = None,
     ) -> None:
+        """`max_simulations`: the anytime ladder's largest rung (`_time.ladder`; None: 16 times
+        the planner's largest search, 0: no ladder)."""
         import jax
 
         from rtplan.planner.store import load_planner
@@ -132,6 +139,24 @@ class GtpGame:
             raise ValueError("--budget plays one option on every move: no time manager with it")
         #: The option every genmove plays (None: the time manager chooses).
         self.fixed_budget = budget
+        #: The anytime ladder: budgets past the planner's own (k = their simulations), compiled
+        #: and timed in the background once a clock is set (`want_ladder`); a rung is played
+        #: once it is timed. Empty with a fixed budget, and under the clock gate (its options
+        #: are the planner's budgets).
+        top = max(self.config.simulations)
+        reach = 16 * top if max_simulations is None else max_simulations
+        fixed = budget is not None or time_manager == "gate"
+        rungs = () if fixed else ladder(top, reach)
+        self.ladder = tuple(r for r in rungs if r > max(self.config.budgets))
+        #: The planner's config with the ladder's rungs as budgets (the searches run it).
+        self.search_config = dataclasses.replace(
+            self.config,
+            budgets=(*self.config.budgets, *self.ladder),
+            simulations=(*self.config.simulations, *self.ladder),
+        )
+        self.ladder_ready = threading.Event()
+        self._ladder: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.seed = seed
         self.resign_below = resign_below
         self.komi = 7.5
@@ -147,7 +172,7 @@ class GtpGame:
         if time_manager == "gate":
             path = gate_file(GAME_ID, clock_gate, beside=planner_file, required=False)
             self.gate = GateManager(
-                path, self._fns.options.planner, self.params, planner_file=self.planner_file
+                path, self._fns.planner, self.params, planner_file=self.planner_file
             )
         #: The time manager's choice for the last genmove.
         self.last_choice: TimeChoice | None = None
@@ -179,7 +204,7 @@ class GtpGame:
             "timeout": "reflex",
         }
         game = games.make(GAME_ID, **params)
-        planner = Planner(self.config, game=game)
+        planner = Planner(self.search_config, game=game)
 
         def step(state, action, cost, komi):
             with game.traced_komi(komi):
@@ -187,6 +212,7 @@ class GtpGame:
 
         return _Compiled(
             game=game,
+            planner=Planner(self.config, game=game),
             init=jax.jit(game.init),
             step=jax.jit(step),
             reposition=jax.jit(game.reposition),
@@ -229,6 +255,52 @@ class GtpGame:
         if self._warming is not None:
             self._wait(self.planner_ready)
 
+    def want_ladder(self) -> None:
+        """Compiles and times the ladder's rungs on a background thread (once; after the
+        start-up's searches), smallest first: each rung can be played once it is timed
+        (`budgets`). Called when a clock is set: with no time limit the planner's largest
+        budget plays, and no rung is needed."""
+        if self._ladder is not None or not self.ladder:
+            return
+        self._ladder = threading.Thread(target=self._warm_ladder, daemon=True)
+        self._ladder.start()
+
+    def _warm_ladder(self) -> None:
+        import jax
+
+        try:
+            if self._warming is not None:
+                self.planner_ready.wait()
+            state = self._fns.init(jax.random.PRNGKey(self.seed))
+            for k in self.ladder:
+                if self._stopping.is_set():
+                    break
+                took = self._fns.options.measure(k, state)
+                with self.lock:
+                    self.search_s[k] = took
+                self._log(f"ladder: k={k} {1e3 * took:.1f} ms")
+        except Exception as e:  # the planner's own budgets still play
+            self._log(f"ladder failed: {type(e).__name__}: {e}")
+        finally:
+            self.ladder_ready.set()
+
+    def stop(self, timeout: float) -> bool:
+        """Asks the background threads to stop after their current compile and waits up to
+        `timeout` seconds for them; True when none is left running (a process that exits
+        while XLA compiles on another thread can abort)."""
+        self._stopping.set()
+        deadline = time.monotonic() + timeout
+        for thread in (self._warming, self._ladder):
+            if thread is not None:
+                thread.join(max(deadline - time.monotonic(), 0.0))
+        return not any(t is not None and t.is_alive() for t in (self._warming, self._ladder))
+
+    @property
+    def budgets(self) -> tuple[int, ...]:
+        """The budgets the proportional manager may play: the planner's, then the ladder's
+        rungs timed so far."""
+        return (*self.config.budgets, *(k for k in self.ladder if k in self.search_s))
+
     def _wait(self, event: threading.Event) -> None:
         event.wait()
         if self._warm_error is not None:
@@ -254,6 +326,8 @@ class GtpGame:
         self._search(state, 0)
         options = self._fns.options
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
+            if self._stopping.is_set():  # quit during start-up (a GUI probing the engine)
+                return
             self.search_s[k] = options.measure(k, state)
         self._log(
             "search times: "
@@ -462,11 +536,10 @@ class GtpGame:
         return view, (ticks[colour], ticks[1 - colour], initial)
 
     def _seconds_per_tick(self) -> float:
-        """Measured seconds per simulation (the slowest budget's ratio; 0 before warm_up)."""
-        return max(
-            (s / self.config.sims(k) for k, s in self.search_s.items()),
-            default=0.0,
-        )
+        """Measured seconds per simulation (the slowest of the planner's own budgets' ratios,
+        the ladder's left out; 0 before warm_up)."""
+        own = [k for k in self.config.budgets if k in self.search_s]
+        return max((self.search_s[k] / self.config.sims(k) for k in own), default=0.0)
 
     def _check(self, colour: int, action: int) -> None:
         """Raises GtpError unless `colour` may play `action` now (either colour may move, and
@@ -503,23 +576,24 @@ class GtpGame:
         """The time manager's choice for `colour` at `state` (`colour` to move), and the gate's
         next state of `colour` (None when the gate was not asked).
 
-        A fixed budget plays itself; with no time limit (or nothing measured yet) the largest
-        budget plays. Otherwise the proportional manager plays the largest budget whose search
-        fits `move_allowance`; the clock gate chooses from the clocks in ticks (`gate_view`)
-        and its own state, and that choice is capped to the same allowance (`capped_budget`):
-        it never spends more on a move than the proportional manager would. The gate's state
-        remembers the option played (as in training, where the chosen option is the one
-        played).
+        A fixed budget plays itself; with no time limit (or nothing measured yet) the planner's
+        largest budget plays. Otherwise the proportional manager plays the largest budget, the
+        ladder's timed rungs included (`budgets`), whose search fits `move_allowance`; the
+        clock gate chooses from the clocks in ticks (`gate_view`) and its own state, and that
+        choice is capped to the same allowance (`capped_budget`) and to the planner's own
+        budgets (its options): it never spends more on a move than the proportional manager
+        would. The gate's state remembers the option played (as in training, where the chosen
+        option is the one played).
         """
         allowance = move_allowance(self.settings, self.clocks[colour], len(self.moves))
-        budgets = self.config.budgets
+        budgets = self.config.budgets  # the gate's options; the ladder is the proportional's
         if self.fixed_budget is not None:
             return TimeChoice(self.fixed_budget, allowance), None
         if math.isinf(allowance) or not self.search_s:
             return TimeChoice(max(budgets), allowance), None
         if self.gate is None or self.tick_s <= 0:
             return TimeChoice(
-                choose_budget(budgets, self.search_s.__getitem__, allowance), allowance
+                choose_budget(self.budgets, self.search_s.__getitem__, allowance), allowance
             ), None
         view, ticks = self.gate_view(state, colour)
         decision = self.gate.decide(self.gate_states[-1][colour], view)
@@ -560,11 +634,11 @@ class GtpGame:
         if resign:
             self._log(f"genmove {'BW'[colour]}: resign (value {value:.2f})")
             return "resign"
-        self._apply(colour, action, self.config.sims(k) if k else 0, gate_state)
+        self._apply(colour, action, self.search_config.sims(k) if k else 0, gate_state)
         gate = "" if choice.option is None else f", gate option {choice.option} at {choice.ticks}"
         self._log(
             f"genmove {'BW'[colour]}: {vertex_name(action)} k={k} "
-            f"({self.config.sims(k) if k else 0} simulations) in {1e3 * took:.0f} ms, "
+            f"({self.search_config.sims(k) if k else 0} simulations) in {1e3 * took:.0f} ms, "
             f"allowance {allowance:.3g} s, value {value:+.2f}{gate}"
         )
         return vertex_name(action)

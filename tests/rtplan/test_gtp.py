@@ -24,6 +24,7 @@ from rtplan.gtp import (
     GtpEngine,
     TimeSettings,
     choose_budget,
+    ladder,
     move_allowance,
     parse_vertex,
     told_clock,
@@ -115,7 +116,8 @@ def engines(planner_file, tmp_path_factory):
     def live() -> Controller:
         if not started or started[-1].proc.poll() is not None:
             log = tmp_path_factory.mktemp("gtp") / "stderr.txt"
-            started.append(Controller(planner_file, log))
+            # One ladder rung (8 simulations): the rungs compile in the background of every test.
+            started.append(Controller(planner_file, log, "--max-simulations", "8"))
         return started[-1]
 
     yield live
@@ -270,7 +272,9 @@ def test_time_controls_choose_the_budget(fresh):
 
     assert budget() == 4  # no time limit: the largest budget (tiny planner: k in (2, 4))
     gtp.ok("time_settings 600 0 0")
-    assert budget() == 4  # 600 s over ~81 moves: plenty for a few-ms search
+    # 600 s over ~81 moves: plenty for a few-ms search (and the ladder's rung of 8 simulations,
+    # once the background has timed it)
+    assert budget() in (4, 8)
     gtp.ok("time_left b 0 0")
     assert budget() == 0  # out of time: the policy-only move
     assert gtp("time_left b -1 0").startswith("? syntax error")
@@ -279,7 +283,7 @@ def test_time_controls_choose_the_budget(fresh):
     log = gtp.log.read_text().splitlines()
     assert f"genmove B: {vertex} k=0 (0 simulations)" in log[-1]
     gtp.ok("time_left w 1 1")  # byo-yomi: one second for one stone
-    assert budget() == 4
+    assert budget() >= 4
     gtp.ok("kgs-time_settings byoyomi 0 0 1")  # a period of 0 s: nothing fits
     assert budget() == 0
     gtp.ok("kgs-time_settings none")
@@ -901,3 +905,24 @@ def test_seki_stones_are_neither_dead_nor_captured(local):
     for vertex in ("B1", "A3", "B3", "C3", "D2", "D1"):
         board[parse_vertex(vertex)] = -1
     assert not seki_stones(board).any()
+
+
+def test_a_long_clock_plays_the_ladder_and_a_short_one_does_not(planner_file):
+    """Budgets grow with the clock: once a clock is set, the ladder's rung (8 simulations past
+    the tiny planner's 4; one rung keeps the compile short) compiles in the background, and an
+    hour's clock plays it while a second's plays at most the planner's own."""
+    assert ladder(96, 1536) == (192, 384, 768, 1536) and ladder(96, 191) == ()
+    engine = GtpEngine(planner_file, max_simulations=8)
+    assert engine.ladder == (8,)
+    engine.warm_up()
+    assert engine.budgets == (2, 4) and not engine.ladder_ready.is_set()  # no clock: no ladder
+    assert engine.handle("time_settings 3600 0 0")[0] == "=\n\n"
+    assert engine.ladder_ready.wait(600)
+    assert engine.budgets == (2, 4, 8)
+    assert engine.handle("genmove b")[0].startswith("= ")
+    long = engine.last_choice.k
+    engine.handle("time_settings 1 0 0")
+    assert engine.handle("genmove w")[0].startswith("= ")
+    short = engine.last_choice.k
+    assert long == 8 and short <= 4, (long, short)
+    assert len(engine.states[-1].inner.clocks) == 2  # the game's clocks still in ticks
