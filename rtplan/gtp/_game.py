@@ -607,6 +607,7 @@ class GtpGame:
         """Plans and plays a move for `colour` (whichever colour is due, and after two passes
         too); returns its vertex, "pass" or "resign"."""
         start = time.perf_counter()
+        out_of_turn = colour != self.to_play
         state = self._ready(self.states[-1], colour)
         choice, gate_state = self._choose(colour, state)
         self.last_choice = choice
@@ -619,7 +620,9 @@ class GtpGame:
             self.search_s[k] = 0.7 * self.search_s.get(k, took) + 0.3 * took
         resign = self.resign_below is not None and value < self.resign_below
         if not resign:
-            action = self._guard(state, action, value, searched=k > 0, visits=visits)
+            action = self._guard(
+                state, action, value, searched=k > 0, visits=visits, out_of_turn=out_of_turn
+            )
             try:
                 self._check(colour, action)
             except GtpError:
@@ -651,6 +654,7 @@ class GtpGame:
         *,
         searched: bool = True,
         visits: np.ndarray | None = None,
+        out_of_turn: bool = False,
     ) -> int:
         """The move to play instead of the planner's `action` from `state` (its mover's):
 
@@ -670,6 +674,10 @@ class GtpGame:
         - a pass instead of any board move when the opponent has just passed and the search
           value is below `LOST_VALUE`: a lost game ends there rather than with the mover's own
           territory filled in (`--resign-below` resigns before this is reached);
+        - never a pass for a colour moving out of turn (`out_of_turn`: `genmove b` with white
+          to move) while the opponent has not just passed: the next-best safe move instead
+          (`_next_best`). The network never saw a side to move right after its own move, and
+          the shipped planner's 96-simulation search passed there (`play b e5`, `genmove b`);
         - instead of a pass, a capture of the opponent's dead stones when the count depends on
           them (`_capture_before_passing`).
 
@@ -683,6 +691,11 @@ class GtpGame:
             mask[PASS] = False
             if not (mine == 1).any() and mask.any():
                 return self._policy_move(state, mask)
+            if out_of_turn and not passed:
+                action = self._next_best(state, mine, visits, policy=True)
+                if action != PASS:
+                    self._log(f"a pass out of turn: {vertex_name(action)} instead")
+                    return action
             if not searched and not passed:
                 unsafe = [p for p in np.flatnonzero(mask) if _unsafe(mine, int(p))]
                 mask[unsafe] = False

@@ -883,6 +883,27 @@ def test_the_guard_plays_the_next_best_safe_move_instead_of_a_big_self_atari(loc
     assert engine._guard(state, g1, 0.0, visits=visits) == PASS
 
 
+def test_a_pass_out_of_turn_is_replaced_by_a_board_move(local):
+    """`play b e5`, `genmove b`: the shipped planner's search passed there (black to move right
+    after its own move, a position the network never saw). Out of turn, a pass becomes the
+    most-visited safe move (else the policy's); in turn, or after the opponent's pass, it
+    stands."""
+    engine = local
+    engine.handle("clear_board")
+    engine.handle("play b e5")
+    state = engine._ready(engine.states[-1], 0)  # black again
+    visits = np.zeros(82, int)
+    d4 = parse_vertex("D4")
+    visits[[PASS, d4]] = (80, 10)
+    assert engine._guard(state, PASS, 0.0, visits=visits, out_of_turn=True) == d4
+    policy = engine._guard(state, PASS, 0.0, visits=np.zeros(82, int), out_of_turn=True)
+    assert policy < PASS and policy != parse_vertex("E5")
+    assert engine._guard(state, PASS, 0.0, visits=visits) == PASS  # in turn: a searched pass
+    engine.handle("play w pass")  # the opponent's pass: a pass of black's stands
+    state = engine._ready(engine.states[-1], 0)
+    assert engine._guard(state, PASS, 0.0, visits=visits, out_of_turn=True) == PASS
+
+
 def test_seki_stones_are_neither_dead_nor_captured(local):
     """SEKI_GAME's seki: white's E6-E7 inside black's big group, sharing its last liberties D7
     and F6. Both are in seki; neither is dead, and final_status_list says so."""
