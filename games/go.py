@@ -124,13 +124,24 @@ class SpeedGo(ClockGame):
         del state
         return jnp.int32(PASS)
 
-    def reposition(self, state: State, ply: jax.Array, hashes: jax.Array, ko: jax.Array) -> State:
+    def reposition(
+        self,
+        state: State,
+        ply: jax.Array,
+        hashes: jax.Array,
+        ko: jax.Array,
+        passes: jax.Array | None = None,
+    ) -> State:
         """`state` with pgx's ply count, superko record (`[162, 2]` uint32) and ko ban replaced,
         and what they decide recomputed: the player to move (the ply's parity), the legal
-        moves and the observation. Board, history planes and passes are kept. Jit-able.
+        moves, the observation and whether the game is over. Board and history planes are
+        kept; so are the passes unless `passes` (`[]` int, the consecutive passes) is given.
+        Jit-able.
 
-        A GTP controller uses it to hand the move to the other colour without a pass, and to
-        start pgx's ply count afresh before its 162-ply cap (keeping recent hashes).
+        A GTP controller uses it to hand the move to the other colour without a pass, to start
+        pgx's ply count afresh before its 162-ply cap (keeping recent hashes), and to play on
+        after two passes (`passes` 0: GTP has no game-over state). A state that is no longer
+        over has zero rewards.
         """
         board = state.inner.board
         x = board._x._replace(
@@ -138,17 +149,25 @@ class SpeedGo(ClockGame):
             hash_history=jnp.asarray(hashes, jnp.uint32),
             ko=jnp.asarray(ko, jnp.int32),
         )
+        if passes is not None:
+            x = x._replace(consecutive_pass_count=jnp.asarray(passes, jnp.int32))
         rules = self._env._game
+        terminated = rules.is_terminal(x) | state.inner.timed_out
+        legal = jnp.where(terminated, True, rules.legal_action_mask(x))
         board = board.replace(
             _x=x,
             current_player=board._player_order[x.color],
-            legal_action_mask=rules.legal_action_mask(x),
+            legal_action_mask=legal,
+            terminated=terminated,
         )
         board = board.replace(observation=self._env.observe(board))
+        rewards = jnp.where(terminated, state.inner.rewards, 0.0)
         return state.replace(
-            inner=state.inner.replace(board=board),
+            inner=state.inner.replace(board=board, rewards=rewards),
             legal_action_mask=board.legal_action_mask,
             current_player=board.current_player,
+            terminated=terminated,
+            reward=jnp.where(terminated, state.reward, 0.0),
         )
 
     @contextlib.contextmanager

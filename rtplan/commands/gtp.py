@@ -48,6 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"the clock gate of --time-manager gate (default: the {GO} gate.msgpack beside "
         "the planner)",
     )
+    gtp.add_argument(
+        "--max-simulations",
+        type=int,
+        default=None,
+        help="the anytime ladder's largest search: budgets of 2x, 4x, ... the planner's largest "
+        "search up to this, compiled in the background once a clock is set, that a long clock "
+        "spends (default: 16x the planner's largest; 0: no ladder)",
+    )
     gtp.set_defaults(handler=_gtp)
 
 
@@ -71,4 +79,5 @@ def _gtp(args: argparse.Namespace) -> int:
         budget=args.budget,
         time_manager=manager,
         clock_gate=args.clock_gate,
+        max_simulations=args.max_simulations,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from rtplan.gtp._time import (
     choose_budget,
     gate_initial_seconds,
     gate_seconds,
+    ladder,
     move_allowance,
     to_ticks,
     told_clock,
@@ -45,6 +47,7 @@ __all__ = [
     "choose_budget",
     "gate_initial_seconds",
     "gate_seconds",
+    "ladder",
     "move_allowance",
     "parse_colour",
     "parse_vertex",
@@ -64,12 +67,14 @@ def run(
     budget: int | None = None,
     time_manager: str = "proportional",
     clock_gate: str | Path | None = None,
+    max_simulations: int | None = None,
 ) -> int:
     """Runs the engine on stdin/stdout; logs go to stderr (so does anything else printed).
 
     `budget`: play this option on every move (None: the time manager picks per move).
     `time_manager`: "proportional" or "gate" (the clock gate at `clock_gate`, default the one
     beside the planner: `harness.checkpoint.gate_file`).
+    `max_simulations`: the anytime ladder's largest search (None: 16 times the planner's).
     """
     out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
@@ -80,7 +85,14 @@ def run(
             budget=budget,
             time_manager=time_manager,
             clock_gate=clock_gate,
+            max_simulations=max_simulations,
             log=sys.stderr,
         )
-        engine.warm_up()
-        return engine.serve(sys.stdin, out)
+        engine.start()  # compiles in the background: the first commands answer at once
+        code = engine.serve(sys.stdin, out)
+    if not engine.stop(timeout=10.0):
+        # A compile still running on a background thread would abort the interpreter's exit.
+        out.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -58,12 +58,12 @@ def _components(points: set[int]) -> list[set[int]]:
     return out
 
 
-def _enclosed(board: np.ndarray, sign: int) -> list[set[int]]:
+def _enclosed(board: np.ndarray, sign: int, fixed: np.ndarray) -> list[set[int]]:
     """The regions (as point sets) where colour `sign`'s stones enclose stones of -`sign`
-    without two eyes (see `dead_stones`)."""
+    without two eyes (see `dead_stones`); stones marked in `fixed` `[81]` (seki) never die."""
     out = []
     for region in _components({p for p in range(SIZE * SIZE) if board[p] != sign}):
-        if len(region) > MAX_REGION or not any(board[p] == -sign for p in region):
+        if len(region) > MAX_REGION or not any(board[p] == -sign and not fixed[p] for p in region):
             continue
         eyes = 0
         for space in _components({p for p in region if board[p] == 0}):
@@ -83,18 +83,106 @@ def dead_stones(board: np.ndarray) -> np.ndarray:
     there (an eye: a pocket of empty points of the region touching none of c's stones; one of
     `BIG_EYE` points or more counts as two). Regions are judged smallest first, each time on
     the board with the stones found dead so far removed, so a dead stone inside an area does
-    not spoil the eyes of the area's owner.
+    not spoil the eyes of the area's owner. Stones in `seki_stones` are never dead.
     """
     board = np.array(board)
+    seki = seki_stones(board)
     dead = np.zeros(SIZE * SIZE, bool)
     while True:
-        regions = [r for sign in (1, -1) for r in _enclosed(board, sign)]
+        regions = [r for sign in (1, -1) for r in _enclosed(board, sign, seki)]
         if not regions:
             return dead
         region = min(regions, key=len)
-        stones = [p for p in region if board[p] != 0]
+        stones = [p for p in region if board[p] != 0 and not seki[p]]
         dead[stones] = True
         board[stones] = 0
+
+
+def seki_stones(board: np.ndarray) -> np.ndarray:
+    """`[81]` bool: the stones estimated to live in seki on `board` `[81]` (+1 black, -1
+    white, 0 empty).
+
+    Two adjacent groups of opposite colours are in seki when they share liberties and filling
+    any shared liberty would be a `self_atari` for either colour (neither side can approach:
+    the group that fills is taken next), and neither group has two eyes: an empty point
+    touching only its stones, or one such pocket of `BIG_EYE` points (a group with two eyes is
+    alive, and the other can then be filled in). A capturing race where one side has an outside
+    liberty more is not a seki: that side fills without putting itself in atari.
+    """
+    board = np.asarray(board)
+    groups: dict[int, frozenset[int]] = {}
+    for p in np.flatnonzero(board):
+        if int(p) not in groups:
+            group = frozenset(_group(board, int(p)))
+            groups.update(dict.fromkeys(group, group))
+    seki = np.zeros(SIZE * SIZE, bool)
+    # Filling a liberty of a group with 3+ liberties leaves it 2+: no self-atari, no seki.
+    libs = {g: _liberties(board, set(g)) for g in set(groups.values())}
+    short = {g for g, lib in libs.items() if len(lib) <= 2}
+    for group in short:
+        colour = board[next(iter(group))]
+        if _eyes(board, group) >= 2:
+            continue
+        for other in {groups[n] for p in group for n in neighbours(p) if board[n] == -colour}:
+            shared = libs[group] & libs[other]
+            if other not in short or not shared or _eyes(board, other) >= 2:
+                continue
+            if all(self_atari(board * s, p) > 0 for p in shared for s in (1, -1)):
+                seki[list(group)] = seki[list(other)] = True
+    return seki
+
+
+def _eyes(board: np.ndarray, group: frozenset[int]) -> int:
+    """Eyes of `group`: pockets of empty points next to it that touch only its colour's stones
+    (a pocket of `BIG_EYE` points or more counts as two)."""
+    colour = board[next(iter(group))]
+    eyes, seen = 0, set()
+    for lib in _liberties(board, set(group)):
+        if lib in seen:
+            continue
+        pocket = _pocket(board, lib)
+        seen |= pocket
+        if all(board[n] in (0, colour) for p in pocket for n in neighbours(p)):
+            eyes += 2 if len(pocket) >= BIG_EYE else 1
+    return eyes
+
+
+def _pocket(board: np.ndarray, point: int) -> set[int]:
+    """The connected empty points around the empty `point`."""
+    pocket, todo = {point}, [point]
+    while todo:
+        for n in neighbours(todo.pop()):
+            if board[n] == 0 and n not in pocket:
+                pocket.add(n)
+                todo.append(n)
+    return pocket
+
+
+#: `stone_status` codes.
+EMPTY, ALIVE, DEAD, SEKI = 0, 1, 2, 3
+
+
+def stone_status(board: np.ndarray) -> np.ndarray:
+    """`[81]` int: `ALIVE`, `DEAD` (`dead_stones`) or `SEKI` (`seki_stones`) per stone of
+    `board` `[81]` (+1 black, -1 white, 0 empty), `EMPTY` elsewhere: GTP's
+    `final_status_list` and the stones `final_score` removes."""
+    status = np.where(board != 0, ALIVE, EMPTY)
+    status[seki_stones(board)] = SEKI
+    status[dead_stones(board)] = DEAD
+    return status
+
+
+def groups_of(board: np.ndarray, points: np.ndarray) -> list[list[int]]:
+    """The stones of `points` `[81]` bool split into their groups on `board` `[81]` (each
+    sorted; groups in order of their first point)."""
+    out, seen = [], set()
+    for p in np.flatnonzero(points):
+        if int(p) in seen:
+            continue
+        group = sorted(q for q in _group(board, int(p)) if points[q])
+        seen |= set(group)
+        out.append(group)
+    return out
 
 
 def area_score(board: np.ndarray) -> tuple[int, int]:

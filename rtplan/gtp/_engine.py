@@ -12,10 +12,12 @@ import numpy as np
 
 from rtplan.games import go
 from rtplan.games.go import COLUMNS, PASS, SIZE, vertex_name
-from rtplan.gtp._board import area_score, dead_stones
+from rtplan.gtp._board import DEAD, SEKI, area_score, groups_of, stone_status
 from rtplan.gtp._game import GAME_ID, GtpGame
 from rtplan.gtp._protocol import (
     COMMANDS,
+    NO_POSITION,
+    SEARCHES,
     GtpError,
     clean,
     handicap_vertices,
@@ -33,8 +35,12 @@ class GtpEngine(GtpGame):
     The engine keeps the stack of JAX states (so `undo` pops one) and the move list; komi is an
     input of the compiled functions, so `komi` answers at once. Either colour may move at any
     time, as GTP allows (`GtpGame._ready` hands pgx's move to it without a pass); handicap
-    stones are a setup (`GtpGame.setup`). A finished game (two passes) accepts no more moves
-    until `undo` or `clear_board`.
+    stones are a setup (`GtpGame.setup`). Two passes end pgx's game, but GTP has no game-over
+    state: `play` and `genmove` go on from there (GUIs settle dead stones so).
+
+    Start-up (`GtpGame.start`) compiles on a background thread: the commands that need no
+    position (`_protocol.NO_POSITION`) answer at once, the position's commands once the step
+    is compiled, `genmove` and `rtplan-budget` (`_protocol.SEARCHES`) once the searches are.
 
     Clocks: the game's clocks count simulations (one tick each). `time_settings`, `time_left`
     and `kgs-time_settings` set the GTP clocks in seconds; before each move they are converted
@@ -65,7 +71,12 @@ class GtpEngine(GtpGame):
         try:
             if name not in COMMANDS:
                 raise GtpError("unknown command")
-            text = getattr(self, "_cmd_" + name.replace("-", "_"))(args)
+            if name in SEARCHES:
+                self.need_planner()
+            elif name not in NO_POSITION:
+                self.need_game()
+            with self.lock:
+                text = getattr(self, "_cmd_" + name.replace("-", "_"))(args)
         except GtpError as e:
             return f"?{ident} {e}\n\n", False
         except Exception as e:  # a bug must not end the game for the controller
@@ -181,11 +192,34 @@ class GtpEngine(GtpGame):
         self.undo()
         return ""
 
+    def _board_status(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the board `[81]`: +1 black, -1 white; each stone's `_board.stone_status`)."""
+        if not self.states:  # start-up has not set the board up yet: it is empty
+            board = np.zeros(SIZE * SIZE, np.int32)
+        else:
+            board = np.sign(go.position(self.states[-1]).stones)
+        return board, stone_status(board)
+
     def _cmd_final_score(self, args):
-        # Dead stones (estimated: `_board.dead_stones`) are removed before the area count.
-        board = np.sign(go.position(self.states[-1]).stones)
-        black, white = area_score(np.where(dead_stones(board), 0, board))
+        # The stones final_status_list calls dead are removed before the area count (seki
+        # stones stay, their shared liberties count for neither side).
+        board, status = self._board_status()
+        black, white = area_score(np.where(status == DEAD, 0, board))
         return score_text(black, white, self.komi)
+
+    def _cmd_final_status_list(self, args):
+        (which,) = self._args(args, 1, "final_status_list alive|dead|seki")
+        wanted = {"alive": None, "dead": DEAD, "seki": SEKI}
+        if which.lower() not in wanted:
+            raise GtpError(f"syntax error: status must be alive, dead or seki, got {which!r}")
+        board, status = self._board_status()
+        code = wanted[which.lower()]
+        points = (
+            (status != 0) & (status != DEAD) & (status != SEKI)
+            if code is None
+            else (status == code)
+        )
+        return "\n".join(" ".join(vertex_name(p) for p in g) for g in groups_of(board, points))
 
     def _cmd_showboard(self, args):
         letters = "   " + " ".join(COLUMNS)
@@ -200,6 +234,8 @@ class GtpEngine(GtpGame):
     def _set_time(self, settings: TimeSettings) -> None:
         self.settings = settings
         self.clocks = [settings.fresh(), settings.fresh()]
+        if settings.main is not None:
+            self.want_ladder()  # a clock to spend: the ladder compiles in the background
 
     def _cmd_time_settings(self, args):
         args = self._args(args, 3, "time_settings MAIN BYO STONES")

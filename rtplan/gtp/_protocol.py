@@ -22,6 +22,7 @@ COMMANDS = (
     "genmove",
     "undo",
     "final_score",
+    "final_status_list",
     "showboard",
     "time_settings",
     "time_left",
@@ -29,6 +30,26 @@ COMMANDS = (
     "rtplan-budget",
     "quit",
 )
+
+#: Commands answered at once, even while start-up still compiles: they need no position.
+NO_POSITION = frozenset(
+    {
+        "protocol_version",
+        "name",
+        "version",
+        "known_command",
+        "list_commands",
+        "boardsize",
+        "clear_board",
+        "komi",
+        "time_settings",
+        "time_left",
+        "kgs-time_settings",
+        "quit",
+    }
+)
+#: Commands that wait for the searches to be compiled and timed.
+SEARCHES = frozenset({"genmove", "rtplan-budget"})
 
 
 class GtpError(Exception):

@@ -30,6 +30,7 @@ __all__ = [
     "choose_budget",
     "gate_initial_seconds",
     "gate_seconds",
+    "ladder",
     "move_allowance",
     "to_ticks",
     "told_clock",
@@ -142,6 +143,18 @@ def choose_budget(
     """
     fits = [k for k in budgets if search_s(k) <= allowance_s]
     return max(fits) if fits else 0
+
+
+def ladder(top: int, max_simulations: int) -> tuple[int, ...]:
+    """The anytime ladder past a planner's largest search of `top` simulations: doubling
+    simulation counts (2 top, 4 top, ...) up to `max_simulations` (empty when it is below 2 top).
+    A long clock spends its spare seconds on them (issue 45: with only the planner's 16-96
+    simulations, the engine used 4 s of a 60 s clock)."""
+    rungs, sims = [], 2 * top
+    while sims <= max_simulations:
+        rungs.append(sims)
+        sims *= 2
+    return tuple(rungs)
 
 
 def capped_budget(

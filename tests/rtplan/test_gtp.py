@@ -6,6 +6,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,12 +24,20 @@ from rtplan.gtp import (
     GtpEngine,
     TimeSettings,
     choose_budget,
+    ladder,
     move_allowance,
     parse_vertex,
     told_clock,
     vertex_name,
 )
-from rtplan.gtp._board import area_score, capture_move, dead_stones, own_eye, self_atari
+from rtplan.gtp._board import (
+    area_score,
+    capture_move,
+    dead_stones,
+    own_eye,
+    seki_stones,
+    self_atari,
+)
 from rtplan.gtp._game import BIG_SELF_ATARI
 from support import SUPERKO_MOVES, SUPERKO_REPEAT, write_checkpoints
 
@@ -107,7 +116,8 @@ def engines(planner_file, tmp_path_factory):
     def live() -> Controller:
         if not started or started[-1].proc.poll() is not None:
             log = tmp_path_factory.mktemp("gtp") / "stderr.txt"
-            started.append(Controller(planner_file, log))
+            # One ladder rung (8 simulations): the rungs compile in the background of every test.
+            started.append(Controller(planner_file, log, "--max-simulations", "8"))
         return started[-1]
 
     yield live
@@ -209,7 +219,7 @@ def test_consecutive_moves_of_one_colour(fresh):
     assert gtp("play w g7") == "="
     assert gtp("play b pass") == "="
     assert gtp("play w pass") == "="
-    assert gtp("play b e1").startswith("? game is over")  # two passes end it
+    assert gtp("play b e1") == "="  # two passes end pgx's game, but GTP plays on
 
 
 def test_undo(fresh):
@@ -240,7 +250,7 @@ def test_genmove_plays_a_legal_move_that_shows_on_the_board(fresh):
 
 def test_self_play_to_the_end(fresh):
     """genmove for both sides until two passes end the game (the controller's passes end it if
-    the tiny planners play on for 200 plies: no ply cap ends it any more)."""
+    the tiny planners play on for 200 plies: no ply cap ends it any more); play goes on."""
     gtp = fresh
     moves = []
     while moves[-2:] != ["pass", "pass"]:
@@ -249,8 +259,9 @@ def test_self_play_to_the_end(fresh):
         else:
             gtp.ok(f"play {'bw'[len(moves) % 2]} pass")
             moves.append("pass")
-    assert gtp("play b e5").startswith("? game is over")
     assert re.fullmatch(r"= (0|[BW]\+\d+(\.5)?)", gtp("final_score"))
+    empty = next(v for v in (vertex_name(a) for a in range(81)) if v not in gtp.board())
+    assert gtp(f"play b {empty}") == "="
 
 
 def test_time_controls_choose_the_budget(fresh):
@@ -261,7 +272,9 @@ def test_time_controls_choose_the_budget(fresh):
 
     assert budget() == 4  # no time limit: the largest budget (tiny planner: k in (2, 4))
     gtp.ok("time_settings 600 0 0")
-    assert budget() == 4  # 600 s over ~81 moves: plenty for a few-ms search
+    # 600 s over ~81 moves: plenty for a few-ms search (and the ladder's rung of 8 simulations,
+    # once the background has timed it)
+    assert budget() in (4, 8)
     gtp.ok("time_left b 0 0")
     assert budget() == 0  # out of time: the policy-only move
     assert gtp("time_left b -1 0").startswith("? syntax error")
@@ -270,7 +283,7 @@ def test_time_controls_choose_the_budget(fresh):
     log = gtp.log.read_text().splitlines()
     assert f"genmove B: {vertex} k=0 (0 simulations)" in log[-1]
     gtp.ok("time_left w 1 1")  # byo-yomi: one second for one stone
-    assert budget() == 4
+    assert budget() >= 4
     gtp.ok("kgs-time_settings byoyomi 0 0 1")  # a period of 0 s: nothing fits
     assert budget() == 0
     gtp.ok("kgs-time_settings none")
@@ -290,9 +303,9 @@ def test_final_score_komi_and_game_over(fresh):
     assert gtp.board() == {"E5": "X"}
     assert gtp("final_score") == "= B+73.5"
     gtp.ok("play w pass")
-    gtp.ok("play b PASS")  # two passes end the game
-    assert gtp("play w d4").startswith("? game is over")
-    assert gtp("genmove w") == "= pass"
+    gtp.ok("play b PASS")  # two passes end the game ...
+    assert gtp("play w d4") == "="  # ... but GTP has no game-over state: play goes on
+    gtp.ok("undo")
     gtp.ok("undo")
     assert gtp("play b d4") == "="
 
@@ -384,6 +397,68 @@ def test_final_score_removes_dead_stones(fresh):
     for vertex in [f"F{r}" for r in range(1, 10)] + ["B5"]:
         assert gtp(f"play w {vertex}") == "="
     assert gtp("final_score") == "= B+1.5"  # 45 - 36 - 7.5
+
+
+def test_play_and_genmove_go_on_after_two_passes(fresh):
+    """GTP v2 has no game-over state: GUIs play on after two passes to settle dead stones."""
+    gtp = fresh
+    gtp.ok("play b e5")
+    gtp.ok("play w pass")
+    gtp.ok("play b pass")  # two passes: pgx's game is over
+    assert gtp("final_score") == "= B+73.5"
+    assert gtp("play w d4") == "="
+    assert gtp.board() == {"E5": "X", "D4": "O"}
+    vertex = gtp.ok("genmove b")
+    assert f"genmove B: {vertex} k=4 (4 simulations)" in gtp.log.read_text()  # it searched
+    for line in ("play w pass", "play b pass", "play w pass"):  # over again, and on again
+        gtp.ok(line)
+    vertex = gtp.ok("genmove b")
+    assert f"genmove B: {vertex} k=4" in gtp.log.read_text().splitlines()[-1]
+
+
+def test_genmove_plays_the_colour_asked_when_the_other_is_to_move(fresh):
+    """`genmove b` with white to move plays a black stone; black's own pass just before is not
+    an opponent's pass (the policy-only move may not pass then)."""
+    gtp = fresh
+    gtp.ok("fixed_handicap 2")  # white to move
+    gtp.ok("play b pass")  # black again: white to move again
+    gtp.ok("time_settings 600 0 0")
+    gtp.ok("time_left b 0 0")  # black's clock is out: the policy-only move, which must not pass
+    vertex = gtp.ok("genmove b")
+    assert vertex.lower() != "pass" and gtp.board()[vertex] == "X"
+    assert gtp.ok("showboard").splitlines()[-1].startswith("White to play")
+    gtp.ok("kgs-time_settings none")
+    vertex = gtp.ok("genmove b")  # searched, out of turn again
+    assert f"genmove B: {vertex} k=4" in gtp.log.read_text().splitlines()[-1]
+    assert vertex.lower() == "pass" or gtp.board()[vertex] == "X"
+
+
+def test_final_status_list_and_final_score_agree(fresh):
+    """The final-score position: white's B5 and black's H5 are dead; final_score removes
+    exactly the stones final_status_list calls dead."""
+    gtp = fresh
+    blacks = [f"E{r}" for r in range(1, 10)] + ["H5"]
+    assert gtp(f"set_free_handicap {' '.join(blacks)}") == "="
+    whites = [f"F{r}" for r in range(1, 10)] + ["B5"]
+    for vertex in whites:
+        assert gtp(f"play w {vertex}") == "="
+    assert gtp.ok("final_status_list dead").split() == ["B5", "H5"]
+    assert gtp.ok("final_status_list seki") == ""
+    alive = gtp.ok("final_status_list alive").splitlines()
+    assert sorted(alive) == sorted(
+        [" ".join(f"E{r}" for r in range(9, 0, -1)), " ".join(f"F{r}" for r in range(9, 0, -1))]
+    )
+    assert gtp("final_status_list maybe").startswith("? syntax error")
+    board = np.zeros(81, int)
+    for vertex in blacks:
+        board[parse_vertex(vertex)] = 1
+    for vertex in whites:
+        board[parse_vertex(vertex)] = -1
+    for vertex in gtp.ok("final_status_list dead").split():
+        board[parse_vertex(vertex)] = 0
+    black, white = area_score(board)
+    assert gtp("final_score") == f"= B+{black - white - 7.5:g}"
+    assert "final_status_list" in gtp.ok("list_commands").split()
 
 
 def test_quit_ends_the_engine(gtp):
@@ -732,3 +807,143 @@ def test_go_repositions_a_state_through_its_public_api():
 
     assert float(jax.jit(finish)(jnp.float32(7.5))[black]) == 1.0  # 81 points beat 7.5
     assert float(jax.jit(finish)(jnp.float32(90.0))[black]) == -1.0
+
+
+def test_start_up_answers_at_once_and_genmove_waits_for_the_searches(planner_file):
+    """`start` compiles in the background: the handshake, boardsize, clear_board and komi
+    answer while the searches are still held back, the board's commands once the step is
+    compiled, and genmove waits until the searches are ready (it once took 31 s to answer
+    protocol_version)."""
+    engine = GtpEngine(planner_file)
+    hold, search = threading.Event(), engine._search
+
+    def held(*args, **kwargs):
+        hold.wait()
+        return search(*args, **kwargs)
+
+    engine._search = held  # the warm-up's first search waits here
+    start = time.perf_counter()
+    engine.start()
+    first = [
+        "protocol_version",
+        "name",
+        "version",
+        "list_commands",
+        "boardsize 9",
+        "clear_board",
+        "komi 6.5",
+        "time_settings 60 0 0",
+    ]
+    for line in first:
+        assert engine.handle(line)[0].startswith("="), line
+    assert time.perf_counter() - start < 5.0
+    assert not engine.planner_ready.is_set()
+    assert engine.handle("play b e5")[0] == "=\n\n"  # the board is up before the searches
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(engine.handle("genmove w")[0]))
+    thread.start()
+    thread.join(1.0)
+    assert thread.is_alive() and not answers  # genmove waits for the searches
+    hold.set()
+    thread.join(600)
+    assert engine.planner_ready.is_set() and answers[0].startswith("= ")
+    assert engine.komi == 6.5 and len(engine.moves) == 2  # nothing lost while it compiled
+
+
+#: A black group of 6 on the first row (A1-F1) whose liberties are F2 and G1 (white on A2-E2,
+#: F3, G2, H1): either leaves 7 black stones with the other one alone.
+ROW_BLACK = ["A1", "B1", "C1", "D1", "E1", "F1"]
+ROW_WHITE = ["A2", "B2", "C2", "D2", "E2", "F3", "G2", "H1"]
+
+
+def test_the_guard_plays_the_next_best_safe_move_instead_of_a_big_self_atari(local):
+    """A search that picks a move leaving 6+ own stones in atari gets the move it visited most
+    among the safe ones, not a pass mid-game; with none visited, the network's best safe
+    move; a pass only where no safe move is left (the seki test) or after the opponent's pass."""
+    engine = local
+    engine.handle("clear_board")
+    engine.handle("komi 7.5")
+    assert engine.handle(f"set_free_handicap {' '.join(ROW_BLACK)}")[0].startswith("=")
+    for vertex in ROW_WHITE:
+        assert engine.handle(f"play w {vertex}")[0].startswith("="), vertex
+    state = engine._ready(engine.states[-1], 0)
+    mine = go.position(state).own()
+    g1, f2, e5, c7 = (parse_vertex(v) for v in ("G1", "F2", "E5", "C7"))
+    assert self_atari(mine, g1) == self_atari(mine, f2) == 7
+    visits = np.zeros(82, int)
+    visits[[g1, f2, e5, c7]] = (50, 40, 30, 5)
+    assert engine._guard(state, g1, 0.0, visits=visits) == e5  # not F2: a self-atari too
+    visits[[e5, c7]] = 0
+    instead = engine._guard(state, g1, 0.0, visits=visits)  # no safe move visited
+    assert instead not in (PASS, g1, f2) and self_atari(mine, instead) == 0
+    assert engine._guard(state, g1, 0.0) == instead  # no visits known: the same policy move
+    engine.handle("play b pass")
+    engine.handle("play w pass")  # the opponent passed: no visited safe move, a pass
+    state = engine._ready(engine.states[-1], 0)
+    assert engine._guard(state, g1, 0.0, visits=visits) == PASS
+
+
+def test_a_pass_out_of_turn_is_replaced_by_a_board_move(local):
+    """`play b e5`, `genmove b`: the shipped planner's search passed there (black to move right
+    after its own move, a position the network never saw). Out of turn, a pass becomes the
+    most-visited safe move (else the policy's); in turn, or after the opponent's pass, it
+    stands."""
+    engine = local
+    engine.handle("clear_board")
+    engine.handle("play b e5")
+    state = engine._ready(engine.states[-1], 0)  # black again
+    visits = np.zeros(82, int)
+    d4 = parse_vertex("D4")
+    visits[[PASS, d4]] = (80, 10)
+    assert engine._guard(state, PASS, 0.0, visits=visits, out_of_turn=True) == d4
+    policy = engine._guard(state, PASS, 0.0, visits=np.zeros(82, int), out_of_turn=True)
+    assert policy < PASS and policy != parse_vertex("E5")
+    assert engine._guard(state, PASS, 0.0, visits=visits) == PASS  # in turn: a searched pass
+    engine.handle("play w pass")  # the opponent's pass: a pass of black's stands
+    state = engine._ready(engine.states[-1], 0)
+    assert engine._guard(state, PASS, 0.0, visits=visits, out_of_turn=True) == PASS
+
+
+def test_seki_stones_are_neither_dead_nor_captured(local):
+    """SEKI_GAME's seki: white's E6-E7 inside black's big group, sharing its last liberties D7
+    and F6. Both are in seki; neither is dead, and final_status_list says so."""
+    engine = local
+    engine.handle("clear_board")
+    for ply, move in enumerate(SEKI_GAME.split()):
+        assert engine.handle(f"play {'bw'[ply % 2]} {move}")[0].startswith("="), (ply, move)
+    board = np.sign(go.position(engine.states[-1]).stones)
+    seki = seki_stones(board)
+    assert seki[parse_vertex("E6")] and seki[parse_vertex("E7")]
+    assert seki[parse_vertex("D8")] and board[parse_vertex("D8")] == 1  # black's big group
+    assert not (dead_stones(board) & seki).any()
+    listed = engine.handle("final_status_list seki")[0]
+    assert "E6" in listed and "E7" in listed
+    assert "E6" not in engine.handle("final_status_list dead")[0]
+    # No seki where filling the shared liberty captures (a race the mover wins).
+    board = np.zeros(81, int)
+    for vertex in ("A1", "A2", "B2", "C2"):
+        board[parse_vertex(vertex)] = 1
+    for vertex in ("B1", "A3", "B3", "C3", "D2", "D1"):
+        board[parse_vertex(vertex)] = -1
+    assert not seki_stones(board).any()
+
+
+def test_a_long_clock_plays_the_ladder_and_a_short_one_does_not(planner_file):
+    """Budgets grow with the clock: once a clock is set, the ladder's rung (8 simulations past
+    the tiny planner's 4; one rung keeps the compile short) compiles in the background, and an
+    hour's clock plays it while a second's plays at most the planner's own."""
+    assert ladder(96, 1536) == (192, 384, 768, 1536) and ladder(96, 191) == ()
+    engine = GtpEngine(planner_file, max_simulations=8)
+    assert engine.ladder == (8,)
+    engine.warm_up()
+    assert engine.budgets == (2, 4) and not engine.ladder_ready.is_set()  # no clock: no ladder
+    assert engine.handle("time_settings 3600 0 0")[0] == "=\n\n"
+    assert engine.ladder_ready.wait(600)
+    assert engine.budgets == (2, 4, 8)
+    assert engine.handle("genmove b")[0].startswith("= ")
+    long = engine.last_choice.k
+    engine.handle("time_settings 1 0 0")
+    assert engine.handle("genmove w")[0].startswith("= ")
+    short = engine.last_choice.k
+    assert long == 8 and short <= 4, (long, short)
+    assert len(engine.states[-1].inner.clocks) == 2  # the game's clocks still in ticks
