@@ -13,7 +13,7 @@ import { sizeCanvas } from "./panels.js";
 const BAR_WIDTH = 14; // the evaluation bar's width, CSS pixels
 
 /** What the thinking panels show, for the tests and the console. */
-export const thinking = { value: null, share: null, probabilities: null, k: null, moves: 0 };
+export const thinking = { value: null, share: null, probabilities: null, k: null, moves: 0, decisions: [] };
 viewer.thinking = thinking;
 
 function budgets() {
@@ -231,6 +231,7 @@ export function drawThinking(f, L) {
   } else if (d && d.k != null) gate = `k=${d.k} (forced)`;
   setText("gate", gate);
   thinking.probabilities = d ? d.probabilities : null;
+  thinking.decisions = model.decisions.map((x) => x.frame);
   thinking.k = d ? d.k : null;
   const value = d == null ? "–" : twoPlayer() ? `${d.value >= 0 ? "+" : ""}${d.value.toFixed(2)} for the agent` : d.value.toFixed(1);
   setText("value", value);

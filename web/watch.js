@@ -10,7 +10,7 @@
 import { $, getJSON, setText } from "./api.js";
 import { carryAnnot } from "./draw.js";
 import {
-  HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
+  GAME_LOG, HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
 } from "./model.js";
 import { drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas } from "./panels.js";
 import { drawPlayStatus, sessionToken, startPlaying } from "./play.js";
@@ -31,6 +31,15 @@ const TV_HOLD_MS = 4000; // how long a finished game's result stays before the n
 let socket = null;
 const send = (msg) => socket.send(JSON.stringify(msg));
 
+/** What the session played before this page joined (the hello's `past`): the charts' recent
+ * history, the whole game's decisions and moves, as if the page had watched from frame 0. */
+function seedPast(past) {
+  if (!past) return;
+  model.history = past.reports.map(historyEntry).slice(-HISTORY);
+  model.decisions = past.decisions.slice(-GAME_LOG);
+  model.moves = past.moves.slice(-GAME_LOG);
+}
+
 /** The countdown's end, `ms` from now by a message of the server: the earliest end any
  * message gives (a frame sent to a late viewer was published earlier, its count is stale). */
 function countdownFrom(ms) {
@@ -47,7 +56,8 @@ function onFrame(msg) {
   model.annot = annotate(model.latest && model.latest.state, msg.state, model.annot);
   model.previous = model.latest;
   model.latest = msg;
-  if (msg.previous) {
+  const last = model.history[model.history.length - 1];
+  if (msg.previous && !(last && last.frame >= msg.previous.frame)) { // not in the hello's past
     model.history.push(historyEntry(msg.previous));
     if (model.history.length > HISTORY) model.history.shift();
     logReport(msg.previous);
@@ -59,6 +69,7 @@ function onMessage(event) {
   viewer.received += 1;
   if (msg.type === "hello") {
     model.hello = msg;
+    seedPast(msg.past);
     countdownFrom(msg.session.starts_in_ms);
     // A player's game starts when it joins: join once the board can be drawn.
     const token = tv ? null : sessionToken(sessionId);

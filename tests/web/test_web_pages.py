@@ -1,0 +1,75 @@
+"""The pages a newcomer meets, in a real headless Chromium (issue 43, "the pages"): a game joined
+mid-way shows the game so far, the clocks sit beside the board with each player's colour and
+honest move times, the Hex board is labelled, a person's game speaks to them and starts fairly,
+the lobby starts what is ready and opens it, and /results leads with what was pre-registered."""
+
+# ruff: noqa: F811 (the browser fixtures of conftest.py are the tests' arguments)
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from support import (
+    env_server,
+    get_json,
+    post_session,
+    start_planner,
+    write_checkpoints,
+    write_planner,
+)
+
+GAMES = ("speed-hex-v0", "snake-rt-v0")
+
+
+@pytest.fixture(scope="module")
+def server(chromium_path, tmp_path_factory):
+    """The env server for Speed Hex and Snake, with the real Planner service (a thread of this
+    process) planning Speed Hex at k=2."""
+    tmp = tmp_path_factory.mktemp("web-pages")
+    root = write_checkpoints(tmp / "ckpt", GAMES)
+    planner = start_planner(
+        write_planner(tmp / "planner", "speed-hex-v0", budgets=(2,), simulations=(2,))
+    )
+    try:
+        flags = ("--planner-address", planner.address, "--human-countdown-s", "1")
+        with env_server(tmp, root, GAMES, *flags) as base:
+            yield SimpleNamespace(base=base, tmp=tmp)
+    finally:
+        planner.stop()
+
+
+def wait_frame(base: str, sid: str, at_least: int, timeout: float = 60.0) -> dict:
+    """The session's details once it has played `at_least` frames."""
+    deadline = time.monotonic() + timeout
+    while (info := get_json(base, f"/v1/sessions/{sid}"))["frame"] < at_least:
+        assert info["status"] in ("waiting", "running"), info
+        assert time.monotonic() < deadline, info
+        time.sleep(0.1)
+    return info
+
+
+def planner_hex(base: str, **body) -> dict:
+    """A Speed Hex session of the planner at k=2 against the reflex."""
+    return post_session(base, game="speed-hex-v0", agent="planner", k=2, opponent="reflex", **body)
+
+
+def test_a_game_joined_mid_way_shows_the_game_so_far(server, page):
+    sid = planner_hex(server.base, fps=4.0, featured=True)["id"]
+    joined_at = wait_frame(server.base, sid, 8)["frame"]
+    page.goto(f"{server.base}/tv")
+    page.wait_for_function(
+        f"window.rtplanViewer.tv.session === '{sid}' && window.rtplanViewer.frame !== null",
+        timeout=20_000,
+    )
+    page.wait_for_timeout(300)  # the next draw of the panels
+    thinking = page.evaluate("({...window.rtplanViewer.thinking})")
+    # The planner's decisions from frame 0, not from the join.
+    assert thinking["decisions"][0] == 0 and len(thinking["decisions"]) >= 2, thinking
+    moves = page.locator("#moves li")
+    assert moves.count() >= joined_at
+    assert moves.first.get_attribute("data-frame") == "0"
+    assert "no planner" not in page.inner_text("#k")
+    assert page.inner_text("#k").startswith("2 (frame")
+    assert page.locator("#clocks").is_visible()
