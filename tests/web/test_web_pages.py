@@ -73,3 +73,22 @@ def test_a_game_joined_mid_way_shows_the_game_so_far(server, page):
     assert "no planner" not in page.inner_text("#k")
     assert page.inner_text("#k").startswith("2 (frame")
     assert page.locator("#clocks").is_visible()
+
+
+def test_the_clocks_sit_beside_the_board_above_the_fold(server, browser):
+    tab = browser.new_page()
+    tab.set_viewport_size({"width": 1280, "height": 900})
+    try:
+        sid = post_session(server.base, game="speed-hex-v0", agent="reflex", fps=2.0)["id"]
+        tab.goto(f"{server.base}/watch?session={sid}")
+        tab.wait_for_function("window.rtplanViewer.frame !== null", timeout=20_000)
+        tab.locator("#clocks").wait_for(timeout=10_000)
+        tab.wait_for_timeout(300)
+        board = tab.locator("#board").bounding_box()
+        clocks = tab.locator("#clocks").bounding_box()
+        assert clocks["x"] >= board["x"] + board["width"], (board, clocks)  # beside it
+        assert clocks["y"] + clocks["height"] <= 900, clocks  # above the fold
+        # Nothing runs off the screen's right edge.
+        assert tab.evaluate("document.documentElement.scrollWidth") == 1280
+    finally:
+        tab.close()
