@@ -3,7 +3,7 @@
 // and the status line. Each draws from the model (model.js).
 
 import { $, agentLabel, el, setText } from "./api.js";
-import { HISTORY, agentColour, model, view, viewer } from "./model.js";
+import { HISTORY, agentColour, game, model, view, viewer } from "./model.js";
 
 // The colour of each action's provenance (the strip and its legend).
 const KINDS = {
@@ -139,8 +139,8 @@ export function clockText(ticks, ms) {
 }
 
 /** The two clocks of a clock game's frame `f`; the mover's runs down between frames while
- * this page plays (the player's, or the planner opponent's own clock). Each side has its own
- * colour (the agent's blue, the opponent's orange); a person sees "you". */
+ * this page plays (the player's, or the planner opponent's own clock). Each side's bar has its
+ * stones' colour; a person sees "you". */
 export function drawClocks(f) {
   const st = f.state;
   $("clocks").hidden = false;
@@ -163,6 +163,7 @@ export function drawClocks(f) {
     if (st.to_play === p && !f.done) label.className = "turn";
     const bar = el("div", null, { class: `bar side${p}` });
     const fill = document.createElement("div");
+    fill.style.background = stoneColour(colour); // the bar in its own player's colour
     fill.style.width = `${Math.max(0, (100 * left) / st.initial_time)}%`;
     bar.append(fill);
     const time = el("span", clockText(left, tickMs(st)), { class: "time" });
@@ -170,12 +171,26 @@ export function drawClocks(f) {
     rows.push(label, bar, time);
   }
   $("clock-rows").replaceChildren(...rows);
-  const a = model.annot;
   const ms = tickMs(st);
   const c = model.hello.config;
-  const cost = a && a.moveCost != null ? (ms ? `${((a.moveCost * ms) / 1e3).toFixed(1)} s` : `${a.moveCost} ticks`) : null;
+  // What the last move took: the ticks charged to its mover (the report's cost), before the
+  // increment gave some back (a clock's change nets the increment in, and can go negative).
+  const rep = f.previous;
+  const cost = rep ? (ms ? `${((rep.cost * ms) / 1e3).toFixed(1)} s` : `${rep.cost} ticks`) : null;
   const control = ms ? `${c.time_s / 60}+${c.increment_s}: minutes a side + seconds back per move` : "clock ticks left";
-  setText("move-cost", cost ? `last move took ${cost} (${a.mover === 0 ? "agent" : "opponent"}) · ${control}` : control);
+  setText("move-cost", cost ? `last move took ${cost} (${moverName(rep)}) · ${control}` : control);
+}
+
+/** Who made the move of report `rep`: "you" (a person), the agent or the opponent. */
+function moverName(rep) {
+  if (rep.answer_source === "opponent") return "opponent";
+  return viewer.player ? "you" : "agent";
+}
+
+/** The colour of a clock game's colour index `colour` (the game's stones), for its clock. */
+function stoneColour(colour) {
+  const stones = game && game.PALETTE && game.PALETTE.stones;
+  return stones ? stones[colour] : colour === 0 ? "#4fb3ff" : "#ff9f43";
 }
 
 /** The title and the agent line, from the hello. */

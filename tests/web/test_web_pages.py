@@ -6,6 +6,7 @@ the lobby starts what is ready and opens it, and /results leads with what was pr
 # ruff: noqa: F811 (the browser fixtures of conftest.py are the tests' arguments)
 from __future__ import annotations
 
+import re
 import time
 from types import SimpleNamespace
 
@@ -14,6 +15,7 @@ import pytest
 from support import (
     env_server,
     get_json,
+    hex_rgb,
     post_session,
     start_planner,
     write_checkpoints,
@@ -92,3 +94,29 @@ def test_the_clocks_sit_beside_the_board_above_the_fold(server, browser):
         assert tab.evaluate("document.documentElement.scrollWidth") == 1280
     finally:
         tab.close()
+
+
+#: The clock rows: [label, the bar's colour as rgb(), the move-cost line].
+CLOCKS = """() => [...document.querySelectorAll('#clock-rows .bar')].map(b => [
+    b.previousElementSibling.textContent, getComputedStyle(b.firstElementChild).backgroundColor,
+])"""
+
+
+def test_move_times_are_never_negative_and_each_clock_has_its_players_colour(server, page):
+    # An increment far over what a reflex move costs: the clock grows at each move.
+    sid = post_session(
+        server.base, game="speed-hex-v0", agent="reflex", fps=2.0, time_s=60, increment_s=10
+    )["id"]
+    page.goto(f"{server.base}/watch?session={sid}")
+    page.wait_for_function("window.rtplanViewer.frame >= 3", timeout=30_000)
+    page.wait_for_timeout(300)
+    text = page.inner_text("#move-cost")
+    assert re.match(r"last move took \d+\.\d s \((agent|opponent)\)", text), text
+    rows = page.evaluate(CLOCKS)
+    stones = page.evaluate("window.rtplanViewer.palette.stones")
+    names = get_json(server.base, "/v1/games")["games"]
+    colour_names = next(g for g in names if g["id"] == "speed-hex-v0")["view"]["colour_names"]
+    for label, colour in rows:
+        # "agent (red)": the bar has the red stones' colour.
+        which = next(i for i, n in enumerate(colour_names) if f"({n})" in label)
+        assert colour == "rgb({}, {}, {})".format(*hex_rgb(stones[which])), (label, colour)
