@@ -120,3 +120,38 @@ def test_move_times_are_never_negative_and_each_clock_has_its_players_colour(ser
         # "agent (red)": the bar has the red stones' colour.
         which = next(i for i, n in enumerate(colour_names) if f"({n})" in label)
         assert colour == "rgb({}, {}, {})".format(*hex_rgb(stones[which])), (label, colour)
+
+
+#: The share of the pixels around (x, y) (CSS pixels of the board) in colour [r, g, b] (+-40).
+AROUND = """([x, y, rgb]) => {
+    const c = document.getElementById('board'), dpr = c.width / window.rtplanViewer.layout.width;
+    const d = c.getContext('2d').getImageData(Math.round((x - 6) * dpr), Math.round((y - 6) * dpr),
+                                             Math.round(12 * dpr), Math.round(12 * dpr)).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4)
+        if (Math.abs(d[i] - rgb[0]) <= 40 && Math.abs(d[i + 1] - rgb[1]) <= 40 &&
+            Math.abs(d[i + 2] - rgb[2]) <= 40) n++;
+    return n / (d.length / 4);
+}"""
+
+
+def test_the_hex_board_is_labelled_as_its_moves_are_named(server, page):
+    sid = post_session(server.base, game="speed-hex-v0", agent="reflex", fps=2.0)["id"]
+    page.goto(f"{server.base}/watch?session={sid}")
+    page.wait_for_function("window.rtplanViewer.frame !== null", timeout=20_000)
+    page.wait_for_timeout(300)
+    spec = next(g for g in get_json(server.base, "/v1/games")["games"] if g["id"] == "speed-hex-v0")
+    board = spec["view"]["board"]
+    labels = page.evaluate("window.rtplanViewer.layout.labels") or []
+    assert sorted(t for t, _, _ in labels) == sorted([*board["columns"], *board["rows"]])
+    ink = list(hex_rgb(page.evaluate("window.rtplanViewer.palette.label")))
+    for text, x, y in labels:
+        assert page.evaluate(AROUND, [x, y, ink]) > 0.02, text  # painted, not just listed
+    # A cell's name (the move list's "f6") is its column's letter over it and its row's number
+    # beside its row.
+    r, c = 2, 5
+    name = spec["action_names"][board["actions"][r][c]]
+    assert name == f"{board['columns'][c]}{board['rows'][r]}"
+    cx, cy = page.evaluate(f"window.rtplanViewer.center(0, {c})")
+    top = next(lab for lab in labels if lab[0] == board["columns"][c])
+    assert abs(top[1] - cx) < 1 and top[2] < cy
