@@ -155,3 +155,55 @@ def test_the_hex_board_is_labelled_as_its_moves_are_named(server, page):
     cx, cy = page.evaluate(f"window.rtplanViewer.center(0, {c})")
     top = next(lab for lab in labels if lab[0] == board["columns"][c])
     assert abs(top[1] - cx) < 1 and top[2] < cy
+
+
+def play(page, base: str, created: dict) -> None:
+    """Opens the watch page as the session's player (the token in the address)."""
+    page.goto(f"{base}/watch?session={created['id']}#token={created['token']}")
+    page.wait_for_function("window.rtplanViewer.player !== null", timeout=30_000)
+
+
+def test_a_persons_game_speaks_to_them(server, page):
+    # Snake: the person takes the snake over, it runs into a wall; the banner says what *you*
+    # scored.
+    created = post_session(server.base, game="snake-rt-v0", agent="human", fps=9.0)
+    play(page, server.base, created)
+    page.wait_for_function("window.rtplanViewer.frame >= 1", timeout=20_000)
+    page.keyboard.press("ArrowUp")
+    page.wait_for_function("window.rtplanViewer.ended", timeout=60_000)
+    page.wait_for_function("!document.getElementById('result').hidden", timeout=5_000)
+    assert page.inner_text("#result").startswith("you scored"), page.inner_text("#result")
+
+    # Speed Hex against the planner: its value is shown for you (its own, negated).
+    created = post_session(
+        server.base,
+        game="speed-hex-v0",
+        agent="human",
+        opponent="planner",
+        opponent_k=2,
+        fps=0.125,
+    )
+    play(page, server.base, created)
+    page.wait_for_function(
+        "(() => { const v = window.rtplanViewer; return v.state && v.state.to_play === 0; })()",
+        timeout=30_000,
+    )
+    state = page.evaluate("window.rtplanViewer.state")
+    n = len(state["board"])
+    r, c = next((r, c) for r in range(n) for c in range(n) if state["board"][r][c] == ".")
+    xy = page.evaluate(f"window.rtplanViewer.center({r}, {c})")
+    page.click("#board", position=dict(zip("xy", xy)))
+    page.wait_for_function(
+        "window.rtplanViewer.frames.some(m => m.previous && m.previous.decision)", timeout=60_000
+    )
+    page.wait_for_function("window.rtplanViewer.thinking.value !== null", timeout=10_000)
+    decision = page.evaluate(
+        "window.rtplanViewer.frames.filter(m => m.previous && m.previous.decision)"
+        ".at(-1).previous.decision"
+    )
+    assert page.inner_text("#value").endswith("for you"), page.inner_text("#value")
+    assert "for you" in page.get_attribute("#evalbar", "title")
+    assert page.evaluate("window.rtplanViewer.thinking.value") == pytest.approx(-decision["value"])
+    said = page.inner_text("#thinking") + page.inner_text("#clocks") + page.inner_text("#moves")
+    said += " ".join(page.locator("#moves li").evaluate_all("els => els.map(e => e.title)"))
+    assert "agent" not in said and "you (" in page.inner_text("#clocks"), said
