@@ -374,10 +374,10 @@ def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, pa
     page.wait_for_function("window.rtplanViewer.player !== null", timeout=20_000)
     assert "left: ←" in page.inner_text("#play-help")
 
-    # Nothing pressed: the frame plays the fallback, and the page says so.
+    # Nothing pressed yet: the frame plays the reflex (a fair start), and the page says so.
     frame_with(page, "m.previous.provenance === 'fallback'")
     page.wait_for_function(
-        "document.getElementById('play-status').textContent.includes('no input by the deadline')",
+        "document.getElementById('play-status').textContent.includes('the reflex steers')",
         timeout=10_000,
     )
     page.keyboard.press("ArrowLeft")
@@ -391,6 +391,11 @@ def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, pa
     cols = lambda m: [c for _, c in m["state"]["piece_cells"]]  # noqa: E731
     assert before["state"]["piece"] == after["state"]["piece"]
     assert min(cols(after)) == min(cols(before)) - 1, (before["state"], after["state"])
+    # From the first key on, a frame with no key plays the fallback, and the page says so.
+    page.wait_for_function(
+        "document.getElementById('play-status').textContent.includes('no input by the deadline')",
+        timeout=10_000,
+    )
     stats = get_json(server.base, f"/v1/sessions/{sid}")["stats"]
     assert stats["on_time"] >= 1 and stats["fallback"] >= 1
 

@@ -207,3 +207,29 @@ def test_a_persons_game_speaks_to_them(server, page):
     said = page.inner_text("#thinking") + page.inner_text("#clocks") + page.inner_text("#moves")
     said += " ".join(page.locator("#moves li").evaluate_all("els => els.map(e => e.title)"))
     assert "agent" not in said and "you (" in page.inner_text("#clocks"), said
+
+
+def test_a_person_who_presses_nothing_does_not_lose_before_they_could_react(server, page):
+    # Snake at seed 0 starts two cells from a wall, heading into it: the game's fallback (keep
+    # heading) would end it 3 frames after the countdown. Until the first key the reflex steers.
+    fps = 9.0
+    created = post_session(server.base, game="snake-rt-v0", agent="human", fps=fps, seed=0)
+    play(page, server.base, created)
+    page.wait_for_function(
+        "window.rtplanViewer.frame >= 12 || window.rtplanViewer.ended", timeout=30_000
+    )
+    assert not page.evaluate("window.rtplanViewer.ended"), page.inner_text("#status")
+    assert get_json(server.base, f"/v1/sessions/{created['id']}")["status"] == "running"
+    assert "the reflex steers" in page.inner_text("#play-status")
+    reports = page.evaluate(
+        "window.rtplanViewer.frames.filter(m => m.previous).map(m => m.previous)"
+    )
+    assert {r["provenance"] for r in reports} == {"fallback"}
+    # The first key takes over: from then on the session's fallback rules, as for any agent.
+    page.keyboard.press("ArrowUp")
+    page.wait_for_function(
+        "window.rtplanViewer.frames.some(m => m.previous && m.previous.provenance === 'on_time')"
+        " || window.rtplanViewer.ended",
+        timeout=10_000,
+    )
+    assert "the reflex steers" not in page.inner_text("#play-status")
