@@ -7,7 +7,7 @@
 // At /tv the page shows the featured game (GET /v1/featured: the demo's, else the newest live
 // one) and, once it is over and its result has been on screen a while, the next.
 
-import { $, getJSON, setText } from "./api.js";
+import { $, getJSON, saveToken, setText } from "./api.js";
 import { carryAnnot } from "./draw.js";
 import {
   GAME_LOG, HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
@@ -72,8 +72,9 @@ function onMessage(event) {
     seedPast(msg.past);
     countdownFrom(msg.session.starts_in_ms);
     // A player's game starts when it joins: join once the board can be drawn.
-    const token = tv ? null : sessionToken(sessionId);
-    ensureGame().then(() => token && send({ type: "play", token }));
+    const token = tv || msg.config.agent !== "human" ? null : sessionToken(sessionId);
+    const ws = socket;
+    ensureGame().then(() => token && ws.readyState === WebSocket.OPEN && send({ type: "play", token }));
   } else if (msg.type === "frame") onFrame(msg);
   else if (msg.type === "end") {
     model.end = msg;
@@ -104,6 +105,50 @@ function connect() {
     }
     model.dirty = true;
   };
+}
+
+// A finished game: a rematch or a new game ---------------------------------------------------
+
+/** The session's settings (the hello's `config`) as a POST /v1/sessions body: the same game
+ * again, its seed included. */
+function rematchBody() {
+  const c = model.hello.config;
+  const body = {
+    game: c.game_id, seed: c.seed, fps: c.fps, agent: c.agent, fallback: c.fallback,
+    clock: c.clock, record: c.record, max_frames: c.max_frames,
+  };
+  if (c.agent === "planner" && c.ks.length) body.k = c.ks.length === 1 ? c.ks[0] : c.ks;
+  if (model.hello.spec.num_players === 2) {
+    body.opponent = c.opponent;
+    if (c.opponent === "planner" && c.opponent_k) body.opponent_k = c.opponent_k;
+    if (c.time_s) Object.assign(body, { time_s: c.time_s, increment_s: c.increment_s });
+  }
+  return body;
+}
+
+async function rematch() {
+  $("rematch").disabled = true;
+  try {
+    const created = await getJSON("/v1/sessions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(rematchBody()),
+    });
+    saveToken(created.id, created.token); // this tab plays a person's rematch
+    location.assign(`/watch?session=${encodeURIComponent(created.id)}`);
+  } catch (e) {
+    setText("after-status", `could not start a rematch: ${e.message}`);
+    $("rematch").disabled = false;
+  }
+}
+$("rematch").addEventListener("click", rematch);
+
+/** Once a live game is over (not on the TV page, which moves on by itself): a rematch (the
+ * built-in agents and a person; an Env API agent's game needs its agent) and a new game. */
+function drawAfter() {
+  const over = Boolean(model.end) && !tv && !viewer.replay && model.hello;
+  $("after").hidden = !over;
+  $("rematch").hidden = !over || model.hello.config.agent === "grpc";
 }
 
 // The TV page ------------------------------------------------------------------------------
@@ -178,6 +223,7 @@ function drawPage() {
     drawPlayStatus(f);
   }
   drawResult();
+  drawAfter();
   drawLegend();
   drawStatus();
   viewer.drawn += 1;

@@ -96,12 +96,12 @@ def test_lobby_lists_a_live_session_and_starts_one(server, page):
     page.fill('input[name="fps"]', "7")
     page.fill('input[name="seed"]', "3")
     page.click('form#start button[type="submit"]')
-    link = page.locator("#start-result a")
-    link.wait_for(timeout=30_000)
-    sid = link.inner_text()
+    page.wait_for_url("**/watch?session=*", timeout=30_000)  # Start opens the game it started
+    sid = page.url.split("session=")[1]
     info = get_json(server.base, f"/v1/sessions/{sid}")
     assert (info["game"], info["agent"]) == ("tetris-rt-v0", "reflex")
     assert (info["config"]["fps"], info["config"]["seed"]) == (7.0, 3)
+    page.goto(f"{server.base}/")
     page.locator(f'tr[data-session="{sid}"]').wait_for(timeout=10_000)
     # The list refreshes: the live session's frame counter moves on the page.
     frame = row.locator("td").nth(5)
@@ -528,17 +528,18 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     page.fill('input[name="fps"]', "0.125")
     assert page.input_value('select[name="time_control"]') == "3+2"
     page.click('form#start button[type="submit"]')
-    link = page.locator("#start-result a")
-    link.wait_for(timeout=30_000)
-    sid = link.inner_text()
+    page.wait_for_url("**/watch?session=*", timeout=30_000)  # the lobby opens it; this tab plays
+    sid = page.url.split("session=")[1]
     info = get_json(base, f"/v1/sessions/{sid}")
     assert (info["agent"], info["opponent"], info["opponent_k"]) == ("human", "planner", 2)
-    row = page.locator(f'tr[data-session="{sid}"]')
-    row.wait_for(timeout=10_000)
-    assert row.locator("td").nth(2).inner_text() == "human vs planner k=2"
-
-    link.click()  # the lobby kept the token: this tab plays
-    page.wait_for_url(f"**/watch?session={sid}")
+    lobby = page.context.new_page()  # the lobby lists it, labelled
+    try:
+        lobby.goto(f"{base}/")
+        row = lobby.locator(f'tr[data-session="{sid}"]')
+        row.wait_for(timeout=10_000)
+        assert row.locator("td").nth(2).inner_text() == "human vs planner k=2"
+    finally:
+        lobby.close()
     my_turn(page)
     assert "against the planner (k=2)" in page.inner_text("#play-help")
     start = page.evaluate("window.rtplanViewer.frame")

@@ -233,3 +233,65 @@ def test_a_person_who_presses_nothing_does_not_lose_before_they_could_react(serv
         timeout=10_000,
     )
     assert "the reflex steers" not in page.inner_text("#play-status")
+
+
+def test_the_lobby_starts_a_ready_game_opens_it_and_offers_a_rematch(server, page):
+    page.goto(f"{server.base}/")
+    page.wait_for_function(
+        "document.querySelectorAll('form.start select[name=game] option').length > 0",
+        timeout=20_000,
+    )
+    # Only Speed Hex has a planner here: the form offers it, not the first game listed.
+    assert page.input_value('select[name="game"]') == "speed-hex-v0"
+    # No empty k selector: k shows only for the planner, with its budgets.
+    k = page.locator('select[name="k"]')
+    for game in ("snake-rt-v0", "speed-hex-v0"):
+        page.select_option('select[name="game"]', game)
+        for agent in ("reflex", "planner", "human"):
+            if page.locator(f'select[name="agent"] option[value="{agent}"]').is_disabled():
+                continue
+            page.select_option('select[name="agent"]', agent)
+            assert not k.is_visible() or k.locator("option").count() > 0, (game, agent)
+    page.select_option('select[name="game"]', "snake-rt-v0")
+    page.select_option('select[name="agent"]', "reflex")
+    page.fill('input[name="max_frames"]', "5")
+    page.fill('input[name="fps"]', "20")
+    page.click('form#start button[type="submit"]')
+    page.wait_for_url("**/watch?session=*", timeout=30_000)  # Start opens the game
+    first = page.url.split("session=")[1]
+    page.wait_for_function("window.rtplanViewer.ended", timeout=30_000)
+    rematch = page.locator("#rematch")
+    rematch.wait_for(timeout=5_000)
+    assert page.locator("#after a[href='/']").is_visible()  # and a new game
+    rematch.click()
+    page.wait_for_url(lambda url: "session=" in url and first not in url, timeout=30_000)
+    second = page.url.split("session=")[1]
+    a, b = (get_json(server.base, f"/v1/sessions/{s}")["config"] for s in (first, second))
+    assert a == b  # the same game and settings
+
+
+def test_every_column_of_the_lobby_tables_is_reachable_on_a_phone(server, browser):
+    post_session(server.base, game="snake-rt-v0", agent="reflex", fps=1.0)
+    tab = browser.new_page()
+    tab.set_viewport_size({"width": 390, "height": 844})
+    # A phone, as Chromium emulates one: the page's viewport meta tag rules its layout width.
+    metrics = {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True}
+    browser.new_cdp_session(tab).send("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        tab.goto(f"{server.base}/")
+        tab.locator("#sessions tbody tr").first.wait_for(timeout=10_000)
+        # Scroll each table's box to its right end: its last column is then on the screen.
+        right = tab.evaluate(
+            """() => [...document.querySelectorAll('#sessions, #replays')].map(t => {
+                let box = t;
+                while (box && getComputedStyle(box).overflowX !== 'auto') box = box.parentElement;
+                if (!box) return 9999;
+                box.scrollLeft = box.scrollWidth;
+                const th = t.querySelector('thead th:last-child');
+                return th.getBoundingClientRect().right;
+            })"""
+        )
+        assert all(r <= 390 for r in right), right
+        assert tab.evaluate("document.documentElement.scrollWidth") == 390
+    finally:
+        tab.close()
