@@ -26,6 +26,9 @@ class Answer:
     error: str | None = None  # why a planned answer is missing (its Plan call failed)
     decision: PlanDecision | None = None  # planner agent: its option's decision, once known
     landing: bool = False  # a planner option's landing frame (its planned action, or a miss)
+    #: A person before their first key: a frame with no action plays the game's reflex (a safe
+    #: move), not its fallback, so nobody loses before they could react (the game is unchanged).
+    safe_fallback: bool = False
 
 
 class AgentHost(Protocol):

@@ -6,10 +6,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from rtplan import games
 from rtplan.server import _messages as messages
 from rtplan.server._agent_api import AgentHost, Answer
 from rtplan.server._agents import GrpcAgent
-from rtplan.server._rules import buffered_turn
+from rtplan.server._rules import Arrival, buffered_turn
 from rtplan.server._runtime import AGENT_PLAYER
 
 
@@ -25,6 +26,10 @@ class HumanAgent(GrpcAgent):
     illegal at its frame waits as `pending` and applies at the first frame where it is legal
     (`server._rules.buffered_turn`): the server holds it, since only the server knows the frame
     a turn becomes legal before its deadline (a page would learn it a round trip too late).
+    A fair start (games without a clock): until the person's first action, a frame with none
+    plays the game's reflex (a safe move: Snake turns from the wall it starts heading into)
+    instead of its fallback; from the first key on, the session's fallback rules as for any
+    agent. Agents' sessions and the games' rules are unchanged.
     """
 
     kind = "human"
@@ -36,6 +41,8 @@ class HumanAgent(GrpcAgent):
         self.buffers_turns = buffers_turns
         #: The buffered turn, or None.
         self.pending: int | None = None
+        #: The person has sent an action (the fair start's reflex steers until then).
+        self.acted = False
 
     def join_player(self) -> bool:
         """The player's page joined; False when another page is already playing."""
@@ -49,7 +56,13 @@ class HumanAgent(GrpcAgent):
         """The player's page left (the game goes on: its frames play the fallback)."""
         self.player_connected = False
 
+    def receive(self, frame: int, arrival: Arrival) -> bool:
+        self.acted = True
+        return super().receive(frame, arrival)
+
     def answer(self, n: int, host: AgentHost) -> Answer:
+        # A clock game's person has their own clock to spend: no reflex moves for them.
+        safe = not self.acted and host.kind is not games.Kind.CLOCK
         arrivals = super().answer(n, host).arrivals
         if self.buffers_turns:
             arrivals, self.pending = buffered_turn(
@@ -59,7 +72,7 @@ class HumanAgent(GrpcAgent):
                 legal=host.info.legal,
                 published_at=host.published_at,
             )
-        return Answer(arrivals, "human")
+        return Answer(arrivals, "human", safe_fallback=safe)
 
     def close(self) -> None:
         super().close()

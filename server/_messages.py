@@ -12,7 +12,7 @@ from rtplan.games.render import render
 from rtplan.server._config import SessionConfig
 from rtplan.server._frame_info import HostInfo
 from rtplan.server._queue import AgentLink
-from rtplan.server._records import PlanDecision, Report
+from rtplan.server._records import PlanDecision, PlayedLog, Report
 from rtplan.server._runtime import AGENT_PLAYER, GameRuntime
 from rtplan.server._stats import SessionStats
 from rtplan.server._viewers import ViewerHub
@@ -47,6 +47,7 @@ class Shown(Protocol):
     published_at: float
     deadline: float | None  # None in simulated mode
     last_report: Report | None
+    played: PlayedLog
     wall: WallClock
     stats: SessionStats
     viewers: ViewerHub
@@ -155,13 +156,32 @@ class SessionSummary(TypedDict):
     starts_in_ms: float  # the countdown before frame 0's clock (a person's game); 0 after
 
 
+class MoveJson(TypedDict):
+    """A clock game's move: its frame, action and who answered (`ReportJson.answer_source`)."""
+
+    frame: int
+    action: int
+    source: str
+
+
+class PastJson(TypedDict):
+    """What the session played before a viewer joined (`_records.PlayedLog`): the reports of
+    the last frames (oldest first), every planner decision, and a clock game's every move."""
+
+    reports: list[ReportJson]
+    decisions: list[DecisionJson]
+    moves: list[MoveJson]
+
+
 class HelloMessage(TypedDict):
-    """The first message a viewer gets: the session, its settings, and the game's description."""
+    """The first message a viewer gets: the session, its settings, the game's description and
+    what was played before the viewer joined (`past`)."""
 
     type: Literal["hello"]
     session: SessionSummary
     config: dict[str, Any]
     spec: dict[str, Any]
+    past: PastJson
 
 
 class FrameMessage(TypedDict):
@@ -279,8 +299,28 @@ def session_summary(
     }
 
 
-def hello_message(session: SessionSummary, config: SessionConfig, spec: dict) -> HelloMessage:
-    return {"type": "hello", "session": session, "config": config.to_dict(), "spec": spec}
+def past_json(log: PlayedLog | None) -> PastJson:
+    """A session's `PlayedLog` as the hello carries it (None: nothing played, as a replay's)."""
+    if log is None:
+        return {"reports": [], "decisions": [], "moves": []}
+    moves = log.moves or ()
+    return {
+        "reports": [report_json(r) for r in log.recent],
+        "decisions": [decision_json(d) for d in log.decisions],
+        "moves": [{"frame": r.frame, "action": r.action, "source": r.source} for r in moves],
+    }
+
+
+def hello_message(
+    session: SessionSummary, config: SessionConfig, spec: dict, past: PlayedLog | None = None
+) -> HelloMessage:
+    return {
+        "type": "hello",
+        "session": session,
+        "config": config.to_dict(),
+        "spec": spec,
+        "past": past_json(past),
+    }
 
 
 def frame_message(
@@ -382,7 +422,7 @@ def details(s: Shown) -> dict[str, Any]:
 
 
 def viewer_hello(s: Shown) -> HelloMessage:
-    return hello_message(summary(s), s.config, s.runtime.describe())
+    return hello_message(summary(s), s.config, s.runtime.describe(), s.played)
 
 
 def viewer_frame(s: Shown) -> FrameMessage:

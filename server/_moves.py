@@ -49,7 +49,7 @@ def decide_move(answer: Answer, s: Mover, by_agent: bool, on_clock: bool) -> Mov
     `on_clock` (clock games); `by_agent`: the session's agent answered (not the opponent)."""
     info, config = s.info, s.config
     fallback = info.fallback
-    if config.fallback == "reflex" and info.reflex >= 0:
+    if (config.fallback == "reflex" or answer.safe_fallback) and info.reflex >= 0:
         fallback = info.reflex
     decision = decide_action(
         answer.arrivals, deadline=s.deadline, legal=info.legal, fallback=fallback

@@ -1,7 +1,9 @@
-"""The frame records under the rules: a frame's `Report` and a planner option's `PlanDecision`."""
+"""The frame records under the rules: a frame's `Report`, a planner option's `PlanDecision`, and
+the `PlayedLog` of a session so far."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 from rtplan.server._rules import Provenance
@@ -49,3 +51,24 @@ class Report:
             slack_ms=self.slack_ms,
             received_action=self.received_action,
         )
+
+
+class PlayedLog:
+    """What a session has played so far, for a viewer that joins late: the reports of the last
+    `recent` frames (the charts' history), every planner decision (once per option) and, in a
+    clock game, every move's report (the move list); the last two keep the newest `limit`."""
+
+    def __init__(self, *, moves: bool, recent: int = 128, limit: int = 8192) -> None:
+        self.recent: collections.deque[Report] = collections.deque(maxlen=recent)
+        self.decisions: collections.deque[PlanDecision] = collections.deque(maxlen=limit)
+        self.moves: collections.deque[Report] | None = (
+            collections.deque(maxlen=limit) if moves else None
+        )
+
+    def add(self, report: Report) -> None:
+        self.recent.append(report)
+        d = report.decision
+        if d is not None and (not self.decisions or self.decisions[-1].frame != d.frame):
+            self.decisions.append(d)
+        if self.moves is not None:
+            self.moves.append(report)

@@ -27,7 +27,7 @@ from rtplan.server._frames import FrameWindow
 from rtplan.server._messages import WallClock
 from rtplan.server._moves import Move, decide_move, move_report
 from rtplan.server._queue import AgentLink
-from rtplan.server._records import Report
+from rtplan.server._records import PlayedLog, Report
 from rtplan.server._rules import (
     MAX_ACTIONS_PER_FRAME,
     Arrival,
@@ -122,6 +122,8 @@ class Session:
         self.published_at = time.monotonic()
         self.deadline: float | None = None
         self.last_report: Report | None = None
+        #: What was played so far, for a viewer that joins late (its hello's `past`).
+        self.played = PlayedLog(moves=clock)
         self.wall = WallClock()
         self._window = FrameWindow()
         self.link: AgentLink | None = None
@@ -426,6 +428,7 @@ class Session:
         self.info = info
         self.frame = move.frame + 1
         self.last_report = report
+        self.played.add(report)
 
     @property
     def state(self) -> games.State:

@@ -222,6 +222,8 @@ function updateForm(event) {
   planner.title = why;
   if (planner.disabled && form.agent.value === "planner") form.agent.value = "reflex";
   k.disabled = form.agent.value !== "planner";
+  // k only where it means something: the planner agent, with budgets to offer (never empty).
+  k.closest("label").hidden = k.disabled || !k.options.length;
   // Clock games: who plays player 1; a new game or agent picks the server's default again.
   const clock = Boolean(game && game.num_players === 2);
   const opponent = form.opponent;
@@ -277,7 +279,9 @@ form.addEventListener("submit", async (event) => {
     });
     saveToken(created.id, created.token);
     result.className = "ok";
-    result.replaceChildren(`started ${body.game}: `, watchLink(created.id));
+    result.replaceChildren(`started ${body.game}: opening `, watchLink(created.id), "…");
+    location.assign(`/watch?session=${encodeURIComponent(created.id)}`); // this tab keeps its token
+    return;
   } catch (e) {
     result.className = "error";
     result.textContent = `could not start: ${e.message}`;
@@ -285,6 +289,16 @@ form.addEventListener("submit", async (event) => {
   button.disabled = false;
   refresh();
 });
+
+/** The game the form offers until the visitor picks one: the first whose planner is ready,
+ * else the first with a checkpoint, else the first. */
+function defaultGame() {
+  return games.find((g) => !plannerRefusal(g)) || games.find((g) => g.checkpoint) || games[0] || {};
+}
+
+/** The visitor picked a game: the list's refreshes keep it. */
+let chosen = false;
+form.game.addEventListener("change", () => (chosen = true));
 
 /** The game list from GET /v1/games into the form (the selected game kept). While a game's
  * planner is still compiling (the service compiles its games in turn), asks again shortly. */
@@ -299,7 +313,8 @@ async function loadGames() {
       return el("option", label, why ? { value: g.id, title: why } : { value: g.id });
     }),
   );
-  if (selected && games.some((g) => g.id === selected)) form.game.value = selected;
+  if (chosen && games.some((g) => g.id === selected)) form.game.value = selected;
+  else form.game.value = defaultGame().id; // until the visitor picks one: a game ready to play
   updateForm();
   if (games.some((g) => g.planner && g.planner.compiling)) setTimeout(loadGames, COMPILING_POLL_MS);
 }

@@ -85,6 +85,24 @@ export function annotate(prev, f, prevAnnot) {
   return game ? game.annotate(prev, f, prevAnnot, view()) : carryAnnot(prevAnnot);
 }
 
+/** True when a person plays the session shown (a human session): the page then speaks of
+ * player 0 as "you" (on the player's page) or "the player", never "the agent". */
+export const humanGame = () => Boolean(model.hello && model.hello.config.agent === "human");
+
+/** What the page calls player 0: "you" on the page that plays, "the player" to a spectator of
+ * a person's game, else "the agent". */
+export function agentName() {
+  if (viewer.player) return "you";
+  return humanGame() ? "the player" : "the agent";
+}
+
+/** A planner decision's value for player 0 (the side the bar's bottom and the graph's +1 are):
+ * in a person's clock game the planner decisions are the opponent's, valued for the opponent. */
+export function agentValue(d) {
+  const theirs = humanGame() && model.hello.spec.num_players === 2;
+  return theirs ? -d.value : d.value;
+}
+
 /** The agent's (player 0's) colour in a clock game, from a rendered state (0 without one). */
 export function agentColour(st) {
   if (!st || st.to_play_colour === undefined) return 0;

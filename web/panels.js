@@ -3,7 +3,7 @@
 // and the status line. Each draws from the model (model.js).
 
 import { $, agentLabel, el, setText } from "./api.js";
-import { HISTORY, agentColour, model, view, viewer } from "./model.js";
+import { HISTORY, agentColour, agentName, game, model, view, viewer } from "./model.js";
 
 // The colour of each action's provenance (the strip and its legend).
 const KINDS = {
@@ -139,8 +139,8 @@ export function clockText(ticks, ms) {
 }
 
 /** The two clocks of a clock game's frame `f`; the mover's runs down between frames while
- * this page plays (the player's, or the planner opponent's own clock). Each side has its own
- * colour (the agent's blue, the opponent's orange); a person sees "you". */
+ * this page plays (the player's, or the planner opponent's own clock). Each side's bar has its
+ * stones' colour; a person sees "you". */
 export function drawClocks(f) {
   const st = f.state;
   $("clocks").hidden = false;
@@ -158,11 +158,12 @@ export function drawClocks(f) {
     }
     // An annotated game names its sides (the gate and its opponent), by player.
     const sides = viewer.replay && viewer.replay.index.annotation && viewer.replay.index.annotation.sides;
-    const who = sides ? sides[p] : p === 0 ? (viewer.player ? "you" : "agent") : "opponent";
+    const who = sides ? sides[p] : p === 0 ? agentName().replace("the ", "") : "opponent";
     const label = el("span", `${who} (${names[colour]})`);
     if (st.to_play === p && !f.done) label.className = "turn";
     const bar = el("div", null, { class: `bar side${p}` });
     const fill = document.createElement("div");
+    fill.style.background = stoneColour(colour); // the bar in its own player's colour
     fill.style.width = `${Math.max(0, (100 * left) / st.initial_time)}%`;
     bar.append(fill);
     const time = el("span", clockText(left, tickMs(st)), { class: "time" });
@@ -170,12 +171,26 @@ export function drawClocks(f) {
     rows.push(label, bar, time);
   }
   $("clock-rows").replaceChildren(...rows);
-  const a = model.annot;
   const ms = tickMs(st);
   const c = model.hello.config;
-  const cost = a && a.moveCost != null ? (ms ? `${((a.moveCost * ms) / 1e3).toFixed(1)} s` : `${a.moveCost} ticks`) : null;
+  // What the last move took: the ticks charged to its mover (the report's cost), before the
+  // increment gave some back (a clock's change nets the increment in, and can go negative).
+  const rep = f.previous;
+  const cost = rep ? (ms ? `${((rep.cost * ms) / 1e3).toFixed(1)} s` : `${rep.cost} ticks`) : null;
   const control = ms ? `${c.time_s / 60}+${c.increment_s}: minutes a side + seconds back per move` : "clock ticks left";
-  setText("move-cost", cost ? `last move took ${cost} (${a.mover === 0 ? "agent" : "opponent"}) · ${control}` : control);
+  setText("move-cost", cost ? `last move took ${cost} (${moverName(rep)}) · ${control}` : control);
+}
+
+/** Who made the move of report `rep`: "you" (a person), the player, agent or opponent. */
+function moverName(rep) {
+  if (rep.answer_source === "opponent") return "opponent";
+  return agentName().replace("the ", "");
+}
+
+/** The colour of a clock game's colour index `colour` (the game's stones), for its clock. */
+function stoneColour(colour) {
+  const stones = game && game.PALETTE && game.PALETTE.stones;
+  return stones ? stones[colour] : colour === 0 ? "#4fb3ff" : "#ff9f43";
 }
 
 /** The title and the agent line, from the hello. */
@@ -256,7 +271,7 @@ export function drawStatus() {
   }
 }
 
-/** Who won (a clock game) or what the agent scored, once the game shown is over: the live
+/** Who won (a clock game) or what the agent (you, the player) scored, once the game shown is over: the live
  * session's end (or its last frame), or a replay's last frame; "" before. */
 export function resultText() {
   const f = model.latest;
@@ -276,11 +291,15 @@ export function resultText() {
     const names = view().colour_names;
     const me = agentColour(f.state);
     const onTime = f.state && f.state.timed_out ? " on time" : "";
-    if (ret > 0) return `agent (${names[me]}) won${onTime}${why}`;
-    if (ret < 0) return `opponent (${names[1 - me]}) won${onTime}${why}`;
+    const who = agentName();
+    if (ret > 0) return `${who.replace("the ", "")} (${names[me]}) won${onTime}${why}`;
+    if (ret < 0) {
+      const lost = who === "you" ? "you lost: the " : "";
+      return `${lost}opponent (${names[1 - me]}) won${onTime}${why}`;
+    }
     return why ? `no winner${why}` : "a draw";
   }
-  return `the agent scored ${Number(ret).toFixed(ret % 1 ? 1 : 0)}${why}`;
+  return `${agentName()} scored ${Number(ret).toFixed(ret % 1 ? 1 : 0)}${why}`;
 }
 
 /** The countdown before frame 0's clock (a person's game), from the server's `starts_in_ms`
@@ -295,13 +314,10 @@ export function countdownText() {
 }
 
 /** The banner over the board: the countdown before the game, then nothing, then the result
- * (a person reads "you won" / "you lost"). */
+ * (a person reads "you (red) won" / "you lost: ..." / "you scored 3"). */
 export function drawResult() {
   const countdown = countdownText();
-  let text = countdown || resultText();
-  if (!countdown && text && viewer.player && model.hello.spec.num_players === 2) {
-    text = text.replace(/^agent (\(.*?\)) won/, "you $1 won").replace(/^opponent (\(.*?\)) won/, "you lost: the opponent $1 won");
-  }
+  const text = countdown || resultText();
   const banner = $("result");
   banner.hidden = !text;
   banner.classList.toggle("countdown", Boolean(countdown));

@@ -45,7 +45,7 @@ export function startPlaying(msg, sendMessage) {
     const buffer = model.hello.spec.view.buffer
       ? " A turn into a wall waits (pending) and is taken at the first frame where it is open."
       : "";
-    setText("play-help", `You play. Keys — ${help.join(" · ")}. A frame with no key by its deadline plays the fallback (${model.hello.spec.fallback}).${buffer}`);
+    setText("play-help", `You play. Keys — ${help.join(" · ")}. Until your first key the reflex steers, so nothing ends before you can react; then a frame with no key by its deadline plays the fallback (${model.hello.spec.fallback}).${buffer}`);
     window.addEventListener("keydown", (event) => {
       if (event.repeat || !(event.key in msg.keys)) return;
       event.preventDefault();
@@ -93,7 +93,9 @@ function playLine(rep) {
   const kind = rep.provenance;
   const said = {
     on_time: `your ${name(rep.action)} on time (${rep.slack_ms.toFixed(0)} ms to spare)`,
-    fallback: `no input by the deadline: the fallback played (${name(rep.action)})`,
+    fallback: viewer.sent.length
+      ? `no input by the deadline: the fallback played (${name(rep.action)})`
+      : `the reflex steers (${name(rep.action)}) until your first key`,
     late: `your ${name(rep.received_action)} came ${(-rep.slack_ms).toFixed(0)} ms late: the fallback played (${name(rep.action)})`,
     invalid: `${name(rep.received_action)} is not legal here: the fallback played (${name(rep.action)})`,
   }[kind];

@@ -1,5 +1,7 @@
-// The results page, a report of what GET /v1/results lists: the headline first (the gate
-// against the best fixed k, from summary.json, and each game's gate figures), then the
+// The results page, a report of what GET /v1/results lists: the pre-registered results first
+// (the committed games' holdout, from holdout-summary.json, and the clock games' gates, from
+// their clock-eval/eval-scores.json), then the evaluation seeds' headline (summary.json) and
+// each game's gate figures, then the
 // planners' strength, then the details and training logs. Each figure and table says what it
 // shows and the command that made it; numbers are rounded; CSV tables and raw JSON fold away.
 
@@ -110,9 +112,11 @@ async function tableOf(entry) {
 
 const pm = (r) => (r ? `${rounded(String(r.mean))} ± ${rounded(String(r.se))}` : "–");
 
-/** The headline table from summary.json's rows (`rtplan report`): per game, the gate against
- * the best fixed k on the same seeds; null when the file holds no such rows. */
-async function headline(entry) {
+/** The headline table from summary.json's rows (`rtplan report`), or holdout-summary.json's:
+ * per game, the gate against the best fixed k on the same seeds; null when the file holds no
+ * such rows. `title` and `note` head the section. */
+async function headline(entry, title = "Headline: the gate against the best fixed budget",
+  note = "Mean return ± SE per game over paired evaluation seeds; the difference is paired, seed by seed.") {
   let rows;
   try {
     rows = await (await fetch(entry.url)).json();
@@ -130,12 +134,75 @@ async function headline(entry) {
       gate ? rounded(String(gate.mean_k)) : "–", String((gate || of[0]).episodes)]);
   }
   const section = el("section", null, { class: "headline" });
-  section.append(el("h2", "Headline: the gate against the best fixed budget"));
+  section.append(el("h2", title));
   const p = el("p", null, { class: "muted" });
-  p.append("Mean return ± SE per game over paired evaluation seeds; the difference is paired, seed by seed. Made by ",
-    el("code", "rtplan report"), " from ", el("code", "rtplan eval"), "'s files.");
+  p.append(`${note} Made by `, el("code", "rtplan report"), " from ", el("code", "rtplan eval"), "'s files.");
   section.append(p, tableBox(out.map((r) => r.map(String))));
   return section;
+}
+
+/** The clock games' headline (pre-registered): per game, from its clock evaluation's
+ * `eval-scores.json` (`rtplan report`), the gate's expected score against the pool averaged
+ * over T0, against the best fixed budget and the best heuristic, paired; null without one. */
+async function clockHeadline(entries) {
+  const out = [["game", "gate", "best fixed budget", "best heuristic", "gate − best fixed", "gate − best heuristic", "games per player"]];
+  const named = (r, name) => (r ? `${name}: ${pm({ mean: r.score, se: r.se })}` : "–");
+  const minus = (r, key) => (r && r[key] != null ? pm({ mean: r[key], se: r[`${key}_se`] }) : "–");
+  for (const [game, entry] of entries) {
+    let players;
+    try {
+      players = (await (await fetch(entry.url)).json()).players;
+    } catch {
+      continue;
+    }
+    if (!Array.isArray(players)) continue;
+    const mean = players.filter((r) => r.t0 === "mean");
+    const gate = mean.find((r) => r.player === "gate");
+    if (!gate) continue;
+    const fixed = mean.find((r) => r.best_fixed);
+    const heur = mean.find((r) => r.best_heuristic);
+    out.push([game, pm({ mean: gate.score, se: gate.se }), named(fixed, gate.best_fixed_name),
+      named(heur, gate.best_heuristic_name), minus(gate, "minus_best_fixed"),
+      minus(gate, "minus_best_heuristic"), String(gate.games)]);
+  }
+  if (out.length === 1) return null;
+  const section = el("section", null, { class: "headline" });
+  section.dataset.headline = "clock";
+  section.append(el("h2", "Pre-registered: the clock games' gates against the pool"));
+  const p = el("p", null, { class: "muted" });
+  p.append("Expected score ± SE against the pool (policy-only, always-k, random option), averaged over T0, ",
+    "both colours; the differences are paired. Made by ", el("code", "rtplan report"), " from ",
+    el("code", "rtplan eval"), "'s clock evaluation (", el("code", "clock-eval/eval-scores.json"), ").");
+  section.append(p, tableBox(out.map((r) => r.map(String))));
+  return section;
+}
+
+/** The pre-registered results first (the committed games' holdout, the clock games), then the
+ * evaluation seeds' table: the sections that lead the page. */
+async function headlines(groups) {
+  const summary = groups.find((g) => g.folder === "results");
+  const file = (name) => summary && summary.tables.find((t) => t.name === name);
+  const out = [];
+  const holdout = file("holdout-summary.json");
+  const pre = holdout && (await headline(holdout, "Pre-registered holdout: the gate against the best fixed budget",
+    "Mean return ± SE per game over the 400 holdout seeds no run had seen, the best fixed k chosen on the tuning seeds; the difference is paired, seed by seed."));
+  if (pre) {
+    pre.dataset.headline = "holdout";
+    out.push(pre);
+  }
+  const clocks = groups
+    .filter((g) => g.folder.endsWith("/clock-eval"))
+    .flatMap((g) => g.tables.filter((t) => t.name === "eval-scores.json").map((t) => [g.folder.split("/")[1], t]));
+  const clock = await clockHeadline(clocks);
+  if (clock) out.push(clock);
+  const json = file("summary.json");
+  const evals = json && (await headline(json, pre ? "Evaluation seeds: the gate against the best fixed budget" : undefined,
+    pre ? "Mean return ± SE per game over the evaluation seeds (not pre-registered: the holdout above is the test); the difference is paired, seed by seed." : undefined));
+  if (evals) {
+    evals.dataset.headline = "eval";
+    out.push(evals);
+  }
+  return out;
 }
 
 /** The group's replays (annotated games): what they show and the command that made them, once,
@@ -249,10 +316,7 @@ async function init() {
       return;
     }
     status.textContent = "What results/ holds, the headline first: the gate against fixed budgets, then the planners' strength, then details and training logs. Each figure says what it shows and the command that made it.";
-    const summary = body.groups.find((g) => g.folder === "results");
-    const json = summary && summary.tables.find((t) => t.name === "summary.json");
-    const top = json && (await headline(json));
-    if (top) main.append(top);
+    for (const section of await headlines(body.groups)) main.append(section);
     for (const g of nestDeep(body.groups)) {
       if (g.nested) {
         main.append(await nestSection(g));

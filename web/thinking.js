@@ -7,13 +7,13 @@
 
 import { $, el, setText } from "./api.js";
 import { budgetColour } from "./draw.js";
-import { HISTORY, agentColour, game, model, view, viewer } from "./model.js";
+import { HISTORY, agentColour, agentName, agentValue, game, model, view, viewer } from "./model.js";
 import { sizeCanvas } from "./panels.js";
 
 const BAR_WIDTH = 14; // the evaluation bar's width, CSS pixels
 
 /** What the thinking panels show, for the tests and the console. */
-export const thinking = { value: null, share: null, probabilities: null, k: null, moves: 0 };
+export const thinking = { value: null, share: null, probabilities: null, k: null, moves: 0, decisions: [] };
 viewer.thinking = thinking;
 
 function budgets() {
@@ -39,11 +39,11 @@ function currentDecision() {
   return null;
 }
 
-/** The value range the bar and the graph share: a clock game's [-1, 1] (the agent loses or
+/** The value range the bar and the graph share: a clock game's [-1, 1] (player 0 loses or
  * wins), else the game's returns to come, from 0 to the largest value seen. */
 function valueRange() {
   if (twoPlayer()) return [-1, 1];
-  const values = model.decisions.map((d) => d.value);
+  const values = model.decisions.map(agentValue);
   const lo = Math.min(0, ...values);
   const hi = Math.max(lo + 1e-6, ...values);
   return [lo, hi + 0.05 * (hi - lo)];
@@ -126,16 +126,17 @@ function drawEvalBar(f, L) {
   }
   ctx.fillStyle = top;
   ctx.fillRect(0, 0, BAR_WIDTH, H);
-  const share = Math.max(0, Math.min(1, (d.value - lo) / (hi - lo)));
+  const v = agentValue(d);
+  const share = Math.max(0, Math.min(1, (v - lo) / (hi - lo)));
   ctx.fillStyle = bottom;
   ctx.fillRect(0, H - share * H, BAR_WIDTH, share * H);
   if (two) {
     ctx.fillStyle = "#e0303a"; // the even line
     ctx.fillRect(0, H / 2 - 0.5, BAR_WIDTH, 1);
   }
-  thinking.value = d.value;
+  thinking.value = v;
   thinking.share = share;
-  canvas.title = two ? `value ${d.value.toFixed(2)} for the agent (-1 loses, +1 wins)` : `value ${d.value.toFixed(1)}`;
+  canvas.title = two ? `value ${v.toFixed(2)} for ${agentName()} (-1 loses, +1 wins)` : `value ${v.toFixed(1)}`;
 }
 
 /** The planner's value at each decision over the whole game, the frame shown marked. */
@@ -158,7 +159,7 @@ function drawValueChart(f) {
     ctx.strokeStyle = "#4fb3ff";
     ctx.lineWidth = 1.5;
     ctx.beginPath();
-    ds.forEach((d, i) => (i ? ctx.lineTo(xOf(d.frame), yOf(d.value)) : ctx.moveTo(xOf(d.frame), yOf(d.value))));
+    ds.forEach((d, i) => (i ? ctx.lineTo(xOf(d.frame), yOf(agentValue(d))) : ctx.moveTo(xOf(d.frame), yOf(agentValue(d)))));
     ctx.stroke();
     ctx.lineWidth = 1;
   }
@@ -166,7 +167,8 @@ function drawValueChart(f) {
   ctx.fillRect(xOf(f.frame) - 0.5, 0, 1, H);
   ctx.fillStyle = "#8a96a3";
   ctx.font = "10px system-ui, sans-serif";
-  ctx.fillText(twoPlayer() ? "+1 agent wins" : hi.toFixed(hi < 10 ? 1 : 0), 3, 11);
+  const wins = agentName() === "you" ? "+1 you win" : `+1 ${agentName().replace("the ", "")} wins`;
+  ctx.fillText(twoPlayer() ? wins : hi.toFixed(hi < 10 ? 1 : 0), 3, 11);
   ctx.fillText(twoPlayer() ? "-1" : lo.toFixed(lo > -10 ? 1 : 0), 3, H - 3);
 }
 
@@ -190,7 +192,7 @@ function drawMoves(f) {
   if (fresh) {
     list.replaceChildren(
       ...moves.map((m) => {
-        const who = m.source === "opponent" ? "opponent" : "agent";
+        const who = m.source === "opponent" ? "opponent" : agentName();
         const li = el("li", `${colours[m.frame % 2]} ${label(m.action, names)}`, { title: `frame ${m.frame} · ${who}` });
         li.dataset.frame = m.frame;
         if (viewer.replay) li.addEventListener("click", () => viewer.replay.seek(m.frame + 1));
@@ -231,7 +233,9 @@ export function drawThinking(f, L) {
   } else if (d && d.k != null) gate = `k=${d.k} (forced)`;
   setText("gate", gate);
   thinking.probabilities = d ? d.probabilities : null;
+  thinking.decisions = model.decisions.map((x) => x.frame);
   thinking.k = d ? d.k : null;
-  const value = d == null ? "–" : twoPlayer() ? `${d.value >= 0 ? "+" : ""}${d.value.toFixed(2)} for the agent` : d.value.toFixed(1);
+  const v = d == null ? null : agentValue(d);
+  const value = d == null ? "–" : twoPlayer() ? `${v >= 0 ? "+" : ""}${v.toFixed(2)} for ${agentName()}` : v.toFixed(1);
   setText("value", value);
 }

@@ -7,10 +7,10 @@
 // At /tv the page shows the featured game (GET /v1/featured: the demo's, else the newest live
 // one) and, once it is over and its result has been on screen a while, the next.
 
-import { $, getJSON, setText } from "./api.js";
+import { $, getJSON, saveToken, setText } from "./api.js";
 import { carryAnnot } from "./draw.js";
 import {
-  HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
+  GAME_LOG, HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
 } from "./model.js";
 import { drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas } from "./panels.js";
 import { drawPlayStatus, sessionToken, startPlaying } from "./play.js";
@@ -31,6 +31,15 @@ const TV_HOLD_MS = 4000; // how long a finished game's result stays before the n
 let socket = null;
 const send = (msg) => socket.send(JSON.stringify(msg));
 
+/** What the session played before this page joined (the hello's `past`): the charts' recent
+ * history, the whole game's decisions and moves, as if the page had watched from frame 0. */
+function seedPast(past) {
+  if (!past) return;
+  model.history = past.reports.map(historyEntry).slice(-HISTORY);
+  model.decisions = past.decisions.slice(-GAME_LOG);
+  model.moves = past.moves.slice(-GAME_LOG);
+}
+
 /** The countdown's end, `ms` from now by a message of the server: the earliest end any
  * message gives (a frame sent to a late viewer was published earlier, its count is stale). */
 function countdownFrom(ms) {
@@ -47,7 +56,8 @@ function onFrame(msg) {
   model.annot = annotate(model.latest && model.latest.state, msg.state, model.annot);
   model.previous = model.latest;
   model.latest = msg;
-  if (msg.previous) {
+  const last = model.history[model.history.length - 1];
+  if (msg.previous && !(last && last.frame >= msg.previous.frame)) { // not in the hello's past
     model.history.push(historyEntry(msg.previous));
     if (model.history.length > HISTORY) model.history.shift();
     logReport(msg.previous);
@@ -59,10 +69,12 @@ function onMessage(event) {
   viewer.received += 1;
   if (msg.type === "hello") {
     model.hello = msg;
+    seedPast(msg.past);
     countdownFrom(msg.session.starts_in_ms);
     // A player's game starts when it joins: join once the board can be drawn.
-    const token = tv ? null : sessionToken(sessionId);
-    ensureGame().then(() => token && send({ type: "play", token }));
+    const token = tv || msg.config.agent !== "human" ? null : sessionToken(sessionId);
+    const ws = socket;
+    ensureGame().then(() => token && ws.readyState === WebSocket.OPEN && send({ type: "play", token }));
   } else if (msg.type === "frame") onFrame(msg);
   else if (msg.type === "end") {
     model.end = msg;
@@ -93,6 +105,50 @@ function connect() {
     }
     model.dirty = true;
   };
+}
+
+// A finished game: a rematch or a new game ---------------------------------------------------
+
+/** The session's settings (the hello's `config`) as a POST /v1/sessions body: the same game
+ * again, its seed included. */
+function rematchBody() {
+  const c = model.hello.config;
+  const body = {
+    game: c.game_id, seed: c.seed, fps: c.fps, agent: c.agent, fallback: c.fallback,
+    clock: c.clock, record: c.record, max_frames: c.max_frames,
+  };
+  if (c.agent === "planner" && c.ks.length) body.k = c.ks.length === 1 ? c.ks[0] : c.ks;
+  if (model.hello.spec.num_players === 2) {
+    body.opponent = c.opponent;
+    if (c.opponent === "planner" && c.opponent_k) body.opponent_k = c.opponent_k;
+    if (c.time_s) Object.assign(body, { time_s: c.time_s, increment_s: c.increment_s });
+  }
+  return body;
+}
+
+async function rematch() {
+  $("rematch").disabled = true;
+  try {
+    const created = await getJSON("/v1/sessions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(rematchBody()),
+    });
+    saveToken(created.id, created.token); // this tab plays a person's rematch
+    location.assign(`/watch?session=${encodeURIComponent(created.id)}`);
+  } catch (e) {
+    setText("after-status", `could not start a rematch: ${e.message}`);
+    $("rematch").disabled = false;
+  }
+}
+$("rematch").addEventListener("click", rematch);
+
+/** Once a live game is over (not on the TV page, which moves on by itself): a rematch (the
+ * built-in agents and a person; an Env API agent's game needs its agent) and a new game. */
+function drawAfter() {
+  const over = Boolean(model.end) && !tv && !viewer.replay && model.hello;
+  $("after").hidden = !over;
+  $("rematch").hidden = !over || model.hello.config.agent === "grpc";
 }
 
 // The TV page ------------------------------------------------------------------------------
@@ -167,6 +223,7 @@ function drawPage() {
     drawPlayStatus(f);
   }
   drawResult();
+  drawAfter();
   drawLegend();
   drawStatus();
   viewer.drawn += 1;

@@ -96,12 +96,12 @@ def test_lobby_lists_a_live_session_and_starts_one(server, page):
     page.fill('input[name="fps"]', "7")
     page.fill('input[name="seed"]', "3")
     page.click('form#start button[type="submit"]')
-    link = page.locator("#start-result a")
-    link.wait_for(timeout=30_000)
-    sid = link.inner_text()
+    page.wait_for_url("**/watch?session=*", timeout=30_000)  # Start opens the game it started
+    sid = page.url.split("session=")[1]
     info = get_json(server.base, f"/v1/sessions/{sid}")
     assert (info["game"], info["agent"]) == ("tetris-rt-v0", "reflex")
     assert (info["config"]["fps"], info["config"]["seed"]) == (7.0, 3)
+    page.goto(f"{server.base}/")
     page.locator(f'tr[data-session="{sid}"]').wait_for(timeout=10_000)
     # The list refreshes: the live session's frame counter moves on the page.
     frame = row.locator("td").nth(5)
@@ -374,10 +374,10 @@ def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, pa
     page.wait_for_function("window.rtplanViewer.player !== null", timeout=20_000)
     assert "left: ←" in page.inner_text("#play-help")
 
-    # Nothing pressed: the frame plays the fallback, and the page says so.
+    # Nothing pressed yet: the frame plays the reflex (a fair start), and the page says so.
     frame_with(page, "m.previous.provenance === 'fallback'")
     page.wait_for_function(
-        "document.getElementById('play-status').textContent.includes('no input by the deadline')",
+        "document.getElementById('play-status').textContent.includes('the reflex steers')",
         timeout=10_000,
     )
     page.keyboard.press("ArrowLeft")
@@ -391,6 +391,11 @@ def test_human_tetris_keys_move_the_piece_and_missed_frames_fall_back(server, pa
     cols = lambda m: [c for _, c in m["state"]["piece_cells"]]  # noqa: E731
     assert before["state"]["piece"] == after["state"]["piece"]
     assert min(cols(after)) == min(cols(before)) - 1, (before["state"], after["state"])
+    # From the first key on, a frame with no key plays the fallback, and the page says so.
+    page.wait_for_function(
+        "document.getElementById('play-status').textContent.includes('no input by the deadline')",
+        timeout=10_000,
+    )
     stats = get_json(server.base, f"/v1/sessions/{sid}")["stats"]
     assert stats["on_time"] >= 1 and stats["fallback"] >= 1
 
@@ -523,17 +528,18 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     page.fill('input[name="fps"]', "0.125")
     assert page.input_value('select[name="time_control"]') == "3+2"
     page.click('form#start button[type="submit"]')
-    link = page.locator("#start-result a")
-    link.wait_for(timeout=30_000)
-    sid = link.inner_text()
+    page.wait_for_url("**/watch?session=*", timeout=30_000)  # the lobby opens it; this tab plays
+    sid = page.url.split("session=")[1]
     info = get_json(base, f"/v1/sessions/{sid}")
     assert (info["agent"], info["opponent"], info["opponent_k"]) == ("human", "planner", 2)
-    row = page.locator(f'tr[data-session="{sid}"]')
-    row.wait_for(timeout=10_000)
-    assert row.locator("td").nth(2).inner_text() == "human vs planner k=2"
-
-    link.click()  # the lobby kept the token: this tab plays
-    page.wait_for_url(f"**/watch?session={sid}")
+    lobby = page.context.new_page()  # the lobby lists it, labelled
+    try:
+        lobby.goto(f"{base}/")
+        row = lobby.locator(f'tr[data-session="{sid}"]')
+        row.wait_for(timeout=10_000)
+        assert row.locator("td").nth(2).inner_text() == "human vs planner k=2"
+    finally:
+        lobby.close()
     my_turn(page)
     assert "against the planner (k=2)" in page.inner_text("#play-help")
     start = page.evaluate("window.rtplanViewer.frame")

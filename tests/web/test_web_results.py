@@ -70,9 +70,9 @@ def test_the_results_page_reads_as_a_report_and_fits(server, page, width):
         "document.getElementById('groups').dataset.ready && document.images[0].complete",
         timeout=30_000,
     )
-    # The headline comes first: the gate against the best fixed k per game, then the figures.
+    # The headlines come first (the pre-registered ones lead), then the figures.
     heads = page.locator("main h2").all_inner_texts()
-    assert heads[0].lower().startswith("headline"), heads[:3]
+    assert heads[0].lower().startswith("pre-registered"), heads[:3]
     rows = page.locator("section.headline tr").all_inner_texts()
     assert any(r.startswith("tetris-rt-v0") for r in rows), rows
     first_figure = page.locator("figure").first
@@ -108,3 +108,21 @@ def test_the_results_page_reads_as_a_report_and_fits(server, page, width):
         page.screenshot(path=f"{SHOTS}/results-{width}.png")
     # Nothing sideways: the page is as wide as the window and no element is wider.
     assert got["width"] <= width and got["wide"] == [], got["wide"]
+
+
+def test_the_results_page_leads_with_the_pre_registered_results(server, page):
+    page.goto(f"{server.base}/results")
+    page.wait_for_function("document.getElementById('groups').dataset.ready", timeout=30_000)
+    heads = [h.lower() for h in page.locator("main h2").all_inner_texts()]
+    # The committed games' holdout, then the clock games' gates, then the evaluation seeds.
+    assert heads[0].startswith("pre-registered holdout"), heads[:4]
+    assert heads[1].startswith("pre-registered: the clock games"), heads[:4]
+    assert heads[2].startswith("evaluation seeds"), heads[:4]
+    holdout = page.locator("section[data-headline='holdout'] tr").all_inner_texts()
+    tetris = next(r for r in holdout if r.startswith("tetris-rt-v0"))
+    assert "-0.35 ± 4.15" in tetris, tetris  # the number the README stands on, open
+    clock = page.locator("section[data-headline='clock'] tr").all_inner_texts()
+    games = {r.split("\t")[0]: r for r in clock[1:]}
+    assert set(games) == {"speed-go-v0", "speed-hex-v0"}, clock
+    assert "0.704 ± 0.00833" in games["speed-go-v0"], games
+    assert "k32" in games["speed-go-v0"] and "3000" in games["speed-go-v0"]

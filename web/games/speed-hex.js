@@ -1,26 +1,43 @@
 // Speed Hex (speed-hex-v0): an n x n rhombus of pointy-top hexagons; cell (r, c) neighbours
 // (r, c +- 1), (r - 1, c), (r - 1, c + 1), (r + 1, c - 1), (r + 1, c) as in pgx hex. Colour 0
 // ("x") joins columns 0 and n-1 (left and right edges), colour 1 ("o") rows 0 and n-1 (top and
-// bottom). A person plays by clicking a cell (or the swap button).
+// bottom). Columns are lettered above the board, rows numbered on its left, as the move list names
+// cells (f6). A person plays by clicking a cell (or the swap button).
 
 import { STONE_CHARS, stoneMoveLabel, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
 
 export const PALETTE = {
   background: "#1a2027", empty: "#e9dfc7", line: "#6b6254", stones: ["#d8383b", "#2f6fd6"],
-  mark: "#ffffff",
+  mark: "#ffffff", label: "#c9d1d9",
 };
 
-export function layout(f) {
+const LABELS = 16; // the band of the coordinates, above the board and left of it (CSS pixels)
+
+/** The board's geometry, and its coordinates (`labels`: [text, x, y] of each column's letter
+ * above the top row and each row's number left of its first cell, as the move list names cells). */
+export function layout(f, view) {
   const n = f.board.length;
   const R = Math.floor(470 / (Math.sqrt(3) * (1.5 * n - 0.5)));
   const w = Math.sqrt(3) * R;
   const m = R + 6;
+  const center = (r, c) => [LABELS + m + w / 2 + (c + r / 2) * w, LABELS + m + R + 1.5 * R * r];
+  const labels = [];
+  const board = view && view.board;
+  if (board && board.columns && board.rows) {
+    for (let i = 0; i < n; i++) {
+      const [x, y] = center(0, i);
+      labels.push([board.columns[i], x, y - R - LABELS / 2 - 8]);
+      const [u, v] = center(i, 0);
+      labels.push([board.rows[i], u - w / 2 - LABELS / 2 - 9, v]);
+    }
+  }
   return {
-    width: Math.ceil(2 * m + w * (1.5 * n - 0.5)),
-    height: Math.ceil(2 * m + R * (1.5 * n + 0.5)),
+    width: Math.ceil(LABELS + 2 * m + w * (1.5 * n - 0.5)),
+    height: Math.ceil(LABELS + 2 * m + R * (1.5 * n + 0.5)),
     cell: w,
     radius: R,
-    center: (r, c) => [m + w / 2 + (c + r / 2) * w, m + R + 1.5 * R * r],
+    center,
+    labels,
   };
 }
 
@@ -70,6 +87,11 @@ export function draw(ctx, f, L, annot) {
     }
   }
   markLastMoves(ctx, L, annot, 0.3 * R, P.mark);
+  ctx.fillStyle = P.label;
+  ctx.font = "11px system-ui, sans-serif";
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  for (const [text, x, y] of L.labels) ctx.fillText(text, x, y);
 }
 
 /** The last move, or a swap (stones recoloured, none added). */
