@@ -9,7 +9,9 @@ One subpackage per kind and per method; what both kinds share sits at this root:
 - `evaluation/`: `rtplan eval` and `rtplan report` for both kinds, and annotated clock games;
 - `counterfactual/`: counterfactual budget values, the supervised gate fit to them, and PPO
   with the counterfactual critic;
-- shared: `ppo` (the clipped loss and Adam epochs), `gae` (variable-duration GAE), `files`
+- shared: `trainer` (`GateTrainer`, the base of every gate trainer: the frozen planner, Adam,
+  metadata, the learner checkpoint; `prior_init`), `config` (`PPOConfig`, the PPO knobs both
+  kinds share), `ppo` (the clipped loss and Adam epochs), `gae` (variable-duration GAE), `files`
   (the checks every gate loader makes), `compiled` (gates compiled for the services) and
   `ship` (copying a trained gate beside its planner).
 """
@@ -36,11 +38,14 @@ _EXPORTS = {
     "GatePPO": "gate.committed.train",
     "GateState": "gate.committed.train",
     "GateTrainConfig": "gate.committed.config",
+    "GateTrainer": "gate.trainer",
     "LatencyModel": "gate.committed.latency",
     "load_latency": "gate.committed.latency",
     "gate_trainer": "gate.committed.train",
     "make_update": "gate.committed.ppo",
     "ppo_loss": "gate.committed.ppo",
+    "PPOConfig": "gate.config",
+    "prior_init": "gate.trainer",
     "ppo_terms": "gate.ppo",
     "smdp_gae": "gate.gae",
 }
