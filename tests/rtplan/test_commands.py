@@ -277,3 +277,42 @@ def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, cap
     assert main(["replay-gif", str(REPLAY_V1), "--out", str(out)]) == 0
     assert sum(1 for _ in ImageSequence.Iterator(Image.open(out))) == len(rf.frames) + 1
     assert main(["replay-gif", str(tmp_path / "nope.jsonl")]) == USAGE
+
+
+def _help(argv: list[str], capsys) -> str:
+    """The help `main(argv)` prints (argparse's own exits, the kind's returns 0)."""
+    try:
+        assert main(argv) == 0
+    except SystemExit as e:
+        assert e.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(
+    ("game", "hidden", "kind_only", "other_kind"),
+    [
+        ("snake-rt-v0", "--gate-hidden GATE_HIDDEN Hidden units of each gate head. (default: 256)",
+         "--meta-steps", "--plies"),
+        ("speed-hex-v0", "--gate-hidden GATE_HIDDEN GRU state size. (default: 128)",
+         "--plies", "--meta-steps"),
+    ],
+)  # fmt: skip
+def test_train_gate_help_is_the_games_kinds(game, hidden, kind_only, other_kind, capsys):
+    """`train-gate --game G --help` lists G's kind's flags with its meanings and defaults, the
+    game given before or after `--help`."""
+    for argv in (["train-gate", "--game", game, "--help"], ["train-gate", "-h", "--game", game]):
+        text = _help(argv, capsys)
+        assert hidden in text and kind_only in text and other_kind not in text
+    defaults = {"snake-rt-v0": (1000, 32), "speed-hex-v0": (200, 16)}[game]
+    assert f"whole run. (default: {defaults[0]})" in text
+    assert f"(default: {defaults[1]})" in text.rsplit("--num-envs NUM_ENVS", 1)[1][:200]
+    # The clock gate trains in one process: no flags of a multi-process job in its help.
+    assert ("--coordinator" in text) is (game == "snake-rt-v0")
+
+
+def test_train_gate_help_without_a_game_names_each_kinds_default(capsys):
+    text = _help(["train-gate", "--help"], capsys)
+    assert "committed games: Hidden units of each gate head (default: 256); clock games: GRU " \
+        "state size (default: 128)" in text  # fmt: skip
+    assert "(default: committed games 1000, clock games 200)" in text
+    assert "--meta-steps" in text and "--plies" in text
