@@ -9,7 +9,9 @@ One subpackage per kind and per method; what both kinds share sits at this root:
 - `evaluation/`: `rtplan eval` and `rtplan report` for both kinds, and annotated clock games;
 - `counterfactual/`: counterfactual budget values, the supervised gate fit to them, and PPO
   with the counterfactual critic;
-- shared: `ppo` (the clipped loss and Adam epochs), `gae` (variable-duration GAE), `files`
+- shared: `trainer` (`GateTrainer`, the base of every gate trainer: the frozen planner, Adam,
+  metadata, the learner checkpoint; `prior_init`), `config` (`PPOConfig`, the PPO knobs both
+  kinds share), `ppo` (the clipped loss and Adam epochs), `gae` (variable-duration GAE), `files`
   (the checks every gate loader makes), `compiled` (gates compiled for the services) and
   `ship` (copying a trained gate beside its planner).
 """
@@ -21,28 +23,31 @@ from rtplan.harness.lazy import lazy_exports
 # The names load on first use (PEP 562), so `gate.committed.config` imports without JAX: the CLI
 # builds its flags before `--devices` sets XLA's flags.
 _EXPORTS = {
-    "Batch": "rtplan.gate.ppo",
-    "ClockChooser": "rtplan.gate.clock.heuristics",
-    "ClockInputs": "rtplan.gate.clock.heuristics",
-    "ClockOptions": "rtplan.gate.clock.heuristics",
-    "clock_inputs": "rtplan.gate.clock.heuristics",
-    "CompiledGate": "rtplan.gate.compiled",
-    "GateConfig": "rtplan.gate.committed.config",
-    "GateInputs": "rtplan.gate.committed.policy",
-    "Gate": "rtplan.gate.committed.policy",
-    "GateDecision": "rtplan.gate.committed.policy",
-    "load_gate": "rtplan.gate.committed.policy",
-    "GateNet": "rtplan.gate.committed.network",
-    "GatePPO": "rtplan.gate.committed.train",
-    "GateState": "rtplan.gate.committed.train",
-    "GateTrainConfig": "rtplan.gate.committed.config",
-    "LatencyModel": "rtplan.gate.committed.latency",
-    "load_latency": "rtplan.gate.committed.latency",
-    "gate_trainer": "rtplan.gate.committed.train",
-    "make_update": "rtplan.gate.committed.ppo",
-    "ppo_loss": "rtplan.gate.committed.ppo",
-    "ppo_terms": "rtplan.gate.ppo",
-    "smdp_gae": "rtplan.gate.gae",
+    "Batch": "gate.ppo",
+    "ClockChooser": "gate.clock.heuristics",
+    "ClockInputs": "gate.clock.heuristics",
+    "ClockOptions": "gate.clock.heuristics",
+    "clock_inputs": "gate.clock.heuristics",
+    "CompiledGate": "gate.compiled",
+    "GateConfig": "gate.committed.config",
+    "GateInputs": "gate.committed.policy",
+    "Gate": "gate.committed.policy",
+    "GateDecision": "gate.committed.policy",
+    "load_gate": "gate.committed.policy",
+    "GateNet": "gate.committed.network",
+    "GatePPO": "gate.committed.train",
+    "GateState": "gate.committed.train",
+    "GateTrainConfig": "gate.committed.config",
+    "GateTrainer": "gate.trainer",
+    "LatencyModel": "gate.committed.latency",
+    "load_latency": "gate.committed.latency",
+    "gate_trainer": "gate.committed.train",
+    "make_update": "gate.committed.ppo",
+    "ppo_loss": "gate.committed.ppo",
+    "PPOConfig": "gate.config",
+    "prior_init": "gate.trainer",
+    "ppo_terms": "gate.ppo",
+    "smdp_gae": "gate.gae",
 }
 
 __all__ = sorted(_EXPORTS)

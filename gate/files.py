@@ -1,17 +1,26 @@
-"""Gate checkpoints of either kind: the checks every gate loader makes, and the planner file a
-gate was trained over (its sha256)."""
+"""Gate checkpoints of either kind: the checks every gate loader makes, the planner file a
+gate was trained over (its sha256), the gate file's write and a resumed run's gate check."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
 
-from rtplan.harness import checkpoint as ckpt
-from rtplan.planner.configs import config_from_dict
-from rtplan.planner.options import Planner
+import jax
 
-__all__ = ["check_gate_file", "check_trained_over", "file_sha256"]
+from harness import checkpoint as ckpt
+from planner.configs import config_from_dict
+from planner.options import Planner
+
+__all__ = [
+    "check_gate_file",
+    "check_same_gate",
+    "check_trained_over",
+    "file_sha256",
+    "save_gate",
+]
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -61,3 +70,33 @@ def check_gate_file(
     if meta.get("planner_sha256") and planner_file is not None:
         check_trained_over(meta, planner_file, path)
     return meta
+
+
+def save_gate(path: str | os.PathLike, params, meta: dict) -> None:
+    """Writes a gate file: `{"params": params}` (on the host) with the metadata `meta` (its
+    `kind`, the gate's `metadata()` and provenance), what every gate loader reads."""
+    ckpt.save(path, {"params": jax.device_get(params)}, meta)
+
+
+def check_same_gate(meta: dict, config, budgets, *, key: str, what: str) -> None:
+    """Raises `CheckpointError` unless the checkpoint with metadata `meta` holds the gate
+    network `config` (recorded under `key`) over `budgets`: a run resumes only the gate it
+    trains. Compared as configs, so a field added since the run saved takes its default.
+
+    Args:
+        meta: the checkpoint's metadata (`key` and `budgets` read).
+        config: the run's gate config (a dataclass).
+        budgets: the run's budgets.
+        key: where the gate's metadata records its config (`gate_config`, `clock_gate_config`).
+        what: the gate's name in the message ("gate", "clock gate").
+    """
+    saved = meta.get(key)
+    try:
+        same = isinstance(saved, dict) and type(config)(**saved) == config
+    except (TypeError, ValueError):
+        same = False
+    if not same or meta.get("budgets") != list(budgets):
+        raise ckpt.CheckpointError(
+            f"the checkpoint holds a {what} {saved} over budgets {meta.get('budgets')}, but "
+            f"this run asks for {dataclasses.asdict(config)} over {budgets}"
+        )

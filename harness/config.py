@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import types
 import typing
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 # Imports nothing heavy: a CLI builds its parser from a config before JAX may load (the device
@@ -65,6 +65,7 @@ def add_flags(
     *,
     only: Collection[str] | None = None,
     exclude: Collection[str] = (),
+    texts: Mapping[str, str] | None = None,
 ) -> None:
     """Adds one `--snake-case` flag per field of the dataclass `cls`, help from `knob`.
 
@@ -73,10 +74,12 @@ def add_flags(
     default.
 
     Args:
-        parser: the (sub)parser to extend.
+        parser: the (sub)parser, or an argument group of one, to extend.
         cls: a dataclass whose fields are int, float, str, bool, or one of those `| None`.
         only: the fields to expose (default: all).
         exclude: fields left out (e.g. set by other flags, or of a non-flag type).
+        texts: help texts replacing fields' own, by field name; they name the default
+            themselves (e.g. one flag of two configs, with a default in each).
 
     Raises:
         TypeError: a chosen field's type is not a flag type.
@@ -84,7 +87,9 @@ def add_flags(
     for field in flag_fields(cls, only=only, exclude=exclude):
         kind = _flag_type(cls, field)
         text = help_of(field)
-        if field.default is not dataclasses.MISSING and field.default is not None:
+        if texts and field.name in texts:
+            text = texts[field.name]
+        elif field.default is not dataclasses.MISSING and field.default is not None:
             text = f"{text} (default: {field.default})".strip()
         flag = "--" + field.name.replace("_", "-")
         common = dict(dest=field.name, default=None, help=text.replace("%", "%%"))

@@ -97,11 +97,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return USAGE
     (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    forwarded = sub.choices.get(argv[0]) if argv else None
-    if forwarded is not None and forwarded.get_default("forward"):
+    chosen = sub.choices.get(argv[0]) if argv else None
+    if chosen is not None and chosen.get_default("forward"):
         # A service parses its own flags: argparse would stop at the first `--flag` here.
         args = argparse.Namespace(command=argv[0], args=argv[1:])
-        return run_command(argv[0], forwarded.get_default("handler"), args)
+        return run_command(argv[0], chosen.get_default("handler"), args)
+    helper = chosen.get_default("help_parser") if chosen is not None else None
+    if helper is not None and {"-h", "--help"} & set(argv[1:]):
+        # A command whose flags depend on another one's value (`train-gate --game G`): the
+        # help of what that value selects, once it is known (None: the command's own).
+        shown = helper(argv[1:])
+        if shown is not None:
+            shown.print_help()
+            return 0
     args = parser.parse_args(argv)
     args.argv = ["rtplan", *argv]
     return run_command(args.command, args.handler, args)

@@ -1,10 +1,12 @@
-"""Settings of one clock-gate training run (`rtplan train-gate` on a clock game); imports no JAX."""
+"""Settings of one clock-gate training run (`rtplan train-gate` on a clock game; the PPO knobs
+both kinds share: `gate.config.PPOConfig`); imports no JAX."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from rtplan.harness.config import knob
+from gate.config import PPOConfig, kind_knob
+from harness.config import knob
 
 #: T0 per episode in self-play, drawn uniformly (the paper's set, reference-notes section 5c).
 TRAIN_CLOCKS = (100, 300, 600, 900, 1200, 1800, 2300, 2900, 3500, 4100, 4800, 5700)
@@ -32,27 +34,30 @@ class ClockGateConfig:
     prior_scale: float = 3.0
 
 
-@dataclasses.dataclass(frozen=True)
-class ClockGateTrainConfig:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClockGateTrainConfig(PPOConfig):
     """Settings of one recurrent PPO run of a clock game's gate (self-play over random clocks)."""
 
-    game_id: str = knob(help="Registered clock game id (speed-hex-v0, speed-go-v0).")
-    planner: str | None = knob(
-        None, "Frozen planner checkpoint; None: checkpoints/<game>/planner.msgpack."
+    # The shared knobs (`PPOConfig`, in its order) with this kind's defaults.
+    iterations: int = kind_knob("iterations", 200)
+    num_envs: int = kind_knob(
+        "num_envs", 16, "Games played in parallel (self-play: both sides are the gate)."
     )
-    iterations: int = knob(200, "PPO updates (rollout + epochs) of the whole run.")
-    num_envs: int = knob(16, "Games played in parallel (self-play: both sides are the gate).")
+    minibatches: int = kind_knob(
+        "minibatches", 4, "Minibatches of chunks per pass (they must divide the chunks)."
+    )
+    gamma: float = kind_knob("gamma", 0.99, "Discount per own move (per-side GAE).")
+    ent_coef: float = kind_knob(
+        "ent_coef", 0.01, "Entropy bonus coefficient (the reference's clock PPO: 0.01)."
+    )
+    eval_every: int = kind_knob("eval_every", 5)
+    checkpoint_every: int = kind_knob("checkpoint_every", 2)
+    devices: int = kind_knob(
+        "devices", 1, "Devices each option group is split across (jax.shard_map)."
+    )
+    # This kind's own.
     plies: int = knob(64, "Plies per game per rollout (each ply is one side's decision).")
     chunk: int = knob(16, "Plies per recurrent training chunk (each stores its start state).")
-    epochs: int = knob(4, "Passes over each rollout.")
-    minibatches: int = knob(4, "Minibatches of chunks per pass (they must divide the chunks).")
-    gamma: float = knob(0.99, "Discount per own move (per-side GAE).")
-    lam: float = knob(0.95, "GAE lambda.")
-    clip: float = knob(0.2, "PPO ratio clip epsilon.")
-    lr: float = knob(3e-4, "Adam learning rate (constant).")
-    ent_coef: float = knob(0.01, "Entropy bonus coefficient (the reference's clock PPO: 0.01).")
-    vf_coef: float = knob(0.5, "Weight of the value loss 0.5 * MSE.")
-    max_grad_norm: float = knob(1.0, "Global gradient-norm clip.")
     opponents: str = knob(
         "",
         "Comma-separated baselines mixed into self-play (names of rtplan.gate.clock.heuristics."
@@ -73,7 +78,6 @@ class ClockGateTrainConfig:
         "plays mostly its choice and learns where to deviate); none: no prior.",
     )
     gate_prior_scale: float = knob(3.0, "Weight of the prior's one-hot in the gate's logits.")
-    eval_every: int = knob(5, "Evaluate every this many iterations (and after the last); 0: never.")
     eval_seeds: int = knob(
         8, "Tuning openings per evaluation clock (each played twice, colours swapped)."
     )
@@ -83,16 +87,12 @@ class ClockGateTrainConfig:
         "Opponent of the in-training evaluation: a budget (always-k; 0 policy-only) or a "
         "baseline's name, e.g. proportional.",
     )
-    checkpoint_every: int = knob(
-        2, "Write the checkpoint every this many iterations (and after the last)."
-    )
-    seed: int = knob(0, "Seed of the gate parameters, the training openings and the samples.")
-    devices: int = knob(1, "Devices each option group is split across (jax.shard_map).")
 
     def __post_init__(self) -> None:
         # Runs saved before opponents had names hold a budget (an int).
         object.__setattr__(self, "eval_opponent", str(self.eval_opponent))
-        for name in ("iterations", "num_envs", "plies", "chunk", "epochs", "minibatches"):
+        super().__post_init__()
+        for name in ("plies", "chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.plies % self.chunk:
@@ -106,9 +106,8 @@ class ClockGateTrainConfig:
             raise ValueError(f"opponent_share must be in [0, 1], got {self.opponent_share}")
         if self.opening_plies < 0:
             raise ValueError(f"opening_plies must be >= 0, got {self.opening_plies}")
-        for name in ("eval_every", "checkpoint_every", "eval_seeds"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.eval_seeds < 0:
+            raise ValueError(f"eval_seeds must be >= 0, got {self.eval_seeds}")
         self.eval_t0s  # noqa: B018  (parses, so a bad list fails at start-up)
 
     @property

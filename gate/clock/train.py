@@ -15,30 +15,22 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 
-from rtplan import games
-from rtplan.gate.clock.config import (
-    TRAIN_CLOCKS,
-    ClockGateConfig,
-    ClockGateTrainConfig,
-    eval_opponent_name,
-)
-from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from rtplan.gate.clock.heuristics import baselines, clock_inputs
-from rtplan.gate.clock.network import NO_OPTION
-from rtplan.gate.clock.players import chooser_player
-from rtplan.gate.clock.ppo import ClockChunks, make_clock_update
-from rtplan.gate.files import file_sha256
-from rtplan.gate.gae import side_gae
-from rtplan.harness import checkpoint as ckpt
-from rtplan.harness.run import Run
-from rtplan.planner.batching import SKIP, OptionRunner
-from rtplan.planner.episodes import TUNING_SEED_BASE, seeds_of
-from rtplan.planner.matches import clock_opening, play_match
-from rtplan.planner.options import OptionOutput, Planner
-from rtplan.planner.store import load_planner
+import games
+from gate.clock.config import TRAIN_CLOCKS, ClockGateTrainConfig, eval_opponent_name
+from gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
+from gate.clock.heuristics import baselines, clock_inputs
+from gate.clock.network import NO_OPTION
+from gate.clock.players import chooser_player
+from gate.clock.ppo import ClockChunks, make_clock_update
+from gate.gae import side_gae
+from gate.trainer import GateTrainer
+from harness.run import Run
+from planner.batching import SKIP, OptionRunner
+from planner.episodes import seeds_of
+from planner.matches import clock_opening, play_match
+from planner.options import OptionOutput, Planner
 
 __all__ = ["ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer"]
 
@@ -80,8 +72,9 @@ def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
     return OptionRunner(Planner(pcfg), max_batch=max_batch, devices=devices)
 
 
-class ClockGatePPO:
-    """Recurrent PPO of a clock game's gate by self-play, driven by `harness.run.Run`.
+class ClockGatePPO(GateTrainer):
+    """Recurrent PPO of a clock game's gate by self-play, driven by `harness.run.Run` (the
+    frozen planner, Adam, metadata and checkpoint: `gate.trainer.GateTrainer`).
 
     One iteration:
 
@@ -106,21 +99,19 @@ class ClockGatePPO:
     """
 
     kind = CLOCK_GATE_KIND
-    export_file = ckpt.GATE_FILE
+    what = "clock gate"
+    config_key = "clock_gate_config"
     progress = {"loss": "loss", "budget": "mean_budget", "ent": "entropy", "eval": "eval_score"}
 
     def __init__(self, cfg: ClockGateTrainConfig) -> None:
+        super().__init__(cfg.game_id, cfg.planner, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
         self.cfg = cfg
-        self.name = f"clock gate {cfg.game_id}"
-        path = str(ckpt.planner_file(cfg.game_id, cfg.planner))
-        pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
-        self.planner_file = path
-        self.planner_sha256 = file_sha256(path)
-        self.planner_commit = pmeta.get("git_commit")
+        pcfg = self.planner_config
         self.planner = Planner(pcfg)
         self.game = self.planner.game
         self.gate = ClockGate(self.planner, cfg.gate_config)
         self.options = self.gate.options
+        self.budgets = self.options.budgets
         self.n = self.gate.num_options
         every = baselines(self.options)
         self._eval_opponent = eval_opponent_name(cfg.eval_opponent)
@@ -136,9 +127,6 @@ class ClockGatePPO:
         self._ks = np.asarray((SKIP, *self.options.budgets))  # option index -> runner budget
         self._sims = self.options.costs.astype(np.int64)  # option index -> ticks
         self.runner = _runner(pcfg, max(cfg.num_envs, 2 * cfg.eval_seeds, 1), cfg.devices)
-        self.optimizer = optax.chain(
-            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
-        )
         self.columns = (
             "loss",
             "policy_loss",
@@ -388,22 +376,11 @@ class ClockGatePPO:
     # ---- harness.Algorithm ----
 
     def metadata(self) -> dict[str, Any]:
-        return {
-            **self.gate.metadata(),
-            "planner_checkpoint": self.planner_file,
-            "planner_sha256": self.planner_sha256,
-            "planner_git_commit": self.planner_commit,
-            "train_clocks": list(TRAIN_CLOCKS),
-            "tuning_seed_base": TUNING_SEED_BASE,
-        }
-
-    def _fresh(self, key: jax.Array):
-        params = self.gate.init_params(key)
-        return params, self.optimizer.init(params)
+        return {**super().metadata(), "train_clocks": list(TRAIN_CLOCKS)}
 
     def init(self) -> ClockGateState:
         key, init_key, games_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed), 3)
-        params, opt_state = self._fresh(init_key)
+        params, opt_state = self.fresh(init_key)
         return ClockGateState(
             params=params,
             opt_state=opt_state,
@@ -479,22 +456,11 @@ class ClockGatePPO:
         columns["eval_budget"] = float(np.concatenate(all_budgets).mean()) if all_budgets else 0.0
         return mean, columns
 
-    def params(self, state: ClockGateState):
-        return jax.device_get(state.params)
+    def saved_extra(self, state: ClockGateState) -> dict[str, Any]:
+        return {"games": state.games}
 
-    def save(self, state: ClockGateState) -> tuple[dict, dict]:
-        return ckpt.learner_tree(state.params, state.opt_state, state.key, games=state.games), {}
-
-    def template(self, meta: dict) -> dict:
-        saved = meta.get("clock_gate_config")
-        # Fields added later (the prior) take their defaults in runs saved before them.
-        same = isinstance(saved, dict) and _config_or_none(saved) == self.gate.config
-        if not same or meta.get("budgets") != list(self.options.budgets):
-            raise ckpt.CheckpointError(
-                f"the checkpoint holds a clock gate {saved} over budgets {meta.get('budgets')}, "
-                f"but this run asks for {dataclasses.asdict(self.gate.config)} over "
-                f"{self.options.budgets}"
-            )
+    def template_extra(self, meta: dict) -> dict[str, Any]:
+        """The games' shapes (a run saved before mixed training has no opponents' fields)."""
         games_shape = jax.eval_shape(
             lambda k: self._start_games_fn(k, self.cfg.num_envs), jax.random.PRNGKey(0)
         )
@@ -504,7 +470,7 @@ class ClockGatePPO:
                 for f in dataclasses.fields(SelfPlay)
                 if not f.name.startswith("opp_")
             }
-        return ckpt.learner_template(self._fresh, games=games_shape)
+        return {"games": games_shape}
 
     def restore(self, tree: dict, meta: dict) -> ClockGateState:
         del meta
@@ -530,10 +496,3 @@ def clock_gate_trainer(
     """A `harness.run.Run` of clock-gate PPO into `out_dir` (kwargs: `Run`'s resume, argv,
     progress, tensorboard). `run()` trains; `state` holds the `ClockGateState`."""
     return Run(ClockGatePPO(cfg), cfg, out_dir, **kwargs)
-
-
-def _config_or_none(saved: dict) -> ClockGateConfig | None:
-    try:
-        return ClockGateConfig(**saved)
-    except TypeError:
-        return None

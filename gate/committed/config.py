@@ -1,10 +1,12 @@
-"""Settings of one gate training run (`rtplan train-gate`'s flags); imports no JAX."""
+"""Settings of one committed-game gate training run (`rtplan train-gate`'s flags; the PPO knobs
+both kinds share: `gate.config.PPOConfig`); imports no JAX."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from rtplan.harness.config import knob
+from gate.config import PPOConfig, kind_knob
+from harness.config import knob
 
 #: `reward_mode` values: the option reward R_t of the SMDP.
 REWARD_MODES = ("discounted", "raw")
@@ -54,34 +56,34 @@ class GateConfig:
             raise ValueError(f"gate tree {self.tree!r} is not one of {GATE_TREES}")
 
 
-@dataclasses.dataclass(frozen=True)
-class GateTrainConfig:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GateTrainConfig(PPOConfig):
     """Settings of one PPO run of the gate over a frozen planner (paper table 3 defaults)."""
 
-    game_id: str = knob(help="Registered game id.")
-    planner: str | None = knob(
-        None, "Frozen planner checkpoint; None: checkpoints/<game>/planner.msgpack."
+    # The shared knobs (`PPOConfig`, in its order) with this kind's defaults.
+    iterations: int = kind_knob("iterations", 1000)
+    num_envs: int = kind_knob("num_envs", 32, "Games played in parallel (all devices' together).")
+    minibatches: int = kind_knob(
+        "minibatches",
+        16,
+        "Minibatches per pass (they must divide num_envs / devices * meta_steps).",
     )
-    iterations: int = knob(1000, "PPO updates (rollout + epochs) of the whole run.")
-    num_envs: int = knob(32, "Games played in parallel (all devices' together).")
+    gamma: float | None = kind_knob(
+        "gamma", None, "Discount per frame; None: the planner's (0.997 Snake, 0.99 the others)."
+    )
+    ent_coef: float | None = kind_knob(
+        "ent_coef", None, "Entropy bonus coefficient; None: 0.05 (Snake), 0.01 (the others)."
+    )
+    eval_every: int = kind_knob("eval_every", 10)
+    checkpoint_every: int = kind_knob("checkpoint_every", 10)
+    devices: int = kind_knob(
+        "devices",
+        1,
+        "Data-parallel devices (on CPU one per core; with several processes all of theirs): "
+        "each plays num_envs / devices of the games and the update averages their gradients.",
+    )
+    # This kind's own.
     meta_steps: int = knob(384, "Meta-steps (gate decisions) per game per rollout.")
-    epochs: int = knob(4, "Passes over each rollout.")
-    minibatches: int = knob(
-        16, "Minibatches per pass (they must divide num_envs / devices * meta_steps)."
-    )
-    gamma: float | None = knob(
-        None, "Discount per frame; None: the planner's (0.997 Snake, 0.99 the others)."
-    )
-    lam: float = knob(0.95, "GAE lambda.")
-    clip: float = knob(0.2, "PPO ratio clip epsilon.")
-    lr: float = knob(3e-4, "Adam learning rate (constant).")
-    ent_coef: float | None = knob(
-        None, "Entropy bonus coefficient; None: 0.05 (Snake), 0.01 (the others)."
-    )
-    vf_coef: float = knob(0.5, "Weight of the value loss 0.5 * MSE.")
-    max_grad_norm: float = knob(
-        1.0, "Global gradient-norm clip (the reference's committed PPO had none; its clock PPO 1)."
-    )
     reward_mode: str = knob(
         "discounted",
         "Option reward R_t: 'discounted' sum_j gamma^j r_j (the paper's equation, consistent "
@@ -135,33 +137,17 @@ class GateTrainConfig:
         "What a missed landing frame plays: 'game' (the game's fallback action, the env "
         "server's default) or 'reflex'.",
     )
-    eval_every: int = knob(
-        10, "Evaluate every this many iterations (and after the last); 0: never."
-    )
     eval_episodes: int = knob(16, "Greedy-gate evaluation episodes (on tuning seeds).")
     eval_max_meta_steps: int | None = knob(
         None, "Cap on meta-steps per evaluation episode; None: play to the horizon."
     )
-    checkpoint_every: int = knob(
-        10, "Write the checkpoint every this many iterations (and after the last)."
-    )
-    seed: int = knob(0, "Seed of the gate parameters, the training games and the sampled k.")
-    devices: int = knob(
-        1,
-        "Data-parallel devices (on CPU one per core; with several processes all of theirs): "
-        "each plays num_envs / devices of the games and the update averages their gradients. "
-        "(The clock gate splits each option group across them.)",
-    )
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "num_envs", "meta_steps", "epochs", "minibatches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.devices < 1:
-            raise ValueError(f"devices must be >= 1, got {self.devices}")
-        for name in ("eval_every", "checkpoint_every", "eval_episodes"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        super().__post_init__()
+        if self.meta_steps < 1:
+            raise ValueError(f"meta_steps must be >= 1, got {self.meta_steps}")
+        if self.eval_episodes < 0:
+            raise ValueError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
         if self.num_envs % self.devices:
             raise ValueError(
                 f"num_envs={self.num_envs} is not divisible by devices={self.devices} (each "

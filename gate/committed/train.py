@@ -3,8 +3,8 @@
 
 The mesh, the `shard_map`ped update and the checkpoint state live here; the rollout's
 meta-steps on each device's games live in `gate/committed/rollout.py`, which this class builds and
-hands its devices' shards. It stays one file a little past ~450 lines: the mesh, the `shard_map`ped
-update and the checkpoint state hang on one set of jitted pieces built in `GatePPO.__init__`."""
+hands its devices' shards; the frozen planner, Adam, metadata and the learner checkpoint are
+every gate trainer's (`gate.trainer.GateTrainer`)."""
 
 from __future__ import annotations
 
@@ -13,33 +13,31 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from rtplan import games
-from rtplan.gate.committed.choosers import TUNING_SEED_BASE, gate_chooser, play, seeds_of
-from rtplan.gate.committed.config import GateConfig, GateTrainConfig
-from rtplan.gate.committed.latency import decision_misses, simulated_deployment
-from rtplan.gate.committed.policy import Gate, GateMemory, load_gate
-from rtplan.gate.committed.ppo import make_update
-from rtplan.gate.committed.rollout import GateRollout, shard_key
-from rtplan.gate.files import file_sha256
-from rtplan.gate.gae import smdp_gae
-from rtplan.gate.ppo import Batch
-from rtplan.harness import checkpoint as ckpt
-from rtplan.harness.run import Run, data_parallel_processes
-from rtplan.planner.actors import Actors
-from rtplan.planner.batching import OptionRunner
-from rtplan.planner.options import Planner
-from rtplan.planner.store import load_planner
+import games
+from gate.committed.choosers import gate_chooser, play, seeds_of
+from gate.committed.config import GateTrainConfig
+from gate.committed.latency import decision_misses, simulated_deployment
+from gate.committed.policy import Gate, GateMemory, load_gate
+from gate.committed.ppo import make_update
+from gate.committed.rollout import GateRollout, shard_key
+from gate.files import file_sha256
+from gate.gae import smdp_gae
+from gate.ppo import Batch
+from gate.trainer import GateTrainer, prior_init
+from harness import checkpoint as ckpt
+from harness.run import Run, data_parallel_processes
+from planner.actors import Actors
+from planner.batching import OptionRunner
+from planner.options import Planner
 
-__all__ = ["AXIS", "GatePPO", "GateState", "gate_trainer", "prior_init"]
+__all__ = ["AXIS", "GatePPO", "GateState", "gate_trainer"]
 
 #: The mesh axis of the data-parallel devices (the games and their samples are split along it).
 AXIS = "d"
@@ -68,8 +66,9 @@ def _runner(pcfg, max_batch: int, devices: int) -> OptionRunner:
     return OptionRunner(_planner(pcfg), max_batch=max_batch, devices=devices)
 
 
-class GatePPO:
-    """PPO of the gate over a frozen planner's budgeted options, driven by `harness.run.Run`.
+class GatePPO(GateTrainer):
+    """PPO of the gate over a frozen planner's budgeted options, driven by `harness.run.Run`
+    (the frozen planner, Adam, metadata and checkpoint: `gate.trainer.GateTrainer`).
 
     One iteration:
 
@@ -108,18 +107,12 @@ class GatePPO:
     resumes the job, with any process and device count that divides `num_envs`.
     """
 
-    kind = "gate"
-    export_file = ckpt.GATE_FILE
     progress = {"loss": "loss", "k": "mean_k", "ret": "episode_return", "eval": "eval_mean"}
 
     def __init__(self, cfg: GateTrainConfig) -> None:
+        super().__init__(cfg.game_id, cfg.planner, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
         self.cfg = cfg
-        self.name = f"gate {cfg.game_id}"
-        path = str(ckpt.planner_file(cfg.game_id, cfg.planner))
-        pcfg, self.planner_params, pmeta = load_planner(cfg.game_id, path)
-        self.planner_file = path
-        self.planner_sha256 = file_sha256(path)
-        self.planner_commit = pmeta.get("git_commit")
+        pcfg = self.planner_config
         self.devices = cfg.devices
         self.processes = data_parallel_processes(self.devices, eval_every=cfg.eval_every)
         if self.devices > jax.device_count():
@@ -183,9 +176,6 @@ class GatePPO:
             "eval_se",
             "eval_mean_k",
             *(("eval_miss_rate",) if cfg.latency else ()),
-        )
-        self.optimizer = optax.chain(
-            optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr)
         )
         self._budget_arr = np.asarray(self.budgets)
         self.rollouts = GateRollout(
@@ -280,27 +270,23 @@ class GatePPO:
 
     def metadata(self) -> dict[str, Any]:
         return {
-            **self.gate.metadata(),
+            **super().metadata(),
             "gamma": self.gamma,
-            "planner_checkpoint": self.planner_file,
-            "planner_sha256": self.planner_sha256,
-            "planner_git_commit": self.planner_commit,
-            "tuning_seed_base": TUNING_SEED_BASE,
             "devices": self.devices,
             "processes": self.processes,
             **({} if self.latency is None else {"latency": self.latency}),
             **({} if self.cfg.init_gate is None else {"init_gate_sha256": self._init_sha256}),
         }
 
-    def _fresh(self, key: jax.Array, *, start: bool = True):
-        """(params, Adam state) of a new run; `start` False: the plain init (a template's
-        shapes, without reading `init_gate`)."""
+    def init_params(self, key: jax.Array, *, start: bool = True):
+        """A new run's params: `init_gate`'s, or the network's init started at `init_k`
+        (`prior_init`); `start` False: a template's (without reading `init_gate`)."""
         params = self.gate.init_params(key)
         if self.cfg.init_gate is not None and start:
             params = self._init_gate_params()
         elif self.cfg.init_k is not None:
             params = prior_init(params, self.budgets, self.cfg.init_k, self.cfg.init_prob)
-        return params, self.optimizer.init(params)
+        return params
 
     def _init_gate_params(self):
         """The params of `cfg.init_gate`, checked to be a gate of this run's network over this
@@ -320,7 +306,7 @@ class GatePPO:
 
     def init(self) -> GateState:
         key, init_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed))
-        params, opt_state = self._fresh(init_key)
+        params, opt_state = self.fresh(init_key)
         return self._state(params, opt_state, key)
 
     def _state(self, params, opt_state, key) -> GateState:
@@ -416,25 +402,6 @@ class GatePPO:
             columns["eval_miss_rate"] = float(np.concatenate(ep.missed).mean())
         return ep.mean, columns
 
-    def params(self, state: GateState):
-        return jax.device_get(state.params)
-
-    def save(self, state: GateState) -> tuple[dict, dict]:
-        return ckpt.learner_tree(state.params, state.opt_state, state.key), {}
-
-    def template(self, meta: dict) -> dict:
-        saved = meta.get("gate_config")
-        try:  # compared as configs: a field added since the run saved takes its default
-            same = GateConfig(**saved) == self.gate.config
-        except (TypeError, ValueError):
-            same = False
-        if not same or meta.get("budgets") != list(self.budgets):
-            raise ckpt.CheckpointError(
-                f"the checkpoint holds a gate {saved} over budgets {meta.get('budgets')}, but "
-                f"this run asks for {dataclasses.asdict(self.gate.config)} over {self.budgets}"
-            )
-        return ckpt.learner_template(functools.partial(self._fresh, start=False))
-
     def restore(self, tree: dict, meta: dict) -> GateState:
         del meta
         return self._state(tree["params"], tree["opt_state"], jnp.asarray(tree["key"]))
@@ -445,31 +412,6 @@ def _on(tree, device):
     return jax.tree.map(
         lambda x: next(s.data for s in x.addressable_shards if s.device == device), tree
     )
-
-
-def prior_init(params, budgets: tuple[int, ...], k: int, prob: float, kernel_scale: float = 0.01):
-    """Gate variables whose policy starts at budget `k` with probability `prob` in every state.
-
-    The policy head's output layer (the one Dense with a bias over the budgets) gets the log of
-    the prior as its bias and its kernel scaled by `kernel_scale`, so the logits start near the
-    prior everywhere and the state dependence is learned from there. Why: switching k between
-    decisions is costly (the tree models "always k"; bench/k_switching.py), so a near-uniform
-    start samples the costly mixed-k regime and PPO measures options against it; a start at
-    the best fixed k explores around the policy to beat.
-    """
-    if k not in budgets:
-        raise ValueError(f"init_k={k} is not one of the budgets {budgets}")
-    n = len(budgets)
-    prior = np.full(n, (1.0 - prob) / (n - 1))
-    prior[budgets.index(k)] = prob
-    flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(params))
-    heads = [p[:-1] for p, v in flat.items() if p[-1] == "bias" and v.shape == (n,)]
-    if len(heads) != 1:
-        raise ValueError(f"expected one layer with a bias over {n} budgets, found {heads}")
-    (head,) = heads
-    flat[(*head, "bias")] = jnp.asarray(np.log(prior), flat[(*head, "bias")].dtype)
-    flat[(*head, "kernel")] = flat[(*head, "kernel")] * kernel_scale
-    return flax.traverse_util.unflatten_dict(flat)
 
 
 def gate_trainer(cfg: GateTrainConfig, out_dir: str | Path, **kwargs: Any) -> Run[GateState]:

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+# None imports JAX: `--devices` must set XLA's flags before jax loads.
+from gate.clock.config import ClockGateTrainConfig
+from gate.committed.config import GateConfig, GateTrainConfig
+from gate.counterfactual.config import CounterfactualPPOConfig
+from harness.config import add_flags, flag_fields, help_of
+from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
 from rtplan.commands._flags import add_out, out_dir
 
@@ -37,21 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     gate = sub.add_parser(
         "train-gate",
         help="train a game's gate (PPO over the frozen planner's budgeted options)",
-        description="Trains the gate that picks the budget k of each option. Flags left out take "
-        "the checkpoint's values with --resume, else "
-        "rtplan.gate.committed.config.GateTrainConfig's "
-        "defaults; on a clock game (speed-hex-v0, speed-go-v0) the recurrent clock gate, "
-        "rtplan.gate.clock.config.ClockGateTrainConfig's (flags of the other kind are refused).",
+        description=_GATE_DESCRIPTION + " `--game G --help` lists G's kind's flags only.",
     )
-    _run_flags(gate, "gate")
-    _process_flags(gate)
-    add_flags(gate, GateTrainConfig, exclude=("game_id",))
-    # The settings both kinds share (--num-envs, --lr, ...) are one flag; the rest are the
-    # clock gate's own.
-    committed = {f.name for f in flag_fields(GateTrainConfig)}
-    shared = {f.name for f in flag_fields(ClockGateTrainConfig)} & committed
-    add_flags(gate, ClockGateTrainConfig, exclude=shared | {"game_id"})
-    gate.set_defaults(handler=_train_gate)
+    _gate_flags(gate)
+    gate.set_defaults(handler=_train_gate, help_parser=_gate_help)
 
     fit = sub.add_parser(
         "fit-gate",
@@ -134,6 +129,87 @@ _DEST_HELP = (
     "checkpoints root (default: the checkout's checkpoints/); the training log goes to "
     "results/<game>/training/ beside it"
 )
+
+
+_GATE_DESCRIPTION = (
+    "Trains the gate that picks the budget k of each option. Flags left out take the "
+    "checkpoint's values with --resume, else the defaults of the game's kind: "
+    "gate.committed.config.GateTrainConfig's on a committed game, "
+    "gate.clock.config.ClockGateTrainConfig's (the recurrent clock gate) on a clock game "
+    "(speed-hex-v0, speed-go-v0); flags of the other kind are refused."
+)
+
+
+def _gate_flags(parser: argparse.ArgumentParser, config_cls: type | None = None) -> None:
+    """Adds `train-gate`'s flags: those of one kind's `config_cls` (its help: its own meaning
+    and default of every flag), or (None) of both kinds, a flag they share once, its help
+    naming each kind's meaning and default where they differ."""
+    _run_flags(parser, "gate")
+    if config_cls is not ClockGateTrainConfig:  # the clock gate trains in one process
+        _process_flags(parser)
+    if config_cls is not None:
+        add_flags(parser, config_cls, exclude=("game_id",))
+        return
+    committed = {f.name: f for f in flag_fields(GateTrainConfig, exclude=("game_id",))}
+    clock = {f.name: f for f in flag_fields(ClockGateTrainConfig, exclude=("game_id",))}
+    shared = committed.keys() & clock.keys()
+    texts = {
+        name: _per_kind(committed[name], clock[name])
+        for name in shared
+        if (help_of(committed[name]), committed[name].default)
+        != (help_of(clock[name]), clock[name].default)
+    }
+    both = parser.add_argument_group(
+        "both kinds (gate.config.PPOConfig and more; --game G --help: G's kind's)"
+    )
+    add_flags(both, GateTrainConfig, only=[n for n in committed if n in shared], texts=texts)
+    own = parser.add_argument_group("committed games (gate.committed.config.GateTrainConfig)")
+    add_flags(own, GateTrainConfig, only=[n for n in committed if n not in shared])
+    own = parser.add_argument_group("clock games (gate.clock.config.ClockGateTrainConfig)")
+    add_flags(own, ClockGateTrainConfig, only=[n for n in clock if n not in shared])
+
+
+def _per_kind(committed, clock) -> str:
+    """The help of a flag both kinds' configs have (the fields `committed`, `clock`) whose
+    meaning or default differs: each kind's default, and each one's meaning where they differ."""
+    if help_of(committed) == help_of(clock):
+        return (
+            f"{help_of(committed)} (default: committed games {committed.default}, clock games "
+            f"{clock.default})"
+        )
+    return f"committed games: {_with_default(committed)}; clock games: {_with_default(clock)}"
+
+
+def _with_default(field) -> str:
+    """A field's help with its default (none named when None)."""
+    text = help_of(field).rstrip(".")
+    return text if field.default is None else f"{text} (default: {field.default})"
+
+
+def _gate_help(argv: list[str]) -> argparse.ArgumentParser | None:
+    """The parser whose help `rtplan train-gate ... --help` prints: with `--game G`, one of
+    G's kind's flags only (`_gate_flags`); None (no game, or an unknown one): the command's own,
+    of both kinds."""
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--game")
+    game = peek.parse_known_args(argv)[0].game
+    if game is None:
+        return None
+    import games  # JAX, for help only: the kind is the game record's
+
+    try:
+        clock = games.kind_of(game) is games.Kind.CLOCK
+    except games.UnknownGameError:
+        return None
+    config_cls = ClockGateTrainConfig if clock else GateTrainConfig
+    parser = argparse.ArgumentParser(
+        prog="rtplan train-gate",
+        description=f"Trains the {'clock' if clock else 'committed'} gate of {game}. Flags left "
+        f"out take the checkpoint's values with --resume, else {config_cls.__module__}."
+        f"{config_cls.__name__}'s defaults.",
+    )
+    _gate_flags(parser, config_cls)
+    return parser
 
 
 def _run_flags(parser: argparse.ArgumentParser, what: str) -> None:

@@ -284,81 +284,40 @@ def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, cap
     assert main(["replay-gif", str(tmp_path / "nope.jsonl")]) == USAGE
 
 
-def _top_help(*argv: str) -> subprocess.CompletedProcess:
-    """`rtplan ARGV` in a subprocess, its help at 100 columns."""
-    return subprocess.run(
-        [sys.executable, "-m", "rtplan", *argv],
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "100"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _help(argv: list[str], capsys) -> str:
+    """The help `main(argv)` prints (argparse's own exits, the kind's returns 0)."""
+    try:
+        assert main(argv) == 0
+    except SystemExit as e:
+        assert e.code == 0
+    return " ".join(capsys.readouterr().out.split())
 
 
-def test_the_help_groups_every_command_under_one_heading_and_ends_with_examples():
-    """`rtplan --help` lists each subcommand once, under its heading (`SECTIONS`: play and
-    watch, serve, train and evaluate, tools), then examples, as git and kubectl do; `rtplan`
-    alone prints the same and exits 2."""
-    done = _top_help("--help")
-    assert done.returncode == 0, done.stderr
-    text = done.stdout
-    assert text.startswith("usage: rtplan <command> [options]\n")
-    # The help's blocks: a heading line ("serve:"), then its rows ("  NAME  help", wrapped
-    # further in).
-    blocks = {}
-    for block in text.split("\n\n"):
-        heading, *rows = block.splitlines()
-        blocks[heading.rstrip(":")] = [r.split()[0] for r in rows if re.match(r"  \S", r)]
-    headings = [h for h, _ in SECTIONS]
-    assert headings == ["play and watch", "serve", "train and evaluate", "tools"]
-    shown = [h for h in blocks if h in (*headings, "options", "examples")]
-    assert shown == [*headings, "options", "examples"]
-    for heading, groups in SECTIONS:  # each command under the heading of its group
-        assert blocks[heading] == [name for g in groups for name in _names(g)], heading
-    listed = [name for h in headings for name in blocks[h]]
-    (sub,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert sorted(listed) == sorted(sub.choices) and len(listed) >= 21
-    for line, what in EXAMPLES:
-        assert line in text and what in text
-    alone = _top_help()
-    assert (alone.returncode, alone.stdout) == (USAGE, text)
+@pytest.mark.parametrize(
+    ("game", "hidden", "kind_only", "other_kind"),
+    [
+        ("snake-rt-v0", "--gate-hidden GATE_HIDDEN Hidden units of each gate head. (default: 256)",
+         "--meta-steps", "--plies"),
+        ("speed-hex-v0", "--gate-hidden GATE_HIDDEN GRU state size. (default: 128)",
+         "--plies", "--meta-steps"),
+    ],
+)  # fmt: skip
+def test_train_gate_help_is_the_games_kinds(game, hidden, kind_only, other_kind, capsys):
+    """`train-gate --game G --help` lists G's kind's flags with its meanings and defaults, the
+    game given before or after `--help`."""
+    for argv in (["train-gate", "--game", game, "--help"], ["train-gate", "-h", "--game", game]):
+        text = _help(argv, capsys)
+        assert hidden in text and kind_only in text and other_kind not in text
+    defaults = {"snake-rt-v0": (1000, 32), "speed-hex-v0": (200, 16)}[game]
+    assert f"whole run. (default: {defaults[0]})" in text
+    assert f"(default: {defaults[1]})" in text.rsplit("--num-envs NUM_ENVS", 1)[1][:200]
+    # The clock gate trains in one process: no flags of a multi-process job in its help.
+    assert ("--coordinator" in text) is (game == "snake-rt-v0")
 
 
-def _names(group) -> list[str]:
-    """The subcommands `group.register` adds, in order."""
-    sub = argparse.ArgumentParser().add_subparsers()
-    group.register(sub)
-    return list(sub.choices)
-
-
-def test_every_example_of_the_help_runs_a_real_command():
-    """Each `rtplan ...` example parses as the command line it shows (flags included: a
-    service's by its own parser); the example agent's is a module that ships in the package."""
-    import importlib.util
-
-    from rtplan.planner_service.__main__ import build_parser as planner_parser
-    from rtplan.server.__main__ import _parser as server_parser
-
-    services = {"env-server": server_parser, "planner-service": planner_parser}
-    parser = build_parser()
-    for line, _ in EXAMPLES:
-        argv = line.split()
-        if argv[0] == "python":
-            assert argv[1] == "-m" and importlib.util.find_spec(argv[2]) is not None, line
-        elif argv[1] in services:
-            services[argv[1]]().parse_args(argv[2:])
-        elif "<command>" not in line:
-            assert parser.parse_args(argv[1:]).command == argv[1], line
-
-
-def test_a_commands_own_help_is_unchanged_by_the_grouping(capsys, monkeypatch):
-    """`rtplan demo --help`: its own usage and flags, no headings of the top-level help."""
-    monkeypatch.setenv("COLUMNS", "100")
-    with pytest.raises(SystemExit) as done:
-        main(["demo", "--help"])
-    assert done.value.code == 0
-    out = capsys.readouterr().out
-    assert out.startswith("usage: rtplan demo [-h] [--game GAME]")
-    assert "options:\n  -h, --help" in out and "--headless" in out
-    assert not any(f"\n{h}:\n" in out for h, _ in SECTIONS) and "examples:" not in out
+def test_train_gate_help_without_a_game_names_each_kinds_default(capsys):
+    text = _help(["train-gate", "--help"], capsys)
+    assert "committed games: Hidden units of each gate head (default: 256); clock games: GRU " \
+        "state size (default: 128)" in text  # fmt: skip
+    assert "(default: committed games 1000, clock games 200)" in text
+    assert "--meta-steps" in text and "--plies" in text

@@ -11,6 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gate.committed.config import GateConfig
+from gate.committed.policy import Gate, load_gate
+from gate.counterfactual.config import CounterfactualPPOConfig
+from gate.counterfactual.ppo import advantages, surrogate_loss
+from gate.trainer import prior_init
+from harness.checkpoint import planner_path
+from planner import Planner
+from planner.episodes import start
 from rtplan.cli import main
 from rtplan.gate.committed.config import GateConfig
 from rtplan.gate.committed.policy import Gate, load_gate
@@ -51,7 +59,8 @@ def test_the_fresh_gate_plays_its_prior_at_every_state():
     planner = Planner(tiny_config(GAME))
     pparams = planner.init_params(jax.random.PRNGKey(0))
     gate = Gate(planner, GateConfig(channels=8, head_hidden=16))
-    params = prior_params(gate, gate.init_params(jax.random.PRNGKey(1)), 2, 0.9)
+    k = gate.budgets[2]
+    params = prior_init(gate.init_params(jax.random.PRNGKey(1)), gate.budgets, k, 0.9)
     states, _ = start(planner.game, np.arange(8))
     logits, _ = gate.apply(params, gate.inputs(pparams, states))
     probs = np.asarray(jax.nn.softmax(logits))
