@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.config import knob
+from rtplan.harness.config import knob
 
 __all__ = ["PPOConfig", "kind_knob"]
 

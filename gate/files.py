@@ -10,9 +10,9 @@ from pathlib import Path
 
 import jax
 
-from harness import checkpoint as ckpt
-from planner.configs import config_from_dict
-from planner.options import Planner
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.configs import config_from_dict
+from rtplan.planner.options import Planner
 
 __all__ = [
     "check_gate_file",

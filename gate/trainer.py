@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gate.files import check_same_gate, file_sha256, save_gate
-from harness import checkpoint as ckpt
-from planner.episodes import TUNING_SEED_BASE
-from planner.store import load_planner
+from rtplan.gate.files import check_same_gate, file_sha256, save_gate
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.episodes import TUNING_SEED_BASE
+from rtplan.planner.store import load_planner
 
 __all__ = ["GateTrainer", "adam", "prior_init"]
 

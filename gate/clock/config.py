@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gate.config import PPOConfig, kind_knob
-from harness.config import knob
+from rtplan.gate.config import PPOConfig, kind_knob
+from rtplan.harness.config import knob
 
 #: T0 per episode in self-play, drawn uniformly (the paper's set, reference-notes section 5c).
 TRAIN_CLOCKS = (100, 300, 600, 900, 1200, 1800, 2300, 2900, 3500, 4100, 4800, 5700)

@@ -17,20 +17,20 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-import games
-from gate.clock.config import TRAIN_CLOCKS, ClockGateTrainConfig, eval_opponent_name
-from gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
-from gate.clock.heuristics import baselines, clock_inputs
-from gate.clock.network import NO_OPTION
-from gate.clock.players import chooser_player
-from gate.clock.ppo import ClockChunks, make_clock_update
-from gate.gae import side_gae
-from gate.trainer import GateTrainer
-from harness.run import Run
-from planner.batching import SKIP, OptionRunner
-from planner.episodes import seeds_of
-from planner.matches import clock_opening, play_match
-from planner.options import OptionOutput, Planner
+from rtplan import games
+from rtplan.gate.clock.config import TRAIN_CLOCKS, ClockGateTrainConfig, eval_opponent_name
+from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
+from rtplan.gate.clock.heuristics import baselines, clock_inputs
+from rtplan.gate.clock.network import NO_OPTION
+from rtplan.gate.clock.players import chooser_player
+from rtplan.gate.clock.ppo import ClockChunks, make_clock_update
+from rtplan.gate.gae import side_gae
+from rtplan.gate.trainer import GateTrainer
+from rtplan.harness.run import Run
+from rtplan.planner.batching import SKIP, OptionRunner
+from rtplan.planner.episodes import seeds_of
+from rtplan.planner.matches import clock_opening, play_match
+from rtplan.planner.options import OptionOutput, Planner
 
 __all__ = ["ClockGatePPO", "ClockGateState", "SelfPlay", "clock_gate_trainer"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gate.config import PPOConfig, kind_knob
-from harness.config import knob
+from rtplan.gate.config import PPOConfig, kind_knob
+from rtplan.harness.config import knob
 
 #: `reward_mode` values: the option reward R_t of the SMDP.
 REWARD_MODES = ("discounted", "raw")

@@ -20,22 +20,22 @@ from flax import struct
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-import games
-from gate.committed.choosers import gate_chooser, play, seeds_of
-from gate.committed.config import GateTrainConfig
-from gate.committed.latency import decision_misses, simulated_deployment
-from gate.committed.policy import Gate, GateMemory, load_gate
-from gate.committed.ppo import make_update
-from gate.committed.rollout import GateRollout, shard_key
-from gate.files import file_sha256
-from gate.gae import smdp_gae
-from gate.ppo import Batch
-from gate.trainer import GateTrainer, prior_init
-from harness import checkpoint as ckpt
-from harness.run import Run, data_parallel_processes
-from planner.actors import Actors
-from planner.batching import OptionRunner
-from planner.options import Planner
+from rtplan import games
+from rtplan.gate.committed.choosers import gate_chooser, play, seeds_of
+from rtplan.gate.committed.config import GateTrainConfig
+from rtplan.gate.committed.latency import decision_misses, simulated_deployment
+from rtplan.gate.committed.policy import Gate, GateMemory, load_gate
+from rtplan.gate.committed.ppo import make_update
+from rtplan.gate.committed.rollout import GateRollout, shard_key
+from rtplan.gate.files import file_sha256
+from rtplan.gate.gae import smdp_gae
+from rtplan.gate.ppo import Batch
+from rtplan.gate.trainer import GateTrainer, prior_init
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.run import Run, data_parallel_processes
+from rtplan.planner.actors import Actors
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.options import Planner
 
 __all__ = ["AXIS", "GatePPO", "GateState", "gate_trainer"]
 

@@ -38,14 +38,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from gate.committed.config import GateConfig
-from gate.committed.policy import Gate, GateInputs
-from gate.counterfactual.config import CounterfactualPPOConfig
-from gate.counterfactual.values import branch_values, decision_states
-from gate.trainer import GateTrainer, adam, prior_init
-from harness import checkpoint as ckpt
-from planner.batching import OptionRunner
-from planner.episodes import TUNING_SEED_BASE, Chooser
+from rtplan.gate.committed.config import GateConfig
+from rtplan.gate.committed.policy import Gate, GateInputs
+from rtplan.gate.counterfactual.config import CounterfactualPPOConfig
+from rtplan.gate.counterfactual.values import branch_values, decision_states
+from rtplan.gate.trainer import GateTrainer, adam, prior_init
+from rtplan.harness import checkpoint as ckpt
+from rtplan.planner.batching import OptionRunner
+from rtplan.planner.episodes import TUNING_SEED_BASE, Chooser
 
 __all__ = [
     "CounterfactualPPO",
@@ -100,7 +100,7 @@ def _compiled(
 ):
     """(gate, runner, Adam without a clip, jitted update step, jitted `gate.decide`), shared by
     the runs of a process (a resumed run, tests): compiled once."""
-    from planner.options import Planner
+    from rtplan.planner.options import Planner
 
     planner = Planner(pcfg)
     gate = Gate(planner, gate_config)

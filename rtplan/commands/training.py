@@ -5,12 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-# None imports JAX: `--devices` must set XLA's flags before jax loads.
-from gate.clock.config import ClockGateTrainConfig
-from gate.committed.config import GateConfig, GateTrainConfig
-from gate.counterfactual.config import CounterfactualPPOConfig
-from harness.config import add_flags, flag_fields, help_of
-from planner.train_config import TrainConfig
 from rtplan.commands._errors import CommandError
 from rtplan.commands._flags import add_out, out_dir
 
@@ -18,7 +12,9 @@ from rtplan.commands._flags import add_out, out_dir
 from rtplan.gate.clock.config import ClockGateTrainConfig
 from rtplan.gate.committed.config import GateConfig, GateTrainConfig
 from rtplan.gate.counterfactual.config import CounterfactualPPOConfig
-from rtplan.harness.config import add_flags, flag_fields
+from rtplan.harness.config import add_flags, flag_fields, help_of
+
+# None imports JAX: `--devices` must set XLA's flags before jax loads.
 from rtplan.jax_setup import check_map_count, init_distributed, set_device_count
 from rtplan.planner.train_config import TrainConfig
 
@@ -134,8 +130,8 @@ _DEST_HELP = (
 _GATE_DESCRIPTION = (
     "Trains the gate that picks the budget k of each option. Flags left out take the "
     "checkpoint's values with --resume, else the defaults of the game's kind: "
-    "gate.committed.config.GateTrainConfig's on a committed game, "
-    "gate.clock.config.ClockGateTrainConfig's (the recurrent clock gate) on a clock game "
+    "rtplan.gate.committed.config.GateTrainConfig's on a committed game, "
+    "rtplan.gate.clock.config.ClockGateTrainConfig's (the recurrent clock gate) on a clock game "
     "(speed-hex-v0, speed-go-v0); flags of the other kind are refused."
 )
 
@@ -160,12 +156,14 @@ def _gate_flags(parser: argparse.ArgumentParser, config_cls: type | None = None)
         != (help_of(clock[name]), clock[name].default)
     }
     both = parser.add_argument_group(
-        "both kinds (gate.config.PPOConfig and more; --game G --help: G's kind's)"
+        "both kinds (rtplan.gate.config.PPOConfig and more; --game G --help: G's kind's)"
     )
     add_flags(both, GateTrainConfig, only=[n for n in committed if n in shared], texts=texts)
-    own = parser.add_argument_group("committed games (gate.committed.config.GateTrainConfig)")
+    own = parser.add_argument_group(
+        "committed games (rtplan.gate.committed.config.GateTrainConfig)"
+    )
     add_flags(own, GateTrainConfig, only=[n for n in committed if n not in shared])
-    own = parser.add_argument_group("clock games (gate.clock.config.ClockGateTrainConfig)")
+    own = parser.add_argument_group("clock games (rtplan.gate.clock.config.ClockGateTrainConfig)")
     add_flags(own, ClockGateTrainConfig, only=[n for n in clock if n not in shared])
 
 
@@ -195,7 +193,7 @@ def _gate_help(argv: list[str]) -> argparse.ArgumentParser | None:
     game = peek.parse_known_args(argv)[0].game
     if game is None:
         return None
-    import games  # JAX, for help only: the kind is the game record's
+    from rtplan import games  # JAX, for help only: the kind is the game record's
 
     try:
         clock = games.kind_of(game) is games.Kind.CLOCK

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from flax import serialization, traverse_util
 
-from harness import checkpoint as ckpt
-from harness.checkpoint import planner_path
 from rtplan.cli import main
+from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.checkpoint import planner_path
 from support import write_planner
 
 #: The platform the hashes were pinned on: XLA:CPU programs under the suite's XLA flags

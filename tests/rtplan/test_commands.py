@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +12,8 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rtplan.cli import EXAMPLES, build_parser, main
-from rtplan.commands import SECTIONS, USAGE, CommandError, run_command
+from rtplan.cli import main
+from rtplan.commands import USAGE, CommandError, run_command
 from rtplan.harness.checkpoint import checkpoint_root
 from rtplan.harness.config import add_settings_flags, settings_overrides
 from rtplan.planner_service.settings import PlannerServiceSettings

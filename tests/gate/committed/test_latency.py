@@ -207,7 +207,7 @@ def root(tmp_path_factory):
     these tests is k2 on two games: one compiled option for most of them), and a calibration
     CSV that makes every option miss (at 10^6 FPS), none (1 FPS), or half of each budget's
     (1000 FPS: each window is its budget's median latency)."""
-    from gate.trainer import prior_init
+    from rtplan.gate.trainer import prior_init
 
     root = tmp_path_factory.mktemp("ck")
     write_planner(root, GAME, budgets=(1, 2), simulations=(2, 4))

@@ -11,19 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gate.committed.config import GateConfig
-from gate.committed.policy import Gate, load_gate
-from gate.counterfactual.config import CounterfactualPPOConfig
-from gate.counterfactual.ppo import advantages, surrogate_loss
-from gate.trainer import prior_init
-from harness.checkpoint import planner_path
-from planner import Planner
-from planner.episodes import start
 from rtplan.cli import main
 from rtplan.gate.committed.config import GateConfig
 from rtplan.gate.committed.policy import Gate, load_gate
 from rtplan.gate.counterfactual.config import CounterfactualPPOConfig
-from rtplan.gate.counterfactual.ppo import advantages, prior_params, surrogate_loss
+from rtplan.gate.counterfactual.ppo import advantages, surrogate_loss
+from rtplan.gate.trainer import prior_init
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner import Planner
 from rtplan.planner.episodes import start
