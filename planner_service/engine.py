@@ -1,4 +1,10 @@
-"""The planner service's core: served games compiled ahead, each request's decision and plan."""
+"""The planner service's core: served games compiled ahead, each request's decision and plan.
+
+One class, `Engine`, past ~450 lines: loading and warming the served games, the request checks,
+the gate's decision and the (batched) plan all read the one table of loaded games and its lock,
+and splitting them would pass that table between modules. The batcher's queueing is its own
+module (`_batcher`), the answers' types are `_answers`, the errors `_errors`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""What a session shows: its agents' `Frame`, REST JSON and one typed builder per viewer message."""
+"""What a session shows: its agents' `Frame`, REST JSON and one typed builder per viewer message.
+
+Every shape a session sends out (gRPC frame, REST JSON, each websocket message's TypedDict and its
+builder) sits in this one module, just past ~450 lines, so that web/'s reader and the server's
+writer have one place to agree on.
+"""
 
 from __future__ import annotations
 
