@@ -16,6 +16,7 @@
 #                       the compose file does; each compiles for minutes on a CPU)
 #   BASE_IMAGE          skip step 1's choice and build on this image
 #   PIP_CERT            a CA bundle pip in the build trusts (default: host pip's `cert` setting)
+#   BUILD_NETWORK       the build's network (default host; bridge where it routes out)
 #   KEEP=1              leave the stack up at the end (`docker compose -p rtplan-check down -v`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +76,10 @@ teardown() {
     if [ "$step_name" != setup ]; then
         summary+=("$(printf '%-8s %5d s' "$step_name" "$(($(date +%s) - step_t0))")")
     fi
+    if [ $rc != 0 ]; then # what the services said, kept beside the other logs
+        compose logs --no-color --timestamps >"$work/services.log" 2>&1 || true
+        tail -25 "$work/services.log"
+    fi
     if [ "${KEEP:-0}" = 1 ]; then
         log "KEEP=1: the stack stays up (${compose_cmd[*]} -p $PROJECT down -v removes it)"
     else
@@ -126,6 +131,9 @@ log "base: $BASE_IMAGE"
 step image "rtplan:cpu from the Dockerfile (BuildKit; the pip_cert secret where one is set)"
 cert="${PIP_CERT:-$("$PY" -m pip config get global.cert 2>/dev/null || true)}"
 build_args=(--build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "EXTRAS=" -t rtplan:cpu)
+# pip in the build reaches the package registry over the host's network: a Docker engine run
+# without its iptables rules (dockerd --iptables=false) gives the default bridge no route out.
+build_args+=(--network "${BUILD_NETWORK:-host}")
 if [ -n "$cert" ] && [ -s "$cert" ]; then
     build_args+=(--secret "id=pip_cert,src=$cert")
     log "pip in the build trusts $cert (a build secret: in no layer)"
@@ -153,6 +161,10 @@ nice "${builder[@]}" --progress=plain "${build_args[@]}" . >"$work/build.log" 2>
 docker image inspect rtplan:cpu -f 'rtplan:cpu {{.Id}} {{.Size}} bytes' | cut -c1-120
 
 # --- 3. up and healthy ----------------------------------------------------------------------
+health_said() { # the last line a container's health check printed
+    docker inspect -f '{{if .State.Health}}{{json .State.Health.Log}}{{end}}' "$1" 2>/dev/null |
+        "$PY" -c 'import json,sys; t=sys.stdin.read().strip(); l=json.loads(t) if t else []; print(l[-1]["Output"].strip().splitlines()[-1] if l and l[-1]["Output"].strip() else "-")' 2>/dev/null || echo -
+}
 wait_healthy() { # waits until both cpu services report healthy; fails on unhealthy or exit
     local until=$(($(date +%s) + HEALTH_TIMEOUT_S)) last=0 svc cid status states
     while :; do
@@ -173,7 +185,8 @@ wait_healthy() { # waits until both cpu services report healthy; fails on unheal
         esac
         [ "$(date +%s)" -lt "$until" ] || fail "not healthy after ${HEALTH_TIMEOUT_S} s: $states"
         if [ $(($(date +%s) - last)) -ge 60 ]; then
-            log "waiting: $states"
+            cid="$(compose ps -q planner-cpu 2>/dev/null || true)"
+            log "waiting: $states${cid:+| planner: $(health_said "$cid")}"
             last=$(date +%s)
         fi
         sleep 5

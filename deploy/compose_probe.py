@@ -30,7 +30,8 @@ def play(http: str, *, game: str, k: int, fps: float, frames: int, timeout_s: fl
 
     body = {"game": game, "agent": "planner", "k": k, "fps": fps, "record": True}
     body["max_frames"] = frames
-    created = http_json("POST", f"{http}/v1/sessions", body)
+    # The env server compiles the game's step at its first session: minutes on a loaded CPU.
+    created = http_json("POST", f"{http}/v1/sessions", body, timeout=timeout_s)
     sid = created["id"]
     seen: collections.Counter[str] = collections.Counter()
     planned = 0
@@ -82,13 +83,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=2, help="the planner's budget on every option")
     p.add_argument("--fps", type=float, default=9.0)
     p.add_argument("--frames", type=int, default=60, help="the session's max_frames")
-    p.add_argument("--timeout-s", type=float, default=300.0)
+    p.add_argument("--timeout-s", type=float, default=600.0, help="for the creation, then the play")
     p.add_argument("--out", type=Path, required=True, help="what was seen, as JSON")
     r = sub.add_parser("replay", help="find the played session's replay on the env server")
     r.add_argument("--http", required=True)
     r.add_argument("--expect", type=Path, required=True, help="play's --out")
     args = parser.parse_args(argv)
 
+    try:
+        return _run(args)
+    except (OSError, RuntimeError, KeyError, ValueError) as e:  # timeouts are OSErrors
+        return _fail(f"{args.command}: {type(e).__name__}: {e}")
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "play":
         seen = play(
             args.http,
