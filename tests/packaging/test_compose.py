@@ -1,7 +1,8 @@
 """docker-compose.yml and the Dockerfile: two profiles (gpu, cpu) of the env server and the planner
 service, ready only when healthy, in an image that runs as a non-root user.
 
-No Docker engine runs here (nor in CI), so the compose file is checked by what it means: each
+The default suite needs no Docker engine (`make compose-check`, deploy/compose_check.sh, runs
+the cpu profile in real containers), so the compose file is checked by what it means: each
 profile's commands parse with the real command-line parsers into valid settings, the env server
 reaches the planner by its network alias and port, the health checks run `rtplan health` against
 the ports the services bind, only the gpu profile reserves GPUs, and the images install an extra
