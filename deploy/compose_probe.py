@@ -26,6 +26,7 @@ def _ws_url(http: str) -> str:
 def play(http: str, *, game: str, k: int, fps: float, frames: int, timeout_s: float) -> dict:
     """Creates a recorded planner session of `frames` frames, watches its websocket to the
     end, and returns what was seen (frames, provenance counts, the replay's file name)."""
+    from websockets.exceptions import ConnectionClosedOK
     from websockets.sync.client import connect
 
     body = {"game": game, "agent": "planner", "k": k, "fps": fps, "record": True}
@@ -39,7 +40,10 @@ def play(http: str, *, game: str, k: int, fps: float, frames: int, timeout_s: fl
     until = time.monotonic() + timeout_s
     with connect(_ws_url(http) + created["viewer_path"], max_size=2**22) as ws:
         while True:
-            raw = ws.recv(timeout=max(until - time.monotonic(), 0.1))
+            try:
+                raw = ws.recv(timeout=max(until - time.monotonic(), 0.1))
+            except ConnectionClosedOK:  # the server closes the stream once the session ends
+                break
             msg = json.loads(raw)
             if msg.get("type") != "frame":
                 continue
