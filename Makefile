@@ -11,7 +11,7 @@ STAMP_DEV := $(VENV)/.stamp-dev
 # Debian packages the tests need: chromium for the browser tests (tests/web/test_web.py).
 APT_TEST_PACKAGES := chromium
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow lint bench compose-check clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test-slow: $(STAMP_DEV)
 bench: $(STAMP_RUN)
 	$(PY) -m bench.bench_games
 	$(PY) -m bench.bench_planner
+
+# docker-compose.yml's cpu profile run for real in Docker (needs a Docker engine and a compose;
+# deploy/compose_check.sh says what it checks); not part of `make test`.
+compose-check: $(STAMP_RUN)
+	PYTHON=$(PY) bash deploy/compose_check.sh
 
 clean:
 	rm -rf $(VENV)

@@ -1,7 +1,8 @@
 """docker-compose.yml and the Dockerfile: two profiles (gpu, cpu) of the env server and the planner
 service, ready only when healthy, in an image that runs as a non-root user.
 
-No Docker engine runs here (nor in CI), so the compose file is checked by what it means: each
+The default suite needs no Docker engine (`make compose-check`, deploy/compose_check.sh, runs
+the cpu profile in real containers), so the compose file is checked by what it means: each
 profile's commands parse with the real command-line parsers into valid settings, the env server
 reaches the planner by its network alias and port, the health checks run `rtplan health` against
 the ports the services bind, only the gpu profile reserves GPUs, and the images install an extra
@@ -170,8 +171,13 @@ def _stages(dockerfile: str) -> tuple[str, str]:
 def test_the_image_installs_the_wheel_and_nothing_else_of_the_tree():
     """Stage 1 builds the wheel (which carries the pages and checkpoints,
     tests/packaging/test_wheel.py); the image is stage 2, which copies in that wheel only."""
-    build, image = _stages((ROOT / "Dockerfile").read_text())
-    assert build.startswith("python:3.11-slim AS wheel") and "pip wheel" in build
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    build, image = _stages(dockerfile)
+    # Both stages start from the BASE_IMAGE build argument, python:3.11-slim unless it is given
+    # (deploy/local_base.sh's local stand-in where no image can be pulled).
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim$", dockerfile, flags=re.M)
+    assert build.startswith("${BASE_IMAGE} AS wheel") and "pip wheel" in build
+    assert image.startswith("${BASE_IMAGE}\n")
     copies = [line.split() for line in image.splitlines() if line.startswith("COPY")]
     assert copies == [["COPY", "--from=wheel", "/wheel", "/tmp/wheel"]]
     assert "pip install" in image and "/tmp/wheel/rtplan-" in image

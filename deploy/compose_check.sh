@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# `make compose-check`: docker-compose.yml's cpu profile run for real in Docker, checked end to
+# end, then torn down. Steps (each timed; the first failure stops the run with its reason):
+#   1. base    python:3.11-slim if present or pullable, else a local one (deploy/local_base.sh)
+#   2. image   rtplan:cpu built with BuildKit from the Dockerfile (the compose file's cpu args)
+#   3. up      the cpu profile up; waits until both services are healthy
+#   4. uid     both services' processes run as uid 1000
+#   5. play    a planner session created over REST, its websocket watched from the host
+#   6. restart the stack down and up again (volumes kept); the replay is still served
+#   7. deploy  one short rung of the cpu-deploy profile into the results volume
+#   8. down    containers, network and volumes removed (also on failure; the images stay)
+# Needs a Docker engine, a compose (`docker compose` or Debian's docker-compose), BuildKit
+# (`docker buildx`, or a Docker client older than 23 with DOCKER_BUILDKIT=1) and the checkout's
+# venv for the host side (deploy/compose_probe.py). Settings (environment):
+#   RTPLAN_CHECK_GAMES  games the planner serves (default snake-rt-v0; "all": every game, as
+#                       the compose file does; each compiles for minutes on a CPU)
+#   BASE_IMAGE          skip step 1's choice and build on this image
+#   PIP_CERT            a CA bundle pip in the build trusts (default: host pip's `cert` setting)
+#   BUILD_NETWORK       the build's network (default host; bridge where it routes out)
+#   KEEP=1              leave the stack up at the end (`docker compose -p rtplan-check down -v`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PROJECT=rtplan-check
+GAMES="${RTPLAN_CHECK_GAMES:-snake-rt-v0}"
+PY="${PYTHON:-.venv/bin/python}"
+HTTP=http://127.0.0.1:8000
+HEALTH_TIMEOUT_S="${HEALTH_TIMEOUT_S:-3600}"
+work="$(mktemp -d /tmp/rtplan-compose-check.XXXXXX)"
+t0=$(date +%s)
+step_name=setup
+step_t0=$t0
+summary=()
+
+log() { printf '[compose-check %4ds] %s\n' "$(($(date +%s) - t0))" "$*"; }
+step() {
+    if [ "$step_name" != setup ]; then
+        summary+=("$(printf '%-8s %5d s' "$step_name" "$(($(date +%s) - step_t0))")")
+    fi
+    step_name="$1"
+    step_t0=$(date +%s)
+    log "== $1: $2"
+}
+fail() {
+    log "FAILED in step '$step_name': $*"
+    exit 1
+}
+
+# --- compose and docker --------------------------------------------------------------------
+docker info >/dev/null 2>&1 || fail "no Docker engine answers (start dockerd, or check DOCKER_HOST)"
+if docker compose version >/dev/null 2>&1; then
+    compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null; then
+    compose_cmd=(docker-compose)
+else
+    fail "neither 'docker compose' nor 'docker-compose' is installed"
+fi
+[ -x "$PY" ] || fail "$PY is missing: make the venv first (make test, or PYTHON=...)"
+
+override="$work/games.override.yml"
+if [ "$GAMES" = all ]; then
+    printf 'services: {}\n' >"$override"
+else
+    # Only what this check needs compiles (the compose file's planner serves every game).
+    printf 'services:\n  planner-cpu:\n    environment:\n      RTPLAN_PLANNER_GAMES: "%s"\n' \
+        "$GAMES" >"$override"
+fi
+compose() {
+    "${compose_cmd[@]}" -p "$PROJECT" -f docker-compose.yml -f "$override" \
+        --profile cpu --profile cpu-deploy "$@"
+}
+
+teardown() {
+    local rc=$?
+    trap - EXIT
+    if [ "$step_name" != setup ]; then
+        summary+=("$(printf '%-8s %5d s' "$step_name" "$(($(date +%s) - step_t0))")")
+    fi
+    if [ $rc != 0 ]; then # what the services said, kept beside the other logs
+        compose logs --no-color --timestamps >"$work/services.log" 2>&1 || true
+        tail -25 "$work/services.log"
+    fi
+    if [ "${KEEP:-0}" = 1 ]; then
+        log "KEEP=1: the stack stays up (${compose_cmd[*]} -p $PROJECT down -v removes it)"
+    else
+        log "== down: containers, network and volumes of project $PROJECT"
+        compose down -v --remove-orphans >"$work/down.log" 2>&1 || {
+            cat "$work/down.log"
+            log "down failed"
+            rc=1
+        }
+    fi
+    printf '%s\n' "${summary[@]}" | sed 's/^/[compose-check] /'
+    if [ $rc = 0 ]; then
+        log "PASSED in $(($(date +%s) - t0)) s (logs: $work)"
+    else
+        log "FAILED (exit $rc; logs: $work)"
+    fi
+    exit $rc
+}
+trap teardown EXIT
+
+# Ports the cpu profile publishes must be free on the host (another demo on :8000, ...).
+for port in 8000 50052; do
+    if "$PY" -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$port))!=0)"; then
+        if ! compose ps -q 2>/dev/null | grep -q .; then
+            fail "port $port is in use on the host: the cpu profile publishes it (stop what holds it)"
+        fi
+    fi
+done
+compose down -v --remove-orphans >/dev/null 2>&1 || true # a previous run's leftovers
+
+# --- 1. base image --------------------------------------------------------------------------
+step base "the image both Dockerfile stages start from"
+if [ -z "${BASE_IMAGE:-}" ]; then
+    if docker image inspect python:3.11-slim >/dev/null 2>&1 ||
+        timeout 120 docker pull -q python:3.11-slim >/dev/null 2>&1; then
+        BASE_IMAGE=python:3.11-slim
+    else
+        BASE_IMAGE=rtplan-base:bookworm
+        log "python:3.11-slim cannot be pulled here: using the local $BASE_IMAGE"
+        if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+            deploy/local_base.sh "$BASE_IMAGE" || fail "could not build the local base image"
+        fi
+    fi
+fi
+docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || fail "base image $BASE_IMAGE is missing"
+log "base: $BASE_IMAGE"
+
+# --- 2. the image ---------------------------------------------------------------------------
+step image "rtplan:cpu from the Dockerfile (BuildKit; the pip_cert secret where one is set)"
+cert="${PIP_CERT:-$("$PY" -m pip config get global.cert 2>/dev/null || true)}"
+build_args=(--build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "EXTRAS=" -t rtplan:cpu)
+# pip in the build reaches the package registry over the host's network: a Docker engine run
+# without its iptables rules (dockerd --iptables=false) gives the default bridge no route out.
+build_args+=(--network "${BUILD_NETWORK:-host}")
+if [ -n "$cert" ] && [ -s "$cert" ]; then
+    build_args+=(--secret "id=pip_cert,src=$cert")
+    log "pip in the build trusts $cert (a build secret: in no layer)"
+fi
+# BuildKit: `docker buildx`, else a client older than 23 (its builder is BuildKit with
+# DOCKER_BUILDKIT=1; 23+ without buildx has only the legacy builder, which has no RUN --mount).
+builder=()
+if docker buildx version >/dev/null 2>&1; then
+    builder=(docker buildx build --load)
+else
+    for client in docker /usr/bin/docker; do
+        v="$("$client" version -f '{{.Client.Version}}' 2>/dev/null || true)"
+        if [ -n "$v" ] && [ "${v%%.*}" -lt 23 ]; then
+            builder=(env DOCKER_BUILDKIT=1 "$client" build)
+            break
+        fi
+    done
+fi
+[ ${#builder[@]} -gt 0 ] || fail "no BuildKit builder: install docker buildx (RUN --mount needs it)"
+log "${builder[*]} ${build_args[*]} ."
+nice "${builder[@]}" --progress=plain "${build_args[@]}" . >"$work/build.log" 2>&1 || {
+    tail -30 "$work/build.log"
+    fail "docker build failed (log: $work/build.log)"
+}
+docker image inspect rtplan:cpu -f 'rtplan:cpu {{.Id}} {{.Size}} bytes' | cut -c1-120
+
+# --- 3. up and healthy ----------------------------------------------------------------------
+health_said() { # the last line a container's health check printed
+    docker inspect -f '{{if .State.Health}}{{json .State.Health.Log}}{{end}}' "$1" 2>/dev/null |
+        "$PY" -c 'import json,sys; t=sys.stdin.read().strip(); l=json.loads(t) if t else []; print(l[-1]["Output"].strip().splitlines()[-1] if l and l[-1]["Output"].strip() else "-")' 2>/dev/null || echo -
+}
+wait_healthy() { # waits until both cpu services report healthy; fails on unhealthy or exit
+    local until=$(($(date +%s) + HEALTH_TIMEOUT_S)) last=0 svc cid status states
+    while :; do
+        states=""
+        for svc in planner-cpu env-server-cpu; do
+            cid="$(compose ps -q "$svc" 2>/dev/null || true)"
+            status="${cid:+$(docker inspect -f '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$cid")}"
+            states+="$svc=${status:-not-created} "
+            case "$status" in
+            */unhealthy | exited/* | dead/*)
+                compose logs --tail=40 "$svc" || true
+                fail "$svc is $status"
+                ;;
+            esac
+        done
+        case "$states" in
+        "planner-cpu=running/healthy env-server-cpu=running/healthy ") break ;;
+        esac
+        [ "$(date +%s)" -lt "$until" ] || fail "not healthy after ${HEALTH_TIMEOUT_S} s: $states"
+        if [ $(($(date +%s) - last)) -ge 60 ]; then
+            cid="$(compose ps -q planner-cpu 2>/dev/null || true)"
+            log "waiting: $states${cid:+| planner: $(health_said "$cid")}"
+            last=$(date +%s)
+        fi
+        sleep 5
+    done
+    log "healthy: $states"
+}
+bring_up() { # `up -d` blocks (compose v1) until the planner is healthy: run it beside the wait
+    compose up -d --no-build planner-cpu env-server-cpu >>"$work/up.log" 2>&1 &
+    local up_pid=$!
+    wait_healthy
+    wait "$up_pid" || {
+        cat "$work/up.log"
+        fail "compose up failed"
+    }
+}
+step up "cpu profile up (planner serves: $GAMES); healthy = planner SERVING + env /healthz"
+bring_up
+compose ps
+
+# --- 4. uid ---------------------------------------------------------------------------------
+step uid "the services' processes run as uid 1000"
+for svc in planner-cpu env-server-cpu; do
+    # PID 1 is the service itself (the command runs without a shell).
+    ids="$(compose exec -T "$svc" sh -c 'stat -c %u /proc/1; id -u; id -un')" ||
+        fail "cannot exec into $svc"
+    read -r -d '' pid1_uid exec_uid user <<<"$ids" || true
+    log "$svc: PID 1 uid $pid1_uid, exec uid $exec_uid ($user)"
+    if [ "$pid1_uid" != 1000 ] || [ "$exec_uid" != 1000 ]; then
+        fail "$svc does not run as uid 1000"
+    fi
+done
+
+# --- 5. play --------------------------------------------------------------------------------
+step play "a recorded planner session over REST, its websocket watched from the host"
+game="${GAMES%%,*}"
+[ "$game" != all ] || game=snake-rt-v0
+"$PY" deploy/compose_probe.py play --http "$HTTP" --game "$game" --k 2 --frames 60 \
+    --out "$work/play.json" || fail "the session check failed"
+
+# --- 6. restart -----------------------------------------------------------------------------
+step restart "down (volumes kept) and up again; the replay is still in its volume"
+compose down >"$work/down-restart.log" 2>&1 || fail "compose down failed"
+bring_up
+replay="$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['replay'])" "$work/play.json")"
+compose exec -T env-server-cpu ls -ln /app/replays | grep -F "$replay" ||
+    fail "$replay is not in the replays volume after the restart"
+"$PY" deploy/compose_probe.py replay --http "$HTTP" --expect "$work/play.json" ||
+    fail "the env server does not serve the replay after the restart"
+
+# --- 7. one rung of cpu-deploy --------------------------------------------------------------
+step deploy "one short rung of the cpu-deploy profile (8 FPS, 1 episode, 60 frames)"
+out=/app/results/$game/deploy-check
+if ! compose run --rm -T deploy-cpu rtplan deploy --remote=http://env-server:8000 \
+    --planner=planner:50051 --game="$game" --fps 8 --episodes=1 --max-frames=60 \
+    --out="$out" >"$work/deploy.log" 2>&1; then
+    tail -30 "$work/deploy.log"
+    fail "the deploy rung failed (log: $work/deploy.log)"
+fi
+tail -15 "$work/deploy.log"
+listing="$(compose exec -T env-server-cpu sh -c "find $out -type f -exec stat -c '%u %s %n' {} +")" ||
+    fail "no deploy output in the results volume at $out"
+echo "$listing"
+[ -n "$listing" ] || fail "the deploy rung wrote nothing under $out"
+if echo "$listing" | awk '$1 != 1000 {bad=1} END {exit !bad}'; then
+    fail "a deploy output file is not owned by uid 1000"
+fi
+step down "all checks passed"

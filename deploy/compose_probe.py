@@ -1,0 +1,139 @@
+"""The host side of `make compose-check` (deploy/compose_check.sh): plays a planner session
+over REST and watches its websocket, then finds its replay after the stack restarts.
+
+    python deploy/compose_probe.py play --http http://127.0.0.1:8000 --out play.json
+    python deploy/compose_probe.py replay --http http://127.0.0.1:8000 --expect play.json
+
+Each prints one line of what it saw and exits non-zero, with the reason, when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+
+from rtplan.processes import http_json
+
+
+def _ws_url(http: str) -> str:
+    return "ws" + http.removeprefix("http")
+
+
+def play(http: str, *, game: str, k: int, fps: float, frames: int, timeout_s: float) -> dict:
+    """Creates a recorded planner session of `frames` frames, watches its websocket to the
+    end, and returns what was seen (frames, provenance counts, the replay's file name)."""
+    from websockets.exceptions import ConnectionClosedOK
+    from websockets.sync.client import connect
+
+    body = {"game": game, "agent": "planner", "k": k, "fps": fps, "record": True}
+    body["max_frames"] = frames
+    # The env server compiles the game's step at its first session: minutes on a loaded CPU.
+    created = http_json("POST", f"{http}/v1/sessions", body, timeout=timeout_s)
+    sid = created["id"]
+    seen: collections.Counter[str] = collections.Counter()
+    planned = 0
+    last = None
+    until = time.monotonic() + timeout_s
+    with connect(_ws_url(http) + created["viewer_path"], max_size=2**22) as ws:
+        while True:
+            try:
+                raw = ws.recv(timeout=max(until - time.monotonic(), 0.1))
+            except ConnectionClosedOK:  # the server closes the stream once the session ends
+                break
+            msg = json.loads(raw)
+            if msg.get("type") != "frame":
+                continue
+            last = msg
+            prev = msg.get("previous") or {}
+            seen[prev.get("provenance", "none")] += 1
+            planned += bool(prev.get("k")) and prev.get("provenance") == "on_time"
+            if msg["done"]:
+                break
+    # The replay is written as the session ends; its details name it.
+    details: dict = {}
+    for _ in range(60):
+        details = http_json("GET", f"{http}/v1/sessions/{sid}")
+        if details.get("replay"):
+            break
+        time.sleep(0.5)
+    return {
+        "session": sid,
+        "game": game,
+        "frames_seen": sum(seen.values()),
+        "last_frame": last["frame"] if last else None,
+        "provenance": dict(seen),
+        "planner_on_time": planned,
+        "episode_return": details.get("episode_return"),
+        "stats": details.get("stats", {}),
+        "replay": Path(details["replay"]).name if details.get("replay") else None,
+    }
+
+
+def _fail(message: str) -> int:
+    print(f"compose_probe: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("play", help="play and watch one recorded planner session")
+    p.add_argument("--http", required=True, help="the env server, http://HOST:PORT")
+    p.add_argument("--game", default="snake-rt-v0")
+    p.add_argument("--k", type=int, default=2, help="the planner's budget on every option")
+    p.add_argument("--fps", type=float, default=9.0)
+    p.add_argument("--frames", type=int, default=60, help="the session's max_frames")
+    p.add_argument("--timeout-s", type=float, default=600.0, help="for the creation, then the play")
+    p.add_argument("--out", type=Path, required=True, help="what was seen, as JSON")
+    r = sub.add_parser("replay", help="find the played session's replay on the env server")
+    r.add_argument("--http", required=True)
+    r.add_argument("--expect", type=Path, required=True, help="play's --out")
+    args = parser.parse_args(argv)
+
+    try:
+        return _run(args)
+    except (OSError, RuntimeError, KeyError, ValueError) as e:  # timeouts are OSErrors
+        return _fail(f"{args.command}: {type(e).__name__}: {e}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "play":
+        seen = play(
+            args.http,
+            game=args.game,
+            k=args.k,
+            fps=args.fps,
+            frames=args.frames,
+            timeout_s=args.timeout_s,
+        )
+        args.out.write_text(json.dumps(seen, indent=1))
+        print("compose_probe play: " + json.dumps(seen, sort_keys=True))
+        if seen["frames_seen"] < args.frames // 2:
+            return _fail(f"the websocket showed {seen['frames_seen']} of {args.frames} frames")
+        if seen["planner_on_time"] == 0:
+            return _fail("no frame was played by an on-time planner decision")
+        if not seen["replay"]:
+            return _fail("the session ended without naming its replay file")
+        return 0
+
+    expected = json.loads(args.expect.read_text())
+    page = http_json("GET", f"{args.http}/v1/replays?limit=200")
+    names = [json.dumps(item) for item in page.get("replays", page.get("items", []))]
+    found = [n for n in names if expected["replay"] in n]
+    print(
+        f"compose_probe replay: {page.get('total')} replay(s) in {page.get('record_dir')}; "
+        f"{expected['replay']}: {'found' if found else 'MISSING'}"
+    )
+    if not found:
+        return _fail(f"{expected['replay']} is not listed by GET /v1/replays after the restart")
+    view = http_json("GET", f"{args.http}/v1/replays/{expected['replay']}", timeout=300)
+    print(f"compose_probe replay: GET /v1/replays/{expected['replay']}: keys {sorted(view)[:8]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
