@@ -27,8 +27,6 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +41,8 @@ import grpc  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bench._common import RESULTS, ROOT, append_rows, git_commit, median_p95, utc_now  # noqa: E402
+from bench._common import RESULTS, append_rows, git_commit, median_p95, utc_now  # noqa: E402
+from bench.bench_planner_service import start_service  # noqa: E402
 from rtplan import wire  # noqa: E402
 from rtplan.harness.checkpoint import checkpoint_root, planner_path  # noqa: E402
 from rtplan.planner import CompiledOptions, Planner  # noqa: E402
@@ -99,18 +98,6 @@ def plans_per_second(cfg, params, sizes, repeats: int) -> dict[int, tuple[float,
             options.option(k, keys[:n], batches[n])
             times[n].append((time.perf_counter() - start) * 1e3)
     return {n: (ms := float(np.median(times[n])), n / ms * 1e3) for n in sizes}
-
-
-def _start_service(checkpoint_dir: Path, game_id: str, max_batch: int):
-    cmd = [sys.executable, "-m", "rtplan.planner_service", "--port", "0", "--log-level", "WARNING"]
-    cmd += ["--checkpoint-dir", str(checkpoint_dir), "--games", game_id]
-    cmd += ["--max-batch", str(max_batch)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        found = re.search(r"listening on (\S+):(\d+)", line)
-        if found:
-            return proc, f"{found.group(1)}:{found.group(2)}"
-    raise RuntimeError(f"planner service exited with {proc.wait()} before serving")
 
 
 async def _load(address: str, game_id: str, k: int, msgs, seconds: float, tag: str) -> dict:
@@ -196,7 +183,7 @@ def main() -> int:
             try:
                 for mb in (1, args.max_batch):
                     started = time.perf_counter()
-                    services[mb] = _start_service(Path(tmp), game_id, mb)
+                    services[mb] = start_service(Path(tmp), [game_id], "--max-batch", str(mb))
                     print(f"\nservice --max-batch {mb} up in {time.perf_counter() - started:.0f} s")
                 planner = Planner(cfg)
                 msgs = [wire.state_to_proto(planner.game, s)

@@ -62,9 +62,11 @@ def _serving_dir(src: Path, game_ids, out: Path) -> dict:
     return loaded
 
 
-def _start_service(checkpoint_dir: Path, game_ids) -> tuple[subprocess.Popen, str]:
+def start_service(checkpoint_dir: Path, game_ids, *flags: str) -> tuple[subprocess.Popen, str]:
+    """`python -m rtplan.planner_service` on a free port over `checkpoint_dir`, serving
+    `game_ids` (more service `flags` after them); returns the process and its address."""
     cmd = [sys.executable, "-m", "rtplan.planner_service", "--port", "0", "--log-level", "WARNING"]
-    cmd += ["--checkpoint-dir", str(checkpoint_dir), "--games", ",".join(game_ids)]
+    cmd += ["--checkpoint-dir", str(checkpoint_dir), "--games", ",".join(game_ids), *flags]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     for line in proc.stdout:
         found = re.search(r"listening on (\S+):(\d+)", line)
@@ -143,7 +145,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         loaded = _serving_dir(args.checkpoint_dir, args.games, Path(tmp))
         started = time.perf_counter()
-        proc, address = _start_service(Path(tmp), args.games)
+        proc, address = start_service(Path(tmp), args.games)
         print(f"service up at {address} in {time.perf_counter() - started:.0f} s", flush=True)
         try:
             channel = grpc.insecure_channel(address)
