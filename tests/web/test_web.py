@@ -512,7 +512,7 @@ def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server,
     base = planner_server.base
     page.goto(f"{base}/")
     page.wait_for_function(
-        "document.querySelector('select[name=\"game\"]').options.length > 0", timeout=10_000
+        "document.querySelector('select[name=\"game\"]').options.length > 0", timeout=30_000
     )
     page.select_option('select[name="game"]', "speed-hex-v0")
     page.select_option('select[name="agent"]', "human")
