@@ -64,7 +64,7 @@ def _serving_dir(src: Path, game_id: str, out: Path):
     return cfg, params
 
 
-def _sessions(planner: Planner, n: int) -> list:
+def session_states(planner: Planner, n: int) -> list:
     """n states of different sessions: each its own start and a few random legal moves."""
     step = jax.jit(planner.game.step)
     rng = np.random.default_rng(0)
@@ -86,7 +86,7 @@ def plans_per_second(cfg, params, sizes, repeats: int) -> dict[int, tuple[float,
     planner = Planner(cfg)
     k = cfg.budgets[0]
     options = CompiledOptions(planner, params, ladder=tuple(sizes))
-    states = _sessions(planner, max(sizes))
+    states = session_states(planner, max(sizes))
     keys = np.stack([np.array([0, i], np.uint32) for i in range(max(sizes))])
     batches = {n: jax.tree.map(lambda *xs: np.stack(xs), *states[:n]) for n in sizes}
     for n in sizes:
@@ -187,7 +187,7 @@ def main() -> int:
                     print(f"\nservice --max-batch {mb} up in {time.perf_counter() - started:.0f} s")
                 planner = Planner(cfg)
                 msgs = [wire.state_to_proto(planner.game, s)
-                        for s in _sessions(planner, max(args.clients))]  # fmt: skip
+                        for s in session_states(planner, max(args.clients))]  # fmt: skip
                 print(f"\n## {game_id}: {args.seconds:.0f} s of closed-loop clients per row\n")
                 print("| clients | max-batch | plans/s | p50 ms | p95 ms | refused | x plans/s |")
                 print("|---|---|---|---|---|---|---|")

@@ -1,0 +1,84 @@
+"""bench/gpu/run.sh, the GPU run (issue 42 item 4): its tiny mode runs every step on this CPU, so
+the script a GPU session runs in one go cannot rot; its wheel list pins what the suite tests."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from support import write_checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "bench" / "gpu" / "run.sh"
+
+
+def _name(req: str) -> str:
+    return re.sub(r"[-_.]+", "-", req.split("==")[0]).lower()
+
+
+def test_the_tiny_run_measures_every_step_and_names_the_device(tmp_path):
+    ckpt = write_checkpoints(tmp_path / "ckpt")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable}
+    run = subprocess.run(
+        ["bash", str(RUN), "--tiny", "--checkpoint-dir", str(ckpt), "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=500, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (folder,) = out.iterdir()
+    assert folder.name == "cpu-cpu"  # <platform>-<device kind>
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["left_out"] == {} and len(summary["done"]) == 4, summary
+    assert summary["device"]["platform"] == "cpu"
+    rows = list(csv.DictReader((folder / "search_latency.csv").open()))
+    assert {(r["game"], r["k"], r["batch"]) for r in rows} == {
+        ("snake-rt-v0", "1", "1"),
+        ("snake-rt-v0", "1", "2"),
+    }
+    assert all(float(r["p95_ms"]) >= float(r["p50_ms"]) > 0 for r in rows)
+    ladder = summary["deploy"]["snake-rt-v0"]
+    assert list(ladder) == ["8.0"] and 0 <= ladder["8.0"]["miss_rate"] <= 1
+    assert (folder / "deploy" / "snake-rt-v0" / "deploy.csv").is_file()
+    (train,) = csv.DictReader((folder / "train_throughput.csv").open())
+    assert float(train["frames_per_s"]) > 0
+
+
+def test_a_python_without_the_packages_and_no_wheels_is_told_what_to_run(tmp_path):
+    bare = shutil.which("python3")
+    probe = subprocess.run([bare, "-c", "import mctx"], capture_output=True, check=False)
+    if bare is None or probe.returncode == 0:
+        pytest.skip("no python3 that lacks rtplan's packages")
+    env = {**os.environ, "PYTHON": bare, "RTPLAN_GPU_WHEELS": str(tmp_path)}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(["bash", str(RUN), "--tiny"], env=env, capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "has no wheels: run bash bench/gpu/wheels.sh first" in run.stderr, run.stderr
+
+
+def test_the_wheel_list_pins_the_versions_the_suite_runs():
+    reqs = [
+        line.strip()
+        for line in (ROOT / "bench" / "gpu" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pinned = {_name(r): r.split("==")[1] for r in pyproject["project"]["dependencies"]}
+    for req in reqs:
+        name, version = _name(req), req.split("==")[1]
+        assert pinned.get(name, version) == version, (req, pinned[name])
+        assert metadata.version(name) == version, req  # what this suite imports
+    # Every runtime dependency is either preinstalled on the GPU machine or in the list.
+    preinstalled = {"jax", "jaxlib", "flax", "optax", "grpcio", "numpy", "msgpack", "protobuf",
+                    "rich"}  # fmt: skip
+    listed = {_name(r) for r in reqs}
+    assert set(pinned) - listed - preinstalled == set()
