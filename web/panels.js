@@ -54,8 +54,12 @@ function drawStrip() {
   });
 }
 
+/** Width in CSS pixels of the k chart's label column, left of its bars. */
+export const KCHART_GUTTER = 40;
+
 /** The budget of each frame's option on an index scale: one row per budget of the game, so
- * Hex's 2 .. 128 read as well as Tetris' 1, 2 (a k outside the budgets goes on a log scale). */
+ * Hex's 2 .. 128 read as well as Tetris' 1, 2 (a k outside the budgets goes on a log scale).
+ * The labels sit in a column of their own, each on its row's line, so no bar covers them. */
 function drawKChart() {
   const [ctx, W, H] = chartContext("kchart");
   const budgets = ((model.hello && model.hello.spec.budgets) || []).slice().sort((a, b) => a - b);
@@ -71,21 +75,28 @@ function drawKChart() {
     const [lo, hi] = [Math.min(...rows, k), Math.max(...rows, k)];
     return rowY(((n - 1) * Math.log(k / lo)) / Math.log(Math.max(hi / lo, 1.0001)));
   };
-  ctx.font = "9px system-ui, sans-serif";
-  const labelled = n <= 4 ? rows : [rows[0], rows[Math.floor((n - 1) / 2)], rows[n - 1]];
+  const left = KCHART_GUTTER;
+  // Rows closer than a label's height: label every other one, always the first and last.
+  const every = Math.ceil(11 / Math.max(1, (H - 4 - top) / n));
+  const labelled = rows.filter((_, i) => i % every === 0 || i === n - 1);
   ctx.fillStyle = "#1c242c";
-  rows.forEach((k, i) => ctx.fillRect(0, Math.round(rowY(i)), W, 1));
-  const step = W / HISTORY;
+  rows.forEach((k, i) => ctx.fillRect(left, Math.round(rowY(i)), W - left, 1));
+  const step = (W - left) / HISTORY;
   ctx.fillStyle = "#4fb3ff";
   model.history.forEach((h, i) => {
     if (h.k == null) return;
     const y = yOf(h.k);
-    ctx.fillRect(i * step, y, Math.max(1, step), H - y);
+    ctx.fillRect(left + i * step, y, Math.max(1, step), H - y);
   });
+  ctx.font = "9px system-ui, sans-serif";
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
   ctx.fillStyle = "#dde3ea";
   rows.forEach((k, i) => {
-    if (labelled.includes(k)) ctx.fillText(k === 0 ? "policy" : `k=${k}`, 3, rowY(i) + 9);
+    if (labelled.includes(k)) ctx.fillText(k === 0 ? "policy" : `k=${k}`, left - 4, rowY(i));
   });
+  ctx.textAlign = "left";
+  ctx.textBaseline = "alphabetic";
 }
 
 function drawLatencyChart(period) {

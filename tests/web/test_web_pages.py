@@ -77,6 +77,32 @@ def test_a_game_joined_mid_way_shows_the_game_so_far(server, page):
     assert page.locator("#clocks").is_visible()
 
 
+KCHART_PIXELS = """([left, rgb, tol]) => {
+    const canvas = document.getElementById('kchart'), ctx = canvas.getContext('2d');
+    const dpr = canvas.width / Number(canvas.dataset.w), cut = Math.round(left * dpr);
+    const d = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+    const n = [0, 0];
+    for (let i = 0; i < d.length; i += 4) {
+        const like = Math.abs(d[i] - rgb[0]) <= tol && Math.abs(d[i + 1] - rgb[1]) <= tol &&
+                     Math.abs(d[i + 2] - rgb[2]) <= tol;
+        if (like) n[((i / 4) % canvas.width) < cut ? 0 : 1]++;
+    }
+    return n;
+}"""
+
+
+def test_the_k_charts_labels_sit_beside_its_bars(server, page):
+    sid = planner_hex(server.base, fps=4.0)["id"]
+    page.goto(f"{server.base}/watch?session={sid}")
+    page.wait_for_function("window.rtplanViewer.thinking.decisions.length >= 2", timeout=30_000)
+    page.wait_for_timeout(300)  # the next draw of the panels
+    left = page.evaluate("import('/web/panels.js').then(m => m.KCHART_GUTTER)")
+    bars = page.evaluate(KCHART_PIXELS, [left, hex_rgb("#4fb3ff"), 8])
+    labels = page.evaluate(KCHART_PIXELS, [left, hex_rgb("#dde3ea"), 60])
+    assert bars[0] == 0 and bars[1] > 0, bars  # no bar in the label column
+    assert labels[0] > 0, labels  # "k=2" is written there
+
+
 def test_the_clocks_sit_beside_the_board_above_the_fold(server, browser):
     tab = browser.new_page()
     tab.set_viewport_size({"width": 1280, "height": 900})
