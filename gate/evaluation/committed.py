@@ -46,6 +46,7 @@ __all__ = [
     "load_conditions",
     "partial_file",
     "plan_split",
+    "tree_split",
     "run_conditions",
 ]
 
@@ -74,6 +75,13 @@ def plan_split(split: str) -> str:
     """The results folder of a split played with committed="plan": "tuning-plan" (never mixed
     with the reflex's, which `rtplan report` reads); after `latency_split` where both apply."""
     return f"{split}-plan"
+
+
+def tree_split(split: str, tree_k: int) -> str:
+    """The results folder of a split played with a tree of `tree_k`-frame edges below the root:
+    "tuning-tree1" (the shipped planners search with tree_k 0, the option's own k); after
+    `plan_split` where both apply ("tuning-plan-tree1")."""
+    return f"{split}-tree{tree_k}"
 
 
 def _git_commit() -> str | None:
@@ -157,6 +165,7 @@ def run_conditions(
     chunk: int | None = None,
     gate_name: str = "gate",
     committed: str | None = None,
+    tree_k: int | None = None,
     log=print,
 ) -> dict[str, Path]:
     """Plays each condition on the split's first `episodes` seeds and writes its file.
@@ -183,6 +192,14 @@ def run_conditions(
     play. Every record holds it; "plan" writes to the folder `plan_split(...)` and plays no gate
     (gates under "plan" are a later step of issue 44).
 
+    `tree_k` (None: the checkpoint's, 0 for every shipped one) sets the frames of every edge
+    below the search's root (`PlannerConfig.tree_k`); one other than the checkpoint's writes to
+    the folder `tree_split(...)` and plays no gate. Under "plan" it is what makes the plan a
+    plan: with tree_k 0 each edge below the root is the option's k-1 reflex frames and then its
+    action, so the next option's k-1 committed frames read reflex frames from the plan and, at
+    a fixed k, play exactly what "reflex" plays; with tree_k 1 every frame below the root is
+    searched.
+
     Returns:
         condition name -> its file.
     """
@@ -190,6 +207,9 @@ def run_conditions(
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     if committed is not None and committed != pcfg.committed:
         pcfg = dataclasses.replace(pcfg, committed=committed)
+    own_tree_k = pcfg.tree_k
+    if tree_k is not None and tree_k != pcfg.tree_k:
+        pcfg = dataclasses.replace(pcfg, tree_k=tree_k)  # ValueError: a negative one
     planner = Planner(pcfg)
     if planner.kind is games.Kind.CLOCK:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
@@ -217,6 +237,11 @@ def run_conditions(
         raise ValueError(
             f'conditions {needs_gate} need a gate, and gates under committed="{pcfg.committed}" '
             "are not supported yet (issue 44): drop them or use committed reflex"
+        )
+    if needs_gate and pcfg.tree_k != own_tree_k:
+        raise ValueError(
+            f"conditions {needs_gate} need a gate, trained over the planner's own tree "
+            f"(tree_k {own_tree_k}), not tree_k {pcfg.tree_k}: drop them or leave tree_k out"
         )
     gate = gparams = None
     if needs_gate:
@@ -246,6 +271,8 @@ def run_conditions(
         log(f"simulated misses at {latency_fps:g} FPS: {sim['miss_probability']} by budget")
     if pcfg.committed == "plan":
         folder = plan_split(folder)
+    if pcfg.tree_k != own_tree_k:
+        folder = tree_split(folder, pcfg.tree_k)
     provenance = {
         "game": game_id,
         "split": split,
@@ -255,6 +282,7 @@ def run_conditions(
         "simulations": list(pcfg.simulations),
         "horizon": planner.game.horizon,
         "committed": pcfg.committed,
+        "tree_k": pcfg.tree_k,
         "command": command,
         **({} if sim is None else {"latency": sim}),
     }
@@ -276,6 +304,7 @@ def run_conditions(
                 and old.get("planner_sha256") == provenance["planner_sha256"]
                 and old.get("latency") == provenance.get("latency")
                 and old.get("committed", "reflex") == provenance.get("committed", "reflex")
+                and old.get("tree_k", 0) == provenance["tree_k"]
             )
             if same and old.get("gate_sha256") == (gate_sha if name.startswith("gate") else None):
                 log(f"{name}: kept {path}")
@@ -349,6 +378,7 @@ def _resumable(path: Path, seeds: np.ndarray, provenance: dict, gate_sha: str | 
         and rec.get("planner_sha256") == provenance["planner_sha256"]
         and rec.get("latency") == provenance.get("latency")
         and rec.get("committed", "reflex") == provenance.get("committed", "reflex")
+        and rec.get("tree_k", 0) == provenance["tree_k"]
         and rec.get("gate_sha256") == gate_sha
     )
     return rec if same else None

@@ -33,6 +33,16 @@ def _eval(args: argparse.Namespace) -> int:
             )
         if args.via_services:
             raise CommandError("--via-services plays the services' reflex: no --committed plan")
+    if args.tree_k is not None:
+        if clock:
+            raise CommandError(
+                f"--tree-k is for committed-action games: {args.game} is a clock game, whose "
+                "moves are one frame each"
+            )
+        if args.via_services:
+            raise CommandError("--via-services plays the services' own tree: no --tree-k")
+        if args.tree_k < 0:
+            raise CommandError(f"--tree-k must be >= 0, got {args.tree_k}")
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
@@ -78,6 +88,7 @@ def _eval(args: argparse.Namespace) -> int:
         chunk=args.chunk,
         gate_name=args.gate_name,
         committed=args.committed,
+        tree_k=args.tree_k,
         **latency,
     )
     return 0

@@ -179,6 +179,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "it reaches, then the reflex); default: the planner checkpoint's (reflex for every "
         "shipped one). plan writes to <out>/<game>/<split>-plan/ and plays no gate",
     )
+    ev.add_argument(
+        "--tree-k",
+        type=int,
+        default=None,
+        metavar="M",
+        help="committed games: the frames of every edge below the search's root (default: the "
+        "planner checkpoint's, 0 for every shipped one: the option's own k). 1 searches every "
+        "frame below the root, which is what gives --committed plan a plan of its own (with 0 "
+        "its committed frames are the tree's reflex frames: at a fixed k, exactly the reflex). "
+        "Writes to <out>/<game>/<split>[-plan]-treeM/ and plays no gate",
+    )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
     ev.add_argument(

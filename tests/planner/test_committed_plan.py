@@ -287,3 +287,24 @@ def test_eval_records_the_commitment_and_keeps_plan_apart(tmp_path):
     assert rec["committed"] == "plan" and set("".join(rec["ks"])) == {"3"}
     with pytest.raises(ValueError, match='gates under committed="plan" are not supported'):
         run_conditions(GAME, conditions=["gate"], out=str(out), committed="plan", **kw)
+
+
+def test_eval_tree_k_gives_the_plan_its_own_frames_and_its_own_folder(tmp_path, capsys):
+    root = tmp_path / "ck"
+    cfg = dataclasses.replace(_config("reflex"), simulations=(16, 16))
+    save_planner(planner_path(root, GAME), cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
+    kw = dict(split="tuning", episodes=2, planner_file=str(planner_path(root, GAME)))
+    out = tmp_path / "res"
+    plan = run_conditions(GAME, conditions=["k3"], out=str(out), committed="plan", tree_k=1, **kw)
+    assert plan["k3"] == out / GAME / "tuning-plan-tree1" / "k3.json"
+    rec = json.loads(plan["k3"].read_text())
+    assert (rec["committed"], rec["tree_k"]) == ("plan", 1)
+    reflex = run_conditions(GAME, conditions=["k3"], out=str(out), tree_k=1, **kw)
+    assert reflex["k3"] == out / GAME / "tuning-tree1" / "k3.json"
+    other = json.loads(reflex["k3"].read_text())
+    # Under tree_k 1 the plan is the search's own frames: the games part where it is followed.
+    assert (rec["returns"], rec["frames"]) != (other["returns"], other["frames"])
+    with pytest.raises(ValueError, match=r"trained over the planner's own tree \(tree_k 0\)"):
+        run_conditions(GAME, conditions=["gate"], out=str(out), tree_k=1, **kw)
+    assert main(["eval", "--game", "speed-hex-v0", "--tree-k", "1"]) == 2
+    assert "--tree-k is for committed-action games" in capsys.readouterr().err
