@@ -36,6 +36,9 @@ log = logging.getLogger("planner_service")
 SERVICE_NAME = "rtplan.v1.Planner"
 #: Trailing metadata key of a RESOURCE_EXHAUSTED answer: milliseconds to wait before retrying.
 RETRY_AFTER_KEY = "retry-after-ms"
+#: Searches one stream (a session's planner) may have on worker threads at once: a search that
+#: outlasts its landing frame runs on beside the session's next one (`Admission`).
+STREAM_SEARCHES = 2
 #: Longest stream id accepted (ids are kept in a bounded table).
 MAX_STREAM_ID = 128
 
@@ -164,11 +167,15 @@ def _action_msg(p: eng.Plan, request_id: int) -> pb.PlanResponse:
 class PlannerServicer(planner_pb2_grpc.PlannerServicer):
     """Unpack, call the engine (searches on worker threads), pack."""
 
-    def __init__(self, engine: eng.Engine, *, max_concurrent: int) -> None:
+    def __init__(
+        self, engine: eng.Engine, *, max_concurrent: int, stream_searches: int = STREAM_SEARCHES
+    ) -> None:
         self.engine = engine
         # A batching engine runs `max_concurrent` batched searches at once, each of up to
         # `max_batch` requests: that many requests are in flight before one is refused.
-        self.admission = Admission(max_concurrent * getattr(engine, "max_batch", 1))
+        self.admission = Admission(
+            max_concurrent * getattr(engine, "max_batch", 1), stream_searches=stream_searches
+        )
         #: Plan calls answered with an action (Health reports it: a replica's load).
         self.plans_answered = 0
 
@@ -318,6 +325,7 @@ def create_server(
     port: int = 0,
     max_concurrent: int = 2,
     max_connection_age_s: float = 60.0,
+    stream_searches: int = STREAM_SEARCHES,
 ) -> tuple[grpc.aio.Server, int]:
     """Builds the aio server around `engine` and binds it (not started).
 
@@ -330,12 +338,15 @@ def create_server(
         max_connection_age_s: a connection's age at which the server sends GOAWAY (the client
             reconnects, resolving the address again), its open calls getting
             `CONNECTION_AGE_GRACE_S` more.
+        stream_searches: searches one stream may run at once (a late one beside its next).
 
     Returns:
         (server, bound port). Start it with `await server.start()`.
     """
     server = grpc.aio.server(options=server_options(max_connection_age_s))
-    servicer = PlannerServicer(engine, max_concurrent=max_concurrent)
+    servicer = PlannerServicer(
+        engine, max_concurrent=max_concurrent, stream_searches=stream_searches
+    )
     server.add_generic_rpc_handlers((_handlers(servicer),))
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
@@ -386,6 +397,7 @@ async def serve(
         port=settings.port,
         max_concurrent=settings.max_concurrent,
         max_connection_age_s=settings.max_connection_age_s,
+        stream_searches=settings.stream_searches,
     )
     await server.start()
     if bound is not None:

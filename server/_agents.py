@@ -21,8 +21,10 @@ from rtplan.v1 import planner_pb2
 
 log = logging.getLogger("rtplan.server")
 
-#: Real time: a Plan call may outlive its landing deadline by this much (a late answer is then
-#: counted and discarded; a newer request of the session supersedes it anyway).
+#: A chess clock's move: its Plan call may outlive the mover's deadline by this much (a late
+#: answer is then counted and discarded). A committed game's forced option in real time gets no
+#: grace: its call's deadline is its landing frame's, so the service never starts a search that
+#: cannot land, and the session cancels the call when that frame is decided without it.
 PLAN_GRACE_S = 1.0
 #: Seconds to wait before asking a busy planner again when it names no time.
 BUSY_RETRY_S = 0.005
@@ -134,6 +136,7 @@ class _Option:
     latency_ms: float | None = None
     error: str | None = None
     closed: bool = False  # its landing frame was decided: any later answer is discarded
+    task: asyncio.Task | None = None  # its Plan call, cancelled once the option is closed
     decided: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)  # k is known
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
@@ -221,9 +224,13 @@ class PlannerAgent(_BuiltIn):
         elif host.kind is games.Kind.CLOCK and host.deadline is not None:
             # A chess clock: the move's deadline is what is left on the mover's clock.
             timeout = max(0.0, host.deadline - opt.sent_at) + PLAN_GRACE_S
+        elif host.deadline is not None:
+            # The landing frame's deadline: an answer after it is worth nothing.
+            timeout = host.deadline + (opt.landing - n) * cfg.period - opt.sent_at
         else:
-            timeout = (opt.landing - n + 1) * cfg.period + PLAN_GRACE_S
+            timeout = (opt.landing - n + 1) * cfg.period
         task = asyncio.get_running_loop().create_task(self._plan(opt, request, timeout, host))
+        opt.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -259,7 +266,11 @@ class PlannerAgent(_BuiltIn):
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as e:
-            opt.error = f"{e.code().name}: {e.details()}"
+            # In real time a call past its landing deadline (or a search the service did not
+            # start, as it could not land) is a miss, not a failure of the planner.
+            late = e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not host.config.simulated
+            if not late:
+                opt.error = f"{e.code().name}: {e.details()}"
         except Exception as e:  # a bad answer costs this option, never the session
             opt.error = f"{type(e).__name__}: {e}"
         finally:
@@ -334,6 +345,11 @@ class PlannerAgent(_BuiltIn):
             )
         # The landing frame, or a gated option with no decision yet (it ends here).
         opt.closed = True
+        if opt.task is not None and not opt.task.done():
+            # Its answer can no longer land: stop waiting, so that the service drops a search
+            # not yet started, and the next decision (next frame) never queues behind it.
+            opt.task.cancel()
+            host.plan_cancelled()
         arrivals = (opt.planned,) if opt.planned is not None else ()
         return Answer(
             arrivals,
