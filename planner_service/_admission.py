@@ -52,12 +52,12 @@ class Admission:
     its ticket is closed *and* its thread work has returned, so abandoned searches still count
     against `max_concurrent`; a request superseded before its work started gives its slot up
     at once. A stream's work runs at most `stream_searches` requests at a time: a request whose
-    stream has that many searches on threads (abandoned ones that outlast their frame) waits
-    for the oldest to return. With 1, a burst of one stream's requests (a client that kept
-    sending while the service was paused) ends with the newest running, never with every slot
-    held; with 2 (the service's default), a session whose search outlasts its landing frame
-    starts its next one beside it instead of queueing behind it (Riemer et al., ICLR 2025:
-    staggered inference), and still holds at most two threads.
+    stream has that many searches on threads (late ones, abandoned) waits for the oldest to
+    return, and those searches never refuse it a slot. So a burst of one stream's requests (a
+    client that kept sending while the service was paused) ends with the newest running, never
+    with every slot held; and with 2 (the service's default) a session whose search outlasts
+    its landing frame starts its next one beside it instead of queueing behind it (as Riemer et
+    al., ICLR 2025, stagger inference processes), holding at most two threads.
     """
 
     def __init__(
@@ -102,7 +102,11 @@ class Admission:
         loop = asyncio.get_running_loop()
         # First, so that the request it supersedes gives up its slot if it has not searched.
         stream = self._stream(stream_id, request_id) if stream_id else None
-        if self.busy >= self.max_concurrent:
+        # The stream's own searches still running (late ones) never refuse its newest request:
+        # it waits for them in `Ticket.run` (at most `stream_searches` threads per stream), so
+        # a burst of one stream's requests is superseded while waiting, never refused.
+        own = len(stream.searching) if stream is not None else 0
+        if self.busy - own >= self.max_concurrent:
             retry = self.retry_after_ms()
             raise BusyError(
                 f"{self.busy} searches running, the limit is {self.max_concurrent}: "
