@@ -474,6 +474,11 @@ class Engine:
         if why is not None:
             with self._lock:
                 self.not_started += 1
+                gone = abandoned is not None and abandoned.is_set()
+                if group in self._search_s and not gone:
+                    # A dropped search is never timed: let a mean that a slow spell inflated
+                    # decay, so the service tries again rather than drop every later search.
+                    self._search_s[group] *= 0.8
             raise NotStartedError(why)
         plan = _run_option(loaded, _batch(state), group[2], seed, group[1] == GATED)
         seconds = time.monotonic() - start
