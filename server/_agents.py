@@ -345,9 +345,10 @@ class PlannerAgent(_BuiltIn):
             )
         # The landing frame, or a gated option with no decision yet (it ends here).
         opt.closed = True
-        if opt.task is not None and not opt.task.done():
+        if opt.task is not None and not opt.task.done() and host.kind is not games.Kind.CLOCK:
             # Its answer can no longer land: stop waiting, so that the service drops a search
-            # not yet started, and the next decision (next frame) never queues behind it.
+            # not yet started, and the next decision (next frame) never queues behind it. (A
+            # clock gate's late decision still carries its state for the next ply: kept.)
             opt.task.cancel()
             host.plan_cancelled()
         arrivals = (opt.planned,) if opt.planned is not None else ()
