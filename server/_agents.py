@@ -149,10 +149,16 @@ class PlannerAgent(_BuiltIn):
     frame's deadline (else the fallback plays and a miss is counted); the next decision is at
     t+k. The budget is the session's forced k (or k-sequence), or, when the session forces
     none, the service's gate: k is then known when the decision message arrives. A gated
-    decision not there by frame t's deadline ends its option at t (nothing to apply: a miss),
-    since the frame where its action would land is unknown. Answers are matched to their
-    option by request id, so a late answer is never applied to a later frame. A planner that
-    is down or slow costs planned actions, never a tick.
+    decision not there by frame t's deadline keeps its option going on the reflex while the
+    call is pending, up to the frame where the game's largest budget would land (`max_k`):
+    when it comes, its landing frame plays the planned action if both are in time, and a
+    landing frame already past ends the option at the next frame, missed. (Without `max_k`, or
+    past it, an undecided option ends as a miss.) So a late decision costs at most its own
+    landing, never the next decision's. A landing frame decided without its answer cancels the
+    call: the service drops a search not yet started, and the next decision, sent on
+    schedule, never waits for a late one (the service runs it beside). Answers are matched to
+    their option by request id, so a late answer is never applied to a later frame. A planner
+    that is down or slow costs planned actions, never a tick.
     """
 
     kind = "planner"
@@ -164,17 +170,27 @@ class PlannerAgent(_BuiltIn):
     #: Added to the search seed (two planners of a session search with different seeds).
     seed_offset = 0
 
-    def __init__(self, stub, *, plan_timeout_s: float, ks: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        stub,
+        *,
+        plan_timeout_s: float,
+        ks: tuple[int, ...] | None = None,
+        max_k: int | None = None,
+    ) -> None:
         """
         Args:
             stub: a `PlannerStub` on the Planner service's channel.
             plan_timeout_s: how long a Plan call may take with the simulated clock, and a
                 gated one in real time.
             ks: the budgets it plays, cycled; None: the session's `ks` (empty: the gate's).
+            max_k: the game's largest budget: a gated decision that is late keeps its option
+                on the reflex until that budget's landing frame; None: it ends at once.
         """
         self._stub = stub
         self._plan_timeout_s = plan_timeout_s
         self._ks = ks
+        self._max_k = max_k
         self._decisions = 0
         self._request_id = 0
         self._option: _Option | None = None
@@ -336,14 +352,18 @@ class PlannerAgent(_BuiltIn):
 
     def answer(self, n: int, host: AgentHost) -> Answer:
         opt = self._option
-        if opt.landing is not None and n < opt.landing:
+        if (opt.landing is not None and n < opt.landing) or self._undecided(opt, n, host):
             return Answer(
                 (Arrival(host.info.reflex, host.published_at),),
                 "reflex",
                 k=opt.k,
                 decision=opt.decision,
             )
-        # The landing frame, or a gated option with no decision yet (it ends here).
+        # The landing frame; one a late decision named that is past already (its planned
+        # action, for an earlier frame, never plays here); or a gated option whose decision
+        # did not come in time (it ends here).
+        if opt.landing is not None and n > opt.landing:
+            opt.planned = None
         opt.closed = True
         if opt.task is not None and not opt.task.done() and host.kind is not games.Kind.CLOCK:
             # Its answer can no longer land: stop waiting, so that the service drops a search
@@ -362,6 +382,13 @@ class PlannerAgent(_BuiltIn):
             decision=opt.decision,
             landing=True,
         )
+
+    def _undecided(self, opt: _Option, n: int, host: AgentHost) -> bool:
+        """A gated option whose decision is late but may still come in time for its option to
+        land after frame n: its call is pending and the largest budget would land after n."""
+        if opt.landing is not None or self._max_k is None or opt.done.is_set():
+            return False
+        return n < landing_frame(opt.decision_frame, self._max_k, kind=host.kind)
 
     def close(self) -> None:
         for task in list(self._tasks):
@@ -401,14 +428,21 @@ class Opponent(_BuiltIn):
         return Answer((Arrival(action, host.published_at),), "opponent")
 
 
-def make_agent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float = 30.0) -> Agent:
-    """The agent of a session's config."""
+def make_agent(
+    cfg: SessionConfig,
+    *,
+    planner_stub=None,
+    plan_timeout_s: float = 30.0,
+    budgets: tuple[int, ...] = (),
+) -> Agent:
+    """The agent of a session's config (`budgets`: the game's, for the planner agent)."""
     if cfg.agent == "grpc":
         return GrpcAgent()
     if cfg.agent == "reflex":
         return ReflexAgent()
     if cfg.agent == "planner":
-        return PlannerAgent(planner_stub, plan_timeout_s=plan_timeout_s)
+        max_k = max(budgets, default=None)
+        return PlannerAgent(planner_stub, plan_timeout_s=plan_timeout_s, max_k=max_k)
     raise ValueError(f"unknown agent {cfg.agent!r}")
 
 
