@@ -116,6 +116,10 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGate
         raise RequestError("budget.gate is false: set it true, or set budget.k instead")
     if len(request.stream_id) > MAX_STREAM_ID:
         raise RequestError(f"stream_id has {len(request.stream_id)} chars, at most {MAX_STREAM_ID}")
+    if request.HasField("frame_clock") and not request.frame_clock.period_ms > 0:
+        raise RequestError(
+            f"frame_clock.period_ms must be > 0, got {request.frame_clock.period_ms}"
+        )
     if request.HasField("extension"):
         raise RequestError(f"extension {request.extension.type_url!r} is not supported")
     gate_state = None
@@ -126,6 +130,18 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGate
             raise RequestError(str(e)) from None
         gate_state = eng.ClockGateCarry(h=h, last=request.gate_state.last)
     return request.game_id, eng.GATE if which == "gate" else request.budget.k, gate_state
+
+
+def _search_deadline(
+    when: dict, clock: pb.FrameClock | None, arrived: float, lands_in: int
+) -> dict:
+    """`when` (the call's deadline, its `abandoned` flag) with the deadline of a search whose
+    action lands `lands_in` frames after the decision frame: that landing frame's deadline by
+    the session's frame clock, if it sent one and it comes first."""
+    if clock is None:
+        return when
+    due = arrived + (clock.decision_deadline_ms + lands_in * clock.period_ms) / 1e3
+    return {**when, "deadline": min(when.get("deadline", due), due)}
 
 
 def _settle(future: asyncio.Future, result) -> None:
@@ -188,24 +204,29 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         loop = asyncio.get_running_loop()
         decided: asyncio.Future = loop.create_future()
         remaining = context.time_remaining()
-        # A batched search not started by the time its answer could land is never started.
+        arrived = time.monotonic()
+        clock = request.frame_clock if request.HasField("frame_clock") else None
+        # A search not started by the time its answer could land is never started.
         when = {"abandoned": threading.Event()}
         if remaining is not None:
-            when["deadline"] = time.monotonic() + remaining
+            when["deadline"] = arrived + remaining
 
         def work() -> tuple[eng.Decision, eng.Plan]:
             # One worker hop for both: the decision goes out while the search runs (it never
             # waits for a search: batch 1, on this thread), or (a forced k that lands at once)
             # with the action, valued by the option itself.
             if not self.engine.decides_first(game_id, budget):
-                plan = self.engine.plan(game_id, state, budget, request.seed, **when)
+                due = _search_deadline(when, clock, arrived, 0)
+                plan = self.engine.plan(game_id, state, budget, request.seed, **due)
                 decision = self.engine.decision(game_id, state, budget, value=plan.root_value)
                 loop.call_soon_threadsafe(_settle, decided, decision)
                 return decision, plan
             decision = self.engine.decision(game_id, state, budget, gate_state)
             loop.call_soon_threadsafe(_settle, decided, decision)
             gated = budget == eng.GATE
-            plan = self.engine.plan(game_id, state, decision.k, request.seed, gated=gated, **when)
+            lands_in = decision.landing_frame - int(state.frame)
+            due = _search_deadline(when, clock, arrived, lands_in)
+            plan = self.engine.plan(game_id, state, decision.k, request.seed, gated=gated, **due)
             return decision, plan
 
         with self.admission.admit(request.stream_id, rid, remaining) as ticket:

@@ -233,6 +233,10 @@ class PlannerAgent(_BuiltIn):
             seed=(cfg.seed * 1_000_003 + self.seed_offset + opt.request_id) % 2**64,
             gate_state=self._gate_state if gated else None,
         )
+        if not cfg.simulated and host.kind is not games.Kind.CLOCK and host.deadline is not None:
+            # The service then never starts a search (the gate's k too) that cannot land.
+            request.frame_clock.decision_deadline_ms = (host.deadline - opt.sent_at) * 1e3
+            request.frame_clock.period_ms = cfg.period * 1e3
         if cfg.simulated or gated:
             # A gated option's window is known only from its decision; in real time the next
             # decision supersedes the call anyway (the service ends it ABORTED).
