@@ -144,7 +144,7 @@ class Engine:
         #: The batch sizes searches run at.
         self.search_rungs = search_rungs(max_batch) if max_batch > 1 else (1,)
         self._batcher = None
-        #: Unbatched: (game, kind, k) -> running mean seconds of one search (for `deadline`).
+        #: Unbatched: (game, kind, k) -> seconds of a fast search of late (for `deadline`).
         self._search_s: dict[tuple[str, str, int], float] = {}
         #: Searches dropped unstarted (unbatched; the batcher counts its own in `batch_stats`).
         self.not_started = 0
@@ -483,8 +483,12 @@ class Engine:
         plan = _run_option(loaded, _batch(state), group[2], seed, group[1] == GATED)
         seconds = time.monotonic() - start
         with self._lock:
-            mean = self._search_s.get(group)
-            self._search_s[group] = seconds if mean is None else mean + 0.2 * (seconds - mean)
+            # The fast end of recent searches, not their mean: a search is dropped only when
+            # even a fast one could not land (a mean just past the window would drop every
+            # search, where about half of them land).
+            est = self._search_s.get(group)
+            fast = seconds if est is None or seconds < est else est + 0.1 * (seconds - est)
+            self._search_s[group] = fast
         return plan
 
     def _run_batch(self, group: tuple[str, str, int], payloads: list) -> list[Plan]:
