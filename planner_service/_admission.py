@@ -38,7 +38,9 @@ class _Stream:
     id: str
     newest: int  # highest request id seen on the stream
     running: Ticket | None = None  # its newest request in flight, if any
-    searching: Ticket | None = None  # the request whose work holds a worker thread, if any
+    #: The requests whose work holds a worker thread (the newest, and abandoned ones still
+    #: running), oldest first.
+    searching: list[Ticket] = dataclasses.field(default_factory=list)
 
 
 class Admission:
@@ -49,15 +51,24 @@ class Admission:
     is released only while its id is still the newest of its stream). A slot stays taken until
     its ticket is closed *and* its thread work has returned, so abandoned searches still count
     against `max_concurrent`; a request superseded before its work started gives its slot up
-    at once. A stream's work runs one request at a time: a request waits for its stream's
-    abandoned search to return, so a burst of one stream's requests (a client that kept sending
-    while the service was paused) ends with the newest running, never with every slot held.
+    at once. A stream's work runs at most `stream_searches` requests at a time: a request whose
+    stream has that many searches on threads (late ones, abandoned) waits for the oldest to
+    return, and those searches never refuse it a slot. So a burst of one stream's requests (a
+    client that kept sending while the service was paused) ends with the newest running, never
+    with every slot held; and with 2 (the service's default) a session whose search outlasts
+    its landing frame starts its next one beside it instead of queueing behind it (as Riemer et
+    al., ICLR 2025, stagger inference processes), holding at most two threads.
     """
 
-    def __init__(self, max_concurrent: int, *, max_streams: int = 4096) -> None:
+    def __init__(
+        self, max_concurrent: int, *, max_streams: int = 4096, stream_searches: int = 1
+    ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+        if stream_searches < 1:
+            raise ValueError(f"stream_searches must be >= 1, got {stream_searches}")
         self.max_concurrent = max_concurrent
+        self.stream_searches = stream_searches
         self._max_streams = max_streams
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_concurrent, thread_name_prefix="planner-search"
@@ -91,7 +102,11 @@ class Admission:
         loop = asyncio.get_running_loop()
         # First, so that the request it supersedes gives up its slot if it has not searched.
         stream = self._stream(stream_id, request_id) if stream_id else None
-        if self.busy >= self.max_concurrent:
+        # The stream's own searches still running (late ones) never refuse its newest request:
+        # it waits for them in `Ticket.run` (at most `stream_searches` threads per stream), so
+        # a burst of one stream's requests is superseded while waiting, never refused.
+        own = len(stream.searching) if stream is not None else 0
+        if self.busy - own >= self.max_concurrent:
             retry = self.retry_after_ms()
             raise BusyError(
                 f"{self.busy} searches running, the limit is {self.max_concurrent}: "
@@ -200,7 +215,8 @@ class Ticket:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on a worker thread; its result only while the request is still current.
 
-        Waits first for its stream's previous search to return. Returns as soon as the request
+        Waits first, while its stream has `stream_searches` searches on threads, for the oldest
+        to return. Returns as soon as the request
         is superseded or past its deadline, without waiting for the thread (which keeps the slot
         until it returns). A cancelled caller drops the result.
 
@@ -208,13 +224,14 @@ class Ticket:
             SupersededError, DeadlineError: see `check`; or whatever `fn` raised.
         """
         self.check()
-        while self._stream is not None and self._stream.searching not in (None, self):
-            await self._until(self._stream.searching._returned, "waiting for the stream's search")
+        bound = self._admission.stream_searches
+        while self._stream is not None and len(others := self._others()) >= bound:
+            await self._until(others[0]._returned, "waiting for the stream's search")
         cf = self._admission._executor.submit(fn, *args)
         self._threads += 1
         self.searched = True
-        if self._stream is not None:
-            self._stream.searching = self
+        if self._stream is not None and self not in self._stream.searching:
+            self._stream.searching.append(self)
         cf.add_done_callback(self._thread_done)
         fut = asyncio.wrap_future(cf, loop=self._loop)
         try:
@@ -223,6 +240,10 @@ class Ticket:
             fut.cancel()  # drops the result; a search not yet started never runs
             raise
         return fut.result()
+
+    def _others(self) -> list[Ticket]:
+        """The stream's other requests whose work holds a thread, oldest first."""
+        return [t for t in self._stream.searching if t is not self]
 
     async def _until(self, fut: asyncio.Future, doing: str) -> None:
         """Waits for `fut`; raises as soon as the request is superseded or past its deadline.
@@ -246,8 +267,8 @@ class Ticket:
     def _one_thread_done(self) -> None:
         self._threads -= 1
         if self._threads == 0:
-            if self._stream is not None and self._stream.searching is self:
-                self._stream.searching = None
+            if self._stream is not None and self in self._stream.searching:
+                self._stream.searching.remove(self)
             if not self._returned.done():
                 self._returned.set_result(None)
         self._maybe_release()

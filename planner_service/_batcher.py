@@ -31,6 +31,22 @@ def search_rungs(max_batch: int) -> tuple[int, ...]:
     return tuple(rungs)
 
 
+def not_started_why(
+    now: float, deadline: float | None, abandoned: threading.Event | None, estimate: float
+) -> str | None:
+    """Why a search that has not started must not start (its caller gave up, or its deadline
+    leaves less than `estimate` seconds, the measured time of one search of its kind); None
+    when it may start. Clock seconds."""
+    if abandoned is not None and abandoned.is_set():
+        return "its caller gave up before its search started"
+    if deadline is not None and now + estimate >= deadline:
+        return (
+            f"not started: {(deadline - now) * 1e3:.1f} ms left to its deadline, a search of its "
+            f"kind takes ~{estimate * 1e3:.1f} ms"
+        )
+    return None
+
+
 @dataclasses.dataclass(eq=False)
 class _Item:
     group: Hashable
@@ -195,15 +211,8 @@ class Batcher:
         for group in list(self._pending):
             keep = []
             for item in self._pending[group]:
-                if item.gone():
-                    why = "its caller gave up before its search started"
-                elif item.deadline is not None and now + self.estimate(group) >= item.deadline:
-                    left = (item.deadline - now) * 1e3
-                    why = (
-                        f"not started: {left:.1f} ms left to its deadline, a search of its kind "
-                        f"takes ~{self.estimate(group) * 1e3:.1f} ms"
-                    )
-                else:
+                why = not_started_why(now, item.deadline, item.abandoned, self.estimate(group))
+                if why is None:
                     keep.append(item)
                     continue
                 item.done, item.error = True, NotStartedError(why)

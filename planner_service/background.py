@@ -8,7 +8,7 @@ import threading
 import grpc
 
 from rtplan.planner_service import engine as eng
-from rtplan.planner_service.server import create_server
+from rtplan.planner_service.server import STREAM_SEARCHES, create_server
 
 
 class BackgroundService:
@@ -27,9 +27,11 @@ class BackgroundService:
         host: str = "127.0.0.1",
         port: int = 0,
         max_concurrent: int = 4,
+        stream_searches: int = STREAM_SEARCHES,
     ) -> None:
         self.engine = engine
         self._host, self._port, self._max = host, port, max_concurrent
+        self._stream_searches = stream_searches
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: grpc.aio.Server | None = None
@@ -61,7 +63,11 @@ class BackgroundService:
 
     async def _start(self) -> tuple[grpc.aio.Server, int]:
         server, port = create_server(
-            self.engine, host=self._host, port=self._port, max_concurrent=self._max
+            self.engine,
+            host=self._host,
+            port=self._port,
+            max_concurrent=self._max,
+            stream_searches=self._stream_searches,
         )
         await server.start()
         return server, port

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +26,7 @@ from rtplan.harness import checkpoint as ckpt
 from rtplan.planner import landing_frame
 from rtplan.planner.compiled import OPTION
 from rtplan.planner_service._answers import GATE, POLICY_ONLY, Decision, Plan
-from rtplan.planner_service._batcher import Batcher, BatchStats, search_rungs
+from rtplan.planner_service._batcher import Batcher, BatchStats, not_started_why, search_rungs
 from rtplan.planner_service._errors import (
     BudgetError,
     EngineError,
@@ -143,6 +144,10 @@ class Engine:
         #: The batch sizes searches run at.
         self.search_rungs = search_rungs(max_batch) if max_batch > 1 else (1,)
         self._batcher = None
+        #: Unbatched: (game, kind, k) -> seconds of a fast search of late (for `deadline`).
+        self._search_s: dict[tuple[str, str, int], float] = {}
+        #: Searches dropped unstarted (unbatched; the batcher counts its own in `batch_stats`).
+        self.not_started = 0
         if max_batch > 1:
             self._batcher = Batcher(
                 self._run_batch, max_batch=max_batch, slots=batch_slots, max_wait_s=batch_wait_s
@@ -436,18 +441,17 @@ class Engine:
             gated: the option answers a `gate` budget. With a gate-tree gate it then plans
                 against the gate's own future, as the gate was trained; otherwise (and always
                 for a forced k, and for a clock gate) the tree expects always k.
-            deadline: `time.monotonic()` seconds by which the answer is needed (batched
-                searches only): a search that cannot end by then is not started.
-            abandoned: set once the caller no longer wants the answer (batched searches
-                only): a search not started yet never starts.
+            deadline: `time.monotonic()` seconds by which the answer is needed: a search that
+                its kind's measured search time says cannot end by then is not started.
+            abandoned: set once the caller no longer wants the answer: a search not started
+                yet never starts.
 
         Returns:
             The plan. Batched, its `search_ms` is its batch's call.
 
         Raises:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError
-            (`gated` for a game with no gate), NotStartedError (batched: see `deadline`,
-            `abandoned`).
+            (`gated` for a game with no gate), NotStartedError (see `deadline`, `abandoned`).
         """
         loaded = self._serving(game_id)
         if gated and loaded.gate is None:
@@ -457,10 +461,35 @@ class Engine:
         # A clock gate's budgets play the always-k options it was trained over.
         gated = gated and not loaded.clock_gate
         k = _budget(loaded, k)
-        if self._batcher is None:
-            return _run_option(loaded, _batch(state), k, seed, gated)
         group = (game_id, GATED if gated else OPTION, k)
+        if self._batcher is None:
+            return self._run_alone(loaded, group, state, seed, deadline, abandoned)
         return self._batcher.run(group, (state, seed), deadline=deadline, abandoned=abandoned)
+
+    def _run_alone(self, loaded, group, state, seed, deadline, abandoned) -> Plan:
+        """One unbatched search, unless its caller gave up or its deadline cannot be met (a
+        late search would only hold a worker thread that the session's next one needs)."""
+        start = time.monotonic()
+        why = not_started_why(start, deadline, abandoned, self._search_s.get(group, 0.0))
+        if why is not None:
+            with self._lock:
+                self.not_started += 1
+                gone = abandoned is not None and abandoned.is_set()
+                if group in self._search_s and not gone:
+                    # A dropped search is never timed: let a mean that a slow spell inflated
+                    # decay, so the service tries again rather than drop every later search.
+                    self._search_s[group] *= 0.8
+            raise NotStartedError(why)
+        plan = _run_option(loaded, _batch(state), group[2], seed, group[1] == GATED)
+        seconds = time.monotonic() - start
+        with self._lock:
+            # The fast end of recent searches, not their mean: a search is dropped only when
+            # even a fast one could not land (a mean just past the window would drop every
+            # search, where about half of them land).
+            est = self._search_s.get(group)
+            fast = seconds if est is None or seconds < est else est + 0.1 * (seconds - est)
+            self._search_s[group] = fast
+        return plan
 
     def _run_batch(self, group: tuple[str, str, int], payloads: list) -> list[Plan]:
         """The `Batcher`'s call: one option of `group` for every (state, seed), at the next

@@ -36,6 +36,9 @@ log = logging.getLogger("planner_service")
 SERVICE_NAME = "rtplan.v1.Planner"
 #: Trailing metadata key of a RESOURCE_EXHAUSTED answer: milliseconds to wait before retrying.
 RETRY_AFTER_KEY = "retry-after-ms"
+#: Searches one stream (a session's planner) may have on worker threads at once: a search that
+#: outlasts its landing frame runs on beside the session's next one (`Admission`).
+STREAM_SEARCHES = 2
 #: Longest stream id accepted (ids are kept in a bounded table).
 MAX_STREAM_ID = 128
 
@@ -113,6 +116,10 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGate
         raise RequestError("budget.gate is false: set it true, or set budget.k instead")
     if len(request.stream_id) > MAX_STREAM_ID:
         raise RequestError(f"stream_id has {len(request.stream_id)} chars, at most {MAX_STREAM_ID}")
+    if request.HasField("frame_clock") and not request.frame_clock.period_ms > 0:
+        raise RequestError(
+            f"frame_clock.period_ms must be > 0, got {request.frame_clock.period_ms}"
+        )
     if request.HasField("extension"):
         raise RequestError(f"extension {request.extension.type_url!r} is not supported")
     gate_state = None
@@ -123,6 +130,18 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGate
             raise RequestError(str(e)) from None
         gate_state = eng.ClockGateCarry(h=h, last=request.gate_state.last)
     return request.game_id, eng.GATE if which == "gate" else request.budget.k, gate_state
+
+
+def _search_deadline(
+    when: dict, clock: pb.FrameClock | None, arrived: float, lands_in: int
+) -> dict:
+    """`when` (the call's deadline, its `abandoned` flag) with the deadline of a search whose
+    action lands `lands_in` frames after the decision frame: that landing frame's deadline by
+    the session's frame clock, if it sent one and it comes first."""
+    if clock is None:
+        return when
+    due = arrived + (clock.decision_deadline_ms + lands_in * clock.period_ms) / 1e3
+    return {**when, "deadline": min(when.get("deadline", due), due)}
 
 
 def _settle(future: asyncio.Future, result) -> None:
@@ -164,11 +183,15 @@ def _action_msg(p: eng.Plan, request_id: int) -> pb.PlanResponse:
 class PlannerServicer(planner_pb2_grpc.PlannerServicer):
     """Unpack, call the engine (searches on worker threads), pack."""
 
-    def __init__(self, engine: eng.Engine, *, max_concurrent: int) -> None:
+    def __init__(
+        self, engine: eng.Engine, *, max_concurrent: int, stream_searches: int = STREAM_SEARCHES
+    ) -> None:
         self.engine = engine
         # A batching engine runs `max_concurrent` batched searches at once, each of up to
         # `max_batch` requests: that many requests are in flight before one is refused.
-        self.admission = Admission(max_concurrent * getattr(engine, "max_batch", 1))
+        self.admission = Admission(
+            max_concurrent * getattr(engine, "max_batch", 1), stream_searches=stream_searches
+        )
         #: Plan calls answered with an action (Health reports it: a replica's load).
         self.plans_answered = 0
 
@@ -181,24 +204,29 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         loop = asyncio.get_running_loop()
         decided: asyncio.Future = loop.create_future()
         remaining = context.time_remaining()
-        # A batched search not started by the time its answer could land is never started.
+        arrived = time.monotonic()
+        clock = request.frame_clock if request.HasField("frame_clock") else None
+        # A search not started by the time its answer could land is never started.
         when = {"abandoned": threading.Event()}
         if remaining is not None:
-            when["deadline"] = time.monotonic() + remaining
+            when["deadline"] = arrived + remaining
 
         def work() -> tuple[eng.Decision, eng.Plan]:
             # One worker hop for both: the decision goes out while the search runs (it never
             # waits for a search: batch 1, on this thread), or (a forced k that lands at once)
             # with the action, valued by the option itself.
             if not self.engine.decides_first(game_id, budget):
-                plan = self.engine.plan(game_id, state, budget, request.seed, **when)
+                due = _search_deadline(when, clock, arrived, 0)
+                plan = self.engine.plan(game_id, state, budget, request.seed, **due)
                 decision = self.engine.decision(game_id, state, budget, value=plan.root_value)
                 loop.call_soon_threadsafe(_settle, decided, decision)
                 return decision, plan
             decision = self.engine.decision(game_id, state, budget, gate_state)
             loop.call_soon_threadsafe(_settle, decided, decision)
             gated = budget == eng.GATE
-            plan = self.engine.plan(game_id, state, decision.k, request.seed, gated=gated, **when)
+            lands_in = decision.landing_frame - int(state.frame)
+            due = _search_deadline(when, clock, arrived, lands_in)
+            plan = self.engine.plan(game_id, state, decision.k, request.seed, gated=gated, **due)
             return decision, plan
 
         with self.admission.admit(request.stream_id, rid, remaining) as ticket:
@@ -318,6 +346,7 @@ def create_server(
     port: int = 0,
     max_concurrent: int = 2,
     max_connection_age_s: float = 60.0,
+    stream_searches: int = STREAM_SEARCHES,
 ) -> tuple[grpc.aio.Server, int]:
     """Builds the aio server around `engine` and binds it (not started).
 
@@ -330,12 +359,15 @@ def create_server(
         max_connection_age_s: a connection's age at which the server sends GOAWAY (the client
             reconnects, resolving the address again), its open calls getting
             `CONNECTION_AGE_GRACE_S` more.
+        stream_searches: searches one stream may run at once (a late one beside its next).
 
     Returns:
         (server, bound port). Start it with `await server.start()`.
     """
     server = grpc.aio.server(options=server_options(max_connection_age_s))
-    servicer = PlannerServicer(engine, max_concurrent=max_concurrent)
+    servicer = PlannerServicer(
+        engine, max_concurrent=max_concurrent, stream_searches=stream_searches
+    )
     server.add_generic_rpc_handlers((_handlers(servicer),))
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
@@ -386,6 +418,7 @@ async def serve(
         port=settings.port,
         max_concurrent=settings.max_concurrent,
         max_connection_age_s=settings.max_connection_age_s,
+        stream_searches=settings.stream_searches,
     )
     await server.start()
     if bound is not None:

@@ -50,6 +50,14 @@ class PlannerServiceSettings(BaseSettings):
         "compiles one); 1 (the default): every search alone at batch 1. Many sessions on one "
         "service: 8 (docs/services.md)",
     )
+    stream_searches: int = Field(
+        2,
+        ge=1,
+        le=16,
+        description="searches one stream (a session's planner) may run at once: a search that "
+        "outlasts its landing frame runs on beside the session's next one instead of delaying "
+        "it; 1: one at a time",
+    )
     batch_wait_ms: float = Field(
         2.0,
         ge=0,

@@ -71,6 +71,10 @@ class AgentHost(Protocol):
         """A planned action came back (`discarded`: after its landing frame was decided)."""
         ...
 
+    def plan_cancelled(self) -> None:
+        """A Plan call was cancelled: its landing frame was decided without its answer."""
+        ...
+
     def plan_failed(self, message: str) -> None:
         """A Plan call failed before its landing frame was decided."""
         ...

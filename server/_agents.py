@@ -21,8 +21,10 @@ from rtplan.v1 import planner_pb2
 
 log = logging.getLogger("rtplan.server")
 
-#: Real time: a Plan call may outlive its landing deadline by this much (a late answer is then
-#: counted and discarded; a newer request of the session supersedes it anyway).
+#: A chess clock's move: its Plan call may outlive the mover's deadline by this much (a late
+#: answer is then counted and discarded). A committed game's forced option in real time gets no
+#: grace: its call's deadline is its landing frame's, so the service never starts a search that
+#: cannot land, and the session cancels the call when that frame is decided without it.
 PLAN_GRACE_S = 1.0
 #: Seconds to wait before asking a busy planner again when it names no time.
 BUSY_RETRY_S = 0.005
@@ -134,6 +136,7 @@ class _Option:
     latency_ms: float | None = None
     error: str | None = None
     closed: bool = False  # its landing frame was decided: any later answer is discarded
+    task: asyncio.Task | None = None  # its Plan call, cancelled once the option is closed
     decided: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)  # k is known
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
@@ -146,10 +149,16 @@ class PlannerAgent(_BuiltIn):
     frame's deadline (else the fallback plays and a miss is counted); the next decision is at
     t+k. The budget is the session's forced k (or k-sequence), or, when the session forces
     none, the service's gate: k is then known when the decision message arrives. A gated
-    decision not there by frame t's deadline ends its option at t (nothing to apply: a miss),
-    since the frame where its action would land is unknown. Answers are matched to their
-    option by request id, so a late answer is never applied to a later frame. A planner that
-    is down or slow costs planned actions, never a tick.
+    decision not there by frame t's deadline keeps its option going on the reflex while the
+    call is pending, up to the frame where the game's largest budget would land (`max_k`):
+    when it comes, its landing frame plays the planned action if both are in time, and a
+    landing frame already past ends the option at the next frame, missed. (Without `max_k`, or
+    past it, an undecided option ends as a miss.) So a late decision costs at most its own
+    landing, never the next decision's. A landing frame decided without its answer cancels the
+    call: the service drops a search not yet started, and the next decision, sent on
+    schedule, never waits for a late one (the service runs it beside). Answers are matched to
+    their option by request id, so a late answer is never applied to a later frame. A planner
+    that is down or slow costs planned actions, never a tick.
     """
 
     kind = "planner"
@@ -161,17 +170,27 @@ class PlannerAgent(_BuiltIn):
     #: Added to the search seed (two planners of a session search with different seeds).
     seed_offset = 0
 
-    def __init__(self, stub, *, plan_timeout_s: float, ks: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        stub,
+        *,
+        plan_timeout_s: float,
+        ks: tuple[int, ...] | None = None,
+        max_k: int | None = None,
+    ) -> None:
         """
         Args:
             stub: a `PlannerStub` on the Planner service's channel.
             plan_timeout_s: how long a Plan call may take with the simulated clock, and a
                 gated one in real time.
             ks: the budgets it plays, cycled; None: the session's `ks` (empty: the gate's).
+            max_k: the game's largest budget: a gated decision that is late keeps its option
+                on the reflex until that budget's landing frame; None: it ends at once.
         """
         self._stub = stub
         self._plan_timeout_s = plan_timeout_s
         self._ks = ks
+        self._max_k = max_k
         self._decisions = 0
         self._request_id = 0
         self._option: _Option | None = None
@@ -214,6 +233,10 @@ class PlannerAgent(_BuiltIn):
             seed=(cfg.seed * 1_000_003 + self.seed_offset + opt.request_id) % 2**64,
             gate_state=self._gate_state if gated else None,
         )
+        if not cfg.simulated and host.kind is not games.Kind.CLOCK and host.deadline is not None:
+            # The service then never starts a search (the gate's k too) that cannot land.
+            request.frame_clock.decision_deadline_ms = (host.deadline - opt.sent_at) * 1e3
+            request.frame_clock.period_ms = cfg.period * 1e3
         if cfg.simulated or gated:
             # A gated option's window is known only from its decision; in real time the next
             # decision supersedes the call anyway (the service ends it ABORTED).
@@ -221,9 +244,13 @@ class PlannerAgent(_BuiltIn):
         elif host.kind is games.Kind.CLOCK and host.deadline is not None:
             # A chess clock: the move's deadline is what is left on the mover's clock.
             timeout = max(0.0, host.deadline - opt.sent_at) + PLAN_GRACE_S
+        elif host.deadline is not None:
+            # The landing frame's deadline: an answer after it is worth nothing.
+            timeout = host.deadline + (opt.landing - n) * cfg.period - opt.sent_at
         else:
-            timeout = (opt.landing - n + 1) * cfg.period + PLAN_GRACE_S
+            timeout = (opt.landing - n + 1) * cfg.period
         task = asyncio.get_running_loop().create_task(self._plan(opt, request, timeout, host))
+        opt.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -259,7 +286,11 @@ class PlannerAgent(_BuiltIn):
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as e:
-            opt.error = f"{e.code().name}: {e.details()}"
+            # In real time a call past its landing deadline (or a search the service did not
+            # start, as it could not land) is a miss, not a failure of the planner.
+            late = e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and not host.config.simulated
+            if not late:
+                opt.error = f"{e.code().name}: {e.details()}"
         except Exception as e:  # a bad answer costs this option, never the session
             opt.error = f"{type(e).__name__}: {e}"
         finally:
@@ -325,15 +356,25 @@ class PlannerAgent(_BuiltIn):
 
     def answer(self, n: int, host: AgentHost) -> Answer:
         opt = self._option
-        if opt.landing is not None and n < opt.landing:
+        if (opt.landing is not None and n < opt.landing) or self._undecided(opt, n, host):
             return Answer(
                 (Arrival(host.info.reflex, host.published_at),),
                 "reflex",
                 k=opt.k,
                 decision=opt.decision,
             )
-        # The landing frame, or a gated option with no decision yet (it ends here).
+        # The landing frame; one a late decision named that is past already (its planned
+        # action, for an earlier frame, never plays here); or a gated option whose decision
+        # did not come in time (it ends here).
+        if opt.landing is not None and n > opt.landing:
+            opt.planned = None
         opt.closed = True
+        if opt.task is not None and not opt.task.done() and host.kind is not games.Kind.CLOCK:
+            # Its answer can no longer land: stop waiting, so that the service drops a search
+            # not yet started, and the next decision (next frame) never queues behind it. (A
+            # clock gate's late decision still carries its state for the next ply: kept.)
+            opt.task.cancel()
+            host.plan_cancelled()
         arrivals = (opt.planned,) if opt.planned is not None else ()
         return Answer(
             arrivals,
@@ -345,6 +386,13 @@ class PlannerAgent(_BuiltIn):
             decision=opt.decision,
             landing=True,
         )
+
+    def _undecided(self, opt: _Option, n: int, host: AgentHost) -> bool:
+        """A gated option whose decision is late but may still come in time for its option to
+        land after frame n: its call is pending and the largest budget would land after n."""
+        if opt.landing is not None or self._max_k is None or opt.done.is_set():
+            return False
+        return n < landing_frame(opt.decision_frame, self._max_k, kind=host.kind)
 
     def close(self) -> None:
         for task in list(self._tasks):
@@ -384,14 +432,21 @@ class Opponent(_BuiltIn):
         return Answer((Arrival(action, host.published_at),), "opponent")
 
 
-def make_agent(cfg: SessionConfig, *, planner_stub=None, plan_timeout_s: float = 30.0) -> Agent:
-    """The agent of a session's config."""
+def make_agent(
+    cfg: SessionConfig,
+    *,
+    planner_stub=None,
+    plan_timeout_s: float = 30.0,
+    budgets: tuple[int, ...] = (),
+) -> Agent:
+    """The agent of a session's config (`budgets`: the game's, for the planner agent)."""
     if cfg.agent == "grpc":
         return GrpcAgent()
     if cfg.agent == "reflex":
         return ReflexAgent()
     if cfg.agent == "planner":
-        return PlannerAgent(planner_stub, plan_timeout_s=plan_timeout_s)
+        max_k = max(budgets, default=None)
+        return PlannerAgent(planner_stub, plan_timeout_s=plan_timeout_s, max_k=max_k)
     raise ValueError(f"unknown agent {cfg.agent!r}")
 
 

@@ -282,7 +282,8 @@ class SessionManager:
             buffers = games.game_record(cfg.game_id).buffer_turns
             agent = HumanAgent(buffers_turns=buffers)
         else:
-            agent = make_agent(cfg, **plans)
+            budgets = self.runtimes.info(cfg.game_id)[2]
+            agent = make_agent(cfg, **plans, budgets=budgets)
         # Frame 0 (the reflex's forward pass) off the event loop: the sessions ticking now keep
         # their deadlines while many are created at once.
         first = await asyncio.to_thread(Session.first_frame, cfg, runtime, s.clock_ticks_per_frame)

@@ -46,6 +46,7 @@ class SessionStats:
         self.planner_misses = 0  # no planned action by the landing frame's deadline
         self.planner_errors = 0  # Plan failed (planner down, refused, bad answer)
         self.planner_late_answers = 0  # planned actions that came after their frame: discarded
+        self.planner_cancelled = 0  # Plan calls cancelled when their landing frame went without
         self.last_planner_error = ""
         self.agent_drops = 0  # messages lost by the agent streams that ended
         self.errors_sent = 0
@@ -87,6 +88,9 @@ class SessionStats:
         self.latency_ms.append(latency_ms)
         self.search_ms.append(search_ms)
         self.planner_late_answers += discarded
+
+    def plan_cancelled(self) -> None:
+        self.planner_cancelled += 1
 
     def plan_failed(self, message: str) -> None:
         self.planner_errors += 1
@@ -137,6 +141,7 @@ class SessionStats:
             "planner_misses": self.planner_misses,
             "planner_errors": self.planner_errors,
             "planner_late_answers": self.planner_late_answers,
+            "planner_cancelled": self.planner_cancelled,
             "last_planner_error": self.last_planner_error,
             "k_histogram": {str(k): v for k, v in sorted(self.k_histogram.items())},
             "latency_ms": _quantiles(self.latency_ms),

@@ -198,6 +198,9 @@ class Session:
     def plan_replied(self, latency_ms: float, search_ms: float, *, discarded: bool) -> None:
         self.stats.plan_replied(latency_ms, search_ms, discarded=discarded)
 
+    def plan_cancelled(self) -> None:
+        self.stats.plan_cancelled()
+
     def plan_failed(self, message: str) -> None:
         self.stats.plan_failed(message)
 

@@ -6,6 +6,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import os
 import queue
@@ -231,18 +232,25 @@ def planner_fns(cfg: PlannerConfig):
 
 class SlowEngine:
     """The real planner engine, except that `plan` first sleeps `delay_s` (settable while the
-    service runs): a slow planner on cue, for the env server's missed-deadline tests."""
+    service runs): a slow planner on cue, for the env server's missed-deadline tests. With
+    `delays` set, the n-th `plan` call sleeps `delays[n % len(delays)]` instead (a planner
+    whose searches are late now and then). The sleep is part of the search: the real `plan`
+    after it drops a search whose caller gave up or whose deadline passed meanwhile."""
 
     def __init__(self, engine: Engine, delay_s: float = 0.0) -> None:
         self._engine = engine
         self.delay_s = delay_s
+        self.delays: tuple[float, ...] = ()
+        self._calls = itertools.count()
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
     def plan(self, *args, **kwargs):
-        if self.delay_s:
-            time.sleep(self.delay_s)
+        delays = self.delays
+        delay = delays[next(self._calls) % len(delays)] if delays else self.delay_s
+        if delay:
+            time.sleep(delay)
         return self._engine.plan(*args, **kwargs)
 
 

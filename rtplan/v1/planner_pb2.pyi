@@ -18,7 +18,7 @@ class Budget(_message.Message):
     def __init__(self, gate: _Optional[bool] = ..., k: _Optional[int] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("game_id", "state", "budget", "stream_id", "request_id", "seed", "extension", "gate_state")
+    __slots__ = ("game_id", "state", "budget", "stream_id", "request_id", "seed", "extension", "gate_state", "frame_clock")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class PlanRequest(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     EXTENSION_FIELD_NUMBER: _ClassVar[int]
     GATE_STATE_FIELD_NUMBER: _ClassVar[int]
+    FRAME_CLOCK_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     state: _tensor_pb2.GameState
     budget: Budget
@@ -35,7 +36,16 @@ class PlanRequest(_message.Message):
     seed: int
     extension: _any_pb2.Any
     gate_state: ClockGateState
-    def __init__(self, game_id: _Optional[str] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., stream_id: _Optional[str] = ..., request_id: _Optional[int] = ..., seed: _Optional[int] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ...) -> None: ...
+    frame_clock: FrameClock
+    def __init__(self, game_id: _Optional[str] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., stream_id: _Optional[str] = ..., request_id: _Optional[int] = ..., seed: _Optional[int] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ..., frame_clock: _Optional[_Union[FrameClock, _Mapping]] = ...) -> None: ...
+
+class FrameClock(_message.Message):
+    __slots__ = ("decision_deadline_ms", "period_ms")
+    DECISION_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    decision_deadline_ms: float
+    period_ms: float
+    def __init__(self, decision_deadline_ms: _Optional[float] = ..., period_ms: _Optional[float] = ...) -> None: ...
 
 class ClockGateState(_message.Message):
     __slots__ = ("h", "last")

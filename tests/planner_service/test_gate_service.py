@@ -194,6 +194,34 @@ def test_forced_budgets_work_beside_the_gate(gated):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "budgets: 1, 2" in details
 
 
+def test_a_gated_search_whose_landing_frame_is_past_is_never_computed(gated):
+    """With the session's frame clock, the service knows when the gate's k lands: a search
+    that cannot end by then is not started (its decision still goes out), whatever the call's
+    own deadline; one whose landing frame is ahead runs."""
+    state = _states()[1]
+    late = _request(state, gate=True)
+    late.frame_clock.decision_deadline_ms = -50.0  # its decision frame is already 50 ms past
+    late.frame_clock.period_ms = 1.0
+    before = gated.engine.not_started
+    call = gated.stub.Plan(late, timeout=60)
+    responses = []
+    with pytest.raises(grpc.RpcError) as e:
+        responses.extend(call)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value.details()
+    assert "not started" in e.value.details()
+    assert [r.WhichOneof("response") for r in responses] == ["decision"]
+    assert gated.engine.not_started == before + 1
+    ahead = _request(state, gate=True)
+    ahead.frame_clock.decision_deadline_ms, ahead.frame_clock.period_ms = 10_000.0, 1_000.0
+    _plan(gated.stub, ahead)
+    bad = _request(state, gate=True)
+    bad.frame_clock.decision_deadline_ms = 5.0  # no period
+    with pytest.raises(grpc.RpcError) as e:
+        list(gated.stub.Plan(bad, timeout=60))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "frame_clock.period_ms must be > 0" in e.value.details()
+
+
 def test_list_games_and_health_report_the_gate(gated):
     (listed,) = gated.stub.ListGames(pb.ListPlannerGamesRequest(), timeout=5).games
     assert listed.game_id == GAME and listed.gate and list(listed.budgets) == [1, 2]

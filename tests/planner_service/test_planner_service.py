@@ -133,7 +133,8 @@ def service(tmp_path_factory):
 
     engine.compile(on_ready=ready)
     held = _HeldEngine(engine)
-    held_service = BackgroundService(held, max_concurrent=2).start()  # compiled: no compile
+    # One search per stream at a time: the tests below hold a stream's queue on cue.
+    held_service = BackgroundService(held, max_concurrent=2, stream_searches=1).start()
     held_channel = grpc.insecure_channel(held_service.address)
     yield Service(
         engine,
@@ -573,6 +574,65 @@ def test_cancelled_calls_free_their_slots(service):
     assert _error(stub, _request(HEX, k=2))[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
     held.free.set()
     _wait_idle(stub)  # the abandoned and the cancelled searches returned their slots
+
+
+def test_a_late_search_runs_beside_its_streams_next_request(service):
+    """The service's default (two searches per stream): a session whose search outlasts its
+    landing frame gets its next decision at once, beside the late search, instead of after
+    it; a third request waits for the oldest (the bound), and the newest gets its action."""
+    held = service.held
+    overlap = BackgroundService(held, max_concurrent=4).start()  # compiled: no compile
+    try:
+        with grpc.insecure_channel(overlap.address) as channel:
+            stub = planner_pb2_grpc.PlannerStub(channel)
+            _hold(held)
+            late = _Stream(stub, _request(SNAKE, k=2, stream="o", rid=1))
+            assert late.next().decision.request_id == 1
+            _wait_entered(held)  # the late search holds its thread
+            nxt = _Stream(stub, _request(SNAKE, k=2, stream="o", rid=2))
+            assert late.next().code() == grpc.StatusCode.ABORTED
+            assert nxt.next().decision.request_id == 2  # while the late search still runs
+            _wait_entered(held)  # two searches of the stream run: the bound
+            third = _Stream(stub, _request(SNAKE, k=2, stream="o", rid=3))
+            assert nxt.next().code() == grpc.StatusCode.ABORTED
+            held.free.set()
+            assert third.next().decision.request_id == 3
+            assert third.next().action.request_id == 3
+            _wait_idle(stub)
+    finally:
+        held.free.set()
+        overlap.stop()
+
+
+def test_a_cancelled_request_whose_search_has_not_started_is_never_computed(service):
+    """A caller that gives up while its request waits to search (here: the search is held at
+    its start) never gets the search run: the engine drops it unstarted."""
+    held, stub = service.held, service.held_stub
+    _hold(held)
+    before = service.engine.not_started
+    gone = _Stream(stub, _request(SNAKE, k=2, stream="x", rid=1))
+    assert gone.next().HasField("decision")
+    _wait_entered(held)
+    gone.call.cancel()
+    time.sleep(0.1)  # the service sees the cancellation before the search may start
+    held.free.set()
+    _wait_idle(stub)
+    assert service.engine.not_started == before + 1
+
+
+def test_a_search_its_deadline_cannot_fit_is_never_computed(service):
+    """Once a search of its kind has been timed, a request whose deadline leaves less than
+    that is answered DEADLINE_EXCEEDED without searching (unbatched as batched)."""
+    assert _call(service.stub, _request(SNAKE, k=2))[0] == grpc.StatusCode.OK  # timed
+    before = service.engine.not_started
+    service.engine._search_s[(SNAKE, OPTION, 2)] = 5.0  # as if a search took 5 s
+    try:
+        code, details, _, responses = _call(service.stub, _request(SNAKE, k=2), timeout=2.0)
+    finally:
+        service.engine._search_s[(SNAKE, OPTION, 2)] = 0.0
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED, details
+    assert not any(r.HasField("action") for r in responses)
+    assert service.engine.not_started == before + 1
 
 
 def test_a_decision_goes_out_before_the_search_only_when_it_lands_later(service):

@@ -437,6 +437,31 @@ def test_a_planner_slower_than_its_window_costs_plans_never_ticks(srv):
     assert all(x.k == 2 for x in lines)
 
 
+def test_a_late_search_never_delays_the_next_decision(srv):
+    """One search in four outlasts its window by 2.5 options (a planner past its breaking
+    point): its landing plays the fallback, its call is cancelled and its search never
+    computed, and the three searches after it, sent on schedule beside the late one, land.
+    (Before, each late search delayed the next ones: half the landings missed, not a quarter.)"""
+    engine = srv.planner.engine
+    engine.delays = (0.35, 0.0, 0.0, 0.0)  # the 1st, 5th, ... search: 250 ms past its landing
+    not_started = getattr(engine, "not_started", 0)
+    try:
+        created = create(srv, agent="planner", k=2, fps=FPS, max_frames=48, fallback="reflex")
+        info = wait_for(srv, created["id"], lambda s: s["status"] != "running")
+    finally:
+        engine.delays = ()
+    stats = info["stats"]
+    assert info["status"] == "finished" and stats["ticks"] == 48
+    assert stats["decisions"] == 24 and stats["planner_errors"] == 0, stats
+    assert stats["planned"] + stats["planner_misses"] == 24
+    # 6 late, 18 on time (a loaded machine may lose a few more); 12 and 12 before.
+    assert stats["planned"] >= 15 and stats["planner_misses"] <= 9, stats
+    assert stats["planner_cancelled"] >= 6, stats
+    # No late search was computed: each was dropped unstarted once its sleep ended.
+    time.sleep(0.4)  # the last late search's sleep ends
+    assert engine.not_started - not_started >= 6
+
+
 def test_planner_killed_mid_game_falls_back_and_resumes_after_restart(srv):
     created = create(srv, agent="planner", k=2, fps=FPS, max_frames=2000, fallback="reflex")
     sid = created["id"]

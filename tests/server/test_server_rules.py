@@ -396,6 +396,59 @@ def test_planner_answers_are_matched_by_request_id_and_late_ones_discarded():
     assert host.events == [("replied", 50, 1.0, False), ("replied", 200, 1.0, True)]
 
 
+class GatedHost(FakeHost):
+    """A committed game's host for a gated planner agent: reflex 0 on every frame."""
+
+    kind = Kind.COMMITTED
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info, self.published_at = type("Info", (), {"reflex": 0})(), 0.0
+
+    def plan_sent(self, k):
+        self.events.append(("sent", k))
+
+    def plan_cancelled(self):
+        self.events.append(("cancelled",))
+
+
+def test_a_late_gated_decision_keeps_its_option_on_the_reflex_until_it_can_no_longer_land():
+    """Budgets up to 3 (`max_k`): a decision not there by its frame plays the reflex there and
+    waits, up to the frame where k=3 would land; a late decision whose landing frame is still
+    ahead plays its planned action there, one whose landing frame passed ends the option at
+    the next frame, missed; a decision that never comes ends it at k=3's landing frame."""
+    host = GatedHost()
+    agent = PlannerAgent(stub=None, plan_timeout_s=1.0, max_k=3)
+
+    def pending():
+        agent._option = _Option(1, decision_frame=10, k=None, landing=None, sent_at=0.0, gated=True)
+        return agent._option
+
+    def decide(opt, k):
+        d = planner_pb2.Decision(k=k, landing_frame=10 + k - 1, gate_probabilities=(0.5, 0.5))
+        assert agent._decided(opt, d, host) is None
+
+    opt = pending()  # the decision comes during frame 10, k=2: lands on 11 as planned
+    assert agent.answer(10, host).source == "reflex" and not opt.closed
+    decide(opt, 2)
+    agent._planned(opt, planner_pb2.PlannedAction(action=3, request_id=1), 0.01, host)
+    landed = agent.answer(11, host)
+    assert landed.landing and landed.arrivals == (Arrival(3, 0.01),) and opt.closed
+    opt = pending()  # k=1 decided after its landing frame (10) passed: frame 11 misses
+    assert agent.answer(10, host).source == "reflex"
+    decide(opt, 1)
+    agent._planned(opt, planner_pb2.PlannedAction(action=3, request_id=1), 0.01, host)
+    missed = agent.answer(11, host)
+    assert missed.landing and missed.arrivals == () and opt.closed
+    opt = pending()  # never decided: reflex on 10 and 11, missed on 12 (k=3's landing)
+    assert [agent.answer(n, host).landing for n in (10, 11, 12)] == [False, False, True]
+    assert opt.closed and opt.k is None
+    # Without `max_k` (as before) an undecided option ends on its decision frame.
+    agent = PlannerAgent(stub=None, plan_timeout_s=1.0)
+    opt = pending()
+    assert agent.answer(10, host).landing and opt.closed
+
+
 def report(frame, provenance=Provenance.FALLBACK):
     received = -1 if provenance is Provenance.FALLBACK else 1
     return Report(frame, 3, provenance, 0.0, received, "agent", None, 0, None)
