@@ -63,12 +63,12 @@ def test_the_played_budgets_branch_is_the_game_as_played(setup):
 
 def test_play_on_stopped_and_resumed_equals_played_through(setup):
     planner, params, runner, *_ = setup
-    states, keys = match_start(planner, np.arange(2), T0)
+    states, keys = match_start(planner, np.arange(3), T0)
     choose = cc._chooser(planner, K)
     pick = lambda i, s, o, k: choose(s, o, k)  # noqa: E731
     whole = play_on(planner, params, states, keys, pick, max_plies=10, runner=runner)
     half = play_on(
-        planner, params, states, keys, pick, max_plies=10, until=np.array([3, 6]), runner=runner
+        planner, params, states, keys, pick, max_plies=10, until=np.array([3, 6, 0]), runner=runner
     )
     rest = play_on(
         planner, params, half[0], half[1], pick, max_plies=10, until=10 - half[3], runner=runner
