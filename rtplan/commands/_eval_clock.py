@@ -100,7 +100,10 @@ def _clock_counterfactual(args: argparse.Namespace) -> int:
     check_map_count()
     committed_only = [f for f in ("--horizon", "--max-frame") if f in args.argv]
     if committed_only:
-        raise CommandError(f"{', '.join(committed_only)}: for committed games only")
+        raise CommandError(
+            f"{', '.join(committed_only)}: for committed games only ({args.game} is a clock "
+            "game: its branches play to the end; --max-ply draws the position)"
+        )
     if args.t0 is None or args.t0 < 1:
         raise CommandError(f"{args.game} is a clock game: give --t0 (positive ticks)")
     if args.worlds < 2:
