@@ -123,6 +123,7 @@ def test_uncertainty_and_bins(setup):
     assert [lo for lo, _, _ in cc.bins(np.array([0.0, 1.0, 1.0]))] == [0.0, 1.0]
 
 
+@pytest.mark.slow  # ~60 s: loads its own planner, so compiles its own runner
 def test_the_cli_writes_and_resumes(tmp_path, capsys):
     from rtplan.cli import main
 
