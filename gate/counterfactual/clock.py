@@ -310,6 +310,7 @@ def run_clock_counterfactual(
     chunk: int = 8,
     seed: int = 0,
     n_bins: int = 4,
+    gumbel_scale: float | None = None,
     planner_file: str | None = None,
     out: str | os.PathLike | None = None,
     command: str | None = None,
@@ -321,7 +322,10 @@ def run_clock_counterfactual(
     end. Writes each chunk of `chunk` games to `<out>/<game>/counterfactual/<tag>/` as it
     finishes (a rerun keeps the chunks written: resumable), then `by-feature.csv` (`by_feature`)
     and `summary.json` (`diagnose`, the share each option fit, the oracle's gain by feature bin).
-    Returns the summary."""
+    `gumbel_scale` (None: the planner's own) replaces the planner's Gumbel noise: a planner
+    with none searches deterministically, so its worlds all play one game and the noise over
+    worlds reads 0 (the cross-fit then picks on the very worlds it scores). Returns the
+    summary."""
     from rtplan.harness.layout import results_root
     from rtplan.planner.store import load_planner
 
@@ -333,8 +337,11 @@ def run_clock_counterfactual(
     pcfg, params, _ = load_planner(game_id, planner_file)
     if continuation not in pcfg.budgets:
         raise ValueError(f"continuation k={continuation} is not one of {pcfg.budgets}")
+    if gumbel_scale is not None:
+        pcfg = dataclasses.replace(pcfg, gumbel_scale=float(gumbel_scale))
     planner = Planner(pcfg)
-    tag = f"t{initial_time}-k{continuation}-w{worlds}-p{max_ply}-s{seed}"
+    noise = "" if gumbel_scale is None else f"-g{gumbel_scale:g}"
+    tag = f"t{initial_time}-k{continuation}-w{worlds}-p{max_ply}{noise}-s{seed}"
     folder = Path(results_root(out)) / game_id / "counterfactual" / tag
     folder.mkdir(parents=True, exist_ok=True)
     k = len(pcfg.budgets) + 1
@@ -412,6 +419,7 @@ def run_clock_counterfactual(
     summary.update(
         game=game_id,
         initial_time=initial_time,
+        gumbel_scale=pcfg.gumbel_scale,
         options=[f"k{b}" for b in budgets],
         planner=planner_file,
         planner_sha256=sha,

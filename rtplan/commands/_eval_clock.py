@@ -98,6 +98,8 @@ def _clock_counterfactual(args: argparse.Namespace) -> int:
     import json
 
     check_map_count()
+    if args.gumbel_scale is not None and args.gumbel_scale < 0:
+        raise CommandError("--gumbel-scale must be >= 0")
     committed_only = [f for f in ("--horizon", "--max-frame") if f in args.argv]
     if committed_only:
         raise CommandError(
@@ -125,6 +127,7 @@ def _clock_counterfactual(args: argparse.Namespace) -> int:
         chunk=args.chunk,
         seed=args.seed,
         n_bins=args.bins,
+        gumbel_scale=args.gumbel_scale,
         planner_file=args.planner,
         out=args.out,
         command=" ".join(args.argv),

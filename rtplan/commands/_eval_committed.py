@@ -91,7 +91,11 @@ def _counterfactual(args: argparse.Namespace) -> int:
 
     if games.kind_of(args.game) is games.Kind.CLOCK:
         return _clock_counterfactual(args)
-    clock_only = [f for f in ("--t0", "--max-ply", "--max-plies", "--bins") if f in args.argv]
+    clock_only = [
+        f
+        for f in ("--t0", "--max-ply", "--max-plies", "--bins", "--gumbel-scale")
+        if f in args.argv
+    ]
     if clock_only:
         raise CommandError(f"{', '.join(clock_only)}: for clock games only")
     if args.continuation is None:

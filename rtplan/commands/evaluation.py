@@ -268,6 +268,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="clock games: plies a branch plays on before it counts as unfinished (0.5)",
     )
     cf.add_argument(
+        "--gumbel-scale",
+        type=float,
+        default=None,
+        help="clock games: the planner's Gumbel noise in every search (default: its own); a "
+        "planner with none (0) searches deterministically, so its worlds are one game and show "
+        "no noise: give e.g. 1.0 to measure it",
+    )
+    cf.add_argument(
         "--bins", type=int, default=4, help="clock games: quantile bins per feature in the CSV"
     )
     cf.add_argument("--chunk", type=int, default=8, help="states per batch (and per file)")
