@@ -16,8 +16,10 @@ plays, from train-range seeds.
 
 Where extra search pays is read against each position's ply, both clocks and the planner's
 uncertainty there (`uncertainty`): policy entropy, root value, the prior's top-two gap, the
-top-two visit gap of the smallest and the largest budget's search, and whether the largest
-budget's move differs from the smallest's (its probe searches draw their own keys).
+top-two gap of the smallest and the largest budget's improved policy (the search's
+`action_weights`; not its visit counts, which Gumbel sequential halving splits evenly between
+its last two candidates, so their gap reads 0), and whether the largest budget's move differs
+from the smallest's (its probe searches draw their own keys).
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ FEATURES = (
     "policy_entropy",
     "root_value",
     "prior_gap",
-    "visit_gap_small",
-    "visit_gap_large",
+    "search_gap_small",
+    "search_gap_large",
     "large_changes_move",
 )
 
@@ -198,9 +200,10 @@ def _probe_fns(planner: Planner):
     return jax.jit(stats)
 
 
-def _visit_gap(counts: np.ndarray) -> np.ndarray:
-    top = -np.sort(-counts, 1)[:, :2]
-    return (top[:, 0] - top[:, 1]) / np.maximum(counts.sum(1), 1)
+def _top_two_gap(weights: np.ndarray) -> np.ndarray:
+    """`[S]` the gap between the two largest of each row of `weights` `[S, A]` (a policy)."""
+    top = -np.sort(-weights, 1)[:, :2]
+    return top[:, 0] - top[:, 1]
 
 
 def uncertainty(
@@ -208,8 +211,8 @@ def uncertainty(
 ) -> dict[str, np.ndarray]:
     """The planner's uncertainty at `states` `[S]` and their clocks, each `[S]` (`FEATURES`):
     the ply, both clocks (ticks, and the mover's share of T0), the entropy of the masked
-    prior, the root value, the prior's top-two gap, the top-two visit gap (share of the
-    visits) of the smallest and the largest budget's search, and 1 where the largest budget
+    prior, the root value, the prior's top-two gap, the top-two gap of the smallest and the
+    largest budget's improved policy (`action_weights`), and 1 where the largest budget
     picks another move than the smallest. The probe searches draw keys from `key`."""
     entropy, value, gap = jax.device_get(_probe_fns(planner)(params, states))
     n = states.frame.shape[0]
@@ -225,8 +228,8 @@ def uncertainty(
         "policy_entropy": np.asarray(entropy, np.float64),
         "root_value": np.asarray(value, np.float64),
         "prior_gap": np.asarray(gap, np.float64),
-        "visit_gap_small": _visit_gap(np.asarray(outs[small].visit_counts)),
-        "visit_gap_large": _visit_gap(np.asarray(outs[large].visit_counts)),
+        "search_gap_small": _top_two_gap(np.asarray(outs[small].action_weights)),
+        "search_gap_large": _top_two_gap(np.asarray(outs[large].action_weights)),
         "large_changes_move": np.asarray(
             outs[large].actions[:, 0] != outs[small].actions[:, 0], np.float64
         ),

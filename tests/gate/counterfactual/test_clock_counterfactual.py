@@ -117,6 +117,9 @@ def test_uncertainty_and_bins(setup):
     assert all(v.shape == (n,) for v in feats.values())
     assert np.all(feats["policy_entropy"] > 0) and np.all(feats["prior_gap"] >= 0)
     assert set(np.unique(feats["large_changes_move"])) <= {0.0, 1.0}
+    # The improved policy's gap, not the visits' (sequential halving evens out the last two).
+    for name in ("search_gap_small", "search_gap_large"):
+        assert np.all((feats[name] >= 0) & (feats[name] <= 1)) and feats[name].max() > 0, feats
     x = np.arange(10.0)
     parts = cc.bins(x, 4)
     assert sum(int(m.sum()) for *_, m in parts) == 10  # every value in exactly one bin
