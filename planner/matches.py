@@ -37,8 +37,10 @@ __all__ = [
     "constant_player",
     "game_id",
     "match_opening",
+    "match_start",
     "option_player",
     "play_match",
+    "play_on",
     "unique_games",
 ]
 
@@ -264,6 +266,74 @@ def play_match(
             for start, mv, a in zip(np.asarray(start_id)[keep], movers, acts)
         ],
     )
+
+
+def match_start(
+    planner: Planner,
+    seeds: np.ndarray,
+    initial_time: int | None = None,
+    *,
+    opening_plies: int = EVAL_OPENING_PLIES,
+) -> tuple[games.State, jax.Array]:
+    """The positions `play_match` starts seeds `seeds` `[S]` from (`match_opening`, both clocks
+    at `initial_time`, None: the game's own) and their move keys, one game per seed (its first
+    half: colours do not matter when one policy plays both sides). `play_on` from them plays
+    the ply sequence `play_match` would."""
+    seeds = np.asarray(seeds).astype(np.uint32)
+    t0 = planner.game.initial_time if initial_time is None else int(initial_time)
+    states, keys, _, _ = _match_fns(planner, opening_plies).start(seeds, t0)
+    n = len(seeds)
+    return jax.tree.map(lambda x: x[:n], states), keys[:n]
+
+
+def play_on(
+    planner: Planner,
+    params,
+    states: games.State,
+    keys: jax.Array,
+    choose: Callable[[int, games.State, NetOutput, jax.Array], Any],
+    *,
+    max_plies: int,
+    until: np.ndarray | None = None,
+    runner: OptionRunner | None = None,
+) -> tuple[games.State, jax.Array, np.ndarray, np.ndarray]:
+    """Plays clock-game states `[R]` on, ply by ply, as `play_match` does (the same per-ply key
+    splits of the move keys `keys` `[R]`, the same options and moves), each row's option from
+    `choose(i, states, out, choice_keys) -> [R]` at its `i`-th ply from here (0 reflex, j the
+    budget j, `RANDOM_MOVE`), until its game ends, `max_plies` plies pass or its own `until`
+    `[R]` plies (None: no per-row stop).
+
+    Returns:
+        (states `[R]`, move keys `[R]` to go on from them, rewards `[R, 2]` summed per player
+        id over the plies played (+1 win, -1 loss, 0 otherwise), plies played `[R]`).
+    """
+    fns = _match_fns(planner, EVAL_OPENING_PLIES)
+    rows = keys.shape[0]
+    runner = runner or _match_runner(planner, rows)
+    budgets = np.asarray((0, *planner.config.budgets))
+    alive = ~np.asarray(states.done)
+    stop = np.full(rows, max_plies) if until is None else np.minimum(until, max_plies)
+    rewards = np.zeros((rows, 2))
+    plies = np.zeros(rows, np.int64)
+    i = 0
+    while True:
+        alive &= i < stop
+        if not alive.any():
+            break
+        # A row stopped by `until` keeps its keys: a later `play_on` goes on as if unstopped.
+        nkeys, sub, choice_keys = fns.split(keys)
+        out = fns.evaluate(params, states)
+        opt = np.asarray(jax.device_get(choose(i, states, out, choice_keys))).astype(np.int64)
+        ks = np.where(alive & (opt > 0), budgets[np.clip(opt, 0, None)], SKIP)
+        searched = runner(params, sub, states, ks)
+        nxt, _, r = fns.advance(states, out, searched, opt, sub, alive)
+        states = nxt
+        keys = jnp.where(jnp.asarray(alive)[:, None], nkeys, keys)
+        rewards += np.where(alive[:, None], np.asarray(r), 0.0)
+        plies += alive
+        alive &= ~np.asarray(nxt.done)
+        i += 1
+    return states, keys, rewards, plies
 
 
 #: `play_match`'s marker of a ply that is not one of A's moves.

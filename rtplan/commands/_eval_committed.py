@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rtplan.commands._errors import FAILED, CommandError
-from rtplan.commands._eval_clock import _clock_eval
+from rtplan.commands._eval_clock import _clock_counterfactual, _clock_eval
 from rtplan.gate.committed.config import GateTrainConfig
 from rtplan.jax_setup import check_map_count
 
@@ -100,8 +100,17 @@ def _counterfactual(args: argparse.Namespace) -> int:
 
     from rtplan import games
 
-    if games.kind_of(args.game) is not games.Kind.COMMITTED:
-        raise CommandError(f"{args.game} is a clock game: counterfactual is for committed games")
+    if games.kind_of(args.game) is games.Kind.CLOCK:
+        return _clock_counterfactual(args)
+    clock_only = [
+        f
+        for f in ("--t0", "--max-ply", "--max-plies", "--bins", "--gumbel-scale")
+        if f in args.argv
+    ]
+    if clock_only:
+        raise CommandError(f"{', '.join(clock_only)}: for clock games only")
+    if args.continuation is None:
+        raise CommandError("--continuation is required for committed games (the best fixed k)")
     if args.worlds < 2:
         raise CommandError("--worlds must be >= 2 (the noise is measured across worlds)")
     for name in ("states", "chunk", "max_frame"):

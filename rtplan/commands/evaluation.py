@@ -214,25 +214,80 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     cf = sub.add_parser(
         "counterfactual",
-        help="committed games: every budget from copies of the same decision states (paired), "
-        "and in what share of states any budget beats a fixed one",
-        description="Samples decision states along always-K play of train-range games, plays "
-        "every budget from copies of each (same search keys; --worlds futures of chance events "
-        "re-drawn, shared by every budget), continues each under always-K for --horizon frames, "
-        "and reports per state whether a budget beats K by more than 2 SE over the worlds. "
+        help="every budget from copies of the same decision states (paired), and in what share "
+        "of states any budget beats a fixed one; clock games (--t0): the room per move",
+        description="Committed games: samples decision states along always-K play of "
+        "train-range games, plays every budget from copies of each (same search keys; --worlds "
+        "futures of chance events re-drawn, shared by every budget), continues each under "
+        "always-K for --horizon frames, and reports per state whether a budget beats K by more "
+        "than 2 SE over the worlds. Clock games (--t0 required): positions along always-K play "
+        "of both sides at clock T0, at a ply drawn from [0, --max-ply); every option of the "
+        "mover (the reflex k0 and each budget, charged to its clock at the same remaining "
+        "clocks) branched in --worlds search-key streams shared by every option, each played on "
+        "with always-K for both sides to the game's end; the value is the mover's result (1 "
+        "win, 0 loss, a fallen flag loses). Reports the cross-fitted oracle room over K and "
+        "where it lies by ply, clocks and the planner's uncertainty (by-feature.csv). "
         "Writes <out>/<game>/counterfactual/<tag>/ (chunks: resumable; summary.json).",
     )
-    cf.add_argument("--game", required=True, help="a committed game id")
+    cf.add_argument("--game", required=True, help="a game id (a clock game needs --t0)")
     cf.add_argument(
-        "--continuation", type=int, required=True, help="the fixed budget K (the best fixed k)"
+        "--continuation",
+        type=int,
+        default=None,
+        help="the fixed budget K every branch continues with (both sides in clock games): the "
+        "best fixed k; required for committed games, default k32 for the clock games (the "
+        "README's single best fixed budget)",
     )
-    cf.add_argument("--states", type=int, default=64, help="decision states (one per game)")
-    cf.add_argument("--worlds", type=int, default=8, help="re-drawn futures per state (>= 2)")
     cf.add_argument(
-        "--horizon", type=int, default=32, help="frames scored per branch (0: to the game's end)"
+        "--states", type=int, default=64, help="decision states (one per game; clock games: 32)"
     )
     cf.add_argument(
-        "--max-frame", type=int, default=500, help="states are drawn at a frame in [0, this)"
+        "--worlds",
+        type=int,
+        default=8,
+        help="re-drawn futures per state, >= 2 (clock games: search-key streams, default 4)",
+    )
+    cf.add_argument(
+        "--horizon",
+        type=int,
+        default=32,
+        help="committed games: frames scored per branch (0: to the game's end)",
+    )
+    cf.add_argument(
+        "--max-frame",
+        type=int,
+        default=500,
+        help="committed games: states are drawn at a frame in [0, this)",
+    )
+    cf.add_argument(
+        "--t0",
+        type=int,
+        default=None,
+        help="clock games: T0, both players' clocks in ticks at the start (e.g. 300)",
+    )
+    cf.add_argument(
+        "--max-ply",
+        type=int,
+        default=40,
+        help="clock games: each game's position is drawn at a ply in [0, this) after its "
+        "opening (games over by then are dropped)",
+    )
+    cf.add_argument(
+        "--max-plies",
+        type=int,
+        default=400,
+        help="clock games: plies a branch plays on before it counts as unfinished (0.5)",
+    )
+    cf.add_argument(
+        "--gumbel-scale",
+        type=float,
+        default=None,
+        help="clock games: the planner's Gumbel noise in every search (default: its own); a "
+        "planner with none (0) searches deterministically, so its worlds are one game and show "
+        "no noise: give e.g. 1.0 to measure it",
+    )
+    cf.add_argument(
+        "--bins", type=int, default=4, help="clock games: quantile bins per feature in the CSV"
     )
     cf.add_argument("--chunk", type=int, default=8, help="states per batch (and per file)")
     cf.add_argument("--seed", type=int, default=0, help="first train-range game seed")
