@@ -8,7 +8,9 @@ module (`_batcher`), the answers' types are `_answers`, the errors `_errors`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -210,7 +212,12 @@ class Engine:
     # Compilation -------------------------------------------------------------------------------
 
     def compile(
-        self, *, workers: int | None = None, on_ready: Callable[[str], None] | None = None
+        self,
+        *,
+        workers: int | None = None,
+        on_ready: Callable[[str], None] | None = None,
+        on_start: Callable[[str, int], None] | None = None,
+        behind: Callable[[str], None] | None = None,
     ) -> None:
         """Compiles and warms every game's value and gate decision at batch 1, its options and
         gated options (`CompiledOptions.warm_jobs`) at each of `search_rungs`, and its wire
@@ -220,11 +227,28 @@ class Engine:
 
         Runs each once on the game's first state, so the first real request pays no trace.
         XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap a
-        game's executables. `on_ready(game_id)` is called (on this thread) as each game is ready.
+        game's executables. `on_start(game_id, executables)` and `on_ready(game_id)` are
+        called (on this thread) as each game starts compiling and once it is ready.
+
+        `behind`: the games after the first are compiled behind the first one's searches, at
+        the lowest CPU priority (`lower_priority`): `behind(game_id)` is called before each
+        (it may block, e.g. until another process has filled the compile cache with it) and
+        its executables then compile on threads of nice 19.
         """
         workers = workers or min(4, os.cpu_count() or 1)
-        with ThreadPoolExecutor(workers, thread_name_prefix="planner-compile") as pool:
-            for game_id, loaded in self._games.items():
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="planner-compile")
+        try:
+            for i, (game_id, loaded) in enumerate(self._games.items()):
+                if i == 1 and behind is not None:
+                    pool.shutdown()
+                    lower_priority()
+                    pool = ThreadPoolExecutor(
+                        workers, thread_name_prefix="planner-compile", initializer=lower_priority
+                    )
+                if on_start is not None:
+                    on_start(game_id, self.executables(game_id))
+                if i >= 1 and behind is not None:
+                    behind(game_id)
                 # One jitted init compiles faster than its ops one by one.
                 state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
                 # The wire codec traces the game's state layout once: here, not in a request.
@@ -233,6 +257,8 @@ class Engine:
                 self._game_ready[game_id].set()
                 if on_ready is not None:
                     on_ready(game_id)
+        finally:
+            pool.shutdown()
         self._ready.set()
 
     def close(self) -> None:
@@ -268,12 +294,13 @@ class Engine:
     def progress(self) -> tuple[int, int]:
         """(executables compiled, in all): every game's value and gate, and its options and a
         gate-tree gate's own options at each search rung."""
-        total = 0
-        for g in self._games.values():
-            kinds = [kind for kind, _ in g.options.kinds()]
-            searches = sum(kind in SEARCH_KINDS for kind in kinds)
-            total += len(kinds) - searches + searches * len(self.search_rungs)
-        return self._compiled, total
+        return self._compiled, sum(self.executables(g) for g in self._games)
+
+    def executables(self, game_id: str) -> int:
+        """The executables `compile()` builds for `game_id` (see `progress`)."""
+        kinds = [kind for kind, _ in self.loaded(game_id).options.kinds()]
+        searches = sum(kind in SEARCH_KINDS for kind in kinds)
+        return len(kinds) - searches + searches * len(self.search_rungs)
 
     @property
     def batch_stats(self) -> BatchStats | None:
@@ -483,3 +510,12 @@ class Engine:
                 f"ready; games ready: {ready})"
             )
         return loaded
+
+
+def lower_priority(nice: int = 19) -> None:
+    """Gives the calling thread the lowest CPU priority (Linux: nice is per thread, and the
+    threads it starts inherit it); elsewhere a no-op. A thread can never raise it back."""
+    if not hasattr(os, "setpriority") or not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)

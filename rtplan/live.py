@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -247,10 +248,12 @@ def run_web_demo(
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
     `planner_games`: what the planner service serves besides `game` (None or ["all"]: every game
-    with a checkpoint). The demo's game compiles first and its game starts once it plans; the
-    others compile after it, one by one, and the lobby offers each as it becomes ready (on a
-    cold compile cache here ~4 minutes for the first game, ~14 for all five). Returns an exit
-    code.
+    with a checkpoint). It prints the lobby's address as soon as the env server answers, then
+    one line as each game starts compiling (its budgets, an estimate) and one once it is ready.
+    The demo's game compiles first and its game starts once it plans; the others compile behind
+    it at nice `BACKGROUND_NICE` (the planner service's `--background-nice`: a child process
+    fills the compile cache, so they never take the showcase's CPU), and the lobby offers each
+    as it becomes ready. Returns an exit code.
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`
@@ -275,20 +278,32 @@ def run_web_demo(
         "(compiling takes a while; the compile cache makes the next start faster)"
     )
     start = time.monotonic()
+
+    def lobby(addr: dict) -> None:
+        # As soon as the env server answers: the lobby offers each game as it becomes ready.
+        print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
+        print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
+        print(
+            f"rtplan demo: the planner agent plays {game} once its planner is ready "
+            f"(the other games compile behind it, at the lowest priority)",
+            flush=True,
+        )
+
     with stop_on_signals() as stopping:
         try:
             with services(
                 game,
                 planner_games=served,
+                echo=_demo_echo,
+                on_env=lobby,
+                background_nice=BACKGROUND_NICE,
                 http_port=port,
                 checkpoint_dir=ckpt,
                 record_dir=record_dir,
                 web_dir=web_dir,
                 stopping=stopping,
             ) as addr:
-                print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
-                print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
-                print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
+                print(f"rtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
                 print(
                     f"rtplan demo: replays in {addr['replays']}  (--record-dir or "
                     "RTPLAN_SERVER_RECORD_DIR moves them)",
@@ -302,6 +317,25 @@ def run_web_demo(
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             print("\nrtplan demo: stopped", flush=True)
     return 0
+
+
+#: The nice value the demo's planner service compiles its other games at (`--background-nice`):
+#: the lowest, so they never take CPU from the showcase's searches.
+BACKGROUND_NICE = 19
+
+#: The planner service's progress lines (`planner_service.__main__`), which the demo shows as
+#: its own: "planner service: GAME compiling (...)" and "planner service: GAME ready in ...".
+_PROGRESS = re.compile(r"^planner service: (\S+ (?:compiling \(|ready in ).*)$")
+
+
+def _demo_echo(name: str, line: str) -> None:
+    """The web demo's view of its services' lines: the planner's progress as its own lines,
+    the rest as they come."""
+    found = _PROGRESS.match(line)
+    if found:
+        print(f"rtplan demo: {found.group(1)}", flush=True)
+    else:
+        print(f"[{name}] {line}", flush=True)
 
 
 def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) -> None:
