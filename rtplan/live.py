@@ -273,7 +273,7 @@ def run_web_demo(
             planner_file(g, root=ckpt, flag="--checkpoint-dir, or leave it out of --planner-games")
     body = {**demo.session, "fps": fps, "record": True, "max_frames": frames}
     body["featured"] = True  # /tv shows it, and follows each next game
-    print(
+    _say(
         f"starting the planner service for {', '.join(served)} and the env server for {game} "
         "(compiling takes a while; the compile cache makes the next start faster)"
     )
@@ -281,12 +281,11 @@ def run_web_demo(
 
     def lobby(addr: dict) -> None:
         # As soon as the env server answers: the lobby offers each game as it becomes ready.
-        print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
-        print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
-        print(
+        _say(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)")
+        _say(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)")
+        _say(
             f"rtplan demo: the planner agent plays {game} once its planner is ready "
-            f"(the other games compile behind it, at the lowest priority)",
-            flush=True,
+            f"(the other games compile behind it, at the lowest priority)"
         )
 
     with stop_on_signals() as stopping:
@@ -303,19 +302,15 @@ def run_web_demo(
                 web_dir=web_dir,
                 stopping=stopping,
             ) as addr:
-                print(f"rtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
-                print(
+                _say(f"rtplan demo: started in {time.monotonic() - start:.0f} s")
+                _say(
                     f"rtplan demo: replays in {addr['replays']}  (--record-dir or "
-                    "RTPLAN_SERVER_RECORD_DIR moves them)",
-                    flush=True,
+                    "RTPLAN_SERVER_RECORD_DIR moves them)"
                 )
-                print(
-                    f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}",
-                    flush=True,
-                )
+                _say(f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}")
                 _games_until_stopped(addr, body, seed, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
-            print("\nrtplan demo: stopped", flush=True)
+            _say("\nrtplan demo: stopped")
     return 0
 
 
@@ -328,14 +323,21 @@ BACKGROUND_NICE = 19
 _PROGRESS = re.compile(r"^planner service: (\S+ (?:compiling \(|ready in ).*)$")
 
 
+def _say(text: str) -> None:
+    """Prints a line in one write: the services' output pumps print from their own threads, and
+    `print` writes the text and its newline apart (two lines could run together)."""
+    sys.stdout.write(f"{text}\n")
+    sys.stdout.flush()
+
+
 def _demo_echo(name: str, line: str) -> None:
     """The web demo's view of its services' lines: the planner's progress as its own lines,
     the rest as they come."""
     found = _PROGRESS.match(line)
     if found:
-        print(f"rtplan demo: {found.group(1)}", flush=True)
+        _say(f"rtplan demo: {found.group(1)}")
     else:
-        print(f"[{name}] {line}", flush=True)
+        _say(f"[{name}] {line}")
 
 
 def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) -> None:
@@ -343,15 +345,14 @@ def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) 
     while True:
         created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
         sid = created["id"]
-        print(f"game {seed}: {addr['http']}/watch?session={sid}", flush=True)
+        _say(f"game {seed}: {addr['http']}/watch?session={sid}")
         while True:
             info = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
             if info["status"] not in ("waiting", "running"):
                 break
             stopping.sleep(0.5)
-        print(
+        _say(
             f"game {seed} {info['status']} ({info['reason']}) at frame {info['frame']}, "
-            f"return {info['episode_return']:.1f}; starting the next",
-            flush=True,
+            f"return {info['episode_return']:.1f}; starting the next"
         )
         seed += 1

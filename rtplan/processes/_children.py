@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -75,7 +76,9 @@ class Child:
             if callable(self._echo):
                 self._echo(line)
             elif self._echo:
-                print(f"[{self.name}] {line}", flush=True)
+                # One write: a line of text and its newline never parted by another thread's.
+                sys.stdout.write(f"[{self.name}] {line}\n")
+                sys.stdout.flush()
 
     def wait_for(self, text: str, timeout: float, stopping: Stopping | None = None) -> str:
         """Blocks until an output line contains `text`; RuntimeError if the child exits first,
