@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import jax
 
+from rtplan.planner_service.engine import Engine
 from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.processes import Child, exit_with_parent
 
@@ -64,8 +65,6 @@ def main(argv: Sequence[str]) -> int:
     """The child (`_BOOT`): compiles the games of the settings `argv[0]` (JSON)."""
     exit_with_parent()
     settings = PlannerServiceSettings.model_validate_json(argv[0])
-    from rtplan.planner_service.server import load_engine
-
-    engine = load_engine(settings)
+    engine = Engine.from_settings(settings)
     engine.compile(on_ready=lambda game_id: print(f"{FILLED} {game_id}", flush=True))
     return 0

@@ -52,6 +52,7 @@ from rtplan.planner_service._run import (
     _stack,
     _value,
 )
+from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.v1 import tensor_pb2
 
 __all__ = [
@@ -208,6 +209,19 @@ class Engine:
                 raise NotLoadedError(str(e)) from e
         gates = {g: ckpt.gate_path(root, g) for g in paths if ckpt.gate_path(root, g).is_file()}
         return cls(paths, gates=gates, device=device, compiler_options=compiler_options, **batching)
+
+    @classmethod
+    def from_settings(cls, settings: PlannerServiceSettings) -> Engine:
+        """The engine of a service's `settings`: its games' checkpoints on its device, batched
+        as they say (`from_dir`)."""
+        return cls.from_dir(
+            settings.checkpoint_dir,
+            game_ids=settings.games or None,
+            device=settings.device,
+            max_batch=settings.max_batch,
+            batch_slots=settings.max_concurrent,
+            batch_wait_s=settings.batch_wait_ms / 1000,
+        )
 
     # Compilation -------------------------------------------------------------------------------
 

@@ -346,14 +346,7 @@ def create_server(
 
 def load_engine(settings: PlannerServiceSettings) -> eng.Engine:
     """The engine of `settings`: its games' checkpoints on its device."""
-    return eng.Engine.from_dir(
-        settings.checkpoint_dir,
-        game_ids=settings.games or None,
-        device=settings.device,
-        max_batch=settings.max_batch,
-        batch_slots=settings.max_concurrent,
-        batch_wait_s=settings.batch_wait_ms / 1000,
-    )
+    return eng.Engine.from_settings(settings)
 
 
 async def serve(
