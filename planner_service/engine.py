@@ -232,6 +232,7 @@ class Engine:
         on_ready: Callable[[str], None] | None = None,
         on_start: Callable[[str, int], None] | None = None,
         behind: Callable[[str], None] | None = None,
+        behind_nice: int = 19,
     ) -> None:
         """Compiles and warms every game's value and gate decision at batch 1, its options and
         gated options (`CompiledOptions.warm_jobs`) at each of `search_rungs`, and its wire
@@ -245,9 +246,9 @@ class Engine:
         called (on this thread) as each game starts compiling and once it is ready.
 
         `behind`: the games after the first are compiled behind the first one's searches, at
-        the lowest CPU priority (`lower_priority`): `behind(game_id)` is called before each
-        (it may block, e.g. until another process has filled the compile cache with it) and
-        its executables then compile on threads of nice 19.
+        a low CPU priority (`lower_priority`): `behind(game_id)` is called before each (it may
+        block, e.g. until another process has filled the compile cache with it) and its
+        executables then compile on threads of nice `behind_nice`.
         """
         workers = workers or min(4, os.cpu_count() or 1)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="planner-compile")
@@ -255,9 +256,12 @@ class Engine:
             for i, (game_id, loaded) in enumerate(self._games.items()):
                 if i == 1 and behind is not None:
                     pool.shutdown()
-                    lower_priority()
+                    lower_priority(behind_nice)
                     pool = ThreadPoolExecutor(
-                        workers, thread_name_prefix="planner-compile", initializer=lower_priority
+                        workers,
+                        thread_name_prefix="planner-compile",
+                        initializer=lower_priority,
+                        initargs=(behind_nice,),
                     )
                 if on_start is not None:
                     on_start(game_id, self.executables(game_id))
@@ -527,8 +531,9 @@ class Engine:
 
 
 def lower_priority(nice: int = 19) -> None:
-    """Gives the calling thread the lowest CPU priority (Linux: nice is per thread, and the
-    threads it starts inherit it); elsewhere a no-op. A thread can never raise it back."""
+    """Gives the calling thread the nice value `nice` (19: the lowest CPU priority; Linux: nice
+    is per thread, and the threads it starts inherit it); elsewhere a no-op. A thread without
+    privileges can never raise it back."""
     if not hasattr(os, "setpriority") or not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(OSError):

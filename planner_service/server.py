@@ -428,7 +428,9 @@ async def _compile(
             else:  # no cache to fill: the later games compile here, at low priority
                 behind = _no_wait
         try:
-            engine.compile(on_ready=on_ready, on_start=on_start, behind=behind)
+            engine.compile(
+                on_ready=on_ready, on_start=on_start, behind=behind, behind_nice=nice or 19
+            )
             # Compiling left a heap of ~265k long-lived objects (Tetris) that a full collection
             # walks in 100-200 ms: one inside a search is a missed frame. Out of the collector,
             # a collection walks only what the requests allocate.
