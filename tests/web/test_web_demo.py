@@ -149,3 +149,14 @@ def test_the_demo_plays_the_showcase_by_its_gate_and_forces_k_only_without_one(t
     shipped = DemoGame.choose(None, None, k=2)
     assert (shipped.game, shipped.gated) == ("tetris-rt-v0", True)
     assert shipped.checkpoint_dir == checkpoint_root()
+
+
+def test_the_demo_planner_compiles_without_fusion_emitters_unless_told_otherwise(monkeypatch):
+    from rtplan.live import DEMO_XLA_FLAGS, demo_placement
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    place = demo_placement()
+    assert dict(place.planner.env) == {"XLA_FLAGS": f"--xla_dump_to=/tmp/x {DEMO_XLA_FLAGS}"}
+    assert place.env_server.env == ()  # the env server's compiles are its own
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert dict(demo_placement().planner.env) == {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}
