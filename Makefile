@@ -13,13 +13,19 @@ APT_TEST_PACKAGES := chromium
 
 .PHONY: demo test test-slow lint bench compose-check clean
 
+# pip's output goes to a log, shown only when it fails: `make demo` prints one line per step.
+PIP_LOG := $(VENV)/pip.log
+QUIET = > $(PIP_LOG) 2>&1 || { cat $(PIP_LOG); echo "failed; its output is above (and in $(PIP_LOG))"; exit 1; }
+
 $(VENV)/bin/python:
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	@echo "creating $(VENV) ..."
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --upgrade pip $(QUIET)
 
 $(STAMP_RUN): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e .
-	touch $@
+	@echo "installing rtplan and its dependencies into $(VENV) (a few minutes the first time) ..."
+	@$(PY) -m pip install -e . $(QUIET)
+	@touch $@
 
 $(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e ".[dev]"

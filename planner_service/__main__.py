@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 
 from pydantic import ValidationError
@@ -65,13 +66,12 @@ async def _run(settings: PlannerServiceSettings) -> int:
     def bound(port: int) -> None:  # `rtplan.processes.services` reads the port from this line
         print(f"planner service bound to {settings.host}:{port} (compiling)", flush=True)
 
-    served = engine.game_ids
-
-    def ready(game_id: str) -> None:  # `rtplan.processes.services` waits for its first game's
-        n = served.index(game_id) + 1
-        print(f"planner service: {game_id} ready ({n}/{len(served)} games)", flush=True)
-
-    serving = asyncio.ensure_future(serve(settings, engine=engine, bound=bound, on_ready=ready))
+    progress = _Progress(engine)
+    serving = asyncio.ensure_future(
+        serve(
+            settings, engine=engine, bound=bound, on_ready=progress.ready, on_start=progress.start
+        )
+    )
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait((serving, stopping), return_when=asyncio.FIRST_COMPLETED)
     if not serving.done():  # stopped while compiling
@@ -87,6 +87,45 @@ async def _run(settings: PlannerServiceSettings) -> int:
     await stop.wait()
     await server.stop(settings.grace_s)
     return 0
+
+
+#: Seconds an executable takes to compile on a cold compile cache before this service has
+#: timed one: the first game's estimate (a shipped planner's option on a 2-core CPU).
+COLD_S_PER_EXECUTABLE = 20.0
+
+
+class _Progress:
+    """The lines `compile()` prints per game: what compiles with an estimate, then its time.
+    `rtplan.processes.services` waits for a game's "planner service: GAME ready" line."""
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+        self._started = 0.0
+        self._spent = 0.0  # seconds the games compiled so far took
+        self._done = 0  # ... and their executables
+
+    def start(self, game_id: str, executables: int) -> None:
+        loaded = self._engine.loaded(game_id)
+        pace = self._spent / self._done if self._done else COLD_S_PER_EXECUTABLE
+        how = f"about {executables * pace:.0f} s" + ("" if self._done else " on a cold cache")
+        gate = ", gated" if loaded.gate is not None else ""
+        print(
+            f"planner service: {game_id} compiling (budgets "
+            f"{', '.join(map(str, loaded.budgets))}{gate}; {executables} executables; {how})",
+            flush=True,
+        )
+        self._started = time.monotonic()
+
+    def ready(self, game_id: str) -> None:
+        took = time.monotonic() - self._started
+        self._spent += took
+        self._done += self._engine.executables(game_id)
+        served = self._engine.game_ids
+        n = served.index(game_id) + 1
+        print(
+            f"planner service: {game_id} ready in {took:.0f} s ({n}/{len(served)} games)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

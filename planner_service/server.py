@@ -27,6 +27,7 @@ from rtplan.planner_service._admission import (
     DeadlineError,
     SupersededError,
 )
+from rtplan.planner_service._cache_fill import CacheFiller, cache_dir
 from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
@@ -377,14 +378,7 @@ def create_server(
 
 def load_engine(settings: PlannerServiceSettings) -> eng.Engine:
     """The engine of `settings`: its games' checkpoints on its device."""
-    return eng.Engine.from_dir(
-        settings.checkpoint_dir,
-        game_ids=settings.games or None,
-        device=settings.device,
-        max_batch=settings.max_batch,
-        batch_slots=settings.max_concurrent,
-        batch_wait_s=settings.batch_wait_ms / 1000,
-    )
+    return eng.Engine.from_settings(settings)
 
 
 async def serve(
@@ -393,6 +387,7 @@ async def serve(
     engine: eng.Engine | None = None,
     bound: Callable[[int], None] | None = None,
     on_ready: Callable[[str], None] | None = None,
+    on_start: Callable[[str, int], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Starts the service and returns once it is SERVING.
 
@@ -406,6 +401,8 @@ async def serve(
         bound: called with the bound port once the server answers, before compiling.
         on_ready: called with each game's id once it plans (`Engine.compile`), on the compile
             thread.
+        on_start: called with each game's id and its number of executables as it starts
+            compiling, on the compile thread.
 
     Returns:
         (started server, bound port).
@@ -424,7 +421,7 @@ async def serve(
     if bound is not None:
         bound(port)
     try:
-        await _compile(engine, on_ready)
+        await _compile(engine, settings, on_ready, on_start)
     except BaseException:
         engine.close()
         await server.stop(None)
@@ -432,8 +429,15 @@ async def serve(
     return server, port
 
 
-async def _compile(engine: eng.Engine, on_ready: Callable[[str], None] | None = None) -> None:
-    """`engine.compile()` on a daemon thread, so a shutdown need not wait for it."""
+async def _compile(
+    engine: eng.Engine,
+    settings: PlannerServiceSettings | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+) -> None:
+    """`engine.compile()` on a daemon thread, so a shutdown need not wait for it. With
+    `settings.background_nice`, the games after the first compile behind it: a `CacheFiller`
+    (over `settings`' checkpoints) compiles them first."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
 
@@ -447,16 +451,33 @@ async def _compile(engine: eng.Engine, on_ready: Callable[[str], None] | None = 
 
     def work() -> None:
         error = None
+        later = engine.game_ids[1:]
+        filler = behind = None
+        nice = None if settings is None else settings.background_nice
+        if nice is not None and later:
+            if cache_dir() is not None:
+                filler = CacheFiller(settings, later, nice=nice)
+                behind = filler.wait
+            else:  # no cache to fill: the later games compile here, at low priority
+                behind = _no_wait
         try:
-            engine.compile(on_ready=on_ready)
+            engine.compile(
+                on_ready=on_ready, on_start=on_start, behind=behind, behind_nice=nice or 19
+            )
             # Compiling left a heap of ~265k long-lived objects (Tetris) that a full collection
             # walks in 100-200 ms: one inside a search is a missed frame. Out of the collector,
             # a collection walks only what the requests allocate.
             gc.freeze()
         except BaseException as e:
             error = e
+        finally:
+            if filler is not None:
+                filler.stop()
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             loop.call_soon_threadsafe(settle, error)
+
+    def _no_wait(game_id: str) -> None:
+        pass
 
     threading.Thread(target=work, name="planner-compile", daemon=True).start()
     await done

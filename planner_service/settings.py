@@ -65,6 +65,16 @@ class PlannerServiceSettings(BaseSettings):
         description="longest a search waits for others to join its batch while a slot is free "
         "(less when its deadline needs the time)",
     )
+    background_nice: int | None = Field(
+        None,
+        ge=1,
+        le=19,
+        description="compile the games after the first behind it: a child process at this "
+        "nice value (19: the lowest CPU priority) fills the compile cache with them and this "
+        "service then loads each from there on a thread of the same priority, so their "
+        "compiles never slow the first game's searches (the demo's choice: 19); needs the "
+        "compile cache; unset: each game compiles here in turn, at full priority",
+    )
     grace_s: float = Field(2.0, ge=0, description="seconds open calls get to finish at shutdown")
     max_connection_age_s: float = Field(
         60.0,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rtplan.harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
-from rtplan.processes import Stopping, http_json, service_cwd, services, stop_on_signals
+from rtplan.processes import (
+    Place,
+    Placement,
+    Stopping,
+    http_json,
+    service_cwd,
+    services,
+    stop_on_signals,
+)
 
 
 def watch(
@@ -247,10 +257,12 @@ def run_web_demo(
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
     `planner_games`: what the planner service serves besides `game` (None or ["all"]: every game
-    with a checkpoint). The demo's game compiles first and its game starts once it plans; the
-    others compile after it, one by one, and the lobby offers each as it becomes ready (on a
-    cold compile cache here ~4 minutes for the first game, ~14 for all five). Returns an exit
-    code.
+    with a checkpoint). It prints the lobby's address as soon as the env server answers, then
+    one line as each game starts compiling (its budgets, an estimate) and one once it is ready.
+    The demo's game compiles first and its game starts once it plans; the others compile behind
+    it at nice `BACKGROUND_NICE` (the planner service's `--background-nice`: a child process
+    fills the compile cache, so they never take the showcase's CPU), and the lobby offers each
+    as it becomes ready. Returns an exit code.
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`
@@ -270,38 +282,90 @@ def run_web_demo(
             planner_file(g, root=ckpt, flag="--checkpoint-dir, or leave it out of --planner-games")
     body = {**demo.session, "fps": fps, "record": True, "max_frames": frames}
     body["featured"] = True  # /tv shows it, and follows each next game
-    print(
+    _say(
         f"starting the planner service for {', '.join(served)} and the env server for {game} "
         "(compiling takes a while; the compile cache makes the next start faster)"
     )
     start = time.monotonic()
+
+    def lobby(addr: dict) -> None:
+        # As soon as the env server answers: the lobby offers each game as it becomes ready.
+        _say(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)")
+        _say(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)")
+        _say(
+            f"rtplan demo: the planner agent plays {game} once its planner is ready "
+            f"(the other games compile behind it, at the lowest priority)"
+        )
+
     with stop_on_signals() as stopping:
         try:
             with services(
                 game,
                 planner_games=served,
+                echo=_demo_echo,
+                on_env=lobby,
+                background_nice=BACKGROUND_NICE,
+                placement=demo_placement(),
                 http_port=port,
                 checkpoint_dir=ckpt,
                 record_dir=record_dir,
                 web_dir=web_dir,
                 stopping=stopping,
             ) as addr:
-                print(f"\nrtplan demo: started in {time.monotonic() - start:.0f} s", flush=True)
-                print(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)", flush=True)
-                print(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)", flush=True)
-                print(
+                _say(f"rtplan demo: started in {time.monotonic() - start:.0f} s")
+                _say(
                     f"rtplan demo: replays in {addr['replays']}  (--record-dir or "
-                    "RTPLAN_SERVER_RECORD_DIR moves them)",
-                    flush=True,
+                    "RTPLAN_SERVER_RECORD_DIR moves them)"
                 )
-                print(
-                    f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}",
-                    flush=True,
-                )
+                _say(f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}")
                 _games_until_stopped(addr, body, seed, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
-            print("\nrtplan demo: stopped", flush=True)
+            _say("\nrtplan demo: stopped")
     return 0
+
+
+#: The nice value the demo's planner service compiles its other games at (`--background-nice`):
+#: the lowest, so they never take CPU from the showcase's searches.
+BACKGROUND_NICE = 19
+
+#: XLA:CPU without its fusion emitters: the showcase's planner (Tetris) compiled in 0.77x the
+#: time on a cold cache (71 s against 92 s), its searches as fast (p50 within noise at each k)
+#: and their actions the same (Tetris gated at every k from 6 states; Snake's k2 and gate
+#: evaluations frame for frame). Only the demo's planner service (and its cache filler) takes it:
+#: the flags are part of the compile cache's key, so other commands keep their cached programs.
+DEMO_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def demo_placement() -> Placement:
+    """Where the web demo's services run: anywhere, the planner service with `DEMO_XLA_FLAGS`
+    added to the XLA_FLAGS it inherits."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    name = DEMO_XLA_FLAGS.split("=")[0]
+    if not any(f.split("=")[0] == name for f in flags):  # one set by the user wins
+        flags.append(DEMO_XLA_FLAGS)
+    return Placement(planner=Place(env=(("XLA_FLAGS", " ".join(flags)),)))
+
+
+#: The planner service's progress lines (`planner_service.__main__`), which the demo shows as
+#: its own: "planner service: GAME compiling (...)" and "planner service: GAME ready in ...".
+_PROGRESS = re.compile(r"^planner service: (\S+ (?:compiling \(|ready in ).*)$")
+
+
+def _say(text: str) -> None:
+    """Prints a line in one write: the services' output pumps print from their own threads, and
+    `print` writes the text and its newline apart (two lines could run together)."""
+    sys.stdout.write(f"{text}\n")
+    sys.stdout.flush()
+
+
+def _demo_echo(name: str, line: str) -> None:
+    """The web demo's view of its services' lines: the planner's progress as its own lines,
+    the rest as they come."""
+    found = _PROGRESS.match(line)
+    if found:
+        _say(f"rtplan demo: {found.group(1)}")
+    else:
+        _say(f"[{name}] {line}")
 
 
 def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) -> None:
@@ -309,15 +373,14 @@ def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) 
     while True:
         created = http_json("POST", f"{addr['http']}/v1/sessions", {**body, "seed": seed})
         sid = created["id"]
-        print(f"game {seed}: {addr['http']}/watch?session={sid}", flush=True)
+        _say(f"game {seed}: {addr['http']}/watch?session={sid}")
         while True:
             info = http_json("GET", f"{addr['http']}/v1/sessions/{sid}")
             if info["status"] not in ("waiting", "running"):
                 break
             stopping.sleep(0.5)
-        print(
+        _say(
             f"game {seed} {info['status']} ({info['reason']}) at frame {info['frame']}, "
-            f"return {info['episode_return']:.1f}; starting the next",
-            flush=True,
+            f"return {info['episode_return']:.1f}; starting the next"
         )
         seed += 1

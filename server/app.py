@@ -65,15 +65,26 @@ async def _lifespan(app: FastAPI):
     pruned = await asyncio.to_thread(manager.prune_replays)
     if pruned:
         log.info("deleted %d replay files beyond the retention policy", len(pruned))
+    # Compiled while the server already answers (the lobby is up at once); a session of a game
+    # still compiling waits for the same load (`Runtimes.get`).
+    preloading = asyncio.create_task(_preload(runtimes, settings.preload))
     try:
-        for game_id in settings.preload:
-            await runtimes.get(game_id)
         yield
     finally:
+        preloading.cancel()
+        await asyncio.gather(preloading, return_exceptions=True)
         await manager.shutdown()
         await server.stop(settings.grace_s)
         if channel is not None:
             await channel.close()
+
+
+async def _preload(runtimes: Runtimes, game_ids: tuple[str, ...]) -> None:
+    for game_id in game_ids:
+        try:
+            await runtimes.get(game_id)
+        except Exception:  # its first session reports it
+            log.exception("preloading %s failed", game_id)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

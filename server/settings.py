@@ -110,7 +110,9 @@ class Settings(BaseSettings):
         64, ge=0, description="finished sessions GET /v1/sessions keeps before forgetting them"
     )
     preload: tuple[str, ...] = Field(
-        (), description="games compiled at start-up (others compile on first use)"
+        (),
+        description="games compiled at start-up, while the server already answers (others "
+        "compile on first use)",
     )
     grace_s: float = Field(1.0, ge=0, description="seconds open gRPC calls get at shutdown")
     web_dir: Path | None = Field(

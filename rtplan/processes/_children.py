@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from rtplan.processes._signals import EXIT_WITH_PARENT_ENV, Stopping
@@ -27,6 +28,7 @@ class Child:
     """A service subprocess whose output lines are echoed with a prefix and can be waited on.
     It exits when this process dies, however (its stdin: `exit_with_parent`).
 
+    `echo`: True prints each line as `[name] line`; a function gets each line instead.
     `cpus`: the cores it may run on (empty: any), set right after it starts, before it starts
     any thread of its own, so every thread inherits them. `env`: variables added to ours.
     """
@@ -36,7 +38,7 @@ class Child:
         name: str,
         argv: Sequence[str],
         *,
-        echo: bool = True,
+        echo: bool | Callable[[str], None] = True,
         cpus: Sequence[int] = (),
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -71,8 +73,12 @@ class Child:
             with self._cond:
                 self.lines.append(line)
                 self._cond.notify_all()
-            if self._echo:
-                print(f"[{self.name}] {line}", flush=True)
+            if callable(self._echo):
+                self._echo(line)
+            elif self._echo:
+                # One write: a line of text and its newline never parted by another thread's.
+                sys.stdout.write(f"[{self.name}] {line}\n")
+                sys.stdout.flush()
 
     def wait_for(self, text: str, timeout: float, stopping: Stopping | None = None) -> str:
         """Blocks until an output line contains `text`; RuntimeError if the child exits first,

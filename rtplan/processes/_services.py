@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from rtplan.processes._children import Child, stop_all
@@ -20,13 +20,19 @@ _ENV_REPLAYS = re.compile(r" \(replays in (.+)\)$")
 _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
 
 
+def _echo(echo: bool | Callable[[str, str], None], name: str) -> bool | Callable[[str], None]:
+    return (lambda line: echo(name, line)) if callable(echo) else echo
+
+
 @contextlib.contextmanager
 def services(
     game_ids: str | Sequence[str],
     *,
     planner: bool = True,
     planner_games: Sequence[str] | None = None,
-    echo: bool = True,
+    echo: bool | Callable[[str, str], None] = True,
+    on_env: Callable[[dict], None] | None = None,
+    background_nice: int | None = None,
     http_port: int = 0,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
@@ -46,6 +52,10 @@ def services(
     replays/ and the shipped pages). On the way out both services are stopped together
     (`stop_all`), and killed at once once `stopping.hurry` is set (`stop_on_signals`).
     `placement`: the cores, devices and flags of each (`place_services`; None: anywhere).
+    `echo`: True prints the services' lines as `[name] line`; a function gets (name, line).
+    `on_env`: called with the addresses as soon as the env server answers, before the planner
+    service is ready. `background_nice`: the planner service compiles the games after
+    `game_ids` behind them at this nice value (its `--background-nice`).
     """
     placement = placement or Placement()
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
@@ -73,8 +83,12 @@ def services(
             served = list(dict.fromkeys([*first, *others]))
             argv = [*py, "planner-service", "--port", "0", "--games", ",".join(served), *ckpt]
             where = placement.planner
+            if background_nice is not None and len(served) > len(first):
+                argv += ["--background-nice", str(background_nice)]
             argv += list(where.args)
-            plan = Child("planner", argv, echo=echo, cpus=where.cpus, env=dict(where.env))
+            plan = Child(
+                "planner", argv, echo=_echo(echo, "planner"), cpus=where.cpus, env=dict(where.env)
+            )
             children.append(plan)
             # It binds before it compiles: the env server starts (and compiles) meanwhile.
             line = plan.wait_for("planner service bound to", timeout=600, stopping=stopping)
@@ -82,19 +96,28 @@ def services(
             env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
         where = placement.env_server
         env_argv += list(where.args)
-        env = Child("env-server", env_argv, echo=echo, cpus=where.cpus, env=dict(where.env))
+        env = Child(
+            "env-server",
+            env_argv,
+            echo=_echo(echo, "env-server"),
+            cpus=where.cpus,
+            env=dict(where.env),
+        )
         children.append(env)
         bound = env.wait_for("rtplan env server:", 600, stopping)
         http, grpc_port = map(int, _ENV_BOUND.search(bound).groups())
         replays = _ENV_REPLAYS.search(bound)
-        for game_id in first if planner else ():
-            plan.wait_for(f"planner service: {game_id} ready", timeout=900, stopping=stopping)
-        yield {
+        addr = {
             "http": f"http://127.0.0.1:{http}",
             "ws": f"ws://127.0.0.1:{http}",
             "grpc": f"127.0.0.1:{grpc_port}",
             "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
             "replays": None if replays is None else replays.group(1),
         }
+        if on_env is not None:
+            on_env(addr)
+        for game_id in first if planner else ():
+            plan.wait_for(f"planner service: {game_id} ready", timeout=900, stopping=stopping)
+        yield addr
     finally:
         stop_all(children[::-1], hurry=None if stopping is None else stopping.hurry)

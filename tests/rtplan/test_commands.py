@@ -255,6 +255,15 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     env, planner = argvs["env-server"], argvs["planner"]
     assert planner[planner.index("--games") + 1] == "snake-rt-v0,speed-go-v0"
     assert env[env.index("--preload") + 1 : env.index("--planner-address")] == ["snake-rt-v0"]
+    # The demo's: the games after its own compile behind it, at the nice value it names ...
+    with processes.services("snake-rt-v0", planner_games=served, background_nice=19):
+        pass
+    planner = argvs["planner"]
+    assert planner[planner.index("--background-nice") + 1] == "19"
+    # ... and with no other game, there is nothing to compile behind.
+    with processes.services("snake-rt-v0", background_nice=19):
+        pass
+    assert "--background-nice" not in argvs["planner"]
 
 
 def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, capsys):

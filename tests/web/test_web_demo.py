@@ -54,6 +54,23 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             time.sleep(0.5)
         served = {g for g, p in planner.items() if p["available"]}
         assert served == {"snake-rt-v0", "speed-hex-v0"}, listed
+        # What the terminal says, in order: the lobby as soon as the env server answers (before
+        # the planner is ready), then each game compiling (budgets, an estimate) and ready; the
+        # demo's game first, the other behind it.
+        while not any("speed-hex-v0 ready in" in line for line in lines):
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.2)
+        said = [line.rstrip() for line in lines if line.startswith("rtplan demo: ")]
+        progress = [line for line in said if re.search(r" (compiling \(|ready in )", line)]
+        assert [re.sub(r"\d+ s\b", "N s", line) for line in progress] == [
+            "rtplan demo: snake-rt-v0 compiling (budgets 1, 2, 3, 4; 5 executables; about N s on "
+            "a cold cache)",
+            "rtplan demo: snake-rt-v0 ready in N s (1/2 games)",
+            "rtplan demo: speed-hex-v0 compiling (budgets 2, 4; 3 executables; about N s)",
+            "rtplan demo: speed-hex-v0 ready in N s (2/2 games)",
+        ], said
+        lobby_at = said.index(next(line for line in said if "lobby at" in line))
+        assert lobby_at < said.index(progress[1]), said  # before the demo's game is ready
         assert any(re.search(r"rtplan demo: started in \d+ s", line) for line in lines)
         # The address it prints to watch: /tv, which shows the demo's (featured) game.
         assert any(f"watch at {base}/tv" in line for line in lines), lines
@@ -132,3 +149,14 @@ def test_the_demo_plays_the_showcase_by_its_gate_and_forces_k_only_without_one(t
     shipped = DemoGame.choose(None, None, k=2)
     assert (shipped.game, shipped.gated) == ("tetris-rt-v0", True)
     assert shipped.checkpoint_dir == checkpoint_root()
+
+
+def test_the_demo_planner_compiles_without_fusion_emitters_unless_told_otherwise(monkeypatch):
+    from rtplan.live import DEMO_XLA_FLAGS, demo_placement
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    place = demo_placement()
+    assert dict(place.planner.env) == {"XLA_FLAGS": f"--xla_dump_to=/tmp/x {DEMO_XLA_FLAGS}"}
+    assert place.env_server.env == ()  # the env server's compiles are its own
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert dict(demo_placement().planner.env) == {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}
