@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -76,6 +75,7 @@ def _release_compiled_programs() -> Iterator[None]:
     cache when a later module needs them."""
     yield
     from rtplan.jax_setup import map_count
+    from support import release_compiled_programs  # imports JAX: not before the settings above
 
     counts = map_count()
     if counts is None or counts[0] < RELEASE_AT_MAPS:
@@ -86,28 +86,6 @@ def _release_compiled_programs() -> Iterator[None]:
     # later module would compile them again.
     if map_count()[0] >= RELEASE_AT_MAPS // 2:
         release_compiled_programs()
-
-
-def release_compiled_programs(*, everything: bool = True) -> None:
-    """Clears the `functools` caches of every loaded module of this checkout (its packages and
-    tests, classes included) and, if `everything`, JAX's, then collects the cycles that held
-    their executables."""
-    import gc
-
-    import jax
-
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None) or ""
-        if not path.startswith(str(ROOT)) or "/.venv/" in path:
-            continue
-        for value in list(vars(module).values()):
-            holders = [value, *vars(value).values()] if isinstance(value, type) else [value]
-            for holder in holders:
-                if callable(getattr(holder, "cache_clear", None)) and hasattr(holder, "cache_info"):
-                    holder.cache_clear()
-    if everything:
-        jax.clear_caches()
-    gc.collect()
 
 
 @pytest.fixture(scope="module")

@@ -463,3 +463,25 @@ PROBE = """(probes) => {
         return n / (d.length / 4);
     });
 }"""
+
+
+def release_compiled_programs(*, everything: bool = True) -> None:
+    """Clears the `functools` caches of every loaded module of this checkout (its packages and
+    tests, classes included) and, if `everything`, JAX's, then collects the cycles that held
+    their executables."""
+    import gc
+
+    import jax
+
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.startswith(str(ROOT)) or "/.venv/" in path:
+            continue
+        for value in list(vars(module).values()):
+            holders = [value, *vars(value).values()] if isinstance(value, type) else [value]
+            for holder in holders:
+                if callable(getattr(holder, "cache_clear", None)) and hasattr(holder, "cache_info"):
+                    holder.cache_clear()
+    if everything:
+        jax.clear_caches()
+    gc.collect()

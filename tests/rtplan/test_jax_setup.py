@@ -14,8 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 import rtplan.jax_setup as jax_setup
-from conftest import ROOT, release_compiled_programs
-from support import planner_fns, tiny_config
+from support import ROOT, planner_fns, release_compiled_programs, tiny_config
 
 
 def monitoring_listeners() -> list:
