@@ -1,0 +1,108 @@
+"""The fixed-k curves of the committed games under each commitment (issue 44 item 2), paired.
+
+Usage: python -m bench.plan_curves [--results results] [--split tuning] [--games ...]
+
+Reads what `rtplan eval` wrote for the split (same seeds in every folder):
+- `<split>/`: the shipped search (tree_k 0: every edge below the root is the option's k), its
+  committed frames the reflex (the paper);
+- `<split>-tree1/`: every frame below the root searched (`--tree-k 1`), committed frames the
+  reflex (the control: what the other tree alone changes);
+- `<split>-plan-tree1/`: the same tree, committed frames the previous option's plan
+  (`--committed plan --tree-k 1`; under tree_k 0 the plan's committed frames are the tree's
+  reflex frames, so at a fixed k "plan" plays exactly the reflex).
+Prints, per game and k, each setting's mean return +- SE and the paired differences (plan -
+reflex on the same tree; plan - the shipped setting), mean +- paired SE; k1 has no committed
+frame, so its row is the shipped one in every setting. Rows also go to
+`bench/results/plan_curves.csv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bench._common import RESULTS, git_commit, utc_now
+from rtplan.harness.stats import paired, standard_error
+
+SETTINGS = {"shipped": "", "reflex-tree1": "-tree1", "plan-tree1": "-plan-tree1"}
+GAMES = ("snake-rt-v0", "tetris-rt-v0", "pacman-rt-v0")
+
+
+def _returns(root: Path, game: str, folder: str, k: int) -> tuple[list[int], list[float]] | None:
+    path = root / game / folder / f"k{k}.json"
+    if not path.exists():
+        return None
+    rec = json.loads(path.read_text())
+    return list(rec["seeds"]), list(rec["returns"])
+
+
+def curves(root: Path, split: str, games) -> list[dict]:
+    rows = []
+    for game in games:
+        for k in (1, 2, 3, 4):
+            got = {}
+            for name, suffix in SETTINGS.items():
+                folder = split if k == 1 else f"{split}{suffix}"
+                got[name] = _returns(root, game, folder, k)
+            if got["shipped"] is None:
+                continue
+            seeds = got["shipped"][0]
+            row = dict(game=game, k=k, episodes=len(seeds))
+            for name, pair in got.items():
+                if pair is None:
+                    continue
+                if pair[0] != seeds:
+                    raise SystemExit(f"{game} k{k} {name}: other seeds than the shipped setting's")
+                row[f"{name}_mean"] = round(sum(pair[1]) / len(pair[1]), 3)
+                row[f"{name}_se"] = round(standard_error(pair[1]), 3)
+            for a, b in (("plan-tree1", "reflex-tree1"), ("plan-tree1", "shipped")):
+                if got[a] is not None and got[b] is not None:
+                    mean, se = paired(got[a][1], got[b][1])
+                    row[f"{a}_minus_{b}"] = round(mean, 3)
+                    row[f"{a}_minus_{b}_se"] = round(se, 3)
+            rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", type=Path, default=Path("results"))
+    p.add_argument("--split", default="tuning")
+    p.add_argument("--games", nargs="+", default=list(GAMES))
+    p.add_argument("--csv", type=Path, default=RESULTS / "plan_curves.csv")
+    args = p.parse_args(argv)
+    rows = curves(args.results, args.split, args.games)
+
+    def cell(row, name):
+        m = row.get(f"{name}_mean")
+        return "-" if m is None else f"{m:.1f} +- {row[f'{name}_se']:.1f}"
+
+    def diff(row, name):
+        m = row.get(name)
+        return "-" if m is None else f"{m:+.1f} +- {row[f'{name}_se']:.1f}"
+
+    print(f"\n{args.split} seeds, mean return +- SE; differences paired by seed\n")
+    print("| game | k | shipped (tree_k 0, reflex) | tree_k 1, reflex | tree_k 1, plan "
+          "| plan - reflex (tree_k 1) | plan (tree_k 1) - shipped |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['game']} | {r['k']} | {cell(r, 'shipped')} | {cell(r, 'reflex-tree1')} | "
+              f"{cell(r, 'plan-tree1')} | {diff(r, 'plan-tree1_minus_reflex-tree1')} | "
+              f"{diff(r, 'plan-tree1_minus_shipped')} |")  # fmt: skip
+    if rows:
+        fields = sorted({f for r in rows for f in r}, key=lambda f: (f not in ("game", "k"), f))
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        stamp = dict(date=utc_now(), commit=git_commit(short=True), split=args.split)
+        with args.csv.open("w") as f:
+            import csv
+
+            w = csv.DictWriter(f, fieldnames=[*stamp, *fields])
+            w.writeheader()
+            for r in rows:
+                w.writerow({**stamp, **r})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
