@@ -5,9 +5,9 @@ Usage: python -m bench.plan_curves [--results results] [--split tuning] [--games
 Reads what `rtplan eval` wrote for the split (same seeds in every folder):
 - `<split>/`: the shipped search (tree_k 0: every edge below the root is the option's k), its
   committed frames the reflex (the paper);
-- `<split>-tree1/`: every frame below the root searched (`--tree-k 1`), committed frames the
+- `<split>/tree1/`: every frame below the root searched (`--tree-k 1`), committed frames the
   reflex (the control: what the other tree alone changes);
-- `<split>-plan-tree1/`: the same tree, committed frames the previous option's plan
+- `<split>/plan-tree1/`: the same tree, committed frames the previous option's plan
   (`--committed plan --tree-k 1`; under tree_k 0 the plan's committed frames are the tree's
   reflex frames, so at a fixed k "plan" plays exactly the reflex).
 Prints, per game and k, each setting's mean return +- SE and the paired differences (plan -
@@ -25,7 +25,7 @@ from pathlib import Path
 from bench._common import RESULTS, git_commit, utc_now
 from rtplan.harness.stats import paired, standard_error
 
-SETTINGS = {"shipped": "", "reflex-tree1": "-tree1", "plan-tree1": "-plan-tree1"}
+SETTINGS = {"shipped": "", "reflex-tree1": "/tree1", "plan-tree1": "/plan-tree1"}
 GAMES = ("snake-rt-v0", "tetris-rt-v0", "pacman-rt-v0")
 
 

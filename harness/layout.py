@@ -208,6 +208,14 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan eval --game {game} --split holdout --episodes 400 --chunk 50",
         3,
     ),
+    "tuning/**.json": ResultKind(
+        "one condition on the tuning seeds under another search (--tree-k: every frame below "
+        "the root searched) or commitment (plan-: the committed frames follow the previous "
+        "option's plan): per-episode returns and budgets (bench.plan_curves pairs them)",
+        "rtplan eval --game {game} --split tuning --episodes 32 --committed plan --tree-k 1 "
+        "--conditions k2 k3 k4",
+        2,
+    ),
     "tuning/*.json": ResultKind(
         "one fixed k on the tuning seeds (they pick the best fixed k)",
         "rtplan eval --game {game} --split tuning",

@@ -77,11 +77,12 @@ def plan_split(split: str) -> str:
     return f"{split}-plan"
 
 
-def tree_split(split: str, tree_k: int) -> str:
-    """The results folder of a split played with a tree of `tree_k`-frame edges below the root:
-    "tuning-tree1" (the shipped planners search with tree_k 0, the option's own k); after
-    `plan_split` where both apply ("tuning-plan-tree1")."""
-    return f"{split}-tree{tree_k}"
+def tree_split(split: str, tree_k: int, *, plan: bool = False) -> str:
+    """The results folder of a split played with a tree of `tree_k`-frame edges below the root,
+    inside the split's own: "tuning/tree1", or "tuning/plan-tree1" under committed="plan" (the
+    shipped planners search with tree_k 0, the option's own k; `rtplan report` reads only the
+    split's own files, and the results page folds the sub-folders under the split)."""
+    return f"{split}/{'plan-' if plan else ''}tree{tree_k}"
 
 
 def _git_commit() -> str | None:
@@ -269,10 +270,10 @@ def run_conditions(
         probability = {int(k): p for k, p in sim["miss_probability"].items()}
         folder = latency_split(split, latency_fps)
         log(f"simulated misses at {latency_fps:g} FPS: {sim['miss_probability']} by budget")
-    if pcfg.committed == "plan":
-        folder = plan_split(folder)
     if pcfg.tree_k != own_tree_k:
-        folder = tree_split(folder, pcfg.tree_k)
+        folder = tree_split(folder, pcfg.tree_k, plan=pcfg.committed == "plan")
+    elif pcfg.committed == "plan":
+        folder = plan_split(folder)
     provenance = {
         "game": game_id,
         "split": split,
@@ -304,7 +305,7 @@ def run_conditions(
                 and old.get("planner_sha256") == provenance["planner_sha256"]
                 and old.get("latency") == provenance.get("latency")
                 and old.get("committed", "reflex") == provenance.get("committed", "reflex")
-                and old.get("tree_k", 0) == provenance["tree_k"]
+                and old.get("tree_k", 0) == provenance.get("tree_k", 0)
             )
             if same and old.get("gate_sha256") == (gate_sha if name.startswith("gate") else None):
                 log(f"{name}: kept {path}")
@@ -378,7 +379,7 @@ def _resumable(path: Path, seeds: np.ndarray, provenance: dict, gate_sha: str | 
         and rec.get("planner_sha256") == provenance["planner_sha256"]
         and rec.get("latency") == provenance.get("latency")
         and rec.get("committed", "reflex") == provenance.get("committed", "reflex")
-        and rec.get("tree_k", 0) == provenance["tree_k"]
+        and rec.get("tree_k", 0) == provenance.get("tree_k", 0)
         and rec.get("gate_sha256") == gate_sha
     )
     return rec if same else None

@@ -188,7 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "planner checkpoint's, 0 for every shipped one: the option's own k). 1 searches every "
         "frame below the root, which is what gives --committed plan a plan of its own (with 0 "
         "its committed frames are the tree's reflex frames: at a fixed k, exactly the reflex). "
-        "Writes to <out>/<game>/<split>[-plan]-treeM/ and plays no gate",
+        "Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")

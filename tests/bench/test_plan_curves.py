@@ -20,8 +20,8 @@ def test_pairs_each_setting_by_seed_and_k1_is_shared(tmp_path, capsys):
     g = "snake-rt-v0"
     _write(tmp_path, g, "tuning", 1, [1.0, 3.0])
     _write(tmp_path, g, "tuning", 2, [2.0, 4.0])
-    _write(tmp_path, g, "tuning-tree1", 2, [1.0, 1.0])
-    _write(tmp_path, g, "tuning-plan-tree1", 2, [3.0, 7.0])
+    _write(tmp_path, g, "tuning/tree1", 2, [1.0, 1.0])
+    _write(tmp_path, g, "tuning/plan-tree1", 2, [3.0, 7.0])
     rows = curves(tmp_path, "tuning", [g])
     k1, k2 = rows
     assert k1["plan-tree1_mean"] == k1["shipped_mean"] == 2.0  # no committed frame at k1
@@ -37,6 +37,6 @@ def test_pairs_each_setting_by_seed_and_k1_is_shared(tmp_path, capsys):
 def test_refuses_other_seeds(tmp_path):
     g = "tetris-rt-v0"
     _write(tmp_path, g, "tuning", 2, [2.0, 4.0])
-    _write(tmp_path, g, "tuning-tree1", 2, [1.0, 1.0], seeds=[5, 6])
+    _write(tmp_path, g, "tuning/tree1", 2, [1.0, 1.0], seeds=[5, 6])
     with pytest.raises(SystemExit, match="other seeds"):
         curves(tmp_path, "tuning", [g])

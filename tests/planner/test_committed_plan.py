@@ -296,11 +296,11 @@ def test_eval_tree_k_gives_the_plan_its_own_frames_and_its_own_folder(tmp_path, 
     kw = dict(split="tuning", episodes=2, planner_file=str(planner_path(root, GAME)))
     out = tmp_path / "res"
     plan = run_conditions(GAME, conditions=["k3"], out=str(out), committed="plan", tree_k=1, **kw)
-    assert plan["k3"] == out / GAME / "tuning-plan-tree1" / "k3.json"
+    assert plan["k3"] == out / GAME / "tuning" / "plan-tree1" / "k3.json"
     rec = json.loads(plan["k3"].read_text())
     assert (rec["committed"], rec["tree_k"]) == ("plan", 1)
     reflex = run_conditions(GAME, conditions=["k3"], out=str(out), tree_k=1, **kw)
-    assert reflex["k3"] == out / GAME / "tuning-tree1" / "k3.json"
+    assert reflex["k3"] == out / GAME / "tuning" / "tree1" / "k3.json"
     other = json.loads(reflex["k3"].read_text())
     # Under tree_k 1 the plan is the search's own frames: the games part where it is followed.
     assert (rec["returns"], rec["frames"]) != (other["returns"], other["frames"])
