@@ -1,4 +1,9 @@
-"""The gRPC Planner service: thin `grpc.aio` handlers over the planner engine."""
+"""The gRPC Planner service: thin `grpc.aio` handlers over the planner engine.
+
+It runs past ~450 lines on purpose: each handler (Plan, Decide, ListGames, health) validates its
+request and maps every refusal (busy, superseded, past its deadline or its frame clock, bad
+input) to its own gRPC status in one place, beside the server's channel options; split apart,
+the status mapping would be written once per file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The agents a session can have: an external gRPC agent, the env-side reflex, the planner agent,
-and the clock games' built-in opponents (each an `Agent`; the manager builds them)."""
+and the clock games' built-in opponents (each an `Agent`; the manager builds them).
+
+It runs past ~450 lines because the planner agent (most of it) keeps its whole real-time
+protocol together: the option's frames, its call's deadline, cancellation and the late-decision
+rule read one `_Option` and must change as one."""
 
 from __future__ import annotations
 
