@@ -4,7 +4,12 @@ Every clock-game evaluation (`rtplan eval`, calibration, the gate trainer's in-t
 bench) plays through `play_match`: per ply the mover's player picks an option (0 the reflex,
 i >= 1 the planner's budget i, `RANDOM_MOVE` a random legal move) from its carry, the planner's
 output and a key, and only the chosen options are computed. Seeds follow the one seed policy of
-`planner.episodes`; openings come from `clock_opening`.
+`planner.episodes`; openings come from `clock_opening`. `play_on` goes on from given positions
+(the counterfactual branches); both run one ply loop, `_plies`.
+
+It runs past ~450 lines because the clock-game match is one piece: its players, openings, ply
+loop and jitted steps share their batch layout (A's rows first, the move-key splits), and a
+split would spread that layout over several files.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -196,25 +201,15 @@ def play_match(
     size = next(s for s in bucket_ladder(n, GROWTH) if s >= n)
     padded = np.concatenate([seeds, np.full(size - n, seeds[0])]).astype(np.uint32)
     t0 = game.initial_time if initial_time is None else int(initial_time)
-    fns = _match_fns(planner, opening_plies)
-    runner = _match_runner(planner, 2 * size)
     budgets = np.asarray((0, *planner.config.budgets))
-    states, keys, a_id, start_id = fns.start(padded, t0)
-    # Padding games never move; A plays rows [:size] first, rows [size:] second.
-    alive = np.concatenate([np.arange(size) < n] * 2) & ~np.asarray(states.done)
+    states, keys, a_id, start_id = _start_fn(planner, opening_plies)(padded, t0)
+    # Padding games never move (no plies to play); A plays rows [:size] first, rows [size:]
+    # second.
+    stop = np.where(np.concatenate([np.arange(size) < n] * 2), max_plies, 0)
     carries = {(p, h): pl.init(size) for p, pl in enumerate((player_a, player_b)) for h in (0, 1)}
     players = (player_a, player_b)
-    score = np.zeros(2 * size)
-    # Row r's game in the returned Episodes (-1: padding).
-    keep = np.concatenate([np.arange(n), size + np.arange(n)])
-    row_game = np.full(2 * size, -1)
-    row_game[keep] = np.arange(2 * n)
-    a_id_h = np.asarray(a_id)
-    log_opt, log_ply, log_clock, log_act, log_mover = [], [], [], [], []
-    i = 0
-    while alive.any() and i < max_plies:
-        keys, sub, choice_keys = fns.split(keys)
-        out = fns.evaluate(params, states)
+
+    def choose(i, states, out, choice_keys):
         opts = []
         for h in (0, 1):
             # Half 0 has A to move on even plies, half 1 on odd ones (even openings).
@@ -223,30 +218,32 @@ def play_match(
                 carries[p, h], states, out, choice_keys
             )
             opts.append(o)
-        opt = np.concatenate(jax.device_get(opts)).astype(np.int64)
-        ks = np.where(alive & (opt > 0), budgets[np.clip(opt, 0, None)], SKIP)
-        searched = runner(params, sub, states, ks)
-        before = (
-            np.asarray(states.frame),
-            np.asarray(states.inner.clocks),
-            np.asarray(states.current_player),
-        )
-        nxt, action, rewards = fns.advance(states, out, searched, opt, sub, alive)
-        action, rewards, done = jax.device_get((action, rewards, nxt.done))
+        return np.concatenate(jax.device_get(opts))
+
+    score = np.zeros(2 * size)
+    # Row r's game in the returned Episodes (-1: padding).
+    keep = np.concatenate([np.arange(n), size + np.arange(n)])
+    row_game = np.full(2 * size, -1)
+    row_game[keep] = np.arange(2 * n)
+    a_id_h = np.asarray(a_id)
+    log_opt, log_ply, log_clock, log_act, log_mover = [], [], [], [], []
+    runner = _match_runner(planner, 2 * size)
+    for step in _plies(planner, params, states, keys, choose, stop, runner):
+        alive, states, opt = step.alive, step.states, step.options
+        action, rewards = jax.device_get((step.actions, step.rewards))
         if on_ply is not None:
-            cost = np.where(alive & (opt > 0), np.asarray(searched.cost), 0)
+            cost = np.where(alive & (opt > 0), np.asarray(step.searched.cost), 0)
             acted = np.where(alive, action, -1)
-            on_ply(MatchPly(i, row_game, alive.copy(), states, out, opt, acted, cost, nxt))
-        states = nxt
-        a_moved = before[2] == a_id_h
+            nxt = step.next_states
+            on_ply(MatchPly(step.i, row_game, alive, states, step.out, opt, acted, cost, nxt))
+        mover = np.asarray(states.current_player)
         score += np.where(alive, rewards[np.arange(2 * size), a_id_h], 0.0)
-        log_opt.append(np.where(alive & a_moved, opt, _NOT_A))
-        log_ply.append(before[0])
-        log_clock.append(before[1][np.arange(2 * size), a_id_h])
+        log_opt.append(np.where(alive & (mover == a_id_h), opt, _NOT_A))
+        log_ply.append(np.asarray(states.frame))
+        log_clock.append(np.asarray(states.inner.clocks)[np.arange(2 * size), a_id_h])
         log_act.append(np.where(alive, action, -1))
-        log_mover.append(before[2])
-        alive &= ~done
-        i += 1
+        log_mover.append(mover)
+        states = step.next_states
     opt, ply, clock = (np.stack(x, 1)[keep] for x in (log_opt, log_ply, log_clock))
     acts, movers = np.stack(log_act, 1)[keep], np.stack(log_mover, 1)[keep]
     mine = [o != _NOT_A for o in opt]
@@ -281,7 +278,7 @@ def match_start(
     the ply sequence `play_match` would."""
     seeds = np.asarray(seeds).astype(np.uint32)
     t0 = planner.game.initial_time if initial_time is None else int(initial_time)
-    states, keys, _, _ = _match_fns(planner, opening_plies).start(seeds, t0)
+    states, keys, _, _ = _start_fn(planner, opening_plies)(seeds, t0)
     n = len(seeds)
     return jax.tree.map(lambda x: x[:n], states), keys[:n]
 
@@ -307,33 +304,66 @@ def play_on(
         (states `[R]`, move keys `[R]` to go on from them, rewards `[R, 2]` summed per player
         id over the plies played (+1 win, -1 loss, 0 otherwise), plies played `[R]`).
     """
-    fns = _match_fns(planner, EVAL_OPENING_PLIES)
     rows = keys.shape[0]
-    runner = runner or _match_runner(planner, rows)
-    budgets = np.asarray((0, *planner.config.budgets))
-    alive = ~np.asarray(states.done)
     stop = np.full(rows, max_plies) if until is None else np.minimum(until, max_plies)
     rewards = np.zeros((rows, 2))
     plies = np.zeros(rows, np.int64)
+    runner = runner or _match_runner(planner, rows)
+    for step in _plies(planner, params, states, keys, choose, stop, runner):
+        states, keys = step.next_states, step.next_keys
+        rewards += np.where(step.alive[:, None], np.asarray(step.rewards), 0.0)
+        plies += step.alive
+    return states, keys, rewards, plies
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ply:
+    """One ply of `_plies`: rows `[R]`."""
+
+    i: int  # plies played before this one
+    alive: np.ndarray  # [R] bool the row plays this ply
+    states: games.State  # [R] before the ply
+    out: NetOutput  # [R] the planner's output at `states`
+    options: np.ndarray  # [R] int each row's option
+    searched: Any  # the `OptionRunner`'s result for the rows that searched
+    next_states: games.State  # [R] after the ply (unchanged where not alive)
+    next_keys: jax.Array  # [R] the move keys to go on from (unchanged where not alive)
+    actions: jax.Array  # [R] the action played (meaningless where not alive)
+    rewards: jax.Array  # [R, 2] per player id (0 where not alive)
+
+
+def _plies(
+    planner: Planner,
+    params,
+    states: games.State,
+    keys: jax.Array,
+    choose: Callable[[int, games.State, NetOutput, jax.Array], Any],
+    stop: np.ndarray,
+    runner: OptionRunner,
+) -> Iterator[_Ply]:
+    """The one clock-game ply loop (`play_match`, `play_on`): yields each ply played from
+    `states` `[R]` with move keys `keys` `[R]`, each row's option from `choose(i, states, out,
+    choice_keys) -> [R]`, until every row's game is over or has played its `stop` `[R]` plies.
+    A row that stopped keeps its keys, so a later loop goes on as if it had not stopped."""
+    fns = _ply_fns(planner)
+    budgets = np.asarray((0, *planner.config.budgets))
+    alive = ~np.asarray(states.done)
     i = 0
     while True:
         alive &= i < stop
         if not alive.any():
-            break
-        # A row stopped by `until` keeps its keys: a later `play_on` goes on as if unstopped.
+            return
         nkeys, sub, choice_keys = fns.split(keys)
         out = fns.evaluate(params, states)
         opt = np.asarray(jax.device_get(choose(i, states, out, choice_keys))).astype(np.int64)
         ks = np.where(alive & (opt > 0), budgets[np.clip(opt, 0, None)], SKIP)
         searched = runner(params, sub, states, ks)
-        nxt, _, r = fns.advance(states, out, searched, opt, sub, alive)
-        states = nxt
+        nxt, action, rewards = fns.advance(states, out, searched, opt, sub, alive)
         keys = jnp.where(jnp.asarray(alive)[:, None], nkeys, keys)
-        rewards += np.where(alive[:, None], np.asarray(r), 0.0)
-        plies += alive
+        yield _Ply(i, alive.copy(), states, out, opt, searched, nxt, keys, action, rewards)
+        states = nxt
         alive &= ~np.asarray(nxt.done)
         i += 1
-    return states, keys, rewards, plies
 
 
 #: `play_match`'s marker of a ply that is not one of A's moves.
@@ -359,17 +389,10 @@ def unique_games(ids: Sequence[str]) -> np.ndarray:
     return first
 
 
-@dataclasses.dataclass(frozen=True)
-class _MatchFns:
-    start: Callable
-    split: Callable
-    evaluate: Callable
-    advance: Callable
-
-
 @functools.lru_cache(maxsize=8)
-def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
-    """The jitted pieces of `play_match` for one planner (compiled once per batch size)."""
+def _start_fn(planner: Planner, opening_plies: int) -> Callable:
+    """`play_match`'s start, jitted: seeds `[S]`, T0 -> (states `[2S]` (each opening twice),
+    move keys `[2S]`, A's player id `[2S]`, each start position's identity `[2S, F]`)."""
     game = planner.game
 
     def start(seeds, initial_time):
@@ -393,6 +416,21 @@ def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
         )(states)
         return states, move_keys, a_id, start_id
 
+    return jax.jit(start)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlyFns:
+    split: Callable
+    evaluate: Callable
+    advance: Callable
+
+
+@functools.lru_cache(maxsize=8)
+def _ply_fns(planner: Planner) -> _PlyFns:
+    """The jitted pieces of a ply of `_plies` for one planner (compiled once per batch size)."""
+    game = planner.game
+
     def split(keys):
         pair = jax.vmap(lambda k: jax.random.split(k))(keys)
         keys, sub = pair[:, 0], pair[:, 1]
@@ -413,8 +451,7 @@ def _match_fns(planner: Planner, opening_plies: int) -> _MatchFns:
         rewards = jnp.where(alive[:, None], nxt.inner.rewards, 0.0)
         return nxt, action, rewards
 
-    return _MatchFns(
-        start=jax.jit(start),
+    return _PlyFns(
         split=jax.jit(split),
         evaluate=jax.jit(planner.evaluate),
         advance=jax.jit(advance),

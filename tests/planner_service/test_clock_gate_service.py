@@ -24,7 +24,7 @@ from rtplan.harness.checkpoint import gate_path, planner_path
 from rtplan.planner import Planner
 from rtplan.planner.matches import (
     EVAL_OPENING_PLIES,
-    _match_fns,
+    _start_fn,
     game_id,
     option_player,
     play_match,
@@ -129,7 +129,7 @@ def test_a_game_over_grpc_equals_the_in_process_gate_ply_for_ply(served):
         max_plies=PLIES,
     )
     # The same openings as play_match: both colours of seed 3 (its own start function).
-    states, _, a_ids, start_ids = _match_fns(planner, EVAL_OPENING_PLIES).start(
+    states, _, a_ids, start_ids = _start_fn(planner, EVAL_OPENING_PLIES)(
         np.asarray(seeds, np.uint32), T0
     )
     decide, step = _jitted(served.gate)
