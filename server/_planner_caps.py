@@ -1,4 +1,4 @@
-"""What the planner service serves (games, budgets, gates), asked over gRPC and kept briefly, and
+"""What the planner services serve (games, budgets, gates), asked over gRPC and kept briefly, and
 the one check every planner path of a session (agent, gate, opponent) goes through."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import grpc
 
 from rtplan import games
 from rtplan.server._config import SessionConfig, SessionError
-from rtplan.v1 import planner_pb2
+from rtplan.server._planner_route import PlannerRouter
 
 #: Seconds the planner service gets to list what it serves.
 QUERY_TIMEOUT_S = 10.0
@@ -34,16 +34,31 @@ class ServedGame:
     gate: bool  # a gate checkpoint is loaded: the planner agent may play without k
     ready: bool = True  # compiled: it plans now (the service compiles its games in turn)
     clock_gate: bool = False  # the gate is a clock game's recurrent gate (state per side)
+    gate_ready: bool = False  # its gated requests plan now (its gate compiles first)
+    #: The planner service that serves it (its calls go there); where, not what: not compared.
+    address: str | None = dataclasses.field(default=None, compare=False)
+
+    def plans(self, *, gate: bool = False) -> bool:
+        """Whether it plans now: compiled, or (`gate`: a gated request) its gate compiled."""
+        return self.ready or (gate and self.gate_ready)
 
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
-    """The planner service's answer: what it serves, or why nothing can be planned."""
+    """The planner services' answers: what they serve, or why nothing can be planned."""
 
     address: str | None
     games: Mapping[str, ServedGame] = dataclasses.field(default_factory=dict)
     #: Why the service plans nothing: no address configured, or it did not answer (None: it did).
     error: str | None = None
+    #: With several services: what each said, in order (address, "serves a, b" or "did not
+    #: answer (...)"); empty with one.
+    services: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Every service answered."""
+        return self.error is None and not any(s.startswith("did not") for _, s in self.services)
 
     def refusal(self, game_id: str, *, k: int | None = None, gate: bool = False) -> str | None:
         """Why the planner cannot play `game_id` (at budget `k`, or with its gate), as the
@@ -51,22 +66,26 @@ class Capabilities:
         if self.error is not None:
             return self.error
         served = self.games.get(game_id)
+        if served is None and self.services:
+            said = "; ".join(f"{address} {what}" for address, what in self.services)
+            return f"no planner service serves {game_id} ({said})"
         if served is None:
             have = ", ".join(self.games) or "no game"
             return (
                 f"the planner service at {self.address} does not serve {game_id} (it serves {have})"
             )
+        at = served.address or self.address
         if gate and not served.gate:
-            return f"the planner service at {self.address} has no gate for {game_id}"
+            return f"the planner service at {at} has no gate for {game_id}"
         if k is not None and k not in served.budgets:
             return (
-                f"the planner service at {self.address} does not plan {game_id} at k={k} "
+                f"the planner service at {at} does not plan {game_id} at k={k} "
                 f"(its budgets: {list(served.budgets)})"
             )
         # Last: what can never run is said before what will run once compiled.
-        if not served.ready:
+        if not served.plans(gate=gate and k is None):
             return (
-                f"the planner service at {self.address} is still compiling {game_id} "
+                f"the planner service at {at} is still compiling {game_id} "
                 "(it serves each game once compiled; try again shortly)"
             )
         return None
@@ -132,7 +151,14 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, kind: games.Kind) -
 
 
 class PlannerCapabilities:
-    """Asks the planner service what it serves (`ListGames`); keeps a good answer `CACHE_S`."""
+    """Asks the planner services what they serve (`ListGames`), merges their answers and routes
+    each game's Plan calls to the service that serves it (`PlannerRouter.route`); keeps a good
+    answer `CACHE_S`.
+
+    `stub`: a `PlannerRouter` over the services, or one service's stub (None: no service).
+    A game two services serve goes to the one that plans it soonest (compiled, then its gate
+    compiled), the first named on a tie.
+    """
 
     def __init__(
         self,
@@ -142,6 +168,8 @@ class PlannerCapabilities:
         cache_s: float = CACHE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if stub is not None and not isinstance(stub, PlannerRouter):
+            stub = PlannerRouter([(address, stub)])
         self._stub = stub
         self._address = address
         self._cache_s = cache_s
@@ -166,23 +194,32 @@ class PlannerCapabilities:
             if fresh and not all(g.ready for g in self._last.games.values()):
                 # A game is about to become ready.
                 fresh = age < COMPILING_CACHE_S and not deciding
-            if not (fresh and self._last.error is None):
+            if not (fresh and self._last.complete):
                 self._last, self._at = await self._ask(), self._clock()
             return self._last
 
     async def _ask(self) -> Capabilities:
-        try:
-            reply = await self._stub.ListGames(
-                planner_pb2.ListPlannerGamesRequest(), timeout=QUERY_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError as e:
-            return Capabilities(
-                self._address,
-                error=f"the planner service at {self._address} did not answer "
-                f"({e.code().name}: {e.details()})",
-            )
-        served = {
-            g.game_id: ServedGame(tuple(g.budgets), g.gate, not g.compiling, g.clock_gate)
-            for g in reply.games
-        }
-        return Capabilities(self._address, served)
+        served: dict[str, ServedGame] = {}
+        said, errors = [], []
+        for address, reply in await self._stub.list_games(QUERY_TIMEOUT_S):
+            if isinstance(reply, grpc.aio.AioRpcError):
+                why = f"did not answer ({reply.code().name}: {reply.details()})"
+                said.append((address, why))
+                errors.append(f"the planner service at {address} {why}")
+                continue
+            for g in reply.games:
+                game = ServedGame(
+                    tuple(g.budgets), g.gate, not g.compiling, g.clock_gate, g.gate_ready, address
+                )
+                known = served.get(g.game_id)
+                if known is None or _soonest(game) > _soonest(known):
+                    served[g.game_id] = game
+            said.append((address, f"serves {', '.join(g.game_id for g in reply.games) or 'none'}"))
+        self._stub.route({game_id: g.address for game_id, g in served.items()})
+        several = tuple(said) if len(said) > 1 else ()
+        error = "; ".join(errors) if len(errors) == len(said) else None
+        return Capabilities(self._address, served, error=error, services=several)
+
+
+def _soonest(game: ServedGame) -> tuple[bool, bool]:
+    return game.ready, game.gate_ready
