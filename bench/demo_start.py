@@ -133,12 +133,15 @@ def measure(games: int, cache: Path | None) -> dict:
         try:
             lobby_s, found = demo.wait(_LOBBY)
             base = found.group(1)
+            print(f"lobby at {lobby_s:.1f} s", flush=True)
             gate_s, _ = demo.wait(_GATE_READY)
+            print(f"showcase gate ready at {gate_s:.1f} s", flush=True)
             demo.wait(_GAME)
             first = demo.sessions()[0]
             while (info := http_json("GET", f"{base}/v1/sessions/{first}"))["frame"] < 1:
                 time.sleep(0.05)
             first_frame_s = time.monotonic() - demo.start
+            print(f"first frame at {first_frame_s:.1f} s", flush=True)
             ended = []
             while len(ended) < games:
                 sids = demo.sessions()
@@ -187,6 +190,9 @@ def main() -> int:
     p.add_argument("--cache", type=Path, default=None, help="XDG_CACHE_HOME (default: empty)")
     p.add_argument("--csv", type=Path, default=RESULTS / "demo_start.csv")
     args = p.parse_args()
+    # Stopped (a background job ignores SIGINT): the demo and its services stop with it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     row = measure(args.games, args.cache)
     print(
         f"lobby {row['lobby_s']} s, gate ready {row['gate_ready_s']} s, first frame "

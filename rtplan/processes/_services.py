@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -21,6 +22,13 @@ _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
 #: ... and once a game plans ("planner service: GAME ready in ..."), or its gated requests do
 #: ("... GAME gate ready in ...": its gate compiles before its forced budgets).
 _READY, _GATE_READY = "ready", "gate ready"
+
+
+def _free_port() -> int:
+    """A local TCP port that was free a moment ago (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _echo(echo: bool | Callable[[str, str], None], name: str) -> bool | Callable[[str], None]:
@@ -63,7 +71,8 @@ def services(
     planner service ("planner-others") that runs at this nice value from its start, so that
     nothing but `game_ids` ever runs in the first; the env server sends each game's calls to
     the service that serves it (its `--planner-address A;B`). `addr["planner"]` is that
-    address setting.
+    address setting. That service's port is picked here (free a moment ago) rather than read
+    from its line: nothing waits for a process that starts at the lowest priority.
     """
     placement = placement or Placement()
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
@@ -93,10 +102,14 @@ def services(
             else:
                 split = [("planner", list(dict.fromkeys([*first, *others])), 0)]
             where = placement.planner
-            planners = []
+            planners, ports = [], []
             for name, served, nice in split:
-                argv = [*py, "planner-service", "--port", "0", "--games", ",".join(served), *ckpt]
-                argv += list(where.args)
+                # A niced service starts slowly (its imports too run on what CPU is left): its
+                # port is picked here (free a moment ago), so nothing waits for it to bind.
+                port = _free_port() if nice else 0
+                ports.append(port)
+                argv = [*py, "planner-service", "--port", str(port), "--games", ",".join(served)]
+                argv += [*ckpt, *where.args]
                 child = Child(
                     name,
                     argv,
@@ -107,11 +120,9 @@ def services(
                 )
                 children.append(child)
                 planners.append(child)
-            ports = []
-            for child in planners:
-                # It binds before it compiles: the env server starts (and compiles) meanwhile.
-                line = child.wait_for("planner service bound to", timeout=600, stopping=stopping)
-                ports.append(int(_PLANNER_BOUND.search(line).group(1)))
+            # The first binds before it compiles: the env server starts (and compiles) meanwhile.
+            line = planners[0].wait_for("planner service bound to", timeout=600, stopping=stopping)
+            ports[0] = int(_PLANNER_BOUND.search(line).group(1))
             planner_address = ";".join(f"127.0.0.1:{port}" for port in ports)
             env_argv += ["--planner-address", planner_address]
         where = placement.env_server
