@@ -32,6 +32,7 @@ from rtplan.planner_service._batcher import Batcher, BatchStats, not_started_why
 from rtplan.planner_service._errors import (
     BudgetError,
     EngineError,
+    GatedOnlyError,
     GateLoadError,
     InvalidRequestError,
     NoGateError,
@@ -66,6 +67,7 @@ __all__ = [
     "DeviceError",
     "Engine",
     "EngineError",
+    "GatedOnlyError",
     "GateLoadError",
     "InvalidRequestError",
     "LoadedGame",
@@ -111,6 +113,7 @@ class Engine:
         max_batch: int = 1,
         batch_slots: int = 2,
         batch_wait_s: float = 0.002,
+        gated_only: bool = False,
     ) -> None:
         """Loads one planner per game, and the gates of those that have one.
 
@@ -127,6 +130,8 @@ class Engine:
             batch_slots: batched searches that may run at once (with `max_batch` > 1).
             batch_wait_s: the longest a search waits for others to join it while a slot is
                 free (less when its deadline needs the time).
+            gated_only: a game with a gate serves gated requests only: its forced budgets are
+                never compiled, and a forced k raises `GatedOnlyError`.
 
         Raises:
             games.UnknownGameError: a game id that is not registered.
@@ -146,6 +151,7 @@ class Engine:
         self._compiler_options = dict(compiler_options or {})
         self._games: dict[str, LoadedGame] = {}
         self.max_batch = max_batch
+        self.gated_only = gated_only
         #: The batch sizes searches run at.
         self.search_rungs = search_rungs(max_batch) if max_batch > 1 else (1,)
         self._batcher = None
@@ -229,6 +235,7 @@ class Engine:
             max_batch=settings.max_batch,
             batch_slots=settings.max_concurrent,
             batch_wait_s=settings.batch_wait_ms / 1000,
+            gated_only=settings.gated_only,
         )
 
     # Compilation -------------------------------------------------------------------------------
@@ -295,9 +302,10 @@ class Engine:
                     self._gate_ready[game_id].set()
                     if on_gate_ready is not None:
                         on_gate_ready(game_id)
-                rest = dict.fromkeys(k for k, _ in loaded.options.kinds() if k not in gated)
-                list(pool.map(self._warm, self._warm_jobs(loaded, state, rest)))
-                self._game_ready[game_id].set()
+                if not self.serves_gated_only(game_id):
+                    rest = dict.fromkeys(k for k, _ in loaded.options.kinds() if k not in gated)
+                    list(pool.map(self._warm, self._warm_jobs(loaded, state, rest)))
+                    self._game_ready[game_id].set()
                 if on_ready is not None:
                     on_ready(game_id)
         finally:
@@ -347,9 +355,17 @@ class Engine:
         gate-tree gate's own options at each search rung."""
         return self._compiled, sum(self.executables(g) for g in self._games)
 
+    def serves_gated_only(self, game_id: str) -> bool:
+        """`game_id` serves gated requests only (`gated_only` and it has a gate)."""
+        return self.gated_only and self.loaded(game_id).gate is not None
+
     def executables(self, game_id: str) -> int:
         """The executables `compile()` builds for `game_id` (see `progress`)."""
-        kinds = [kind for kind, _ in self.loaded(game_id).options.kinds()]
+        options = self.loaded(game_id).options
+        gated = options.gated_kinds()
+        kinds = [kind for kind, _ in options.kinds()]
+        if self.serves_gated_only(game_id):
+            kinds = [kind for kind in kinds if kind in gated]
         searches = sum(kind in SEARCH_KINDS for kind in kinds)
         return len(kinds) - searches + searches * len(self.search_rungs)
 
@@ -580,6 +596,11 @@ class Engine:
         loaded = self.loaded(game_id)
         if gated and self._gate_ready[game_id].is_set():
             return loaded
+        if not gated and self.serves_gated_only(game_id):
+            raise GatedOnlyError(
+                f"this planner service plans {game_id} gated only (--gated-only): ask for the "
+                "gate (budget.gate), or a service that serves its forced budgets"
+            )
         if not self._game_ready[game_id].is_set():
             done, total = self.progress
             ready = ", ".join(self.ready_games) or "none yet"

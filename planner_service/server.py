@@ -278,6 +278,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         games = [self.engine.loaded(g) for g in self.engine.game_ids]
         ready = set(self.engine.ready_games)
         gate_ready = set(self.engine.gate_ready_games)
+        only = self.engine.serves_gated_only
         return pb.ListPlannerGamesResponse(
             games=[
                 pb.PlannerGame(
@@ -287,8 +288,10 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                     gate=g.gate is not None,
                     clock_gate=g.clock_gate,
                     checkpoint=g.checkpoint,
-                    compiling=g.game_id not in ready,
+                    # A game served gated only is done once its gate plans.
+                    compiling=g.game_id not in (gate_ready if only(g.game_id) else ready),
                     gate_ready=g.game_id in gate_ready,
+                    gated_only=only(g.game_id),
                 )
                 for g in games
             ]

@@ -14,6 +14,7 @@ import grpc
 from rtplan import games
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._planner_route import PlannerRouter
+from rtplan.v1 import planner_pb2
 
 #: Seconds the planner service gets to list what it serves.
 QUERY_TIMEOUT_S = 10.0
@@ -28,19 +29,39 @@ _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 
 @dataclasses.dataclass(frozen=True)
 class ServedGame:
-    """One game the planner service plans."""
+    """One game the planner services plan."""
 
     budgets: tuple[int, ...]
     gate: bool  # a gate checkpoint is loaded: the planner agent may play without k
-    ready: bool = True  # compiled: it plans now (the service compiles its games in turn)
+    ready: bool = True  # compiled: its forced budgets plan now (a service compiles in turn)
     clock_gate: bool = False  # the gate is a clock game's recurrent gate (state per side)
     gate_ready: bool = False  # its gated requests plan now (its gate compiles first)
-    #: The planner service that serves it (its calls go there); where, not what: not compared.
+    gated_only: bool = False  # no service plans its forced budgets, only its gate
+    #: Where its gated calls go, and its forced ones (None: the same); where, not what: not
+    #: compared.
     address: str | None = dataclasses.field(default=None, compare=False)
+    forced_address: str | None = dataclasses.field(default=None, compare=False)
+
+    @classmethod
+    def listed(cls, g: planner_pb2.PlannerGame, address: str) -> ServedGame:
+        """One service's listing of a game (`ListGames`). A service that predates `gate_ready`
+        plans gated requests once the game is compiled."""
+        ready = not g.compiling and not g.gated_only
+        gate_ready = g.gate_ready or (g.gate and not g.compiling)
+        return cls(tuple(g.budgets), g.gate, ready, g.clock_gate, gate_ready, g.gated_only, address)
 
     def plans(self, *, gate: bool = False) -> bool:
         """Whether it plans now: compiled, or (`gate`: a gated request) its gate compiled."""
         return self.ready or (gate and self.gate_ready)
+
+    def where(self, *, gate: bool = False) -> str | None:
+        """The address its gated (`gate`) or forced calls go to."""
+        return self.address if gate else (self.forced_address or self.address)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing about it changes by compiling any more."""
+        return (self.ready or self.gated_only) and (self.gate_ready or not self.gate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,16 +95,21 @@ class Capabilities:
             return (
                 f"the planner service at {self.address} does not serve {game_id} (it serves {have})"
             )
-        at = served.address or self.address
+        at = served.where(gate=gate and k is None) or self.address
         if gate and not served.gate:
             return f"the planner service at {at} has no gate for {game_id}"
+        if k is not None and served.gated_only:
+            return (
+                f"the planner service at {at} plans {game_id} gated only (no service here "
+                "plans its forced budgets)"
+            )
         if k is not None and k not in served.budgets:
             return (
                 f"the planner service at {at} does not plan {game_id} at k={k} "
                 f"(its budgets: {list(served.budgets)})"
             )
         # Last: what can never run is said before what will run once compiled.
-        if not served.plans(gate=gate and k is None):
+        if not served.plans(gate=(gate and k is None) or served.gated_only):
             return (
                 f"the planner service at {at} is still compiling {game_id} "
                 "(it serves each game once compiled; try again shortly)"
@@ -191,7 +217,7 @@ class PlannerCapabilities:
         async with self._lock:
             age = self._clock() - self._at
             fresh = self._last is not None and age < self._cache_s
-            if fresh and not all(g.ready for g in self._last.games.values()):
+            if fresh and not all(g.settled for g in self._last.games.values()):
                 # A game is about to become ready.
                 fresh = age < COMPILING_CACHE_S and not deciding
             if not (fresh and self._last.complete):
@@ -199,7 +225,7 @@ class PlannerCapabilities:
             return self._last
 
     async def _ask(self) -> Capabilities:
-        served: dict[str, ServedGame] = {}
+        listed: dict[str, list[ServedGame]] = {}
         said, errors = [], []
         for address, reply in await self._stub.list_games(QUERY_TIMEOUT_S):
             if isinstance(reply, grpc.aio.AioRpcError):
@@ -208,18 +234,34 @@ class PlannerCapabilities:
                 errors.append(f"the planner service at {address} {why}")
                 continue
             for g in reply.games:
-                game = ServedGame(
-                    tuple(g.budgets), g.gate, not g.compiling, g.clock_gate, g.gate_ready, address
-                )
-                known = served.get(g.game_id)
-                if known is None or _soonest(game) > _soonest(known):
-                    served[g.game_id] = game
+                listed.setdefault(g.game_id, []).append(ServedGame.listed(g, address))
             said.append((address, f"serves {', '.join(g.game_id for g in reply.games) or 'none'}"))
-        self._stub.route({game_id: g.address for game_id, g in served.items()})
+        served = {game_id: _merged(entries) for game_id, entries in listed.items()}
+        routes = {}
+        for game_id, g in served.items():
+            routes[game_id, True], routes[game_id, False] = g.where(gate=True), g.where()
+        self._stub.route(routes)
         several = tuple(said) if len(said) > 1 else ()
         error = "; ".join(errors) if len(errors) == len(said) else None
         return Capabilities(self._address, served, error=error, services=several)
 
 
-def _soonest(game: ServedGame) -> tuple[bool, bool]:
-    return game.ready, game.gate_ready
+def _merged(entries: list[ServedGame]) -> ServedGame:
+    """One game as several services list it (in the order they are named): its gated calls go
+    to the first whose gate plans now (else the first with a gate), its forced calls to the
+    first that plans its forced budgets now (else the first that serves them)."""
+    gated = [e for e in entries if e.gate]
+    forced = [e for e in entries if not e.gated_only]
+    gate = next((e for e in gated if e.gate_ready), gated[0] if gated else None)
+    plain = next((e for e in forced if e.ready), forced[0] if forced else None)
+    base = plain or gate
+    return ServedGame(
+        budgets=base.budgets,
+        gate=gate is not None,
+        ready=plain is not None and plain.ready,
+        clock_gate=(gate or base).clock_gate,
+        gate_ready=gate is not None and gate.gate_ready,
+        gated_only=plain is None,
+        address=(gate or base).address,
+        forced_address=base.address,
+    )

@@ -29,23 +29,27 @@ class PlannerRouter:
             raise ValueError("a planner router needs at least one service")
         self.services = tuple(services)
         self._stubs = dict(self.services)
-        self._routes: dict[str, str] = {}
+        self._routes: dict[tuple[str, bool], str] = {}
 
     @property
     def addresses(self) -> tuple[str, ...]:
         return tuple(address for address, _ in self.services)
 
-    def route(self, routes: Mapping[str, str]) -> None:
-        """Sends each game's calls to a service from now on: game id -> its address."""
+    def route(self, routes: Mapping[tuple[str, bool], str]) -> None:
+        """Sends calls to a service from now on: (game id, gated) -> its address. A game's gated
+        and forced calls may go to different services (the demo's showcase plays gated in a
+        service of its own, which never compiles its forced budgets)."""
         self._routes = dict(routes)
 
-    def address_of(self, game_id: str) -> str:
-        """The address of the service that gets `game_id`'s calls."""
-        return self._routes.get(game_id, self.services[0][0])
+    def address_of(self, game_id: str, *, gated: bool = False) -> str:
+        """The address of the service that gets `game_id`'s gated (`gated`) or forced calls."""
+        return self._routes.get((game_id, gated), self.services[0][0])
 
     def Plan(self, request: planner_pb2.PlanRequest, **kwargs):  # noqa: N802 (the stub's name)
-        """The Plan call of the service that serves `request.game_id` (a `PlannerStub.Plan`)."""
-        return self._stubs[self.address_of(request.game_id)].Plan(request, **kwargs)
+        """The Plan call of the service that serves `request.game_id` at its budget (a
+        `PlannerStub.Plan`)."""
+        gated = request.budget.WhichOneof("budget") == "gate"
+        return self._stubs[self.address_of(request.game_id, gated=gated)].Plan(request, **kwargs)
 
     async def list_games(
         self, timeout: float

@@ -72,7 +72,9 @@ def services(
     nothing but `game_ids` ever runs in the first; the env server sends each game's calls to
     the service that serves it (its `--planner-address A;B`). `addr["planner"]` is that
     address setting. That service's port is picked here (free a moment ago) rather than read
-    from its line: nothing waits for a process that starts at the lowest priority.
+    from its line: nothing waits for a process that starts at the lowest priority. With
+    `gated` too, the first serves `game_ids` gated only (`--gated-only`: it never compiles
+    their forced budgets) and the second serves those, after its own games.
     """
     placement = placement or Placement()
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
@@ -98,7 +100,9 @@ def services(
             first = [g for g in game_ids if planner_games is None or g in planner_games]
             others = [g for g in planner_games or () if g not in first]
             if background_nice is not None and first and others:
-                split = [("planner", first, 0), ("planner-others", others, background_nice)]
+                # Played gated, `game_ids`' forced budgets are the second service's, last.
+                later = [*others, *first] if gated else others
+                split = [("planner", first, 0), ("planner-others", later, background_nice)]
             else:
                 split = [("planner", list(dict.fromkeys([*first, *others])), 0)]
             where = placement.planner
@@ -110,6 +114,8 @@ def services(
                 ports.append(port)
                 argv = [*py, "planner-service", "--port", str(port), "--games", ",".join(served)]
                 argv += [*ckpt, *where.args]
+                if gated and len(split) > 1 and not nice:
+                    argv.append("--gated-only")
                 child = Child(
                     name,
                     argv,

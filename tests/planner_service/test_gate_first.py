@@ -10,7 +10,7 @@ import jax
 import pytest
 
 from rtplan.planner_service import BackgroundService, Engine
-from rtplan.planner_service.engine import GATE, NotReadyError
+from rtplan.planner_service.engine import GATE, GatedOnlyError, NotReadyError
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
 from support import write_gate, write_planner
@@ -62,3 +62,21 @@ def test_a_game_without_a_gate_is_never_gate_ready(tmp_path):
     called = []
     engine.compile(on_gate_ready=called.append)
     assert (called, engine.gate_ready_games, engine.ready_games) == ([], (), (SNAKE,))
+
+
+def test_a_gated_only_service_never_compiles_the_forced_budgets(tmp_path):
+    root = write_planner(tmp_path, SNAKE, budgets=(2,), simulations=(2,))
+    write_gate(root, SNAKE, tree="gate")
+    engine = Engine.from_dir(root, compiler_options=FAST, gated_only=True)
+    game = engine.loaded(SNAKE).planner.game
+    state = jax.device_get(game.init(jax.random.PRNGKey(0)))
+    with BackgroundService(engine) as service:
+        assert engine.ready and engine.progress == (2, 2)  # the gate and its one option
+        decision = engine.decision(SNAKE, state, GATE)
+        engine.plan(SNAKE, state, decision.k, gated=True)
+        with pytest.raises(GatedOnlyError, match="gated only"):
+            engine.check(SNAKE, 2)
+        with grpc.insecure_channel(service.address) as channel:
+            stub = planner_pb2_grpc.PlannerStub(channel)
+            (listed,) = stub.ListGames(pb.ListPlannerGamesRequest(), timeout=10).games
+    assert (listed.gated_only, listed.gate_ready, listed.compiling) == (True, True, False)

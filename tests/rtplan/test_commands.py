@@ -269,7 +269,15 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     assert others[others.index("--games") + 1] == "speed-go-v0"
     assert (nices["planner"], nices["planner-others"]) == (0, 19)
     assert env[env.index("--planner-address") + 1] == addr["planner"]
-    assert "--background-nice" not in planner + others
+    assert "--background-nice" not in planner + others and "--gated-only" not in planner
+    # Played gated: the showcase's service serves it gated only, its forced budgets are the
+    # other service's, after its own games.
+    argvs.clear()
+    with processes.services("snake-rt-v0", planner_games=served, background_nice=19, gated=True):
+        pass
+    planner, others = argvs["planner"], argvs["planner-others"]
+    assert "--gated-only" in planner and "--gated-only" not in others
+    assert others[others.index("--games") + 1] == "speed-go-v0,snake-rt-v0"
     # ... and with no other game, there is no other service.
     argvs.clear()
     with processes.services("snake-rt-v0", background_nice=19):

@@ -14,7 +14,7 @@ from rtplan.planner_service import BackgroundService, Engine
 from rtplan.server import Settings, create_app
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from support import write_checkpoints, write_planner
+from support import write_checkpoints, write_gate, write_planner
 
 SNAKE, HEX, GO = "snake-rt-v0", "speed-hex-v0", "speed-go-v0"
 FAST = {"xla_backend_optimization_level": 0}
@@ -86,8 +86,9 @@ def test_a_game_no_service_serves_is_refused_with_what_each_serves(two):
     client, hex_service, snake_service = two
     refused = client.post("/v1/sessions", json={"game": GO, "agent": "planner", "k": 2})
     assert refused.status_code == 409
-    assert f"no planner service serves {GO} ({hex_service.address} serves {HEX}" in (
-        refused.json()["detail"]
+    assert (
+        f"no planner service serves {GO} ({hex_service.address} serves {HEX}"
+        in (refused.json()["detail"])
     )
 
 
@@ -98,3 +99,56 @@ def test_a_game_no_service_serves_is_refused_with_what_each_serves(two):
 def test_a_bad_list_of_services_is_named(address, says):
     with pytest.raises(ValueError, match=says):
         Settings(planner_address=address)
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    """An env server over two real planner services of Snake with a gate: the first serves it
+    gated only (as the demo's showcase service does), the second all of it."""
+    tmp = tmp_path_factory.mktemp("split")
+    root = write_checkpoints(tmp / "env", (SNAKE,))
+    services = []
+    for name, gated_only in (("gated", True), ("all", False)):
+        folder = write_planner(tmp / name, SNAKE, budgets=(2,), simulations=(2,))
+        write_gate(folder, SNAKE)
+        engine = Engine.from_dir(folder, compiler_options=FAST, gated_only=gated_only)
+        services.append(BackgroundService(engine).start())
+    settings = Settings(
+        http_port=0,
+        grpc_port=0,
+        checkpoint_dir=root,
+        record_dir=tmp / "replays",
+        planner_address=";".join(s.address for s in services),
+    )
+    try:
+        with TestClient(create_app(settings)) as client:
+            yield client, *services
+    finally:
+        for service in services:
+            service.stop()
+
+
+def _play(client, **body) -> dict:
+    body = {"game": SNAKE, "agent": "planner", "fps": 30.0, "max_frames": 12, **body}
+    created = client.post("/v1/sessions", json={**body, "clock": "simulated"})
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    end = time.monotonic() + 120
+    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
+        assert time.monotonic() < end, info
+        time.sleep(0.1)
+    assert info["reason"] == "max_frames", info
+    return info
+
+
+def test_a_games_gated_and_forced_calls_go_where_each_is_served(split):
+    client, gated, full = split
+    listed = {g["id"]: g["planner"] for g in client.get("/v1/games").json()["games"]}
+    assert listed[SNAKE]["available"] and listed[SNAKE]["gate"]
+    before = _answered(gated), _answered(full)
+    _play(client)  # gated: the gate picks k
+    middle = _answered(gated), _answered(full)
+    assert middle[0] > before[0] and middle[1] == before[1]
+    _play(client, k=2)
+    after = _answered(gated), _answered(full)
+    assert after[0] == middle[0] and after[1] > middle[1]
