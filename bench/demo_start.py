@@ -38,6 +38,7 @@ FIELDS = (
 _LOBBY = re.compile(r"rtplan demo: lobby at (http://\S+?)/? ")
 _GAME = re.compile(r"^game (\d+): (\S+)/watch\?session=(\S+)$")
 _GATE_READY = re.compile(r"rtplan demo: (\S+) gate ready in ")
+_PROGRESS = re.compile(r"rtplan demo: \S+ (compiling|gate ready|ready) ")
 
 
 class _Demo:
@@ -152,13 +153,18 @@ def measure(games: int, cache: Path | None) -> dict:
                 ended.append(info)
                 stats = info["stats"]
                 print(
-                    f"game {len(ended)}: return {info['episode_return']:.1f}, frames "
-                    f"{stats['frames']}, fallback {stats['fallback']}",
+                    f"game {len(ended)}: ended at {time.monotonic() - demo.start:.0f} s, return "
+                    f"{info['episode_return']:.1f}, frames {stats['frames']}, fallback "
+                    f"{stats['fallback']}",
                     flush=True,
                 )
         finally:
             demo.stop()
             low, mean_load, high = load.stop()
+            # When the other games compiled: what the showcase's games overlapped.
+            for at, line in demo.lines:
+                if _PROGRESS.search(line):
+                    print(f"{at:6.0f} s  {line}", flush=True)
     frames = sum(g["stats"]["frames"] for g in ended)
     fallback = sum(g["stats"]["fallback"] for g in ended)
     returns = [g["episode_return"] for g in ended]

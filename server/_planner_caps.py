@@ -75,11 +75,13 @@ class Capabilities:
     #: With several services: what each said, in order (address, "serves a, b" or "did not
     #: answer (...)"); empty with one.
     services: tuple[tuple[str, str], ...] = ()
+    #: The services that did not answer while others did (their games are missing).
+    unanswered: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
         """Every service answered."""
-        return self.error is None and not any(s.startswith("did not") for _, s in self.services)
+        return self.error is None and not self.unanswered
 
     def refusal(self, game_id: str, *, k: int | None = None, gate: bool = False) -> str | None:
         """Why the planner cannot play `game_id` (at budget `k`, or with its gate), as the
@@ -182,8 +184,7 @@ class PlannerCapabilities:
     answer `CACHE_S`.
 
     `stub`: a `PlannerRouter` over the services, or one service's stub (None: no service).
-    A game two services serve goes to the one that plans it soonest (compiled, then its gate
-    compiled), the first named on a tie.
+    A game two services serve has its gated and its forced calls routed apart (`_merged`).
     """
 
     def __init__(
@@ -226,12 +227,13 @@ class PlannerCapabilities:
 
     async def _ask(self) -> Capabilities:
         listed: dict[str, list[ServedGame]] = {}
-        said, errors = [], []
+        said, errors, unanswered = [], [], []
         for address, reply in await self._stub.list_games(QUERY_TIMEOUT_S):
             if isinstance(reply, grpc.aio.AioRpcError):
                 why = f"did not answer ({reply.code().name}: {reply.details()})"
                 said.append((address, why))
                 errors.append(f"the planner service at {address} {why}")
+                unanswered.append(address)
                 continue
             for g in reply.games:
                 listed.setdefault(g.game_id, []).append(ServedGame.listed(g, address))
@@ -242,8 +244,9 @@ class PlannerCapabilities:
             routes[game_id, True], routes[game_id, False] = g.where(gate=True), g.where()
         self._stub.route(routes)
         several = tuple(said) if len(said) > 1 else ()
-        error = "; ".join(errors) if len(errors) == len(said) else None
-        return Capabilities(self._address, served, error=error, services=several)
+        if len(errors) == len(said):
+            return Capabilities(self._address, error="; ".join(errors))
+        return Capabilities(self._address, served, services=several, unanswered=tuple(unanswered))
 
 
 def _merged(entries: list[ServedGame]) -> ServedGame:

@@ -4,6 +4,7 @@ serves with their answers."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import grpc
@@ -12,9 +13,11 @@ from fastapi.testclient import TestClient
 
 from rtplan.planner_service import BackgroundService, Engine
 from rtplan.server import Settings, create_app
+from rtplan.server._planner_caps import PlannerCapabilities
+from rtplan.server._planner_route import open_router
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from support import write_checkpoints, write_gate, write_planner
+from support import free_port, write_checkpoints, write_gate, write_planner
 
 SNAKE, HEX, GO = "snake-rt-v0", "speed-hex-v0", "speed-go-v0"
 FAST = {"xla_backend_optimization_level": 0}
@@ -152,3 +155,24 @@ def test_a_games_gated_and_forced_calls_go_where_each_is_served(split):
     _play(client, k=2)
     after = _answered(gated), _answered(full)
     assert after[0] == middle[0] and after[1] > middle[1]
+
+
+def test_a_service_that_does_not_answer_is_named_and_the_others_still_play(two):
+    _, hex_service, _ = two
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+
+    async def scenario():
+        router, channels = open_router(f"{dead};{hex_service.address}")
+        try:
+            caps = PlannerCapabilities(router, "both")
+            first = await caps.get()
+            assert first.error is None and first.refusal(HEX, k=2) is None
+            assert router.address_of(HEX) == hex_service.address
+            why = first.refusal(SNAKE, k=2)
+            assert why.startswith(f"no planner service serves {SNAKE} ({dead} did not answer")
+            assert (await caps.get()) is not first  # asked again: one service is missing
+        finally:
+            for channel in channels:
+                await channel.close()
+
+    asyncio.run(scenario())
