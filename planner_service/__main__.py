@@ -127,11 +127,11 @@ class _Progress:
 
     def gate_ready(self, game_id: str) -> None:
         took = time.monotonic() - self._started
-        print(
-            f"planner service: {game_id} {GATE_READY} in {took:.0f} s (it plays gated; its "
-            "forced budgets compile next)",
-            flush=True,
-        )
+        if self._engine.serves_gated_only(game_id):
+            then = "it serves gated requests only (--gated-only)"
+        else:
+            then = "it plays gated; its forced budgets compile next"
+        print(f"planner service: {game_id} {GATE_READY} in {took:.0f} s ({then})", flush=True)
 
     def ready(self, game_id: str) -> None:
         took = time.monotonic() - self._started
