@@ -14,7 +14,7 @@ from rtplan import games
 from rtplan.gate.clock.gate import ClockGate, ClockGateCarry
 from rtplan.gate.clock.network import NO_OPTION
 from rtplan.gate.committed.policy import Gate
-from rtplan.planner.compiled import OPTION, CompiledOptions, OptionPlan, plan_fields
+from rtplan.planner.compiled import OPTION, VALUE, CompiledOptions, OptionPlan, plan_fields
 from rtplan.planner.options import Planner
 
 __all__ = ["ClockChoice", "CompiledClockGate", "CompiledGate", "GateChoice"]
@@ -62,6 +62,10 @@ class CompiledGate(CompiledOptions):
     def kinds(self) -> list[tuple[str, int]]:
         gated = [(GATED, k) for k in self.budgets] if self.gated_options else []
         return [*super().kinds(), (GATE, 0), *gated]
+
+    def gated_kinds(self) -> tuple[str, ...]:
+        # A gate tree's options are its own executables; the always-k tree plays the forced ones.
+        return (GATE, GATED if self.gated_options else OPTION)
 
     def _fn(self, kind: str, k: int):
         if kind == GATE:
@@ -124,6 +128,10 @@ class CompiledClockGate(CompiledOptions):
 
     def kinds(self) -> list[tuple[str, int]]:
         return [*super().kinds(), (CLOCK_GATE, 0)]
+
+    def gated_kinds(self) -> tuple[str, ...]:
+        # Its options are the always-k ones, and its policy-only choice plays the value's reflex.
+        return (CLOCK_GATE, OPTION, VALUE)
 
     def _fn(self, kind: str, k: int):
         if kind == CLOCK_GATE:

@@ -122,6 +122,12 @@ class CompiledOptions:
         """The (kind, k) pairs `warm_jobs` compiles: the value, then each budget's option."""
         return [(VALUE, 0), *((OPTION, k) for k in self.budgets)]
 
+    def gated_kinds(self) -> tuple[str, ...]:
+        """The kinds a gated request runs (its gate's decision and the options it plays), so a
+        server can compile them first and play gated before the forced budgets are compiled;
+        none without a gate."""
+        return ()
+
     def _fn(self, kind: str, k: int) -> tuple[Callable, tuple]:
         """(pure function, its leading arguments before (keys,) states) of an executable."""
         if kind == VALUE:

@@ -69,7 +69,12 @@ async def _run(settings: PlannerServiceSettings) -> int:
     progress = _Progress(engine)
     serving = asyncio.ensure_future(
         serve(
-            settings, engine=engine, bound=bound, on_ready=progress.ready, on_start=progress.start
+            settings,
+            engine=engine,
+            bound=bound,
+            on_ready=progress.ready,
+            on_start=progress.start,
+            on_gate_ready=progress.gate_ready,
         )
     )
     stopping = asyncio.ensure_future(stop.wait())
@@ -89,6 +94,9 @@ async def _run(settings: PlannerServiceSettings) -> int:
     return 0
 
 
+#: What a game's progress line says once its gated requests plan (before "ready").
+GATE_READY = "gate ready"
+
 #: Seconds an executable takes to compile on a cold compile cache before this service has
 #: timed one: the first game's estimate (a shipped planner's option on a 2-core CPU).
 COLD_S_PER_EXECUTABLE = 20.0
@@ -96,7 +104,8 @@ COLD_S_PER_EXECUTABLE = 20.0
 
 class _Progress:
     """The lines `compile()` prints per game: what compiles with an estimate, then its time.
-    `rtplan.processes.services` waits for a game's "planner service: GAME ready" line."""
+    `rtplan.processes.services` waits for a game's "planner service: GAME ready" line, or for
+    a game played gated its "planner service: GAME gate ready" line (`GATE_READY`)."""
 
     def __init__(self, engine) -> None:
         self._engine = engine
@@ -115,6 +124,14 @@ class _Progress:
             flush=True,
         )
         self._started = time.monotonic()
+
+    def gate_ready(self, game_id: str) -> None:
+        took = time.monotonic() - self._started
+        if self._engine.serves_gated_only(game_id):
+            then = "it serves gated requests only (--gated-only)"
+        else:
+            then = "it plays gated; its forced budgets compile next"
+        print(f"planner service: {game_id} {GATE_READY} in {took:.0f} s ({then})", flush=True)
 
     def ready(self, game_id: str) -> None:
         took = time.monotonic() - self._started

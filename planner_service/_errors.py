@@ -28,6 +28,10 @@ class NoGateError(NotLoadedError):
     """A `gate` budget for a game whose gate checkpoint is not loaded."""
 
 
+class GatedOnlyError(NotLoadedError):
+    """A forced k for a game this engine serves gated only (`gated_only`)."""
+
+
 class GateLoadError(EngineError):
     """A gate checkpoint that is present but does not load (corrupt, or for another planner)."""
 

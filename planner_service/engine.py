@@ -32,6 +32,7 @@ from rtplan.planner_service._batcher import Batcher, BatchStats, not_started_why
 from rtplan.planner_service._errors import (
     BudgetError,
     EngineError,
+    GatedOnlyError,
     GateLoadError,
     InvalidRequestError,
     NoGateError,
@@ -66,6 +67,7 @@ __all__ = [
     "DeviceError",
     "Engine",
     "EngineError",
+    "GatedOnlyError",
     "GateLoadError",
     "InvalidRequestError",
     "LoadedGame",
@@ -111,6 +113,7 @@ class Engine:
         max_batch: int = 1,
         batch_slots: int = 2,
         batch_wait_s: float = 0.002,
+        gated_only: bool = False,
     ) -> None:
         """Loads one planner per game, and the gates of those that have one.
 
@@ -127,6 +130,8 @@ class Engine:
             batch_slots: batched searches that may run at once (with `max_batch` > 1).
             batch_wait_s: the longest a search waits for others to join it while a slot is
                 free (less when its deadline needs the time).
+            gated_only: a game with a gate serves gated requests only: its forced budgets are
+                never compiled, and a forced k raises `GatedOnlyError`.
 
         Raises:
             games.UnknownGameError: a game id that is not registered.
@@ -139,11 +144,14 @@ class Engine:
         self._stop = threading.Event()
         #: Per served game: set once its executables are compiled (games compile in load order).
         self._game_ready: dict[str, threading.Event] = {}
+        #: ... and once the executables of its gated requests are (they compile first).
+        self._gate_ready: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._compiled = 0
         self._compiler_options = dict(compiler_options or {})
         self._games: dict[str, LoadedGame] = {}
         self.max_batch = max_batch
+        self.gated_only = gated_only
         #: The batch sizes searches run at.
         self.search_rungs = search_rungs(max_batch) if max_batch > 1 else (1,)
         self._batcher = None
@@ -170,6 +178,7 @@ class Engine:
                 ladder=tuple(sorted({1, *self.search_rungs})),
             )
             self._game_ready[game_id] = threading.Event()
+            self._gate_ready[game_id] = threading.Event()
 
     @classmethod
     def from_dir(
@@ -226,6 +235,7 @@ class Engine:
             max_batch=settings.max_batch,
             batch_slots=settings.max_concurrent,
             batch_wait_s=settings.batch_wait_ms / 1000,
+            gated_only=settings.gated_only,
         )
 
     # Compilation -------------------------------------------------------------------------------
@@ -236,6 +246,7 @@ class Engine:
         workers: int | None = None,
         on_ready: Callable[[str], None] | None = None,
         on_start: Callable[[str, int], None] | None = None,
+        on_gate_ready: Callable[[str], None] | None = None,
         behind: Callable[[str], None] | None = None,
         behind_nice: int = 19,
     ) -> None:
@@ -243,7 +254,9 @@ class Engine:
         gated options (`CompiledOptions.warm_jobs`) at each of `search_rungs`, and its wire
         codec, one game after another in
         load order: each game serves as soon as its own executables are ready (`ready_games`),
-        so the first game listed plans while the others still compile.
+        so the first game listed plans while the others still compile. Within a game with a
+        gate, what its gated requests run (`gated_kinds`) compiles first: it plays gated
+        (`gate_ready_games`, `on_gate_ready(game_id)`) while its forced budgets still compile.
 
         Runs each once on the game's first state, so the first real request pays no trace.
         XLA compiles outside the GIL, so `workers` threads (default: up to 4 CPUs) overlap a
@@ -282,8 +295,17 @@ class Engine:
                 state = jax.jit(loaded.planner.game.init)(jax.random.PRNGKey(0))
                 # The wire codec traces the game's state layout once: here, not in a request.
                 wire.state_to_proto(loaded.planner.game, state)
-                list(pool.map(self._warm, self._warm_jobs(loaded, jax.device_get(state))))
-                self._game_ready[game_id].set()
+                state = jax.device_get(state)
+                gated = loaded.options.gated_kinds()
+                if gated:
+                    list(pool.map(self._warm, self._warm_jobs(loaded, state, gated)))
+                    self._gate_ready[game_id].set()
+                    if on_gate_ready is not None:
+                        on_gate_ready(game_id)
+                if not self.serves_gated_only(game_id):
+                    rest = dict.fromkeys(k for k, _ in loaded.options.kinds() if k not in gated)
+                    list(pool.map(self._warm, self._warm_jobs(loaded, state, rest)))
+                    self._game_ready[game_id].set()
                 if on_ready is not None:
                     on_ready(game_id)
         finally:
@@ -295,12 +317,14 @@ class Engine:
         """Makes a running `compile()` skip the options it has not started (for shutdown)."""
         self._stop.set()
 
-    def _warm_jobs(self, loaded: LoadedGame, state: games.State) -> list:
+    def _warm_jobs(self, loaded: LoadedGame, state: games.State, kinds) -> list:
+        """The warm-ups of `kinds`: decisions at batch 1, searches at each search rung."""
         options = loaded.options
-        decisions = [kind for kind, _ in options.kinds() if kind not in SEARCH_KINDS]
+        decisions = [kind for kind in kinds if kind not in SEARCH_KINDS]
+        searches = [kind for kind in kinds if kind in SEARCH_KINDS]
         return [
             *options.warm_jobs(state, (1,), kinds=decisions),
-            *options.warm_jobs(state, self.search_rungs, kinds=SEARCH_KINDS),
+            *options.warm_jobs(state, self.search_rungs, kinds=searches),
         ]
 
     def _warm(self, job) -> None:
@@ -321,14 +345,27 @@ class Engine:
         return tuple(g for g, event in self._game_ready.items() if event.is_set())
 
     @property
+    def gate_ready_games(self) -> tuple[str, ...]:
+        """The games whose gated requests plan (their gate compiled first), in load order."""
+        return tuple(g for g, event in self._gate_ready.items() if event.is_set())
+
+    @property
     def progress(self) -> tuple[int, int]:
         """(executables compiled, in all): every game's value and gate, and its options and a
         gate-tree gate's own options at each search rung."""
         return self._compiled, sum(self.executables(g) for g in self._games)
 
+    def serves_gated_only(self, game_id: str) -> bool:
+        """`game_id` serves gated requests only (`gated_only` and it has a gate)."""
+        return self.gated_only and self.loaded(game_id).gate is not None
+
     def executables(self, game_id: str) -> int:
         """The executables `compile()` builds for `game_id` (see `progress`)."""
-        kinds = [kind for kind, _ in self.loaded(game_id).options.kinds()]
+        options = self.loaded(game_id).options
+        gated = options.gated_kinds()
+        kinds = [kind for kind, _ in options.kinds()]
+        if self.serves_gated_only(game_id):
+            kinds = [kind for kind in kinds if kind in gated]
         searches = sum(kind in SEARCH_KINDS for kind in kinds)
         return len(kinds) - searches + searches * len(self.search_rungs)
 
@@ -404,7 +441,7 @@ class Engine:
             budget = _budget(loaded, budget)
         if gate_state is not None:
             _check_gate_state(loaded, budget, gate_state)
-        self._serving(game_id)
+        self._serving(game_id, gated=budget == GATE)
         return budget
 
     def decision(
@@ -440,7 +477,7 @@ class Engine:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError,
             InvalidRequestError.
         """
-        loaded = self._serving(game_id)
+        loaded = self._serving(game_id, gated=budget == GATE)
         budget = self.check(game_id, budget, gate_state)
         states = _batch(state)
         carry = None
@@ -505,7 +542,7 @@ class Engine:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError
             (`gated` for a game with no gate), NotStartedError (see `deadline`, `abandoned`).
         """
-        loaded = self._serving(game_id)
+        loaded = self._serving(game_id, gated=gated)
         if gated and loaded.gate is None:
             raise NoGateError(f"no gate checkpoint loaded for {game_id}")
         if gated and loaded.clock_gate and k == POLICY_ONLY:
@@ -554,8 +591,16 @@ class Engine:
 
     # Internals ---------------------------------------------------------------------------------
 
-    def _serving(self, game_id: str) -> LoadedGame:
+    def _serving(self, game_id: str, *, gated: bool = False) -> LoadedGame:
+        """`loaded(game_id)` once it plans: compiled, or (`gated`) its gate compiled."""
         loaded = self.loaded(game_id)
+        if gated and self._gate_ready[game_id].is_set():
+            return loaded
+        if not gated and self.serves_gated_only(game_id):
+            raise GatedOnlyError(
+                f"this planner service plans {game_id} gated only (--gated-only): ask for the "
+                "gate (budget.gate), or a service that serves its forced budgets"
+            )
         if not self._game_ready[game_id].is_set():
             done, total = self.progress
             ready = ", ".join(self.ready_games) or "none yet"

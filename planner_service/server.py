@@ -277,6 +277,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
     async def ListGames(self, request, context) -> pb.ListPlannerGamesResponse:
         games = [self.engine.loaded(g) for g in self.engine.game_ids]
         ready = set(self.engine.ready_games)
+        gate_ready = set(self.engine.gate_ready_games)
+        only = self.engine.serves_gated_only
         return pb.ListPlannerGamesResponse(
             games=[
                 pb.PlannerGame(
@@ -286,7 +288,10 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                     gate=g.gate is not None,
                     clock_gate=g.clock_gate,
                     checkpoint=g.checkpoint,
-                    compiling=g.game_id not in ready,
+                    # A game served gated only is done once its gate plans.
+                    compiling=g.game_id not in (gate_ready if only(g.game_id) else ready),
+                    gate_ready=g.game_id in gate_ready,
+                    gated_only=only(g.game_id),
                 )
                 for g in games
             ]
@@ -393,6 +398,7 @@ async def serve(
     bound: Callable[[int], None] | None = None,
     on_ready: Callable[[str], None] | None = None,
     on_start: Callable[[str, int], None] | None = None,
+    on_gate_ready: Callable[[str], None] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Starts the service and returns once it is SERVING.
 
@@ -408,6 +414,8 @@ async def serve(
             thread.
         on_start: called with each game's id and its number of executables as it starts
             compiling, on the compile thread.
+        on_gate_ready: called with a gated game's id once its gated requests plan (its
+            forced budgets compile after), on the compile thread.
 
     Returns:
         (started server, bound port).
@@ -426,7 +434,7 @@ async def serve(
     if bound is not None:
         bound(port)
     try:
-        await _compile(engine, settings, on_ready, on_start)
+        await _compile(engine, settings, on_ready, on_start, on_gate_ready)
     except BaseException:
         engine.close()
         await server.stop(None)
@@ -439,6 +447,7 @@ async def _compile(
     settings: PlannerServiceSettings | None = None,
     on_ready: Callable[[str], None] | None = None,
     on_start: Callable[[str, int], None] | None = None,
+    on_gate_ready: Callable[[str], None] | None = None,
 ) -> None:
     """`engine.compile()` on a daemon thread, so a shutdown need not wait for it. With
     `settings.background_nice`, the games after the first compile behind it: a `CacheFiller`
@@ -467,7 +476,11 @@ async def _compile(
                 behind = _no_wait
         try:
             engine.compile(
-                on_ready=on_ready, on_start=on_start, behind=behind, behind_nice=nice or 19
+                on_ready=on_ready,
+                on_start=on_start,
+                on_gate_ready=on_gate_ready,
+                behind=behind,
+                behind_nice=nice or 19,
             )
             # Compiling left a heap of ~265k long-lived objects (Tetris) that a full collection
             # walks in 100-200 ms: one inside a search is a missed frame. Out of the collector,

@@ -75,6 +75,12 @@ class PlannerServiceSettings(BaseSettings):
         "compiles never slow the first game's searches (the demo's choice: 19); needs the "
         "compile cache; unset: each game compiles here in turn, at full priority",
     )
+    gated_only: bool = Field(
+        False,
+        description="serve only gated requests of the games that have a gate: compile their "
+        "gate and the options it plays, never their forced budgets (a forced k is refused; "
+        "another service serves it: the demo's showcase service)",
+    )
     grace_s: float = Field(2.0, ge=0, description="seconds open calls get to finish at shutdown")
     max_connection_age_s: float = Field(
         60.0,

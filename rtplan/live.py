@@ -124,6 +124,7 @@ def run_demo(
         try:
             with services(
                 demo.game,
+                gated=demo.gated,
                 checkpoint_dir=demo.checkpoint_dir,
                 record_dir=record_dir,
                 web_dir=web_dir,
@@ -259,9 +260,10 @@ def run_web_demo(
     `planner_games`: what the planner service serves besides `game` (None or ["all"]: every game
     with a checkpoint). It prints the lobby's address as soon as the env server answers, then
     one line as each game starts compiling (its budgets, an estimate) and one once it is ready.
-    The demo's game compiles first and its game starts once it plans; the others compile behind
-    it at nice `BACKGROUND_NICE` (the planner service's `--background-nice`: a child process
-    fills the compile cache, so they never take the showcase's CPU), and the lobby offers each
+    The demo's game has a planner service of its own and starts once it plans (gated: once
+    its gate and the options it plays are compiled, before its forced budgets); the others are
+    served by a second planner service at nice `BACKGROUND_NICE` (so neither their compiles nor
+    their loads ever take the showcase's CPU or its service's GIL), and the lobby offers each
     as it becomes ready. Returns an exit code.
 
     Raises:
@@ -294,7 +296,8 @@ def run_web_demo(
         _say(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)")
         _say(
             f"rtplan demo: the planner agent plays {game} once its planner is ready "
-            f"(the other games compile behind it, at the lowest priority)"
+            f"(the other games compile behind it, in a planner service of their own at the "
+            "lowest priority)"
         )
 
     with stop_on_signals() as stopping:
@@ -305,6 +308,7 @@ def run_web_demo(
                 echo=_demo_echo,
                 on_env=lobby,
                 background_nice=BACKGROUND_NICE,
+                gated=demo.gated,
                 placement=demo_placement(),
                 http_port=port,
                 checkpoint_dir=ckpt,
@@ -324,14 +328,14 @@ def run_web_demo(
     return 0
 
 
-#: The nice value the demo's planner service compiles its other games at (`--background-nice`):
-#: the lowest, so they never take CPU from the showcase's searches.
+#: The nice value of the demo's planner service for the games besides the showcase
+#: (`services(background_nice=...)`): the lowest, so they never take CPU from its searches.
 BACKGROUND_NICE = 19
 
 #: XLA:CPU without its fusion emitters: the showcase's planner (Tetris) compiled in 0.77x the
 #: time on a cold cache (71 s against 92 s), its searches as fast (p50 within noise at each k)
 #: and their actions the same (Tetris gated at every k from 6 states; Snake's k2 and gate
-#: evaluations frame for frame). Only the demo's planner service (and its cache filler) takes it:
+#: evaluations frame for frame). Only the demo's planner services take it:
 #: the flags are part of the compile cache's key, so other commands keep their cached programs.
 DEMO_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
 
@@ -346,9 +350,10 @@ def demo_placement() -> Placement:
     return Placement(planner=Place(env=(("XLA_FLAGS", " ".join(flags)),)))
 
 
-#: The planner service's progress lines (`planner_service.__main__`), which the demo shows as
-#: its own: "planner service: GAME compiling (...)" and "planner service: GAME ready in ...".
-_PROGRESS = re.compile(r"^planner service: (\S+ (?:compiling \(|ready in ).*)$")
+#: The planner services' progress lines (`planner_service.__main__`), which the demo shows as
+#: its own: "planner service: GAME compiling (...)", "... GAME gate ready in ..." and
+#: "... GAME ready in ...".
+_PROGRESS = re.compile(r"^planner service: (\S+ (?:compiling \(|ready in |gate ready in ).*)$")
 
 
 def _say(text: str) -> None:

@@ -184,7 +184,8 @@ class PlannerAgent(_BuiltIn):
     ) -> None:
         """
         Args:
-            stub: a `PlannerStub` on the Planner service's channel.
+            stub: what Plan is called on: a `PlannerStub`, or the env server's `PlannerRouter`
+                (each game's calls to the planner service that serves it).
             plan_timeout_s: how long a Plan call may take with the simulated clock, and a
                 gated one in real time.
             ks: the budgets it plays, cycled; None: the session's `ks` (empty: the gate's).

@@ -1,4 +1,4 @@
-"""What the planner service serves (games, budgets, gates), asked over gRPC and kept briefly, and
+"""What the planner services serve (games, budgets, gates), asked over gRPC and kept briefly, and
 the one check every planner path of a session (agent, gate, opponent) goes through."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import grpc
 
 from rtplan import games
 from rtplan.server._config import SessionConfig, SessionError
+from rtplan.server._planner_route import PlannerRouter
 from rtplan.v1 import planner_pb2
 
 #: Seconds the planner service gets to list what it serves.
@@ -28,22 +29,59 @@ _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 
 @dataclasses.dataclass(frozen=True)
 class ServedGame:
-    """One game the planner service plans."""
+    """One game the planner services plan."""
 
     budgets: tuple[int, ...]
     gate: bool  # a gate checkpoint is loaded: the planner agent may play without k
-    ready: bool = True  # compiled: it plans now (the service compiles its games in turn)
+    ready: bool = True  # compiled: its forced budgets plan now (a service compiles in turn)
     clock_gate: bool = False  # the gate is a clock game's recurrent gate (state per side)
+    gate_ready: bool = False  # its gated requests plan now (its gate compiles first)
+    gated_only: bool = False  # no service plans its forced budgets, only its gate
+    #: Where its gated calls go, and its forced ones (None: the same); where, not what: not
+    #: compared.
+    address: str | None = dataclasses.field(default=None, compare=False)
+    forced_address: str | None = dataclasses.field(default=None, compare=False)
+
+    @classmethod
+    def listed(cls, g: planner_pb2.PlannerGame, address: str) -> ServedGame:
+        """One service's listing of a game (`ListGames`). A service that predates `gate_ready`
+        plans gated requests once the game is compiled."""
+        ready = not g.compiling and not g.gated_only
+        gate_ready = g.gate_ready or (g.gate and not g.compiling)
+        return cls(tuple(g.budgets), g.gate, ready, g.clock_gate, gate_ready, g.gated_only, address)
+
+    def plans(self, *, gate: bool = False) -> bool:
+        """Whether it plans now: compiled, or (`gate`: a gated request) its gate compiled."""
+        return self.ready or (gate and self.gate_ready)
+
+    def where(self, *, gate: bool = False) -> str | None:
+        """The address its gated (`gate`) or forced calls go to."""
+        return self.address if gate else (self.forced_address or self.address)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing about it changes by compiling any more."""
+        return (self.ready or self.gated_only) and (self.gate_ready or not self.gate)
 
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
-    """The planner service's answer: what it serves, or why nothing can be planned."""
+    """The planner services' answers: what they serve, or why nothing can be planned."""
 
     address: str | None
     games: Mapping[str, ServedGame] = dataclasses.field(default_factory=dict)
     #: Why the service plans nothing: no address configured, or it did not answer (None: it did).
     error: str | None = None
+    #: With several services: what each said, in order (address, "serves a, b" or "did not
+    #: answer (...)"); empty with one.
+    services: tuple[tuple[str, str], ...] = ()
+    #: The services that did not answer while others did (their games are missing).
+    unanswered: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Every service answered."""
+        return self.error is None and not self.unanswered
 
     def refusal(self, game_id: str, *, k: int | None = None, gate: bool = False) -> str | None:
         """Why the planner cannot play `game_id` (at budget `k`, or with its gate), as the
@@ -51,22 +89,31 @@ class Capabilities:
         if self.error is not None:
             return self.error
         served = self.games.get(game_id)
+        if served is None and self.services:
+            said = "; ".join(f"{address} {what}" for address, what in self.services)
+            return f"no planner service serves {game_id} ({said})"
         if served is None:
             have = ", ".join(self.games) or "no game"
             return (
                 f"the planner service at {self.address} does not serve {game_id} (it serves {have})"
             )
+        at = served.where(gate=gate and k is None) or self.address
         if gate and not served.gate:
-            return f"the planner service at {self.address} has no gate for {game_id}"
+            return f"the planner service at {at} has no gate for {game_id}"
+        if k is not None and served.gated_only:
+            return (
+                f"the planner service at {at} plans {game_id} gated only (no service here "
+                "plans its forced budgets)"
+            )
         if k is not None and k not in served.budgets:
             return (
-                f"the planner service at {self.address} does not plan {game_id} at k={k} "
+                f"the planner service at {at} does not plan {game_id} at k={k} "
                 f"(its budgets: {list(served.budgets)})"
             )
         # Last: what can never run is said before what will run once compiled.
-        if not served.ready:
+        if not served.plans(gate=(gate and k is None) or served.gated_only):
             return (
-                f"the planner service at {self.address} is still compiling {game_id} "
+                f"the planner service at {at} is still compiling {game_id} "
                 "(it serves each game once compiled; try again shortly)"
             )
         return None
@@ -132,7 +179,13 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, kind: games.Kind) -
 
 
 class PlannerCapabilities:
-    """Asks the planner service what it serves (`ListGames`); keeps a good answer `CACHE_S`."""
+    """Asks the planner services what they serve (`ListGames`), merges their answers and routes
+    each game's Plan calls to the service that serves it (`PlannerRouter.route`); keeps a good
+    answer `CACHE_S`.
+
+    `stub`: a `PlannerRouter` over the services, or one service's stub (None: no service).
+    A game two services serve has its gated and its forced calls routed apart (`_merged`).
+    """
 
     def __init__(
         self,
@@ -142,6 +195,8 @@ class PlannerCapabilities:
         cache_s: float = CACHE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if stub is not None and not isinstance(stub, PlannerRouter):
+            stub = PlannerRouter([(address, stub)])
         self._stub = stub
         self._address = address
         self._cache_s = cache_s
@@ -163,26 +218,53 @@ class PlannerCapabilities:
         async with self._lock:
             age = self._clock() - self._at
             fresh = self._last is not None and age < self._cache_s
-            if fresh and not all(g.ready for g in self._last.games.values()):
+            if fresh and not all(g.settled for g in self._last.games.values()):
                 # A game is about to become ready.
                 fresh = age < COMPILING_CACHE_S and not deciding
-            if not (fresh and self._last.error is None):
+            if not (fresh and self._last.complete):
                 self._last, self._at = await self._ask(), self._clock()
             return self._last
 
     async def _ask(self) -> Capabilities:
-        try:
-            reply = await self._stub.ListGames(
-                planner_pb2.ListPlannerGamesRequest(), timeout=QUERY_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError as e:
-            return Capabilities(
-                self._address,
-                error=f"the planner service at {self._address} did not answer "
-                f"({e.code().name}: {e.details()})",
-            )
-        served = {
-            g.game_id: ServedGame(tuple(g.budgets), g.gate, not g.compiling, g.clock_gate)
-            for g in reply.games
-        }
-        return Capabilities(self._address, served)
+        listed: dict[str, list[ServedGame]] = {}
+        said, errors, unanswered = [], [], []
+        for address, reply in await self._stub.list_games(QUERY_TIMEOUT_S):
+            if isinstance(reply, grpc.aio.AioRpcError):
+                why = f"did not answer ({reply.code().name}: {reply.details()})"
+                said.append((address, why))
+                errors.append(f"the planner service at {address} {why}")
+                unanswered.append(address)
+                continue
+            for g in reply.games:
+                listed.setdefault(g.game_id, []).append(ServedGame.listed(g, address))
+            said.append((address, f"serves {', '.join(g.game_id for g in reply.games) or 'none'}"))
+        served = {game_id: _merged(entries) for game_id, entries in listed.items()}
+        routes = {}
+        for game_id, g in served.items():
+            routes[game_id, True], routes[game_id, False] = g.where(gate=True), g.where()
+        self._stub.route(routes)
+        several = tuple(said) if len(said) > 1 else ()
+        if len(errors) == len(said):
+            return Capabilities(self._address, error="; ".join(errors))
+        return Capabilities(self._address, served, services=several, unanswered=tuple(unanswered))
+
+
+def _merged(entries: list[ServedGame]) -> ServedGame:
+    """One game as several services list it (in the order they are named): its gated calls go
+    to the first whose gate plans now (else the first with a gate), its forced calls to the
+    first that plans its forced budgets now (else the first that serves them)."""
+    gated = [e for e in entries if e.gate]
+    forced = [e for e in entries if not e.gated_only]
+    gate = next((e for e in gated if e.gate_ready), gated[0] if gated else None)
+    plain = next((e for e in forced if e.ready), forced[0] if forced else None)
+    base = plain or gate
+    return ServedGame(
+        budgets=base.budgets,
+        gate=gate is not None,
+        ready=plain is not None and plain.ready,
+        clock_gate=(gate or base).clock_gate,
+        gate_ready=gate is not None and gate.gate_ready,
+        gated_only=plain is None,
+        address=(gate or base).address,
+        forced_address=base.address,
+    )

@@ -1,4 +1,4 @@
-"""The env server's channel to the planner service: one address or several replicas, balanced."""
+"""The env server's channels to its planner services: one address or several replicas, balanced."""
 
 from __future__ import annotations
 
@@ -65,6 +65,32 @@ _FORMS = (
     "HOST:PORT, a comma-separated list of IP:PORT (one per replica), or dns:///NAME:PORT "
     "(a name that resolves to every replica)"
 )
+
+
+#: What separates planner services (each its own game set) in a planner address setting.
+SERVICE_SEPARATOR = ";"
+
+
+def planner_services(address: str) -> tuple[str, ...]:
+    """The planner services of a planner address setting: `;`-separated, each in one of the
+    forms `planner_target` takes (one service, or replicas of one service). Calls go to the
+    service that serves their game (`server._planner_route.PlannerRouter`); within one, they
+    are balanced over its replicas.
+
+    Raises:
+        ValueError: one sentence naming the entry that is wrong and how.
+    """
+    services = [s.strip() for s in address.split(SERVICE_SEPARATOR)]
+    if len(services) > 1 and not all(services):
+        raise ValueError(
+            f"the planner address {address!r} has an empty service between its "
+            f"{SERVICE_SEPARATOR!r} (a stray separator?)"
+        )
+    for service in services:
+        planner_target(service)
+    if len(set(services)) < len(services):
+        raise ValueError(f"the planner address {address!r} names a service twice")
+    return tuple(services)
 
 
 def planner_target(address: str) -> str:

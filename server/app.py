@@ -17,13 +17,12 @@ from rtplan.server import _routes_pages, _routes_replays, _routes_results, _rout
 from rtplan.server._config import SessionError
 from rtplan.server._invalid import explain
 from rtplan.server._manager import SessionManager
-from rtplan.server._planner_channel import open_channel
+from rtplan.server._planner_route import open_router
 from rtplan.server._routes_pages import find_web_dir
 from rtplan.server._routes_replays import ReplayCache
 from rtplan.server._runtime import Runtimes
 from rtplan.server.env_service import SERVER_VERSION, EnvService, start_grpc_server
 from rtplan.server.settings import Settings
-from rtplan.v1 import planner_pb2_grpc
 
 __all__ = ["create_app", "find_web_dir"]
 
@@ -37,17 +36,17 @@ def _error(status: int, kind: str, detail: str) -> JSONResponse:
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI):
     """Builds what the routes share on `app.state` (the game runtimes, the session manager,
-    the planner channel, the replay cache) and starts the gRPC Env server (`grpc_server`, and
+    the planner channels, the replay cache) and starts the gRPC Env server (`grpc_server`, and
     `grpc_port`, the port it bound); stops them in reverse."""
     settings: Settings = app.state.settings
     guard_map_count()  # a load past vm.max_map_count raises, not SIGSEGV
     rows = min(settings.batch_warm_rows, settings.max_sessions) if settings.batch_ticks else 0
     runtimes = Runtimes(settings.checkpoint_dir, batch_rows=rows)
-    channel = stub = None
+    router, channels = None, []
     if settings.planner_address:
-        channel = open_channel(settings.planner_address)
-        stub = planner_pb2_grpc.PlannerStub(channel)
-    manager = SessionManager(settings, runtimes, stub)
+        # One channel per planner service; each game's Plan calls go to the one serving it.
+        router, channels = open_router(settings.planner_address)
+    manager = SessionManager(settings, runtimes, router)
     token = settings.agent_token.get_secret_value() if settings.agent_token else None
     service = EnvService(
         manager,
@@ -58,7 +57,7 @@ async def _lifespan(app: FastAPI):
     server, port = await start_grpc_server(service, settings.host, settings.grpc_port)
     app.state.runtimes = runtimes
     app.state.manager = manager
-    app.state.planner_channel = channel
+    app.state.planner_channels = channels
     app.state.replays = ReplayCache(settings.record_dir)
     app.state.grpc_server = server
     app.state.grpc_port = port
@@ -75,7 +74,7 @@ async def _lifespan(app: FastAPI):
         await asyncio.gather(preloading, return_exceptions=True)
         await manager.shutdown()
         await server.stop(settings.grace_s)
-        if channel is not None:
+        for channel in channels:
             await channel.close()
 
 

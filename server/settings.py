@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtplan.harness.checkpoint import checkpoint_root
 from rtplan.harness.layout import replays_root, results_root
-from rtplan.server._planner_channel import planner_target
+from rtplan.server._planner_channel import planner_services
 
 
 class Settings(BaseSettings):
@@ -28,7 +28,9 @@ class Settings(BaseSettings):
         None,
         description="the Planner service: HOST:PORT, or its replicas as IP:PORT,IP:PORT,... "
         "or dns:///NAME:PORT (a name that resolves to each, e.g. a Kubernetes headless "
-        "Service), calls balanced round robin; unset disables the planner agent",
+        "Service), calls balanced round robin; several services that serve different games "
+        "separated by ';' (each game's calls go to the service that serves it); unset "
+        "disables the planner agent",
     )
     checkpoint_dir: Path = Field(
         default_factory=checkpoint_root,
@@ -128,5 +130,5 @@ class Settings(BaseSettings):
         # start-up, rather than fail the first session that plans.
         if value is None or not value.strip():
             return None
-        planner_target(value)
+        planner_services(value)
         return value.strip()

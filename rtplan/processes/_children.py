@@ -24,6 +24,25 @@ def service_cwd() -> Path | None:
     return ROOT if (ROOT / "pyproject.toml").is_file() else None
 
 
+def niced(argv: Sequence[str], nice: int) -> list[str]:
+    """`argv` (`PYTHON -m MODULE ARGS...`) as a program that lowers its own priority to nice
+    value `nice` before it imports anything, then runs MODULE as `-m` would: every thread it
+    ever starts (JAX's, gRPC's, XLA's compile pools) inherits that priority, which a
+    `setpriority` from here after the start could not promise.
+
+    Raises:
+        ValueError: `argv` does not run a module.
+    """
+    if len(argv) < 3 or argv[1] != "-m":
+        raise ValueError(f"a niced child runs a module (python -m MODULE ...), not {argv[:3]}")
+    exe, _, module, *rest = argv
+    boot = (
+        f"import os, runpy; os.nice(max(0, {int(nice)} - os.nice(0))); "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    return [exe, "-c", boot, *rest]
+
+
 class Child:
     """A service subprocess whose output lines are echoed with a prefix and can be waited on.
     It exits when this process dies, however (its stdin: `exit_with_parent`).
@@ -31,6 +50,7 @@ class Child:
     `echo`: True prints each line as `[name] line`; a function gets each line instead.
     `cpus`: the cores it may run on (empty: any), set right after it starts, before it starts
     any thread of its own, so every thread inherits them. `env`: variables added to ours.
+    `nice`: its CPU priority (`argv` then `python -m MODULE ...`; see `niced`).
     """
 
     def __init__(
@@ -41,8 +61,11 @@ class Child:
         echo: bool | Callable[[str], None] = True,
         cpus: Sequence[int] = (),
         env: Mapping[str, str] | None = None,
+        nice: int = 0,
     ) -> None:
         self.name = name
+        if nice:
+            argv = niced(argv, nice)
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(

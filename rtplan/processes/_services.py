@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -18,6 +19,16 @@ _ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on
 #: ... and where it records its replay files (the settings' `record_dir`, absolute).
 _ENV_REPLAYS = re.compile(r" \(replays in (.+)\)$")
 _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
+#: ... and once a game plans ("planner service: GAME ready in ..."), or its gated requests do
+#: ("... GAME gate ready in ...": its gate compiles before its forced budgets).
+_READY, _GATE_READY = "ready", "gate ready"
+
+
+def _free_port() -> int:
+    """A local TCP port that was free a moment ago (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _echo(echo: bool | Callable[[str, str], None], name: str) -> bool | Callable[[str], None]:
@@ -33,6 +44,7 @@ def services(
     echo: bool | Callable[[str, str], None] = True,
     on_env: Callable[[dict], None] | None = None,
     background_nice: int | None = None,
+    gated: bool = False,
     http_port: int = 0,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
@@ -42,8 +54,9 @@ def services(
 ) -> Iterator[dict]:
     """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
     (`game_ids` compiled at start-up, the others on first use); yields their addresses once the
-    planner service plans every one of `game_ids`. It compiles those first and the rest of
-    `planner_games` after, one by one (its ListGames says which are ready).
+    planner service plans every one of `game_ids` (`gated`: plans them gated, their forced
+    budgets maybe still compiling). It compiles those first and the rest of `planner_games`
+    after, one by one (its ListGames says which are ready).
 
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
     prints them; the addresses yielded are read from those lines, and so is where the env
@@ -54,8 +67,14 @@ def services(
     `placement`: the cores, devices and flags of each (`place_services`; None: anywhere).
     `echo`: True prints the services' lines as `[name] line`; a function gets (name, line).
     `on_env`: called with the addresses as soon as the env server answers, before the planner
-    service is ready. `background_nice`: the planner service compiles the games after
-    `game_ids` behind them at this nice value (its `--background-nice`).
+    service is ready. `background_nice`: the rest of `planner_games` is served by a second
+    planner service ("planner-others") that runs at this nice value from its start, so that
+    nothing but `game_ids` ever runs in the first; the env server sends each game's calls to
+    the service that serves it (its `--planner-address A;B`). `addr["planner"]` is that
+    address setting. That service's port is picked here (free a moment ago) rather than read
+    from its line: nothing waits for a process that starts at the lowest priority. With
+    `gated` too, the first serves `game_ids` gated only (`--gated-only`: it never compiles
+    their forced budgets) and the second serves those, after its own games.
     """
     placement = placement or Placement()
     game_ids = [game_ids] if isinstance(game_ids, str) else list(game_ids)
@@ -76,24 +95,42 @@ def services(
             "--preload",
             *game_ids,
         ]
-        planner_port = None
+        planner_address = None
         if planner:
-            others = [] if planner_games is None else planner_games
             first = [g for g in game_ids if planner_games is None or g in planner_games]
-            served = list(dict.fromkeys([*first, *others]))
-            argv = [*py, "planner-service", "--port", "0", "--games", ",".join(served), *ckpt]
+            others = [g for g in planner_games or () if g not in first]
+            if background_nice is not None and first and others:
+                # Played gated, `game_ids`' forced budgets are the second service's, last.
+                later = [*others, *first] if gated else others
+                split = [("planner", first, 0), ("planner-others", later, background_nice)]
+            else:
+                split = [("planner", list(dict.fromkeys([*first, *others])), 0)]
             where = placement.planner
-            if background_nice is not None and len(served) > len(first):
-                argv += ["--background-nice", str(background_nice)]
-            argv += list(where.args)
-            plan = Child(
-                "planner", argv, echo=_echo(echo, "planner"), cpus=where.cpus, env=dict(where.env)
-            )
-            children.append(plan)
-            # It binds before it compiles: the env server starts (and compiles) meanwhile.
-            line = plan.wait_for("planner service bound to", timeout=600, stopping=stopping)
-            planner_port = int(_PLANNER_BOUND.search(line).group(1))
-            env_argv += ["--planner-address", f"127.0.0.1:{planner_port}"]
+            planners, ports = [], []
+            for name, served, nice in split:
+                # A niced service starts slowly (its imports too run on what CPU is left): its
+                # port is picked here (free a moment ago), so nothing waits for it to bind.
+                port = _free_port() if nice else 0
+                ports.append(port)
+                argv = [*py, "planner-service", "--port", str(port), "--games", ",".join(served)]
+                argv += [*ckpt, *where.args]
+                if gated and len(split) > 1 and not nice:
+                    argv.append("--gated-only")
+                child = Child(
+                    name,
+                    argv,
+                    echo=_echo(echo, name),
+                    cpus=where.cpus,
+                    env=dict(where.env),
+                    nice=nice,
+                )
+                children.append(child)
+                planners.append(child)
+            # The first binds before it compiles: the env server starts (and compiles) meanwhile.
+            line = planners[0].wait_for("planner service bound to", timeout=600, stopping=stopping)
+            ports[0] = int(_PLANNER_BOUND.search(line).group(1))
+            planner_address = ";".join(f"127.0.0.1:{port}" for port in ports)
+            env_argv += ["--planner-address", planner_address]
         where = placement.env_server
         env_argv += list(where.args)
         env = Child(
@@ -111,13 +148,15 @@ def services(
             "http": f"http://127.0.0.1:{http}",
             "ws": f"ws://127.0.0.1:{http}",
             "grpc": f"127.0.0.1:{grpc_port}",
-            "planner": None if planner_port is None else f"127.0.0.1:{planner_port}",
+            "planner": planner_address,
             "replays": None if replays is None else replays.group(1),
         }
         if on_env is not None:
             on_env(addr)
+        ready = _GATE_READY if gated else _READY
         for game_id in first if planner else ():
-            plan.wait_for(f"planner service: {game_id} ready", timeout=900, stopping=stopping)
+            said = f"planner service: {game_id} {ready} "
+            planners[0].wait_for(said, timeout=900, stopping=stopping)
         yield addr
     finally:
         stop_all(children[::-1], hurry=None if stopping is None else stopping.hurry)

@@ -126,7 +126,7 @@ class HealthResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[HealthResponse.ServingStatus, str]] = ..., detail: _Optional[str] = ..., device: _Optional[str] = ..., plans_answered: _Optional[int] = ...) -> None: ...
 
 class PlannerGame(_message.Message):
-    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling", "clock_gate")
+    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling", "clock_gate", "gate_ready", "gated_only")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
     SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +134,8 @@ class PlannerGame(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     COMPILING_FIELD_NUMBER: _ClassVar[int]
     CLOCK_GATE_FIELD_NUMBER: _ClassVar[int]
+    GATE_READY_FIELD_NUMBER: _ClassVar[int]
+    GATED_ONLY_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     budgets: _containers.RepeatedScalarFieldContainer[int]
     simulations: _containers.RepeatedScalarFieldContainer[int]
@@ -141,7 +143,9 @@ class PlannerGame(_message.Message):
     checkpoint: str
     compiling: bool
     clock_gate: bool
-    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ..., clock_gate: _Optional[bool] = ...) -> None: ...
+    gate_ready: bool
+    gated_only: bool
+    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ..., clock_gate: _Optional[bool] = ..., gate_ready: _Optional[bool] = ..., gated_only: _Optional[bool] = ...) -> None: ...
 
 class ListPlannerGamesRequest(_message.Message):
     __slots__ = ()

@@ -216,7 +216,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     from rtplan import processes
     from rtplan.processes import _services
 
-    argvs = {}
+    argvs, nices = {}, {}
     said = {
         "planner service bound to": "planner service bound to 127.0.0.1:1 (compiling)",
         "rtplan env server:": "rtplan env server: http on 127.0.0.1:2 (REST), "
@@ -224,8 +224,9 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     }
 
     class FakeChild:
-        def __init__(self, name, argv, *, echo=True, cpus=None, env=None):
+        def __init__(self, name, argv, *, echo=True, cpus=None, env=None, nice=0):
             argvs[name] = list(argv)
+            nices[name] = nice
 
         def wait_for(self, text, timeout, stopping=None):
             return said.get(text, text)
@@ -255,15 +256,33 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     env, planner = argvs["env-server"], argvs["planner"]
     assert planner[planner.index("--games") + 1] == "snake-rt-v0,speed-go-v0"
     assert env[env.index("--preload") + 1 : env.index("--planner-address")] == ["snake-rt-v0"]
-    # The demo's: the games after its own compile behind it, at the nice value it names ...
-    with processes.services("snake-rt-v0", planner_games=served, background_nice=19):
+    # The demo's: the games after its own are another planner service's, at the nice value it
+    # names, and the env server routes each game to the service that serves it ...
+    argvs.clear()
+    with processes.services("snake-rt-v0", planner_games=served, background_nice=19) as addr:
         pass
-    planner = argvs["planner"]
-    assert planner[planner.index("--background-nice") + 1] == "19"
-    # ... and with no other game, there is nothing to compile behind.
+    planner, others, env = argvs["planner"], argvs["planner-others"], argvs["env-server"]
+    # Its port is picked beforehand: nothing waits for a service at nice 19 to start.
+    port = int(others[others.index("--port") + 1])
+    assert port > 0 and addr["planner"] == f"127.0.0.1:1;127.0.0.1:{port}"
+    assert planner[planner.index("--games") + 1] == "snake-rt-v0"
+    assert others[others.index("--games") + 1] == "speed-go-v0"
+    assert (nices["planner"], nices["planner-others"]) == (0, 19)
+    assert env[env.index("--planner-address") + 1] == addr["planner"]
+    assert "--background-nice" not in planner + others and "--gated-only" not in planner
+    # Played gated: the showcase's service serves it gated only, its forced budgets are the
+    # other service's, after its own games.
+    argvs.clear()
+    with processes.services("snake-rt-v0", planner_games=served, background_nice=19, gated=True):
+        pass
+    planner, others = argvs["planner"], argvs["planner-others"]
+    assert "--gated-only" in planner and "--gated-only" not in others
+    assert others[others.index("--games") + 1] == "speed-go-v0,snake-rt-v0"
+    # ... and with no other game, there is no other service.
+    argvs.clear()
     with processes.services("snake-rt-v0", background_nice=19):
         pass
-    assert "--background-nice" not in argvs["planner"]
+    assert "planner-others" not in argvs and "--background-nice" not in argvs["planner"]
 
 
 def test_replay_gif_writes_the_frames_asked_for_at_the_boards_size(tmp_path, capsys):
