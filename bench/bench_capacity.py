@@ -130,7 +130,8 @@ def _play(base: str, game: str, fps: float, frames: int, seed: int) -> dict | No
     (None if the server refused it or forgot it before it was read)."""
     body = {"game": game, "agent": "planner", "fps": fps, "seed": seed, "max_frames": frames}
     try:
-        sid = http_json("POST", f"{base}/v1/sessions", body)["id"]
+        # A session of a game the server is still loading waits for it (minutes when loaded).
+        sid = http_json("POST", f"{base}/v1/sessions", body, timeout=900)["id"]
     except HTTPStatusError:
         return None
     end = time.monotonic() + frames / fps + 120
