@@ -29,8 +29,10 @@ planned action's frame (`planned` on time, `planner_misses` not there by its dea
 `planner_errors` failed calls, whose landings play the fallback: the sessions' stats), plans/s
 (planned actions applied on time per second), the median over sessions of each session's p50
 and p95 Plan round trip (decision sent to action received), the gate's mean k and the late
-ticks. A mode's ramp stops at the first N whose miss rate reaches 1% (`--held`); the largest N
-below it is what that service holds. The machine's load average is recorded with each row.
+ticks. The largest N below a mode's first N whose miss rate reaches 1% (`--held`) is what
+that service holds; a mode's ramp goes on, so both are seen side by side past it, until its
+miss rate passes `--stop` (10%) or both have. The machine's load average is recorded with
+each row.
 
 Rows go to `bench/results/capacity.csv`; a summary table (held N per mode and its ratio) is
 printed at the end.
@@ -197,7 +199,8 @@ def measure(base: str, game: str, fps: float, sessions: int, seconds: float) -> 
 
 
 def ramp(stack: Stack, game: str, fps: float, replicas: int, args, stamp: dict) -> list[dict]:
-    """Both modes over N = `args.sessions`, alternately, each until its miss rate passes."""
+    """Both modes over N = `args.sessions`, alternately, each until its miss rate passes
+    `args.stop`, or until both have missed `args.held` at some N."""
     live = list(MODES)
     rows = []
     for step, n in enumerate(args.sessions):
@@ -214,8 +217,9 @@ def ramp(stack: Stack, game: str, fps: float, replicas: int, args, stamp: dict) 
                 f"{row['load1']} |",
                 flush=True,
             )
-        live = [m for m in live if rows_of(rows, m)[-1]["held"]]
-        if not live:
+        live = [m for m in live if rows_of(rows, m)[-1]["miss_pct"] < 100 * args.stop]
+        failed = {r["mode"] for r in rows if not r["held"]}
+        if not live or failed == set(MODES):
             break
     return rows
 
@@ -243,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=15.0, help="frames per slot, in seconds")
     p.add_argument("--max-batch", type=int, default=8, help="the after mode's --max-batch")
     p.add_argument("--held", type=float, default=0.01, help="miss rate a held N stays under")
+    p.add_argument("--stop", type=float, default=0.10, help="miss rate that ends a mode's ramp")
     p.add_argument("--checkpoint-dir", type=Path, default=None)
     p.add_argument("--csv", default=str(RESULTS / "capacity.csv"))
     args = p.parse_args(argv)
