@@ -12,6 +12,8 @@ from rtplan.planner_service._errors import NotStartedError
 
 #: The longest a waiting request sleeps before it looks at its group again.
 _POLL_S = 0.05
+#: What a group's measured times keep each time its requests are dropped as too late to land.
+_DECAY = 0.8
 
 
 def search_rungs(max_batch: int) -> tuple[int, ...]:
@@ -114,14 +116,15 @@ class Batcher:
         self._cond = threading.Condition()
         self._pending: dict[Hashable, list[_Item]] = {}
         self._running = 0
-        #: (group, batch size) -> running mean seconds of a batched call.
+        #: (group, batch size) -> seconds of a fast batched call of late (`estimate`).
         self._seconds: dict[tuple[Hashable, int], float] = {}
         self.stats = BatchStats()
 
     def estimate(self, group: Hashable, n: int = 1) -> float:
         """Seconds a batch of `n` of `group` is expected to take (0 before one has run): the
-        mean of that size, else of the nearest larger size measured (a batch costs at most
-        what a larger one does)."""
+        fast end of that size's recent calls, else of the nearest larger size measured (a batch
+        costs at most what a larger one does); it decays while the group's requests are dropped
+        as too late."""
         sizes = sorted(s for g, s in self._seconds if g == group and s >= n)
         return self._seconds[(group, sizes[0])] if sizes else 0.0
 
@@ -209,7 +212,7 @@ class Batcher:
         group's measured time for one search no longer fits."""
         dropped = False
         for group in list(self._pending):
-            keep = []
+            keep, late = [], False
             for item in self._pending[group]:
                 why = not_started_why(now, item.deadline, item.abandoned, self.estimate(group))
                 if why is None:
@@ -217,7 +220,13 @@ class Batcher:
                     continue
                 item.done, item.error = True, NotStartedError(why)
                 self.stats.not_started += 1
-                dropped = True
+                dropped, late = True, late or not item.gone()
+            if late:
+                # A dropped search is never timed: let times that a slow spell (a first call,
+                # a loaded machine) inflated decay, so the group runs again and is measured
+                # anew, rather than drop every later request of it for good.
+                for key in [key for key in self._seconds if key[0] == group]:
+                    self._seconds[key] *= _DECAY
             if keep:
                 self._pending[group] = keep
             else:
@@ -239,8 +248,12 @@ class Batcher:
         self._cond.acquire()
         self._running -= 1
         key = (group, len(batch))
-        mean = self._seconds.get(key)
-        self._seconds[key] = seconds if mean is None else mean + 0.2 * (seconds - mean)
+        # The fast end of recent calls, not their mean (as the engine's unbatched searches): a
+        # request is dropped only when even a fast batch could not land it.
+        est = self._seconds.get(key)
+        self._seconds[key] = (
+            seconds if est is None or seconds < est else est + 0.1 * (seconds - est)
+        )
         self.stats.batches[len(batch)] = self.stats.batches.get(len(batch), 0) + 1
         self.stats.requests += len(batch)
         for i, item in enumerate(batch):

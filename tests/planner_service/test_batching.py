@@ -116,6 +116,38 @@ def test_a_request_its_deadline_leaves_no_time_for_is_never_started():
         batcher.run("c", 4, deadline=clock[0])
 
 
+def test_a_slow_spell_never_drops_every_later_request_of_its_group():
+    # A first batched call that took 500 ms (a cold executable, a loaded machine) once made
+    # every later request of a 200 ms window "not started" for good: never run, never timed.
+    clock = [100.0]
+    seconds = [0.5]
+    calls = _Calls()
+    batcher = Batcher(calls, max_batch=4, slots=1, max_wait_s=0.0, clock=lambda: clock[0])
+
+    def timed(group, payloads):
+        clock[0] += seconds[0]
+        return calls(group, payloads)
+
+    batcher._run_batch = timed
+    batcher.run("a", 0, deadline=clock[0] + 1.0)
+    seconds[0] = 0.030
+    dropped = 0
+    for i in range(1, 20):
+        try:
+            batcher.run("a", i, deadline=clock[0] + 0.2)
+            break
+        except NotStartedError:
+            dropped += 1
+            clock[0] += 0.1  # the session's next decision
+    assert 0 < dropped <= 5, dropped  # 0.5 s * 0.8**n fits 0.2 s again by n = 5
+    assert len(calls.calls) == 2
+    # Timed again: the fast end of its calls, not their mean (a slow call counts a tenth).
+    assert batcher.estimate("a") == pytest.approx(0.030)
+    seconds[0] = 0.130
+    batcher.run("a", 99, deadline=clock[0] + 1.0)
+    assert batcher.estimate("a") == pytest.approx(0.040)
+
+
 def test_an_abandoned_request_waiting_for_a_slot_is_never_started():
     calls = _Calls(hold=True)
     batcher = Batcher(calls, max_batch=4, slots=1, max_wait_s=0.0)
