@@ -42,6 +42,9 @@ from rtplan.planner.options import Planner
 #: A batch of plans under committed="plan": (actions `[B, H]`, -1 past each length; lengths
 #: `[B]`), as `OptionOutput.plan` and `OptionOutput.plan_len` hold them.
 Plan = tuple[jax.Array, jax.Array]
+#: The rules every shipped planner plays (`PlannerConfig.committed`, `tree_k`): a counterfactual
+#: file without the fields was measured under them.
+_SHIPPED_RULES = {"committed": "reflex", "tree_k": 0}
 
 __all__ = [
     "BranchValues",
@@ -432,8 +435,3 @@ def run_counterfactual(
         command=command,
         log=log,
     )
-
-
-#: The rules every shipped planner plays (`PlannerConfig.committed`, `tree_k`), which files
-#: without the fields were measured under.
-_SHIPPED_RULES = {"committed": "reflex", "tree_k": 0}
