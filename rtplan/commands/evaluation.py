@@ -197,7 +197,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
     _add_rules(
         ev,
-        committed="plan writes to <out>/<game>/<split>-plan/ and plays no gate",
+        committed="Plan writes to <out>/<game>/<split>-plan/ and plays no gate",
         tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
@@ -301,7 +301,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _add_rules(
         cf,
-        committed="every branch and its continuation play it. plan needs --tree-k >= 1 (under "
+        committed="Every branch and its continuation play it; plan needs --tree-k >= 1 (under "
         "tree_k 0 a plan is the reflex at the continuation's fixed k)",
         tree_k="Any but the shipped reflex and 0 write to <out>/<game>/counterfactual/"
         "[plan-]treeM/<tag>/",
