@@ -197,7 +197,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
     _add_rules(
         ev,
-        committed="Plan writes to <out>/<game>/<split>-plan/ and plays no gate",
+        committed="--committed plan writes to <out>/<game>/<split>-plan/ and plays no gate",
         tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
