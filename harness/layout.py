@@ -42,6 +42,14 @@ def results_root(explicit: str | os.PathLike | None = None) -> Path:
     return _beside_packages(RESULTS, explicit)
 
 
+def tree_folder(tree_k: int, *, plan: bool = False) -> str:
+    """The sub-folder of results measured with a tree of `tree_k`-frame edges below the
+    search's root (the shipped planners search with tree_k 0, the option's own k): "tree1", or
+    "plan-tree1" when the committed frames follow the previous option's plan. `rtplan eval`
+    puts it inside the split's folder, `rtplan counterfactual` inside its topic's."""
+    return f"{'plan-' if plan else ''}tree{tree_k}"
+
+
 def archive_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` when given, else the checkout's `archive/` (or `./archive` outside one)."""
     return _beside_packages(ARCHIVE, explicit)
@@ -283,7 +291,9 @@ RESULT_KINDS: dict[str, ResultKind] = {
     "counterfactual/**.json": ResultKind(
         "counterfactual budget values: every budget from copies of the same decision states, "
         "per state and re-drawn future (chunk-*.json), and where a budget beats the fixed one "
-        "by more than 2 paired SE (summary.json)",
+        "by more than 2 paired SE (summary.json); under plan-treeM/ every branch searches "
+        "every M frames below the root and commits to the previous option's plan "
+        "(--committed plan --tree-k M)",
         "rtplan counterfactual --game {game} --continuation K",
         2,
     ),

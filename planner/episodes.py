@@ -114,6 +114,9 @@ class Episodes:
     clocks: np.ndarray | None = None  # [E, 2] clock games: A's and B's ticks left at the end
     game_ids: list[str] | None = None  # clock games: each game's identity (`game_id`)
     missed: list[np.ndarray] | None = None  # per episode: each decision's miss (if simulated)
+    # committed="plan" (`play_from`): each game's plan after its last option, (plan [E, H],
+    # plan_len [E]), which play continuing from the final states commits to (`play_from(plan=)`).
+    plan: tuple[jax.Array, jax.Array] | None = None
 
     @property
     def mean(self) -> float:
@@ -260,6 +263,7 @@ def play_from(
     future_params=None,
     misses: Misses | None = None,
     fallback: str = "game",
+    plan: tuple[jax.Array, jax.Array] | None = None,
 ) -> tuple[Episodes, games.State, jax.Array]:
     """`play` from given states: `[E]` games from `states` with carried option keys `keys`
     (each decision splits its option key off the carried one), named `seeds` in the result.
@@ -270,7 +274,9 @@ def play_from(
     keys after the last decision, so play can continue from there with the same key schedule.
 
     Under `committed="plan"` (the runner's planner config) each game's plan is threaded from one
-    option to the next (`OptionOutput.plan`); the first option of a call has none (the reflex).
+    option to the next (`OptionOutput.plan`). The first option of a call commits to `plan`, the
+    games' plans at `states` (`Episodes.plan` of the play that reached them; None: no plan, the
+    reflex, as at an episode's start); `Episodes.plan` holds each game's plan at the end.
     """
     n = len(seeds)
     limit = None if until is None else np.asarray(until)
@@ -285,7 +291,10 @@ def play_from(
     select = _select_fn()
     # committed="plan": each game's previous plan, (plan [E, H], plan_len [E]); none at first.
     by_plan = runner.planner.config.committed == "plan"
-    plan = runner.planner.empty_plan(n) if by_plan else None
+    if not by_plan and plan is not None:
+        raise ValueError("this runner's planner commits to the reflex: no plan to start from")
+    if by_plan and plan is None:
+        plan = runner.planner.empty_plan(n)
     t = 0
     while alive.any() and (max_decisions is None or t < max_decisions):
         k = np.where(alive, np.asarray(choose(states, alive, t)), SKIP)
@@ -340,6 +349,7 @@ def play_from(
         features={name: [np.stack(v, 1)[i][per[i]] for i in range(n)] for name, v in feats.items()},
         actions=actions,
         missed=None if misses is None else _per_episode(missed, per, n),
+        plan=plan,
     )
     return episodes, states, keys
 

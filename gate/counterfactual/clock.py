@@ -27,9 +27,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
-import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,12 +37,12 @@ import numpy as np
 
 from rtplan import games
 from rtplan.gate.clock.heuristics import ClockOptions, always, clock_inputs
+from rtplan.gate.counterfactual._chunks import run_chunks
 from rtplan.gate.counterfactual.values import BranchValues, cross_fitted_gain, diagnose, paying
 from rtplan.gate.files import file_sha256
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.stats import standard_error
 from rtplan.planner.batching import OptionRunner
-from rtplan.planner.episodes import seeds_of
 from rtplan.planner.matches import EVAL_OPENING_PLIES, match_start, play_on
 from rtplan.planner.options import Planner
 
@@ -346,23 +344,12 @@ def run_clock_counterfactual(
     noise = "" if gumbel_scale is None else f"-g{gumbel_scale:g}"
     tag = f"t{initial_time}-k{continuation}-w{worlds}-p{max_ply}{noise}-s{seed}"
     folder = Path(results_root(out)) / game_id / "counterfactual" / tag
-    folder.mkdir(parents=True, exist_ok=True)
     k = len(pcfg.budgets) + 1
     runner = OptionRunner(planner, max_batch=chunk * worlds * k)
+    budgets = (0, *pcfg.budgets)
     sha = file_sha256(planner_file)
-    parts = []
-    for first in range(seed, seed + states, chunk):
-        path = folder / f"chunk-{first:07d}.json"
-        n = min(chunk, seed + states - first)
-        if path.exists():
-            part = json.loads(path.read_text())
-            if part["planner_sha256"] == sha and part["games"] == n:
-                parts.append(part)
-                continue
-        began = time.perf_counter()
-        seeds = np.arange(first, first + n)
-        if seeds[-1] >= seeds_of("tuning", 1)[0]:
-            raise ValueError("the positions must come from train-range seeds")
+
+    def label(first: int, seeds: np.ndarray) -> dict:
         rng = np.random.default_rng([first, 45])
         st, keys, kept = clock_positions(
             planner,
@@ -375,8 +362,7 @@ def run_clock_counterfactual(
             rng=rng,
             max_plies=max_plies,
         )
-        part = {"game": game_id, "planner": planner_file, "planner_sha256": sha, "games": n}
-        part.update(seeds=kept.tolist(), values=[], plies=[], played=[], features={})
+        part = dict(seeds=kept.tolist(), values=[], plies=[], played=[], features={})
         if len(kept):
             cbv = clock_branch_values(
                 planner,
@@ -395,40 +381,52 @@ def run_clock_counterfactual(
                 played=cbv.played.tolist(),
                 features={f: v.tolist() for f, v in feats.items()},
             )
-        part.update(seconds=time.perf_counter() - began, command=command)
-        path.write_text(json.dumps(part) + "\n")
-        parts.append(part)
-        log(f"{path.name}: {len(kept)} positions in {part['seconds']:.0f} s")
-    parts = [p for p in parts if p["seeds"]]
-    if not parts:
-        raise ValueError(f"every game ended before its sampled ply: lower max_ply ({max_ply})")
-    budgets = (0, *pcfg.budgets)
-    shape = (-1, worlds, k)
-    cbv = ClockBranchValues(
-        values=np.concatenate([np.asarray(p["values"], np.float64).reshape(shape) for p in parts]),
-        plies=np.concatenate([np.asarray(p["plies"], np.int64).reshape(shape) for p in parts]),
-        played=np.concatenate([np.asarray(p["played"], np.int64) for p in parts]),
-        budgets=budgets,
-        continuation=continuation,
-    )
-    feats = {f: np.concatenate([np.asarray(p["features"][f]) for p in parts]) for f in FEATURES}
-    table = by_feature(cbv, feats, n_bins=n_bins)
-    with open(folder / "by-feature.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
-    summary = _summary(cbv, feats, table)
-    seconds = sum(p["seconds"] for p in parts)
-    summary.update(
-        game=game_id,
-        initial_time=initial_time,
-        gumbel_scale=pcfg.gumbel_scale,
-        options=[f"k{b}" for b in budgets],
-        planner=planner_file,
-        planner_sha256=sha,
-        seconds=seconds,
-        seconds_per_position=seconds / len(cbv.values),
+        return part
+
+    def summarize(parts: list[dict]) -> dict:
+        parts = [p for p in parts if p["seeds"]]
+        if not parts:
+            raise ValueError(f"every game ended before its sampled ply: lower max_ply ({max_ply})")
+        seconds = sum(p["seconds"] for p in parts)
+        shape = (-1, worlds, k)
+        cbv = ClockBranchValues(
+            values=np.concatenate(
+                [np.asarray(p["values"], np.float64).reshape(shape) for p in parts]
+            ),
+            plies=np.concatenate([np.asarray(p["plies"], np.int64).reshape(shape) for p in parts]),
+            played=np.concatenate([np.asarray(p["played"], np.int64) for p in parts]),
+            budgets=budgets,
+            continuation=continuation,
+        )
+        feats = {f: np.concatenate([np.asarray(p["features"][f]) for p in parts]) for f in FEATURES}
+        table = by_feature(cbv, feats, n_bins=n_bins)
+        with open(folder / "by-feature.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+        summary = _summary(cbv, feats, table)
+        summary.update(
+            game=game_id,
+            initial_time=initial_time,
+            gumbel_scale=pcfg.gumbel_scale,
+            options=[f"k{b}" for b in budgets],
+            planner=planner_file,
+            planner_sha256=sha,
+            seconds=seconds,
+            seconds_per_position=seconds / len(cbv.values),
+            command=command,
+        )
+        return summary
+
+    return run_chunks(
+        folder,
+        head={"game": game_id, "planner": planner_file, "planner_sha256": sha},
+        seed=seed,
+        states=states,
+        chunk=chunk,
+        label=label,
+        summarize=summarize,
+        noun="positions",
         command=command,
+        log=log,
     )
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary

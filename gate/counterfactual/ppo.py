@@ -235,7 +235,7 @@ class CounterfactualPPO(GateTrainer):
             began = time.perf_counter()
             key = jax.random.fold_in(jax.random.PRNGKey(cfg.seed), r)
             seeds = cfg.seed + r * cfg.states + np.arange(cfg.states)
-            states, keys, kept = decision_states(
+            states, keys, kept, plan = decision_states(
                 runner,
                 pparams,
                 seeds,
@@ -257,6 +257,7 @@ class CounterfactualPPO(GateTrainer):
                 worlds=cfg.worlds,
                 world_key=jax.random.fold_in(key, 1 << 20),
                 seeds=kept,
+                plan=plan,
             )
             adv = advantages(bv.values, old)
             scale = float(adv.std()) + 1e-8

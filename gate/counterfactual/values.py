@@ -22,9 +22,7 @@ option, then the continuation budget, cut to the largest budget that still fits 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,12 +31,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from rtplan import games
+from rtplan.gate.counterfactual._chunks import run_chunks
 from rtplan.gate.files import file_sha256
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.stats import standard_error
 from rtplan.planner.batching import OptionRunner
-from rtplan.planner.episodes import Chooser, always, play_from, seeds_of, start
+from rtplan.planner.episodes import Chooser, always, play_from, start
 from rtplan.planner.options import Planner
+
+#: A batch of plans under committed="plan": (actions `[B, H]`, -1 past each length; lengths
+#: `[B]`), as `OptionOutput.plan` and `OptionOutput.plan_len` hold them.
+Plan = tuple[jax.Array, jax.Array]
+#: The rules every shipped planner plays (`PlannerConfig.committed`, `tree_k`): a counterfactual
+#: file without the fields was measured under them.
+_SHIPPED_RULES = {"committed": "reflex", "tree_k": 0}
 
 __all__ = [
     "BranchValues",
@@ -96,19 +102,21 @@ def decision_states(
     max_frame: int,
     rng: np.random.Generator,
     along: Chooser | None = None,
-) -> tuple[games.State, jax.Array, np.ndarray]:
+) -> tuple[games.State, jax.Array, np.ndarray, Plan | None]:
     """Decision states sampled along always-`continuation` play (or along the chooser `along`,
     a gate's own play): game i (from `seeds[i]`, as `play` starts it) is played to a frame
     drawn uniformly from `[0, max_frame)`; games that ended before it are dropped. Returns
-    (states `[S]`, their carried keys, their seeds)."""
+    (states `[S]`, their carried keys, their seeds, and under committed="plan" the plan each
+    game carries there: what the next option's committed frames play; None under "reflex")."""
     seeds = np.asarray(seeds)
     until = rng.integers(0, max_frame, len(seeds))
     states, keys = start(runner.planner.game, seeds)
     play = cut(along or always(continuation), runner.budgets, until)
-    _, states, keys = play_from(runner, params, states, keys, play, seeds=seeds, until=until)
+    played, states, keys = play_from(runner, params, states, keys, play, seeds=seeds, until=until)
     keep = ~np.asarray(states.done)
     pick = jnp.asarray(np.flatnonzero(keep))
-    return jax.tree.map(lambda x: x[pick], states), keys[pick], seeds[keep]
+    plan = None if played.plan is None else jax.tree.map(lambda x: x[pick], played.plan)
+    return jax.tree.map(lambda x: x[pick], states), keys[pick], seeds[keep], plan
 
 
 def branch_rows(
@@ -145,9 +153,15 @@ def branch_values(
     worlds: int,
     world_key: jax.Array,
     seeds: np.ndarray | None = None,
+    plan: Plan | None = None,
 ) -> BranchValues:
     """`Q(s, k)` for every budget k of `runner` from each of `states` `[S]` (carried option keys
     `keys`), in `worlds` re-drawn futures (0: the states' own future, one world).
+
+    Under committed="plan" (the runner's planner) every branch of state s commits its first
+    option's k-1 frames to `plan` `([S, H], [S])`, the plan the play that reached s carries
+    (`decision_states`; None: no plan, the reflex), in every world and budget alike (paired),
+    and each later option to its predecessor's plan, as `rtplan eval --committed plan` plays.
 
     Raises:
         ValueError: `horizon` is shorter than the largest budget, or the budgets lack 1 (the
@@ -171,8 +185,17 @@ def branch_values(
     def choose(states: games.State, alive: np.ndarray, t: int) -> np.ndarray:
         return first if t == 0 else later(states, alive, t)
 
+    # Rows are state-major (`branch_rows`): each state's plan repeated over its worlds and budgets.
+    row_plan = None if plan is None else jax.tree.map(lambda x: jnp.repeat(x, m * k, 0), plan)
     played, _, _ = play_from(
-        runner, params, rows, row_keys, choose, seeds=np.repeat(np.arange(s), m * k), until=until
+        runner,
+        params,
+        rows,
+        row_keys,
+        choose,
+        seeds=np.repeat(np.arange(s), m * k),
+        until=until,
+        plan=row_plan,
     )
     return BranchValues(
         values=played.returns.reshape(s, m, k),
@@ -288,6 +311,8 @@ def run_counterfactual(
     max_frame: int = 500,
     chunk: int = 8,
     seed: int = 0,
+    committed: str | None = None,
+    tree_k: int | None = None,
     planner_file: str | None = None,
     out: str | os.PathLike | None = None,
     command: str | None = None,
@@ -298,8 +323,24 @@ def run_counterfactual(
     frame drawn from `[0, max_frame)` per game, in `worlds` re-drawn futures; writes each chunk
     of `chunk` games to `<out>/<game>/counterfactual/<tag>/` as it finishes (a rerun keeps the
     chunks written: resumable), then `summary.json` (`diagnose`) beside them. Returns the
-    summary."""
-    from rtplan.harness.layout import results_root
+    summary.
+
+    `committed` and `tree_k` (None: the planner checkpoint's, "reflex" and 0 for every shipped
+    one) set what every option's committed frames play and the frames of every edge below the
+    search's root, as `rtplan eval --committed --tree-k` plays them: the sampling play, every
+    branch and its continuation. Any rules but (reflex, 0) write to
+    `<out>/<game>/counterfactual/[plan-]tree<M>/<tag>/` and record both in every chunk and the
+    summary; a resume refuses chunks of other rules.
+
+    Raises:
+        ValueError: a clock game, a continuation not among the budgets, or committed "plan"
+            with tree_k 0: the plan of a tree whose edges below the root are an option's own
+            k-1 reflex frames and its action commits the next option (of the same k) to reflex
+            frames, so always-K, the continuation, plays exactly the reflex (the branches of
+            another k would commit to a mix of the tree's reflex frames and its actions, which
+            no evaluated condition plays): give tree_k >= 1.
+    """
+    from rtplan.harness.layout import results_root, tree_folder
     from rtplan.planner.store import load_planner
 
     game = games.make(game_id)
@@ -311,27 +352,30 @@ def run_counterfactual(
     pcfg, params, _ = load_planner(game_id, planner_file)
     if continuation not in pcfg.budgets:
         raise ValueError(f"continuation k={continuation} is not one of {pcfg.budgets}")
+    pcfg = dataclasses.replace(
+        pcfg,
+        committed=pcfg.committed if committed is None else committed,
+        tree_k=pcfg.tree_k if tree_k is None else tree_k,
+    )  # ValueError: an unknown commitment or a negative tree_k
+    if pcfg.committed == "plan" and pcfg.tree_k == 0:
+        raise ValueError(
+            'committed "plan" needs tree_k >= 1: under tree_k 0 a plan is the reflex at a fixed '
+            "k (the continuation's), so it would measure the reflex again"
+        )
     tag = f"k{continuation}-h{horizon or 'end'}-w{worlds}-s{seed}"
-    folder = Path(results_root(out)) / game_id / "counterfactual" / tag
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(results_root(out)) / game_id / "counterfactual"
+    head = {"game": game_id, "planner": planner_file, "planner_sha256": file_sha256(planner_file)}
+    rules = {"committed": pcfg.committed, "tree_k": pcfg.tree_k}
+    if rules != _SHIPPED_RULES:  # the reflex's files stay as they were, without the fields
+        folder = folder / tree_folder(pcfg.tree_k, plan=pcfg.committed == "plan")
+        head.update(rules)
+    folder = folder / tag
     k = len(pcfg.budgets)
     runner = OptionRunner(Planner(pcfg), max_batch=chunk * max(worlds, 1) * k)
-    sha = file_sha256(planner_file)
-    parts = []
-    for first in range(seed, seed + states, chunk):
-        path = folder / f"chunk-{first:07d}.json"
-        n = min(chunk, seed + states - first)
-        if path.exists():
-            part = json.loads(path.read_text())
-            if part["planner_sha256"] == sha and part["games"] == n:
-                parts.append(part)
-                continue
-        began = time.perf_counter()
-        seeds = np.arange(first, first + n)
-        if seeds[-1] >= seeds_of("tuning", 1)[0]:
-            raise ValueError("the states must come from train-range seeds")
+
+    def label(first: int, seeds: np.ndarray) -> dict:
         rng = np.random.default_rng([first, 27])
-        st, keys, kept = decision_states(
+        st, keys, kept, plan = decision_states(
             runner, params, seeds, continuation, max_frame=max_frame, rng=rng
         )
         bv = branch_values(
@@ -344,45 +388,50 @@ def run_counterfactual(
             worlds=worlds,
             world_key=jax.random.PRNGKey(first),
             seeds=kept,
+            plan=plan,
         )
-        part = {
-            "game": game_id,
-            "planner": planner_file,
-            "planner_sha256": sha,
-            "games": n,
+        return {
             "seeds": kept.tolist(),
             "frames": bv.frames.tolist(),
             "budgets": list(bv.budgets),
             "values": bv.values.tolist(),
             "ends": bv.ends.tolist(),
-            "seconds": time.perf_counter() - began,
-            "command": command,
         }
-        path.write_text(json.dumps(part) + "\n")
-        parts.append(part)
-        log(f"{path.name}: {len(kept)} states in {part['seconds']:.0f} s")
-    shape = (-1, max(worlds, 1), k)
-    bv = BranchValues(
-        values=np.concatenate([np.asarray(p["values"], np.float64).reshape(shape) for p in parts]),
-        ends=np.concatenate([np.asarray(p["ends"], np.int64).reshape(shape) for p in parts]),
-        budgets=tuple(pcfg.budgets),
-        continuation=continuation,
-        horizon=horizon,
-        frames=np.concatenate([np.asarray(p["frames"], np.int64) for p in parts]),
-        seeds=np.concatenate([np.asarray(p["seeds"], np.int64) for p in parts]),
-    )
-    summary = diagnose(bv)
-    seconds = sum(p["seconds"] for p in parts)
-    branched_frames = bv.values.size * (horizon or 0)
-    summary.update(
-        game=game_id,
-        planner=planner_file,
-        planner_sha256=sha,
-        seconds=seconds,
-        # What a label costs: simulated frames per decision state (all budgets, all worlds).
-        frames_per_state=(branched_frames / len(bv.frames)) if horizon else None,
-        seconds_per_state=seconds / max(len(bv.frames), 1),
+
+    def summarize(parts: list[dict]) -> dict:
+        shape = (-1, max(worlds, 1), k)
+        values = [np.asarray(p["values"], np.float64).reshape(shape) for p in parts]
+        bv = BranchValues(
+            values=np.concatenate(values),
+            ends=np.concatenate([np.asarray(p["ends"], np.int64).reshape(shape) for p in parts]),
+            budgets=tuple(pcfg.budgets),
+            continuation=continuation,
+            horizon=horizon,
+            frames=np.concatenate([np.asarray(p["frames"], np.int64) for p in parts]),
+            seeds=np.concatenate([np.asarray(p["seeds"], np.int64) for p in parts]),
+        )
+        summary = diagnose(bv)
+        seconds = sum(p["seconds"] for p in parts)
+        branched_frames = bv.values.size * (horizon or 0)
+        summary.update(head)
+        summary.update(
+            seconds=seconds,
+            # What a label costs: simulated frames per decision state (all budgets, all worlds).
+            frames_per_state=(branched_frames / len(bv.frames)) if horizon else None,
+            seconds_per_state=seconds / max(len(bv.frames), 1),
+            command=command,
+        )
+        return summary
+
+    return run_chunks(
+        folder,
+        head=head,
+        seed=seed,
+        states=states,
+        chunk=chunk,
+        label=label,
+        summarize=summarize,
+        fixed=_SHIPPED_RULES,
         command=command,
+        log=log,
     )
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary

@@ -27,6 +27,7 @@ from rtplan.gate.committed.policy import load_gate
 from rtplan.gate.committed.triggers import FEATURES, trigger_features
 from rtplan.gate.files import file_sha256
 from rtplan.harness import checkpoint as ckpt
+from rtplan.harness.layout import tree_folder
 from rtplan.harness.stats import standard_error
 from rtplan.planner.episodes import (
     Episodes,
@@ -82,7 +83,7 @@ def tree_split(split: str, tree_k: int, *, plan: bool = False) -> str:
     inside the split's own: "tuning/tree1", or "tuning/plan-tree1" under committed="plan" (the
     shipped planners search with tree_k 0, the option's own k; `rtplan report` reads only the
     split's own files, and the results page folds the sub-folders under the split)."""
-    return f"{split}/{'plan-' if plan else ''}tree{tree_k}"
+    return f"{split}/{tree_folder(tree_k, plan=plan)}"
 
 
 def _git_commit() -> str | None:

@@ -101,10 +101,14 @@ def _clock_counterfactual(args: argparse.Namespace) -> int:
     if args.gumbel_scale is not None and args.gumbel_scale < 0:
         raise CommandError("--gumbel-scale must be >= 0")
     committed_only = [f for f in ("--horizon", "--max-frame") if f in args.argv]
+    committed_only += [
+        f for f, v in (("--committed", args.committed), ("--tree-k", args.tree_k)) if v is not None
+    ]
     if committed_only:
         raise CommandError(
             f"{', '.join(committed_only)}: for committed games only ({args.game} is a clock "
-            "game: its branches play to the end; --max-ply draws the position)"
+            "game: its moves commit no frames, its branches play to the end, --max-ply draws "
+            "the position)"
         )
     if args.t0 is None or args.t0 < 1:
         raise CommandError(f"{args.game} is a clock game: give --t0 (positive ticks)")

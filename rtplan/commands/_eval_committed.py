@@ -109,6 +109,8 @@ def _counterfactual(args: argparse.Namespace) -> int:
     ]
     if clock_only:
         raise CommandError(f"{', '.join(clock_only)}: for clock games only")
+    if args.tree_k is not None and args.tree_k < 0:
+        raise CommandError(f"--tree-k must be >= 0, got {args.tree_k}")
     if args.continuation is None:
         raise CommandError("--continuation is required for committed games (the best fixed k)")
     if args.worlds < 2:
@@ -127,6 +129,8 @@ def _counterfactual(args: argparse.Namespace) -> int:
         max_frame=args.max_frame,
         chunk=args.chunk,
         seed=args.seed,
+        committed=args.committed,
+        tree_k=args.tree_k,
         planner_file=args.planner,
         out=args.out,
         command=" ".join(args.argv),

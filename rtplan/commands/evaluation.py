@@ -20,6 +20,31 @@ _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpa
 COMMITTED_CHOICES = ("reflex", "plan")
 
 
+def _add_rules(parser: argparse.ArgumentParser, *, committed: str, tree_k: str) -> None:
+    """`--committed` and `--tree-k` (the planner's rules for the committed games), each help
+    ended by what the command does with them."""
+    parser.add_argument(
+        "--committed",
+        choices=COMMITTED_CHOICES,
+        default=None,
+        help="committed games: what an option's k-1 frames before its planned action play: "
+        "reflex (the raw policy's argmax, the paper) or plan (the previous option's plan where "
+        "it reaches, then the reflex); default: the planner checkpoint's (reflex for every "
+        f"shipped one). {committed}",
+    )
+    parser.add_argument(
+        "--tree-k",
+        type=int,
+        default=None,
+        metavar="M",
+        help="committed games: the frames of every edge below the search's root (default: the "
+        "planner checkpoint's, 0 for every shipped one: the option's own k). 1 searches every "
+        "frame below the root, which is what gives --committed plan a plan of its own (with 0 "
+        "its committed frames are the tree's reflex frames: at a fixed k, exactly the reflex). "
+        f"{tree_k}",
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds `calibrate`, `cross-eval`, `eval`, `counterfactual`, `report` and `annotate-games`
     to the `rtplan` subcommands."""
@@ -170,25 +195,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "<out>/<game>/<split>-latency-<F>fps/ (docs/gate.md, Latency-aware gate)",
     )
     add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
-    ev.add_argument(
-        "--committed",
-        choices=COMMITTED_CHOICES,
-        default=None,
-        help="committed games: what an option's k-1 frames before its planned action play: "
-        "reflex (the raw policy's argmax, the paper) or plan (the previous option's plan where "
-        "it reaches, then the reflex); default: the planner checkpoint's (reflex for every "
-        "shipped one). plan writes to <out>/<game>/<split>-plan/ and plays no gate",
-    )
-    ev.add_argument(
-        "--tree-k",
-        type=int,
-        default=None,
-        metavar="M",
-        help="committed games: the frames of every edge below the search's root (default: the "
-        "planner checkpoint's, 0 for every shipped one: the option's own k). 1 searches every "
-        "frame below the root, which is what gives --committed plan a plan of its own (with 0 "
-        "its committed frames are the tree's reflex frames: at a fixed k, exactly the reflex). "
-        "Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
+    _add_rules(
+        ev,
+        committed="--committed plan writes to <out>/<game>/<split>-plan/ and plays no gate",
+        tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
@@ -288,6 +298,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     cf.add_argument(
         "--bins", type=int, default=4, help="clock games: quantile bins per feature in the CSV"
+    )
+    _add_rules(
+        cf,
+        committed="Every branch and its continuation play it; plan needs --tree-k >= 1 (under "
+        "tree_k 0 a plan is the reflex at the continuation's fixed k)",
+        tree_k="Any but the shipped reflex and 0 write to <out>/<game>/counterfactual/"
+        "[plan-]treeM/<tag>/",
     )
     cf.add_argument("--chunk", type=int, default=8, help="states per batch (and per file)")
     cf.add_argument("--seed", type=int, default=0, help="first train-range game seed")

@@ -86,6 +86,8 @@ def test_every_committed_results_file_has_a_caption_and_a_command():
     assert not missing, missing[:5]
     nested = describe_result("tetris-rt-v0/counterfactual/k2-h32-w8-s0/summary.json")
     assert "counterfactual" in nested.shows  # the topic's kind, not the root summary.json's
+    plan = describe_result("pacman-rt-v0/counterfactual/plan-tree1/k3-h32-w8-s0/summary.json")
+    assert "plan-treeM/" in plan.shows  # a plan run nests under the same topic
 
 
 def test_committed_results_name_no_machine_paths():
