@@ -70,7 +70,7 @@ class GateTrainer:
         """The gate's network and the planner it was trained over (file, sha256, commit)."""
         return {
             **self.gate.metadata(),
-            "planner_checkpoint": self.planner_file,
+            "planner_checkpoint": ckpt.recorded_path(self.planner_file),
             "planner_sha256": self.planner_sha256,
             "planner_git_commit": self.planner_commit,
             "tuning_seed_base": TUNING_SEED_BASE,

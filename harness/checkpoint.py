@@ -53,6 +53,17 @@ PLANNER_FILE = "planner.msgpack"
 GATE_FILE = "gate.msgpack"
 
 
+def recorded_path(path: str | os.PathLike) -> str:
+    """A checkpoint's path as results and metadata record it: a shipped checkpoint as
+    `checkpoints/<game>/<file>` wherever the checkout or the package lies, so that no machine's
+    folders end up in a committed file; any other path as given."""
+    shipped = checkpoint_root().resolve()
+    try:
+        return str(Path(shipped.name) / Path(path).resolve().relative_to(shipped))
+    except ValueError:
+        return str(path)
+
+
 def planner_path(root: str | os.PathLike, game_id: str) -> Path:
     """`<root>/<game_id>/planner.msgpack`: where a checkpoint folder keeps a game's planner."""
     return Path(root) / game_id / PLANNER_FILE

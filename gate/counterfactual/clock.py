@@ -410,7 +410,7 @@ def run_clock_counterfactual(
             initial_time=initial_time,
             gumbel_scale=pcfg.gumbel_scale,
             options=[f"k{b}" for b in budgets],
-            planner=planner_file,
+            planner=ckpt.recorded_path(planner_file),
             planner_sha256=sha,
             seconds=seconds,
             seconds_per_position=seconds / len(cbv.values),
@@ -420,7 +420,7 @@ def run_clock_counterfactual(
 
     return run_chunks(
         folder,
-        head={"game": game_id, "planner": planner_file, "planner_sha256": sha},
+        head={"game": game_id, "planner": ckpt.recorded_path(planner_file), "planner_sha256": sha},
         seed=seed,
         states=states,
         chunk=chunk,

@@ -252,7 +252,7 @@ def fit_gate(
     meta = {
         "kind": "gate",
         **gate.metadata(),
-        "planner_checkpoint": planner_file,
+        "planner_checkpoint": ckpt.recorded_path(planner_file),
         "planner_sha256": data["planner_sha256"],
         "trained_by": "supervised",
         "labels": [str(d) for d in labels_dirs],

@@ -364,7 +364,11 @@ def run_counterfactual(
         )
     tag = f"k{continuation}-h{horizon or 'end'}-w{worlds}-s{seed}"
     folder = Path(results_root(out)) / game_id / "counterfactual"
-    head = {"game": game_id, "planner": planner_file, "planner_sha256": file_sha256(planner_file)}
+    head = {
+        "game": game_id,
+        "planner": ckpt.recorded_path(planner_file),
+        "planner_sha256": file_sha256(planner_file),
+    }
     rules = {"committed": pcfg.committed, "tree_k": pcfg.tree_k}
     if rules != _SHIPPED_RULES:  # the reflex's files stay as they were, without the fields
         folder = folder / tree_folder(pcfg.tree_k, plan=pcfg.committed == "plan")

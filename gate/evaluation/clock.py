@@ -229,7 +229,7 @@ def run_clock_eval(
         "game": game_id,
         "split": split,
         "seeds": seeds.tolist(),
-        "planner_checkpoint": planner_file,
+        "planner_checkpoint": ckpt.recorded_path(planner_file),
         "planner_sha256": sha,
         "budgets": list(opts.budgets),
         "simulations": list(opts.simulations),

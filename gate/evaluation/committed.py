@@ -278,7 +278,7 @@ def run_conditions(
     provenance = {
         "game": game_id,
         "split": split,
-        "planner_checkpoint": planner_file,
+        "planner_checkpoint": ckpt.recorded_path(planner_file),
         "planner_sha256": file_sha256(planner_file),
         "budgets": list(pcfg.budgets),
         "simulations": list(pcfg.simulations),

@@ -389,3 +389,14 @@ def test_data_parallel_processes_checks_the_mesh_and_evaluation(monkeypatch):
         data_parallel_processes(2, eval_every=0)
     with pytest.raises(ValueError, match="no evaluation during a run of several processes"):
         data_parallel_processes(4, eval_every=10)
+
+
+def test_a_shipped_checkpoint_is_recorded_without_the_machines_folders(tmp_path, monkeypatch):
+    shipped = ckpt.planner_file("snake-rt-v0")
+    assert shipped.is_absolute()
+    expected = "checkpoints/snake-rt-v0/planner.msgpack"
+    assert ckpt.recorded_path(shipped) == expected
+    monkeypatch.chdir(shipped.parents[2])  # the same file named from the checkout's root
+    assert ckpt.recorded_path(Path("checkpoints/snake-rt-v0/planner.msgpack")) == expected
+    other = tmp_path / "run" / "planner.msgpack"
+    assert ckpt.recorded_path(other) == str(other)  # not shipped: as given
