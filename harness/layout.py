@@ -289,12 +289,20 @@ RESULT_KINDS: dict[str, ResultKind] = {
         2,
     ),
     "counterfactual/**.json": ResultKind(
-        "counterfactual budget values: every budget from copies of the same decision states, "
-        "per state and re-drawn future (chunk-*.json), and where a budget beats the fixed one "
+        "counterfactual budget values: every budget from copies of the same decision states "
+        "(clock games: positions, every option at the same clocks), per state and re-drawn "
+        "future (chunk-*.json), and where a budget beats the fixed one "
         "by more than 2 paired SE (summary.json); under plan-treeM/ every branch searches "
         "every M frames below the root and commits to the previous option's plan "
         "(--committed plan --tree-k M)",
         "rtplan counterfactual --game {game} --continuation K",
+        2,
+    ),
+    "counterfactual/**.csv": ResultKind(
+        "clock games: the cross-fitted oracle room over the fixed budget by feature of the "
+        "position (ply, clocks, the planner's uncertainty, whether the largest search changes "
+        "the move), a row per quantile bin",
+        "rtplan counterfactual --game {game} --t0 T0 --continuation K",
         2,
     ),
     "deploy/*.png": ResultKind(
