@@ -590,9 +590,10 @@ def test_a_throttled_page_never_delays_a_tick(server, page):
     finally:
         cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
     stats = get_json(server.base, f"/v1/sessions/{created['id']}")["stats"]
-    # The page was slow: a board draw took tens of milliseconds (about 1-5 ms unthrottled), and
-    # it skipped frames the session made.
-    assert got["drawMs"] >= 20 and got["drawn"] < got["received"], got
+    # The page was slow: it skipped frames the session made (its board draws take
+    # tens of milliseconds, about 1-5 ms unthrottled; a loaded machine's first draws can be
+    # quicker, so the skipped frames are the evidence).
+    assert got["drawn"] < got["received"], got
     assert stats["ticks"] >= 20 and stats["late_ticks"] == 0, stats
 
 

@@ -67,8 +67,9 @@ def test_a_game_joined_mid_way_shows_the_game_so_far(server, page):
     )
     page.wait_for_timeout(300)  # the next draw of the panels
     thinking = page.evaluate("({...window.rtplanViewer.thinking})")
-    # The planner's decisions from frame 0, not from the join.
-    assert thinking["decisions"][0] == 0 and len(thinking["decisions"]) >= 2, thinking
+    # The planner's decisions from the game's start, not from the join (its first move may be
+    # the fallback when a loaded machine makes the first search late: then it decides at 2).
+    assert thinking["decisions"][0] <= 2 < joined_at and len(thinking["decisions"]) >= 2, thinking
     moves = page.locator("#moves li")
     assert moves.count() >= joined_at
     assert moves.first.get_attribute("data-frame") == "0"
