@@ -71,15 +71,7 @@ def test_the_game_list_merges_what_each_service_serves(two):
 def test_a_games_plans_go_to_the_service_that_serves_it(two):
     client, hex_service, snake_service = two
     before = _answered(hex_service), _answered(snake_service)
-    body = {"game": SNAKE, "agent": "planner", "k": 2, "fps": 30.0, "max_frames": 12}
-    created = client.post("/v1/sessions", json={**body, "clock": "simulated"})
-    assert created.status_code == 201, created.text
-    sid = created.json()["id"]
-    end = time.monotonic() + 120
-    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, info
-        time.sleep(0.1)
-    assert info["reason"] == "max_frames", info
+    _play(client, k=2)
     after = _answered(hex_service), _answered(snake_service)
     assert after[0] == before[0]  # the first service named never saw a Snake call
     assert after[1] > before[1]
