@@ -197,8 +197,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
     _add_rules(
         ev,
-        committed="--committed plan writes to <out>/<game>/<split>-plan/ and plays no gate",
-        tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
+        committed="--committed plan writes to <out>/<game>/<split>-plan/. A gate plays under "
+        "the rules it was trained under only (train-gate --committed --tree-k; its "
+        "gate.msgpack.json): one under others is refused",
+        tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
