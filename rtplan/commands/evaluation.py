@@ -8,7 +8,7 @@ import argparse
 from rtplan.commands._eval_clock import _annotate_games
 from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _eval
 from rtplan.commands._flags import add_out, add_split, out_dir
-from rtplan.gate.committed.config import GateTrainConfig
+from rtplan.gate.committed.config import COMMITMENTS, GateTrainConfig
 from rtplan.harness.config import add_flags
 from rtplan.jax_setup import check_map_count
 
@@ -17,7 +17,7 @@ from rtplan.jax_setup import check_map_count
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
 #: `eval --committed`'s choices: `planner.options.COMMITMENTS` (this module imports no JAX).
-COMMITTED_CHOICES = ("reflex", "plan")
+COMMITTED_CHOICES = COMMITMENTS
 
 
 def _add_rules(parser: argparse.ArgumentParser, *, committed: str, tree_k: str) -> None:
