@@ -1,5 +1,6 @@
 """Gate checkpoints of either kind: the checks every gate loader makes, the planner file a
-gate was trained over (its sha256), the gate file's write and a resumed run's gate check."""
+gate was trained over (its sha256) and the rules it was trained under, the gate file's write and
+a resumed run's gate check."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from pathlib import Path
 import jax
 
 from rtplan.harness import checkpoint as ckpt
-from rtplan.planner.configs import config_from_dict
+from rtplan.planner.configs import RULES, config_from_dict, rules_of
 from rtplan.planner.options import Planner
 
 __all__ = [
     "check_gate_file",
+    "check_rules",
     "check_same_gate",
     "check_trained_over",
     "file_sha256",
@@ -39,6 +41,30 @@ def check_trained_over(meta: dict, planner_file: str | os.PathLike, source) -> N
         )
 
 
+def check_rules(meta: dict, planner_config, source) -> None:
+    """Raises `CheckpointError` unless the gate `source` (with metadata `meta`) was trained
+    under the rules (`planner.configs.RULES`: committed frames, tree_k) that `planner_config`
+    plays: a gate learned when to spend under its own rules, and a planner under others is
+    another set of options. The message names the flags (`rtplan eval`'s, `train-gate`'s) of
+    its own. A gate file without a readable planner config is left to `check_gate_file`.
+    """
+    try:
+        trained = rules_of(config_from_dict(meta["planner_config"]))
+    except (KeyError, TypeError, ValueError):
+        return  # no readable planner config: `check_gate_file`'s shape check refuses it
+    here = rules_of(planner_config)
+    if trained != here:
+        flags = " ".join(f"--{name.replace('_', '-')} {trained[name]}" for name in RULES)
+        raise ckpt.CheckpointError(
+            f"{source} was trained under {_rules_text(trained)}, not {_rules_text(here)}: play "
+            f"it under its own rules ({flags})"
+        )
+
+
+def _rules_text(rules: dict) -> str:
+    return ", ".join(f"{name} {rules[name]}" for name in RULES)
+
+
 def check_gate_file(
     path: str | os.PathLike, planner: Planner, *, kind: str, what: str, planner_file=None
 ) -> dict:
@@ -60,6 +86,7 @@ def check_gate_file(
             f"{path} picks among budgets {meta.get('budgets')}, but the planner's are "
             f"{list(planner.config.budgets)}"
         )
+    check_rules(meta, planner.config, path)
     # Compared as configs: the JSON metadata holds lists where the config has tuples.
     try:
         trained_over = config_from_dict(meta["planner_config"])

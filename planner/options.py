@@ -57,6 +57,13 @@ COMMITMENTS = ("reflex", "plan")
 FALLBACKS = ("game", "reflex")
 
 
+def no_plan(batch: int, horizon: int) -> tuple[jax.Array, jax.Array]:
+    """No plan for `batch` games (committed="plan"): (`[B, H]` -1, `[B]` length 0), so every
+    committed frame plays the reflex (an episode's first option). `Planner.empty_plan` is this
+    at its config's `plan_horizon` H."""
+    return jnp.full((batch, horizon), -1, jnp.int32), jnp.zeros((batch,), jnp.int32)
+
+
 def landing_frame(decision_frame: int, k: int, *, kind: games.Kind) -> int:
     """The frame where option k started at `decision_frame` applies its planned action.
 
@@ -288,10 +295,8 @@ class Planner:
         return s, o, jnp.moveaxis(acts, 0, 1), raw, disc
 
     def empty_plan(self, batch: int) -> tuple[jax.Array, jax.Array]:
-        """No plan for `batch` games (committed="plan"): (`[B, H]` -1, `[B]` length 0), so
-        every committed frame plays the reflex (an episode's first option)."""
-        horizon = self.config.plan_horizon
-        return jnp.full((batch, horizon), -1, jnp.int32), jnp.zeros((batch,), jnp.int32)
+        """No plan for `batch` games (committed="plan"): `no_plan` of this config's horizon."""
+        return no_plan(batch, self.config.plan_horizon)
 
     def plan_of(self, tree: mctx.Tree, action: jax.Array, m: int) -> tuple[jax.Array, jax.Array]:
         """The plan that a committed="plan" search leaves for the frames after its action lands.

@@ -16,6 +16,9 @@ GATE_KINDS = ("mlp", "paper")
 GATE_TREES = ("always-k", "gate")
 #: What a simulated miss plays (`planner.options.FALLBACKS`; this module imports no JAX).
 LATENCY_FALLBACKS = ("game", "reflex")
+#: What an option's committed frames play (`planner.options.COMMITMENTS`; this module imports
+#: no JAX): `committed`'s values, and `rtplan eval --committed`'s choices.
+COMMITMENTS = ("reflex", "plan")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +140,20 @@ class GateTrainConfig(PPOConfig):
         "What a missed landing frame plays: 'game' (the game's fallback action, the env "
         "server's default) or 'reflex'.",
     )
+    committed: str | None = knob(
+        None,
+        "What an option's k-1 frames before its planned action play, in the rollouts and the "
+        "evaluations: 'reflex' (the raw policy's argmax, the paper) or 'plan' (the previous "
+        "option's plan where it reaches, then the reflex; needs tree_k >= 1); None: the planner "
+        "checkpoint's (reflex for every shipped one). The gate file records it, and `rtplan "
+        "eval` plays the gate under it only.",
+    )
+    tree_k: int | None = knob(
+        None,
+        "Frames of every edge below the search's root; None: the planner checkpoint's (0 for "
+        "every shipped one: the option's own k). 1 searches every frame below the root, which "
+        "gives --committed plan a plan of its own.",
+    )
     eval_episodes: int = knob(16, "Greedy-gate evaluation episodes (on tuning seeds).")
     eval_max_meta_steps: int | None = knob(
         None, "Cap on meta-steps per evaluation episode; None: play to the horizon."
@@ -169,6 +186,15 @@ class GateTrainConfig(PPOConfig):
         if self.latency_fallback not in LATENCY_FALLBACKS:
             raise ValueError(
                 f"latency_fallback {self.latency_fallback!r} is not one of {LATENCY_FALLBACKS}"
+            )
+        if self.committed is not None and self.committed not in COMMITMENTS:
+            raise ValueError(f"committed {self.committed!r} is not one of {COMMITMENTS}")
+        if self.tree_k is not None and self.tree_k < 0:
+            raise ValueError(f"tree_k must be >= 0, got {self.tree_k}")
+        if self.committed == "plan" and self.gate_tree == "gate":
+            raise ValueError(
+                "gate_tree 'gate' under committed 'plan' is not supported yet (issue 44: an "
+                "option under a plan takes no Future); use gate_tree 'always-k'"
             )
         if self.init_gate is not None and self.init_k is not None:
             raise ValueError("init_gate and init_k both set the start: give one")

@@ -41,7 +41,11 @@ class GateRollout:
     Each meta-step: one jitted call runs the frozen planner's forward and the gate at s_t and
     samples k; the `OptionRunner` runs option k for each game, grouped by k, so only the chosen
     options are computed (never all four); one jitted call takes the gate's value at the state
-    the option ended in (the truncation bootstrap) and resets finished games. With miss
+    the option ended in (the truncation bootstrap) and resets finished games. Under
+    committed="plan" (the runner's planner) each game carries its plan in `Actors.plan`: every
+    option commits to the plan its game carries, the plan it leaves replaces it, and a reset
+    game starts with none (`planner.actors.advance`), as `planner.episodes.play_from` threads
+    plans in evaluation. With miss
     probabilities (a simulated deployment, `gate.committed.latency`) each option misses with its
     budget's probability, drawn from the meta-step's sampling key, and a missed option's
     landing frame plays the fallback.
@@ -89,7 +93,9 @@ class GateRollout:
 
     def _init_actors_fn(self, key, n: int) -> Actors:
         keys = jax.random.split(key, (n, 2))
-        return ac.start(jax.vmap(self.game.init)(keys[:, 0]), keys[:, 1])
+        pcfg = self.gate.planner.config
+        horizon = pcfg.plan_horizon if pcfg.committed == "plan" else None
+        return ac.start(jax.vmap(self.game.init)(keys[:, 0]), keys[:, 1], plan_horizon=horizon)
 
     def _finish_fn(
         self, params, planner_params, actors: Actors, out: OptionOutput, reset_keys, memory
@@ -188,6 +194,7 @@ class GateRollout:
             ks,
             future_params=self.gate.future_params(params),
             **latency,
+            **({} if actors.plan is None else dict(plan=actors.plan)),
         )
         actors, record, stat, memory = self._finish(
             params, planner_params, actors.replace(keys=carried), out, reset_keys, memory

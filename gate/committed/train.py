@@ -27,7 +27,7 @@ from rtplan.gate.committed.latency import decision_misses, simulated_deployment
 from rtplan.gate.committed.policy import Gate, GateMemory, load_gate
 from rtplan.gate.committed.ppo import make_update
 from rtplan.gate.committed.rollout import GateRollout, shard_key
-from rtplan.gate.files import file_sha256
+from rtplan.gate.files import check_rules, file_sha256
 from rtplan.gate.gae import smdp_gae
 from rtplan.gate.ppo import Batch
 from rtplan.gate.trainer import GateTrainer, prior_init
@@ -35,6 +35,7 @@ from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.run import Run, data_parallel_processes
 from rtplan.planner.actors import Actors
 from rtplan.planner.batching import OptionRunner
+from rtplan.planner.configs import with_rules
 from rtplan.planner.options import Planner
 
 __all__ = ["AXIS", "GatePPO", "GateState", "gate_trainer"]
@@ -112,6 +113,11 @@ class GatePPO(GateTrainer):
     def __init__(self, cfg: GateTrainConfig) -> None:
         super().__init__(cfg.game_id, cfg.planner, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
         self.cfg = cfg
+        # The rules the gate learns under (ValueError: a plan without a tree); its file records
+        # them (`Gate.metadata`'s planner_config), and evaluation plays it under them only.
+        self.planner_config = with_rules(
+            self.planner_config, committed=cfg.committed, tree_k=cfg.tree_k, plan_needs_tree=True
+        )
         pcfg = self.planner_config
         self.devices = cfg.devices
         self.processes = data_parallel_processes(self.devices, eval_every=cfg.eval_every)
@@ -303,6 +309,12 @@ class GatePPO(GateTrainer):
                 "flags to match it"
             )
         return params
+
+    def template(self, meta: dict) -> dict:
+        """`GateTrainer.template`, after checking that the checkpoint was trained under this
+        run's rules (`gate.files.check_rules`: a resume cannot switch them)."""
+        check_rules(meta, self.planner_config, "the checkpoint")
+        return super().template(meta)
 
     def init(self) -> GateState:
         key, init_key = jax.random.split(jax.random.PRNGKey(self.cfg.seed))

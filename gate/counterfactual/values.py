@@ -341,6 +341,7 @@ def run_counterfactual(
             no evaluated condition plays): give tree_k >= 1.
     """
     from rtplan.harness.layout import results_root, tree_folder
+    from rtplan.planner.configs import with_rules
     from rtplan.planner.store import load_planner
 
     game = games.make(game_id)
@@ -352,16 +353,8 @@ def run_counterfactual(
     pcfg, params, _ = load_planner(game_id, planner_file)
     if continuation not in pcfg.budgets:
         raise ValueError(f"continuation k={continuation} is not one of {pcfg.budgets}")
-    pcfg = dataclasses.replace(
-        pcfg,
-        committed=pcfg.committed if committed is None else committed,
-        tree_k=pcfg.tree_k if tree_k is None else tree_k,
-    )  # ValueError: an unknown commitment or a negative tree_k
-    if pcfg.committed == "plan" and pcfg.tree_k == 0:
-        raise ValueError(
-            'committed "plan" needs tree_k >= 1: under tree_k 0 a plan is the reflex at a fixed '
-            "k (the continuation's), so it would measure the reflex again"
-        )
+    # ValueError: an unknown commitment, a negative tree_k, or a plan without a tree.
+    pcfg = with_rules(pcfg, committed=committed, tree_k=tree_k, plan_needs_tree=True)
     tag = f"k{continuation}-h{horizon or 'end'}-w{worlds}-s{seed}"
     folder = Path(results_root(out)) / game_id / "counterfactual"
     head = {

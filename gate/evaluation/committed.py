@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import os
@@ -25,10 +24,11 @@ from rtplan.gate.committed.choosers import (
 from rtplan.gate.committed.latency import decision_misses, simulated_deployment
 from rtplan.gate.committed.policy import load_gate
 from rtplan.gate.committed.triggers import FEATURES, trigger_features
-from rtplan.gate.files import file_sha256
+from rtplan.gate.files import check_rules, file_sha256
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.layout import tree_folder
 from rtplan.harness.stats import standard_error
+from rtplan.planner.configs import with_rules
 from rtplan.planner.episodes import (
     Episodes,
     always,
@@ -191,12 +191,17 @@ def run_conditions(
 
     `committed` ("reflex" or "plan", `planner.options.COMMITMENTS`; None: the planner
     checkpoint's own, "reflex" for every shipped one) sets what each option's committed frames
-    play. Every record holds it; "plan" writes to the folder `plan_split(...)` and plays no gate
-    (gates under "plan" are a later step of issue 44).
+    play. Every record holds it; "plan" writes to the folder `plan_split(...)`.
 
     `tree_k` (None: the checkpoint's, 0 for every shipped one) sets the frames of every edge
     below the search's root (`PlannerConfig.tree_k`); one other than the checkpoint's writes to
-    the folder `tree_split(...)` and plays no gate. Under "plan" it is what makes the plan a
+    the folder `tree_split(...)`.
+
+    A gate plays under the rules it was trained under only (`rtplan train-gate --committed
+    --tree-k`, recorded in its file): the gate beside the planner joins the default conditions
+    when its rules are these, and a gate condition under others is refused
+    (`gate.files.check_rules`), so its always-k and gate conditions play under the same rules.
+    Under "plan" tree_k is what makes the plan a
     plan: with tree_k 0 each edge below the root is the option's k-1 reflex frames and then its
     action, so the next option's k-1 committed frames read reflex frames from the plan and, at
     a fixed k, play exactly what "reflex" plays; with tree_k 1 every frame below the root is
@@ -207,18 +212,26 @@ def run_conditions(
     """
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
-    if committed is not None and committed != pcfg.committed:
-        pcfg = dataclasses.replace(pcfg, committed=committed)
     own_tree_k = pcfg.tree_k
-    if tree_k is not None and tree_k != pcfg.tree_k:
-        pcfg = dataclasses.replace(pcfg, tree_k=tree_k)  # ValueError: a negative one
+    # ValueError: an unknown commitment or a negative tree_k.
+    pcfg = with_rules(pcfg, committed=committed, tree_k=tree_k)
     planner = Planner(pcfg)
     if planner.kind is games.Kind.CLOCK:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
+    chosen_gate = gate_file is not None
     gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file, required=False))
     have_gate = Path(gate_file).exists()
+    gate_meta = ckpt.load_metadata(gate_file) if have_gate else {}
+    if have_gate and not conditions and not chosen_gate:
+        # The gate beside the planner joins the default conditions under its own rules only
+        # (the shipped gates: reflex, tree_k 0); one given by name is checked when loaded.
+        try:
+            check_rules(gate_meta, pcfg, gate_file)
+        except ckpt.CheckpointError as e:
+            log(f"not playing the gate beside the planner: {e}")
+            have_gate = False
     # A gate that sees the planner's stats, or remembers, has one more input to ablate each.
-    shape = ckpt.load_metadata(gate_file).get("gate_config", {}) if have_gate else {}
+    shape = gate_meta.get("gate_config", {}) if have_gate else {}
     optional = {"stats": bool(shape.get("stats")), "memory": bool(shape.get("memory"))}
     names = (
         list(conditions)
@@ -235,22 +248,13 @@ def run_conditions(
             raise ValueError(f"{gate_name} plays its gate only: its ablations are not kept")
         names = [gate_name if n == "gate" else n for n in names]
     needs_gate = [n for n in names if n.startswith("gate")]
-    if needs_gate and pcfg.committed != "reflex":
-        raise ValueError(
-            f'conditions {needs_gate} need a gate, and gates under committed="{pcfg.committed}" '
-            "are not supported yet (issue 44): drop them or use committed reflex"
-        )
-    if needs_gate and pcfg.tree_k != own_tree_k:
-        raise ValueError(
-            f"conditions {needs_gate} need a gate, trained over the planner's own tree "
-            f"(tree_k {own_tree_k}), not tree_k {pcfg.tree_k}: drop them or leave tree_k out"
-        )
     gate = gparams = None
     if needs_gate:
-        if not have_gate:
+        if not Path(gate_file).exists():
             raise FileNotFoundError(
                 f"conditions {needs_gate} need a gate, and {gate_file} is missing"
             )
+        # CheckpointError: a gate trained under other rules (it names the flags of its own).
         gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
     seeds = seeds_of(split, episodes)
     if chunk is not None and chunk < 1:

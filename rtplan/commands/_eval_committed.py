@@ -6,6 +6,7 @@ import argparse
 
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands._eval_clock import _clock_counterfactual, _clock_eval
+from rtplan.commands._flags import check_rules
 from rtplan.gate.committed.config import GateTrainConfig
 from rtplan.jax_setup import check_map_count
 
@@ -25,24 +26,11 @@ def _eval(args: argparse.Namespace) -> int:
 
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     clock = games.kind_of(args.game) is games.Kind.CLOCK
-    if args.committed == "plan":
-        if clock:
-            raise CommandError(
-                f"--committed plan is for committed-action games: {args.game} is a clock game, "
-                "whose options have no committed frames"
-            )
-        if args.via_services:
-            raise CommandError("--via-services plays the services' reflex: no --committed plan")
-    if args.tree_k is not None:
-        if clock:
-            raise CommandError(
-                f"--tree-k is for committed-action games: {args.game} is a clock game, whose "
-                "moves are one frame each"
-            )
-        if args.via_services:
-            raise CommandError("--via-services plays the services' own tree: no --tree-k")
-        if args.tree_k < 0:
-            raise CommandError(f"--tree-k must be >= 0, got {args.tree_k}")
+    check_rules(args, clock=clock)
+    if args.via_services and args.committed == "plan":
+        raise CommandError("--via-services plays the services' reflex: no --committed plan")
+    if args.via_services and args.tree_k is not None:
+        raise CommandError("--via-services plays the services' own tree: no --tree-k")
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
@@ -109,8 +97,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
     ]
     if clock_only:
         raise CommandError(f"{', '.join(clock_only)}: for clock games only")
-    if args.tree_k is not None and args.tree_k < 0:
-        raise CommandError(f"--tree-k must be >= 0, got {args.tree_k}")
+    check_rules(args, clock=False)
     if args.continuation is None:
         raise CommandError("--continuation is required for committed games (the best fixed k)")
     if args.worlds < 2:

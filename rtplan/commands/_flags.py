@@ -1,9 +1,12 @@
-"""Flags that several command groups share: the seed split and a run's output folder."""
+"""Flags that several command groups share: the seed split, a run's output folder, and the checks
+of the planner's rules (`--committed`, `--tree-k`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from rtplan.commands._errors import CommandError
 
 
 def add_split(parser: argparse.ArgumentParser, default: str) -> None:
@@ -26,3 +29,26 @@ def add_out(parser: argparse.ArgumentParser, what: str) -> None:
 def out_dir(args: argparse.Namespace, what: str) -> Path:
     """The output folder of a run of `what` on `args.game`: `--out`, else runs/<what>/<game>."""
     return Path(args.out or Path("runs") / what / args.game)
+
+
+def check_rules(args: argparse.Namespace, *, clock: bool) -> None:
+    """The checks of `--committed` and `--tree-k` (the planner's rules) that every command
+    taking them makes (`eval`, `counterfactual`, `train-gate`): a plan and a tree are for the
+    committed-action games (`clock`: `args.game` is a clock game), and tree_k is >= 0.
+
+    Raises:
+        CommandError: the first check that fails.
+    """
+    if args.committed == "plan" and clock:
+        raise CommandError(
+            f"--committed plan is for committed-action games: {args.game} is a clock game, "
+            "whose options have no committed frames"
+        )
+    if args.tree_k is not None:
+        if clock:
+            raise CommandError(
+                f"--tree-k is for committed-action games: {args.game} is a clock game, whose "
+                "moves are one frame each"
+            )
+        if args.tree_k < 0:
+            raise CommandError(f"--tree-k must be >= 0, got {args.tree_k}")

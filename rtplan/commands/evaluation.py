@@ -8,7 +8,7 @@ import argparse
 from rtplan.commands._eval_clock import _annotate_games
 from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _eval
 from rtplan.commands._flags import add_out, add_split, out_dir
-from rtplan.gate.committed.config import GateTrainConfig
+from rtplan.gate.committed.config import COMMITMENTS, GateTrainConfig
 from rtplan.harness.config import add_flags
 from rtplan.jax_setup import check_map_count
 
@@ -17,7 +17,7 @@ from rtplan.jax_setup import check_map_count
 _DEFAULT_SWEEP = {"committed": [8, 16, 32, 64, 128], "clock": [2, 8, 16, 32, 64, 96, 128]}
 _PLANNER_HELP = "planner checkpoint (default: <checkpoints>/<game>/planner.msgpack)"
 #: `eval --committed`'s choices: `planner.options.COMMITMENTS` (this module imports no JAX).
-COMMITTED_CHOICES = ("reflex", "plan")
+COMMITTED_CHOICES = COMMITMENTS
 
 
 def _add_rules(parser: argparse.ArgumentParser, *, committed: str, tree_k: str) -> None:
@@ -197,8 +197,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flags(sim, GateTrainConfig, only=_LATENCY_FLAGS)
     _add_rules(
         ev,
-        committed="--committed plan writes to <out>/<game>/<split>-plan/ and plays no gate",
-        tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/ and plays no gate",
+        committed="--committed plan writes to <out>/<game>/<split>-plan/. A gate plays under "
+        "the rules it was trained under only (train-gate --committed --tree-k; its "
+        "gate.msgpack.json): one under others is refused",
+        tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rtplan.commands._errors import CommandError
-from rtplan.commands._flags import add_out, out_dir
+from rtplan.commands._flags import add_out, check_rules, out_dir
 
 # None imports JAX: `--devices` must set XLA's flags before jax loads.
 from rtplan.gate.clock.config import ClockGateTrainConfig
@@ -266,7 +266,9 @@ def _train_gate(args: argparse.Namespace) -> int:
     check_map_count()
     from rtplan import games  # JAX: after the job is joined (importing games starts JAX's backends)
 
-    if games.kind_of(args.game) is games.Kind.CLOCK:
+    clock = games.kind_of(args.game) is games.Kind.CLOCK
+    check_rules(args, clock=clock)  # as `eval` checks them: the gate plays under its rules
+    if clock:
         if args.coordinator is not None:
             raise CommandError(
                 f"{args.game} is a clock game, whose gate trains in one process: "

@@ -23,7 +23,7 @@ from rtplan.planner.batching import OptionRunner
 from rtplan.planner.episodes import always, cycle, eval_runner, play, seeds_of, start
 from rtplan.planner.options import COMMITMENTS
 from rtplan.planner.store import load_planner, save_planner
-from support import tiny_config
+from support import tiny_config, write_gate
 
 GAME = "snake-rt-v0"
 
@@ -285,7 +285,9 @@ def test_eval_records_the_commitment_and_keeps_plan_apart(tmp_path):
     assert files["k3"] == out / GAME / "tuning-plan" / "k3.json"
     rec = json.loads(files["k3"].read_text())
     assert rec["committed"] == "plan" and set("".join(rec["ks"])) == {"3"}
-    with pytest.raises(ValueError, match='gates under committed="plan" are not supported'):
+    # The gate beside the planner was trained under the reflex: it plays under the reflex only.
+    write_gate(root, GAME, channels=8, head_hidden=16)
+    with pytest.raises(ckpt.CheckpointError, match="trained under committed reflex, tree_k 0, "):
         run_conditions(GAME, conditions=["gate"], out=str(out), committed="plan", **kw)
 
 
@@ -304,7 +306,10 @@ def test_eval_tree_k_gives_the_plan_its_own_frames_and_its_own_folder(tmp_path, 
     other = json.loads(reflex["k3"].read_text())
     # Under tree_k 1 the plan is the search's own frames: the games part where it is followed.
     assert (rec["returns"], rec["frames"]) != (other["returns"], other["frames"])
-    with pytest.raises(ValueError, match=r"trained over the planner's own tree \(tree_k 0\)"):
+    write_gate(root, GAME, channels=8, head_hidden=16)
+    with pytest.raises(
+        ckpt.CheckpointError, match=r"its own rules \(--committed reflex --tree-k 0"
+    ):
         run_conditions(GAME, conditions=["gate"], out=str(out), tree_k=1, **kw)
     assert main(["eval", "--game", "speed-hex-v0", "--tree-k", "1"]) == 2
     assert "--tree-k is for committed-action games" in capsys.readouterr().err
