@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from bench.bench_capacity import FIELDS, held, main
 from support import write_gate, write_planner
 
 
+@pytest.mark.slow  # a benchmark's own tool, 42 s of services on a cold CI machine
 def test_the_tiny_ramp_measures_both_modes_and_writes_their_rows(tmp_path, capsys):
     game = "snake-rt-v0"
     ckpt = write_planner(tmp_path / "ckpt", game, budgets=(1, 2), simulations=(2, 4))

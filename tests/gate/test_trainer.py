@@ -1,5 +1,10 @@
 """The gate trainers of both kinds and `train-gate-cf`: tiny runs train the params pinned here
-(a refactor of the trainers keeps them bit for bit)."""
+(a refactor of the trainers keeps them bit for bit).
+
+Slow suite (`make test-slow`, before a change to a trainer lands): these pins guard refactors,
+while each trainer's behaviour (it learns, checkpoints, resumes to the unbroken run) is tested in
+the default suite beside it (tests/gate/committed/, tests/gate/clock/, tests/gate/counterfactual/).
+They cost ~80 s of compiles on a cold CI machine."""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from rtplan.cli import main
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.checkpoint import planner_path
 from support import write_planner
+
+pytestmark = pytest.mark.slow
 
 #: The platform the hashes were pinned on: XLA:CPU programs under the suite's XLA flags
 #: (tests/conftest.py) are deterministic there, but another JAX release may round otherwise.
