@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import re
 import socket
 import sys
@@ -24,8 +25,34 @@ _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
 _READY, _GATE_READY = "ready", "gate ready"
 
 
-def _free_port() -> int:
-    """A local TCP port that was free a moment ago (bound, then released)."""
+#: Where the kernel draws the ports of `bind(("", 0))` from (Linux's default when unreadable).
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = map(int, _EPHEMERAL.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def _free_port(rng: random.Random | None = None) -> int:
+    """A local TCP port that was free a moment ago (bound, then released), drawn from below the
+    kernel's ephemeral range: a service started meanwhile that binds port 0 (the env server,
+    the first planner service) is given a port from that range, so it cannot take this one
+    before the process it is meant for binds it. Within the range only when nothing below it
+    is free."""
+    low, _ = _ephemeral_range()
+    rng = rng or random.Random()
+    for _ in range(64):
+        port = rng.randrange(max(1024, low // 2), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -71,8 +98,9 @@ def services(
     planner service ("planner-others") that runs at this nice value from its start, so that
     nothing but `game_ids` ever runs in the first; the env server sends each game's calls to
     the service that serves it (its `--planner-address A;B`). `addr["planner"]` is that
-    address setting. That service's port is picked here (free a moment ago) rather than read
-    from its line: nothing waits for a process that starts at the lowest priority. With
+    address setting. That service's port is picked here (free a moment ago, below the ports the
+    kernel hands to the others' port 0) rather than read from its line: nothing waits for a
+    process that starts at the lowest priority. With
     `gated` too, the first serves `game_ids` gated only (`--gated-only`: it never compiles
     their forced budgets) and the second serves those, after its own games.
     """

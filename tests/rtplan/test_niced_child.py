@@ -42,3 +42,26 @@ def test_a_niced_child_runs_its_module_with_every_thread_at_that_priority(tmp_pa
 def test_only_a_module_can_be_niced():
     with pytest.raises(ValueError, match="runs a module"):
         Child("x", [sys.executable, "script.py"], nice=19)
+
+
+def test_the_niced_services_port_is_one_no_port_0_bind_can_be_given(monkeypatch, tmp_path):
+    """The niced planner service's port is picked before it starts and bound only once it has
+    imported everything; meanwhile the env server and the first planner service bind port 0.
+    Picked below the kernel's ephemeral range, it is never one of theirs."""
+    import random
+    import socket
+
+    from rtplan.processes import _services
+
+    low, high = _services._ephemeral_range()
+    ports = {_services._free_port(random.Random(seed)) for seed in range(20)}
+    assert all(max(1024, low // 2) <= p < low for p in ports), ports
+    for port in ports:  # each free when picked: bindable now (nothing here binds them)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        assert low <= s.getsockname()[1] <= high
+    # A kernel whose range is unreadable: Linux's default range is assumed.
+    monkeypatch.setattr(_services, "_EPHEMERAL", tmp_path / "missing")
+    assert _services._ephemeral_range() == (32768, 60999)
