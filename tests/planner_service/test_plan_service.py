@@ -13,6 +13,7 @@ import pytest
 from rtplan import wire
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner import Planner
+from rtplan.planner.compiled import OPTION
 from rtplan.planner.configs import with_rules
 from rtplan.planner.store import load_planner, save_planner
 from rtplan.planner_service import BackgroundService, Engine
@@ -112,3 +113,25 @@ def test_a_plan_for_a_game_played_under_the_reflex_is_refused(checkpoints):
 def test_plan_needs_a_tree(checkpoints):
     with pytest.raises(ValueError, match='snake-rt-v0: committed "plan" needs tree_k >= 1'):
         Engine.from_dir(checkpoints, rules={"committed": "plan", "tree_k": 0})
+
+
+def test_a_batched_search_follows_each_requests_own_plan(checkpoints):
+    """Two requests in one batched call (`max_batch` 2), one with no plan and one with the
+    plan the first option left: each answer is its own in-process option's."""
+    engine = Engine.from_dir(checkpoints, compiler_options=FAST_COMPILE, rules=RULES, max_batch=2)
+    engine.compile()
+    planner, params, option = _in_process(checkpoints)
+    keys = np.array([[0, 7]], np.uint32)
+    s0 = jax.tree.map(lambda x: x[None], planner.game.init(jax.random.PRNGKey(3)))
+    first = jax.device_get(option(params, keys, s0, 3))
+    plan = first.plan[0, : first.plan_len[0]]
+    second = jax.device_get(
+        option(params, keys, first.next_state, 3, plan=first.plan, plan_len=first.plan_len)
+    )
+    unbatched = [jax.tree.map(lambda x: np.asarray(x)[0], s) for s in (s0, first.next_state)]
+    answers = engine._run_batch(
+        (SNAKE, OPTION, 3), [(unbatched[0], 7, None), (unbatched[1], 7, plan)]
+    )
+    for answer, want in zip(answers, (first, second), strict=True):
+        assert answer.frame_actions.tolist() == want.actions[0].tolist()
+        assert answer.plan.tolist() == want.plan[0, : want.plan_len[0]].tolist()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import types
 from pathlib import Path
 
 import grpc
@@ -23,6 +24,7 @@ from rtplan.planner.episodes import always, play
 from rtplan.planner.store import load_planner, save_planner
 from rtplan.planner_service import BackgroundService, Engine
 from rtplan.server import Settings, create_app
+from rtplan.server._agents import PlannerAgent, _Option
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._planner_caps import Capabilities, ServedGame, check_session
 from rtplan.via_services.sessions import played_frames
@@ -118,3 +120,23 @@ def test_a_plan_the_service_does_not_play_is_refused():
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "plays snake-rt-v0 under committed 'reflex'" in e.value.message
     check_session(dataclasses.replace(cfg, committed="reflex"), caps, kind=games.Kind.COMMITTED)
+
+
+def test_the_committed_frames_follow_the_plan_while_each_action_is_legal():
+    """`Planner._commit`'s rule, frame by frame: the plan's action while every one so far was
+    legal and the plan reaches, else the reflex, and a plan once left is never taken up."""
+    agent = PlannerAgent(None, plan_timeout_s=1.0)
+    info = types.SimpleNamespace(legal=np.array([1, 1, 0, 1], bool), reflex=0)
+    host = types.SimpleNamespace(info=info)
+
+    def option(plan):
+        return _Option(1, decision_frame=10, k=4, landing=13, sent_at=0.0, plan=plan)
+
+    opt = option((3, 2, 1))
+    assert agent._committed(opt, 10, host) == 3
+    assert agent._committed(opt, 11, host) == 0  # 2 is illegal here: the reflex
+    info.legal[:] = True
+    assert agent._committed(opt, 12, host) == 0  # left once, the plan stays left
+    opt = option((3,))
+    assert [agent._committed(opt, n, host) for n in (10, 11, 12)] == [3, 0, 0]  # past its end
+    assert [agent._committed(option(()), n, host) for n in (10, 11)] == [0, 0]  # no plan
