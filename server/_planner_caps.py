@@ -133,7 +133,8 @@ class Capabilities:
     def describe(self, game_id: str) -> dict[str, Any]:
         """JSON of what the planner service offers for `game_id` (GET /v1/games): `available`,
         the `budgets` it plans, whether it has a `gate` and whether that is a `clock_gate` (a
-        clock game's: the planner agent and the "gate" opponent play it), the `reason` when
+        clock game's: the planner agent and the "gate" opponent play it), what its options'
+        `committed` frames play ("plan": a session may follow its plans), the `reason` when
         unavailable, and whether it is `compiling` (available soon: the lobby asks again)."""
         reason = self.refusal(game_id)
         served = self.games.get(game_id)
@@ -143,6 +144,7 @@ class Capabilities:
             "budgets": list(served.budgets) if served and reason is None else [],
             "gate": bool(served and served.gate and reason is None),
             "clock_gate": bool(served and served.clock_gate and reason is None),
+            "committed": served.committed if served else "reflex",
             "reason": reason or "",
         }
 

@@ -105,6 +105,8 @@ def test_a_session_under_the_reflex_sends_no_plan_and_plays_the_reflex(served):
 
 def test_a_plan_for_another_agent_is_refused(served):
     client, _ = served
+    listed = {g["id"]: g for g in client.get("/v1/games").json()["games"]}
+    assert listed[SNAKE]["planner"]["committed"] == "plan"
     refused = client.post(
         "/v1/sessions", json={"game": SNAKE, "agent": "reflex", "committed": "plan"}
     )
