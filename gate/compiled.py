@@ -82,11 +82,12 @@ class CompiledGate(CompiledOptions):
         """The gate's deployed decision at `[B]` states (host arrays)."""
         return self.call(GATE, 0, None, states)
 
-    def gated_option(self, k: int, keys, states: games.State) -> OptionPlan:
-        """Option k as the gate plays it (against its own future when it has a gate tree)."""
+    def gated_option(self, k: int, keys, states: games.State, plan=None) -> OptionPlan:
+        """Option k as the gate plays it (against its own future when it has a gate tree;
+        following `plan` under committed="plan", as `option`)."""
         if k not in self.budgets:
             raise ValueError(f"k={k} is not one of the budgets {self.budgets}")
-        return self.call(GATED if self.gated_options else OPTION, k, keys, states)
+        return self.call(GATED if self.gated_options else OPTION, k, keys, states, plan)
 
 
 def _decide(gate: Gate, gate_params, params, states) -> GateChoice:

@@ -42,6 +42,10 @@ class OptionPlan:
     search_value: jax.Array  # [B] MCTS value of the root
     root_value: jax.Array  # [B] the network's value at the decision state s_t
     cost: jax.Array  # [B] clock ticks charged (clock games; 0 in committed games)
+    # committed="plan" only (None under "reflex"): `OptionOutput.plan`/`plan_len`, the plan the
+    # next option commits to.
+    plan: jax.Array | None = None  # [B, H] int32, -1 past plan_len
+    plan_len: jax.Array | None = None  # [B] int32
 
 
 def plan_fields(out: OptionOutput) -> OptionPlan:
@@ -53,6 +57,8 @@ def plan_fields(out: OptionOutput) -> OptionPlan:
         search_value=out.search_value,
         root_value=out.root_value,
         cost=out.cost,
+        plan=out.plan,
+        plan_len=out.plan_len,
     )
 
 
@@ -139,6 +145,11 @@ class CompiledOptions:
     def _takes_keys(self, kind: str) -> bool:
         return kind != VALUE
 
+    def _takes_plan(self, kind: str) -> bool:
+        """Whether `kind` follows each game's previous plan: an option under committed="plan"
+        (one executable, whether a game has a plan or not: no plan is `Planner.empty_plan`)."""
+        return kind == OPTION and self.planner.config.committed == "plan"
+
     def bucket(self, n: int) -> int:
         """The padded size a batch of `n` runs at."""
         for size in self.ladder:
@@ -148,11 +159,20 @@ class CompiledOptions:
 
     # ---- running ----
 
-    def _run(self, kind: str, k: int, keys, states: games.State):
+    def _run(self, kind: str, k: int, keys, states: games.State, plan=None):
         n = jax.tree.leaves(states)[0].shape[0]
         size = self.bucket(n)
         fn, lead = self._fn(kind, k)
         args = (keys, states) if self._takes_keys(kind) else (states,)
+        if self._takes_plan(kind):
+            plan = plan if plan is not None else self.planner.empty_plan(n)
+            args = (*args, *(np.asarray(x, np.int32) for x in plan))
+        elif plan is not None:
+            raise ValueError(
+                f'a plan is followed by an option under committed="plan" only; {kind} k={k} '
+                f'of {self.planner.config.game_id} plays committed="'
+                f'{self.planner.config.committed}"'
+            )
         if size != n:
             args = jax.tree.map(lambda x: _pad(x, size), args)
         key = Executable(kind, k, size)
@@ -168,19 +188,25 @@ class CompiledOptions:
         """The network's value and reflex move at `[B]` states (host arrays)."""
         return self._run(VALUE, 0, None, states)
 
-    def option(self, k: int, keys, states: games.State) -> OptionPlan:
+    def option(self, k: int, keys, states: games.State, plan=None) -> OptionPlan:
         """Option k from `[B]` states with per-game PRNG `keys` `[B, 2]` (host arrays).
 
+        `plan`: committed="plan" only, each game's previous plan `(plan [B, H] int32, plan_len
+        [B] int32)` (`Planner.option`'s); None: no plan (the reflex). Its output then carries
+        the plan for the next option.
+
         Raises:
-            ValueError: k is not one of the planner's budgets, or the batch is too large.
+            ValueError: k is not one of the planner's budgets, the batch is too large, or a
+                plan under committed="reflex".
         """
         if k not in self.budgets:
             raise ValueError(f"k={k} is not one of the budgets {self.budgets}")
-        return self._run(OPTION, k, keys, states)
+        return self._run(OPTION, k, keys, states, plan)
 
-    def call(self, kind: str, k: int, keys, states: games.State):
-        """The executable (kind, k) on `[B]` states (`keys` ignored by the keyless kinds)."""
-        return self._run(kind, k, keys, states)
+    def call(self, kind: str, k: int, keys, states: games.State, plan=None):
+        """The executable (kind, k) on `[B]` states (`keys` ignored by the keyless kinds;
+        `plan` as in `option`)."""
+        return self._run(kind, k, keys, states, plan)
 
     # ---- warm-up and timing ----
 
@@ -242,6 +268,8 @@ def _evaluate(planner: Planner, params, states) -> Evaluation:
     )
 
 
-def _option(planner: Planner, params, keys, states, *, k: int) -> OptionPlan:
-    """Option k with only the fields a plan sends."""
-    return plan_fields(planner.option(params, keys, states, k))
+def _option(
+    planner: Planner, params, keys, states, plan=None, plan_len=None, *, k: int
+) -> OptionPlan:
+    """Option k with only the fields a plan sends (following `plan` under committed="plan")."""
+    return plan_fields(planner.option(params, keys, states, k, plan=plan, plan_len=plan_len))

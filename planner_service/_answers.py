@@ -38,3 +38,6 @@ class Plan:
     root_value: float  # the planner network's value at s_t (a decision's value)
     cost: int  # clock ticks charged (clock games; 0 in committed games)
     search_ms: float  # wall time of the option on the device, transfers included
+    #: committed="plan" only: the plan the next option commits to, aligned on the frame after
+    #: the landing frame (`OptionOutput.plan[:plan_len]`); empty under "reflex".
+    plan: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int32))  # [L]

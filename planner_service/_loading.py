@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import jax
 
+from rtplan import games
 from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
 from rtplan.gate.committed.policy import Gate, load_gate
 from rtplan.gate.compiled import CompiledClockGate, CompiledGate
@@ -14,6 +15,7 @@ from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.checkpoint import CheckpointError
 from rtplan.planner import Planner, PlannerConfig
 from rtplan.planner.compiled import CompiledOptions
+from rtplan.planner.configs import with_rules
 from rtplan.planner.store import load_planner
 from rtplan.planner_service._errors import GateLoadError
 
@@ -84,15 +86,26 @@ def load_game(
     device: jax.Device,
     compiler_options: Mapping[str, object],
     ladder: tuple[int, ...] = (1,),
+    rules: Mapping[str, object] | None = None,
 ) -> LoadedGame:
     """One served game: its planner (and gate) on `device`, options ready to compile at the
     batch sizes of `ladder`.
 
+    `rules`: a committed-action game's rules of play, `planner.configs.with_rules`'s
+    `committed` and `tree_k` (None values keep the checkpoint's); a clock game keeps its own.
+    The gate is checked against the planner under them (a gate plays under its own rules).
+
     Raises:
-        ValueError / CheckpointError: a planner checkpoint that does not load.
+        ValueError / CheckpointError: a planner checkpoint that does not load, or rules it
+            cannot play under (committed "plan" under tree_k 0).
         GateLoadError: a gate that does not load over the planner (names the file).
     """
     cfg, params, _ = load_planner(game_id, path)
+    if rules and games.kind_of(game_id) is not games.Kind.CLOCK:
+        try:
+            cfg = with_rules(cfg, **rules, plan_needs_tree=True)
+        except ValueError as e:
+            raise ValueError(f"{game_id}: {e}") from None
     gate = gate_params = None
     if gate_file is not None:
         # Checked against the planner as shipped: the gate records that exact config.

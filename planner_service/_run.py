@@ -38,6 +38,41 @@ def _gate(loaded: LoadedGame, states: games.State) -> tuple[int, np.ndarray, flo
     return int(choice.k[0]), choice.probabilities[0].astype(np.float32), float(choice.value[0])
 
 
+def _check_plan(loaded: LoadedGame, plan: np.ndarray) -> None:
+    """A request's plan (`[L]` int32, its first action for the decision frame): none unless
+    the game plays under committed "plan", at most its plan horizon, each a game action."""
+    if not len(plan):
+        return
+    cfg = loaded.config
+    if cfg.committed != "plan":
+        raise InvalidRequestError(
+            f"plan is followed under committed plan only, and this service plays "
+            f"{loaded.game_id} under committed {cfg.committed}: leave plan out"
+        )
+    if len(plan) > cfg.plan_horizon:
+        raise InvalidRequestError(
+            f"plan has {len(plan)} actions; a plan of {loaded.game_id} holds at most "
+            f"{cfg.plan_horizon} (its plan_horizon)"
+        )
+    actions = loaded.planner.game.num_actions
+    bad = np.flatnonzero((plan < 0) | (plan >= actions))
+    if len(bad):
+        i = int(bad[0])
+        raise InvalidRequestError(
+            f"plan[{i}] is {int(plan[i])}; the actions of {loaded.game_id} are 0..{actions - 1}"
+        )
+
+
+def _plans(loaded: LoadedGame, plans: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """`Planner.option`'s (plan `[n, H]` int32, -1 past each length; plan_len `[n]`) of
+    checked request plans."""
+    horizon = loaded.config.plan_horizon
+    out = np.full((len(plans), horizon), -1, np.int32)
+    for i, plan in enumerate(plans):
+        out[i, : len(plan)] = plan
+    return out, np.array([len(p) for p in plans], np.int32)
+
+
 def _check_gate_state(loaded: LoadedGame, budget, gate_state: ClockGateCarry) -> None:
     if budget != GATE:
         raise InvalidRequestError(
@@ -100,10 +135,15 @@ def _policy_only(loaded: LoadedGame, states: games.State) -> Plan:
 
 
 def _run_option(
-    loaded: LoadedGame, states: games.State, k: int, seed: int, gated: bool = False
+    loaded: LoadedGame,
+    states: games.State,
+    k: int,
+    seed: int,
+    gated: bool = False,
+    plan: np.ndarray | None = None,
 ) -> Plan:
-    """Option k from one state `[1]` at batch 1."""
-    return _run_options(loaded, states, k, [seed], gated)[0]
+    """Option k from one state `[1]` at batch 1 (following `plan`, see `_run_options`)."""
+    return _run_options(loaded, states, k, [seed], gated, None if plan is None else [plan])[0]
 
 
 def _run_options(
@@ -112,22 +152,26 @@ def _run_options(
     k: int,
     seeds: list[int],
     gated: bool = False,
+    plans: list[np.ndarray] | None = None,
     *,
     size: int | None = None,
 ) -> list[Plan]:
-    """Option k from `[n]` states, each with its own seed, in one call (padded with copies of
-    row 0 to `size` rows when given, else to the options' next rung); one `Plan` per row, each
-    with the call's time as its `search_ms`."""
+    """Option k from `[n]` states, each with its own seed (and, under committed "plan", its
+    checked plan `[L]` int32; None: none), in one call (padded with copies of row 0 to `size`
+    rows when given, else to the options' next rung); one `Plan` per row, each with the call's
+    time as its `search_ms`."""
     # A uint64 seed is exactly one threefry key (two uint32 words).
     keys = np.array([[(s >> 32) & 0xFFFFFFFF, s & 0xFFFFFFFF] for s in seeds], np.uint32)
     n = len(seeds)
+    by_plan = loaded.config.committed == "plan"
+    plan = _plans(loaded, plans or [np.zeros(0, np.int32)] * n) if by_plan else None
     if size is not None and size > n:
-        keys, states = jax.tree.map(lambda x: _pad(x, size), (keys, states))
+        keys, states, plan = jax.tree.map(lambda x: _pad(x, size), (keys, states, plan))
     start = time.perf_counter()
     if gated:
-        out = loaded.options.gated_option(k, keys, states)
+        out = loaded.options.gated_option(k, keys, states, plan)
     else:
-        out = loaded.options.option(k, keys, states)
+        out = loaded.options.option(k, keys, states, plan)
     search_ms = (time.perf_counter() - start) * 1e3
     return [
         Plan(
@@ -139,6 +183,7 @@ def _run_options(
             root_value=float(out.root_value[i]),
             cost=int(out.cost[i]),
             search_ms=search_ms,
+            **({"plan": out.plan[i, : out.plan_len[i]].astype(np.int32)} if by_plan else {}),
         )
         for i in range(n)
     ]

@@ -46,6 +46,7 @@ from rtplan.planner_service._run import (
     _batch,
     _budget,
     _check_gate_state,
+    _check_plan,
     _clock_gate,
     _gate,
     _policy_only,
@@ -114,6 +115,7 @@ class Engine:
         batch_slots: int = 2,
         batch_wait_s: float = 0.002,
         gated_only: bool = False,
+        rules: Mapping[str, object] | None = None,
     ) -> None:
         """Loads one planner per game, and the gates of those that have one.
 
@@ -132,11 +134,15 @@ class Engine:
                 free (less when its deadline needs the time).
             gated_only: a game with a gate serves gated requests only: its forced budgets are
                 never compiled, and a forced k raises `GatedOnlyError`.
+            rules: the committed-action games' rules of play (`committed`, `tree_k`; a None
+                value keeps the checkpoint's), as `planner.configs.with_rules`; a clock game
+                keeps its own. Under committed "plan" each request carries its plan.
 
         Raises:
             games.UnknownGameError: a game id that is not registered.
             DeviceError: the device does not exist.
-            ValueError / CheckpointError: a checkpoint that does not load or is for another game.
+            ValueError / CheckpointError: a checkpoint that does not load or is for another game,
+                or `rules` it cannot play under.
             GateLoadError: a gate that does not load over its game's planner (names the file).
         """
         self.device = resolve_device(device) if isinstance(device, str) else device
@@ -176,6 +182,7 @@ class Engine:
                 self.device,
                 self._compiler_options,
                 ladder=tuple(sorted({1, *self.search_rungs})),
+                rules=rules,
             )
             self._game_ready[game_id] = threading.Event()
             self._gate_ready[game_id] = threading.Event()
@@ -197,8 +204,8 @@ class Engine:
         Args:
             checkpoint_dir: folder with one sub-folder per game.
             game_ids: the games to serve; None serves every registered game that has a checkpoint.
-            device, compiler_options, batching (`max_batch`, `batch_slots`, `batch_wait_s`):
-                see `__init__`.
+            device, compiler_options, batching (`max_batch`, `batch_slots`, `batch_wait_s`,
+                and `gated_only`, `rules`): see `__init__`.
 
         Raises:
             NotLoadedError: a requested game has no checkpoint there, or none has one.
@@ -236,6 +243,7 @@ class Engine:
             batch_slots=settings.max_concurrent,
             batch_wait_s=settings.batch_wait_ms / 1000,
             gated_only=settings.gated_only,
+            rules={"committed": settings.committed, "tree_k": settings.tree_k},
         )
 
     # Compilation -------------------------------------------------------------------------------
@@ -422,16 +430,23 @@ class Engine:
         return state
 
     def check(
-        self, game_id: str, budget: int | str, gate_state: ClockGateCarry | None = None
+        self,
+        game_id: str,
+        budget: int | str,
+        gate_state: ClockGateCarry | None = None,
+        plan: np.ndarray | None = None,
     ) -> int | str:
-        """Validates a game, budget and clock gate state before any work is queued for them.
+        """Validates a game, budget, clock gate state and plan before any work is queued for
+        them.
 
         Returns:
             The budget: a forced k (int) or `GATE`.
 
         Raises:
             games.UnknownGameError, NotLoadedError, BudgetError, NoGateError, NotReadyError,
-            InvalidRequestError (a `gate_state` without a clock gate, or of the wrong shape).
+            InvalidRequestError (a `gate_state` without a clock gate, or of the wrong shape; a
+            plan for a game not played under committed "plan", longer than its plan horizon,
+            or with an action out of range).
         """
         loaded = self.loaded(game_id)
         if budget == GATE:
@@ -441,6 +456,8 @@ class Engine:
             budget = _budget(loaded, budget)
         if gate_state is not None:
             _check_gate_state(loaded, budget, gate_state)
+        if plan is not None:
+            _check_plan(loaded, plan)
         self._serving(game_id, gated=budget == GATE)
         return budget
 
@@ -518,6 +535,7 @@ class Engine:
         gated: bool = False,
         deadline: float | None = None,
         abandoned: threading.Event | None = None,
+        plan: np.ndarray | None = None,
     ) -> Plan:
         """Runs option k from s_t and returns its planned action and search statistics.
 
@@ -534,13 +552,19 @@ class Engine:
                 its kind's measured search time says cannot end by then is not started.
             abandoned: set once the caller no longer wants the answer: a search not started
                 yet never starts.
+            plan: a game played under committed "plan": the session's plan `[L]` int32 (the
+                previous answer's `Plan.plan`, its first action on s_t's frame), which the
+                option's committed frames follow while it is legal (`Planner.option`); None or
+                empty: no plan (the reflex).
 
         Returns:
-            The plan. Batched, its `search_ms` is its batch's call.
+            The plan. Batched, its `search_ms` is its batch's call. Under committed "plan" its
+            `plan` is the next option's.
 
         Raises:
             NotReadyError, games.UnknownGameError, NotLoadedError, BudgetError, NoGateError
-            (`gated` for a game with no gate), NotStartedError (see `deadline`, `abandoned`).
+            (`gated` for a game with no gate), NotStartedError (see `deadline`, `abandoned`),
+            InvalidRequestError (a bad `plan`, see `check`).
         """
         loaded = self._serving(game_id, gated=gated)
         if gated and loaded.gate is None:
@@ -550,12 +574,15 @@ class Engine:
         # A clock gate's budgets play the always-k options it was trained over.
         gated = gated and not loaded.clock_gate
         k = _budget(loaded, k)
+        if plan is not None:
+            plan = np.asarray(plan, np.int32)
+            _check_plan(loaded, plan)
         group = (game_id, GATED if gated else OPTION, k)
         if self._batcher is None:
-            return self._run_alone(loaded, group, state, seed, deadline, abandoned)
-        return self._batcher.run(group, (state, seed), deadline=deadline, abandoned=abandoned)
+            return self._run_alone(loaded, group, state, seed, deadline, abandoned, plan)
+        return self._batcher.run(group, (state, seed, plan), deadline=deadline, abandoned=abandoned)
 
-    def _run_alone(self, loaded, group, state, seed, deadline, abandoned) -> Plan:
+    def _run_alone(self, loaded, group, state, seed, deadline, abandoned, plan) -> Plan:
         """One unbatched search, unless its caller gave up or its deadline cannot be met (a
         late search would only hold a worker thread that the session's next one needs)."""
         start = time.monotonic()
@@ -569,7 +596,7 @@ class Engine:
                     # decay, so the service tries again rather than drop every later search.
                     self._search_s[group] *= 0.8
             raise NotStartedError(why)
-        plan = _run_option(loaded, _batch(state), group[2], seed, group[1] == GATED)
+        answer = _run_option(loaded, _batch(state), group[2], seed, group[1] == GATED, plan)
         seconds = time.monotonic() - start
         with self._lock:
             # The fast end of recent searches, not their mean: a search is dropped only when
@@ -578,16 +605,18 @@ class Engine:
             est = self._search_s.get(group)
             fast = seconds if est is None or seconds < est else est + 0.1 * (seconds - est)
             self._search_s[group] = fast
-        return plan
+        return answer
 
     def _run_batch(self, group: tuple[str, str, int], payloads: list) -> list[Plan]:
-        """The `Batcher`'s call: one option of `group` for every (state, seed), at the next
-        search rung."""
+        """The `Batcher`'s call: one option of `group` for every (state, seed, plan), at the
+        next search rung."""
         game_id, kind, k = group
         size = next(r for r in self.search_rungs if r >= len(payloads))
-        states = _stack([state for state, _ in payloads])
-        seeds = [seed for _, seed in payloads]
-        return _run_options(self._games[game_id], states, k, seeds, kind == GATED, size=size)
+        states = _stack([state for state, _, _ in payloads])
+        seeds = [seed for _, seed, _ in payloads]
+        plans = [np.zeros(0, np.int32) if plan is None else plan for _, _, plan in payloads]
+        loaded = self._games[game_id]
+        return _run_options(loaded, states, k, seeds, kind == GATED, plans, size=size)
 
     # Internals ---------------------------------------------------------------------------------
 

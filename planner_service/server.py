@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import numpy as np
 from google.protobuf.message import DecodeError
 
 import rtplan
@@ -108,9 +109,11 @@ def _statuses(handler):
     return wrapped
 
 
-def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGateCarry | None]:
-    """(game id, budget, clock gate state or None) of a PlanRequest, with protocol errors
-    named."""
+def _unpack_plan(
+    request: pb.PlanRequest,
+) -> tuple[str, int | str, eng.ClockGateCarry | None, np.ndarray]:
+    """(game id, budget, clock gate state or None, plan `[L]` int32) of a PlanRequest, with
+    protocol errors named."""
     if not request.game_id:
         raise RequestError("game_id is empty")
     if not request.HasField("state"):
@@ -135,7 +138,8 @@ def _unpack_plan(request: pb.PlanRequest) -> tuple[str, int | str, eng.ClockGate
         except wire.WireError as e:
             raise RequestError(str(e)) from None
         gate_state = eng.ClockGateCarry(h=h, last=request.gate_state.last)
-    return request.game_id, eng.GATE if which == "gate" else request.budget.k, gate_state
+    budget = eng.GATE if which == "gate" else request.budget.k
+    return request.game_id, budget, gate_state, np.asarray(request.plan, np.int32)
 
 
 def _search_deadline(
@@ -182,6 +186,7 @@ def _action_msg(p: eng.Plan, request_id: int) -> pb.PlanResponse:
             cost=p.cost,
             search_ms=p.search_ms,
             request_id=request_id,
+            plan=p.plan.tolist(),
         )
     )
 
@@ -203,8 +208,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
 
     @_statuses
     async def Plan(self, request: pb.PlanRequest, context: grpc.aio.ServicerContext) -> None:
-        game_id, budget, gate_state = _unpack_plan(request)
-        self.engine.check(game_id, budget, gate_state)
+        game_id, budget, gate_state, request_plan = _unpack_plan(request)
+        self.engine.check(game_id, budget, gate_state, request_plan)
         state = self.engine.decode_state(game_id, request.state)
         rid = request.request_id
         loop = asyncio.get_running_loop()
@@ -223,7 +228,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
             # with the action, valued by the option itself.
             if not self.engine.decides_first(game_id, budget):
                 due = _search_deadline(when, clock, arrived, 0)
-                plan = self.engine.plan(game_id, state, budget, request.seed, **due)
+                plan = self.engine.plan(
+                    game_id, state, budget, request.seed, plan=request_plan, **due
+                )
                 decision = self.engine.decision(game_id, state, budget, value=plan.root_value)
                 loop.call_soon_threadsafe(_settle, decided, decision)
                 return decision, plan
@@ -232,7 +239,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
             gated = budget == eng.GATE
             lands_in = decision.landing_frame - int(state.frame)
             due = _search_deadline(when, clock, arrived, lands_in)
-            plan = self.engine.plan(game_id, state, decision.k, request.seed, gated=gated, **due)
+            plan = self.engine.plan(
+                game_id, state, decision.k, request.seed, gated=gated, plan=request_plan, **due
+            )
             return decision, plan
 
         with self.admission.admit(request.stream_id, rid, remaining) as ticket:
@@ -292,6 +301,9 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
                     compiling=g.game_id not in (gate_ready if only(g.game_id) else ready),
                     gate_ready=g.game_id in gate_ready,
                     gated_only=only(g.game_id),
+                    committed=g.config.committed,
+                    tree_k=g.config.tree_k,
+                    plan_horizon=g.config.plan_horizon if g.config.committed == "plan" else 0,
                 )
                 for g in games
             ]

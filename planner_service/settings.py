@@ -81,6 +81,20 @@ class PlannerServiceSettings(BaseSettings):
         "gate and the options it plays, never their forced budgets (a forced k is refused; "
         "another service serves it: the demo's showcase service)",
     )
+    committed: str | None = Field(
+        None,
+        pattern="^(reflex|plan)$",
+        description="what the k-1 committed frames of the committed-action games' options play: "
+        "reflex (the paper's) or plan (the previous option's plan, which each request then "
+        "carries and each action returns; needs a tree-k of 1 or more); unset: each "
+        "checkpoint's own (clock games always keep theirs)",
+    )
+    tree_k: int | None = Field(
+        None,
+        ge=0,
+        description="frames of every edge below the search's root in the committed-action "
+        "games (0: the option's own k, the always-k tree); unset: each checkpoint's own",
+    )
     grace_s: float = Field(2.0, ge=0, description="seconds open calls get to finish at shutdown")
     max_connection_age_s: float = Field(
         60.0,

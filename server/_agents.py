@@ -140,6 +140,12 @@ class _Option:
     latency_ms: float | None = None
     error: str | None = None
     closed: bool = False  # its landing frame was decided: any later answer is discarded
+    #: Committed "plan": the plan its frames before landing follow (sent with its request;
+    #: plan[j] for frame decision_frame + j), whether the world still follows it, and the
+    #: plan its answer leaves for the next option.
+    plan: tuple[int, ...] = ()
+    following: bool = True
+    next_plan: tuple[int, ...] = ()
     task: asyncio.Task | None = None  # its Plan call, cancelled once the option is closed
     decided: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)  # k is known
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -163,6 +169,13 @@ class PlannerAgent(_BuiltIn):
     schedule, never waits for a late one (the service runs it beside). Answers are matched to
     their option by request id, so a late answer is never applied to a later frame. A planner
     that is down or slow costs planned actions, never a tick.
+
+    Under the session's committed "plan" (a game the service plays under "plan"), every frame
+    the reflex would play (the committed frames, and a late decision's frames) plays the last
+    answer's plan instead while each of its actions is legal there, exactly as the service's
+    search replays it (`Planner._commit`): the request carries that plan and its answer the
+    next one. A landing frame that misses its planned action plays the fallback and drops the
+    plan (the world left the search's tree), as in process (`Planner.option(miss=...)`).
     """
 
     kind = "planner"
@@ -204,6 +217,8 @@ class PlannerAgent(_BuiltIn):
         #: each gated request, replaced by the one its decision returns (None: the game's start).
         self._gate_state: planner_pb2.ClockGateState | None = None
         self._gate_state_request = 0
+        #: Committed "plan": the plan the next option follows (the last landed answer's).
+        self._held_plan: tuple[int, ...] = ()
 
     def begin(self, n: int, host: AgentHost) -> None:
         opt = self._option
@@ -224,6 +239,7 @@ class PlannerAgent(_BuiltIn):
             landing=None if gated else landing_frame(n, k, kind=host.kind),
             sent_at=time.monotonic(),
             gated=gated,
+            plan=self._held_plan if cfg.committed == "plan" else (),
         )
         self._option = opt
         if not gated:
@@ -237,6 +253,7 @@ class PlannerAgent(_BuiltIn):
             request_id=opt.request_id,
             seed=(cfg.seed * 1_000_003 + self.seed_offset + opt.request_id) % 2**64,
             gate_state=self._gate_state if gated else None,
+            plan=opt.plan,
         )
         if not cfg.simulated and host.kind is not games.Kind.CLOCK and host.deadline is not None:
             # The service then never starts a search (the gate's k too) that cannot land.
@@ -348,6 +365,7 @@ class PlannerAgent(_BuiltIn):
         if opt.closed:  # its landing frame is past: discard, never apply later
             return
         opt.planned = Arrival(int(action.action), now)
+        opt.next_plan = tuple(int(a) for a in action.plan)
         opt.cost = int(action.cost)
         opt.latency_ms = latency
 
@@ -363,7 +381,7 @@ class PlannerAgent(_BuiltIn):
         opt = self._option
         if (opt.landing is not None and n < opt.landing) or self._undecided(opt, n, host):
             return Answer(
-                (Arrival(host.info.reflex, host.published_at),),
+                (Arrival(self._committed(opt, n, host), host.published_at),),
                 "reflex",
                 k=opt.k,
                 decision=opt.decision,
@@ -374,6 +392,8 @@ class PlannerAgent(_BuiltIn):
         if opt.landing is not None and n > opt.landing:
             opt.planned = None
         opt.closed = True
+        # The next option follows this one's plan only if its planned action plays.
+        self._held_plan = opt.next_plan if opt.planned is not None else ()
         if opt.task is not None and not opt.task.done() and host.kind is not games.Kind.CLOCK:
             # Its answer can no longer land: stop waiting, so that the service drops a search
             # not yet started, and the next decision (next frame) never queues behind it. (A
@@ -391,6 +411,14 @@ class PlannerAgent(_BuiltIn):
             decision=opt.decision,
             landing=True,
         )
+
+    def _committed(self, opt: _Option, n: int, host: AgentHost) -> int:
+        """The action of frame n before `opt` lands: its plan's action for the frame while
+        every plan action so far was legal where it played (`Planner._commit`'s rule), else
+        the reflex."""
+        j = n - opt.decision_frame
+        opt.following = opt.following and j < len(opt.plan) and bool(host.info.legal[opt.plan[j]])
+        return opt.plan[j] if opt.following else host.info.reflex
 
     def _undecided(self, opt: _Option, n: int, host: AgentHost) -> bool:
         """A gated option whose decision is late but may still come in time for its option to

@@ -62,6 +62,11 @@ class SessionConfig:
     ks: tuple[int, ...] = ()
     #: "game" (the game's fallback action) or "reflex" (the network's masked argmax).
     fallback: str = "game"
+    #: Planner agent, committed-action games: what the frames before each planned action play
+    #: (`planner.options.COMMITMENTS`): "reflex" (the env-side reflex), or "plan" (the last
+    #: answer's plan while each of its actions is legal, then the reflex; the planner service
+    #: must play the game under committed "plan", and each request carries the plan).
+    committed: str = "reflex"
     #: "real_time" (fixed-FPS deadlines) or "simulated" (a frame waits for its answer).
     clock: str = "real_time"
     #: Write a replay file.

@@ -10,6 +10,7 @@ import grpc
 
 from rtplan import games
 from rtplan.harness.checkpoint import missing_checkpoint, planner_path
+from rtplan.planner.options import COMMITMENTS
 from rtplan.server._agents import make_agent, make_opponent
 from rtplan.server._config import (
     AGENT_KINDS,
@@ -51,6 +52,7 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
         ("agent", cfg.agent, AGENT_KINDS),
         ("clock", cfg.clock, CLOCKS),
         ("fallback", cfg.fallback, FALLBACKS),
+        ("committed", cfg.committed, COMMITMENTS),
         ("opponent", cfg.opponent, OPPONENTS),
     ):
         if value not in allowed:
@@ -80,6 +82,12 @@ def _check_basic(cfg: SessionConfig, settings: Settings) -> None:
             )
     elif cfg.ks:
         raise SessionError(_INVALID, f"k is for the planner agent only, not agent {cfg.agent!r}")
+    if cfg.committed == "plan" and cfg.agent != "planner":
+        raise SessionError(
+            _INVALID,
+            f"committed 'plan' is for the planner agent (it follows the planner service's "
+            f"plans), not agent {cfg.agent!r}",
+        )
 
 
 def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> None:
@@ -96,6 +104,12 @@ def _check_game(cfg: SessionConfig, runtimes: Runtimes, settings: Settings) -> N
             _PRECONDITION,
             "this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS): the planner "
             "opponent is unavailable; choose opponent 'reflex' or 'random'",
+        )
+    if cfg.committed == "plan" and clock:
+        raise SessionError(
+            _INVALID,
+            f"committed 'plan' is for the committed-action games: {cfg.game_id} is a clock "
+            "game, whose moves have no committed frames",
         )
     if (cfg.time_s or cfg.increment_s) and (not clock or cfg.simulated):
         raise SessionError(

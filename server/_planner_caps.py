@@ -37,6 +37,8 @@ class ServedGame:
     clock_gate: bool = False  # the gate is a clock game's recurrent gate (state per side)
     gate_ready: bool = False  # its gated requests plan now (its gate compiles first)
     gated_only: bool = False  # no service plans its forced budgets, only its gate
+    #: What its options' committed frames play ("reflex" or "plan"; PlannerGame.committed).
+    committed: str = "reflex"
     #: Where its gated calls go, and its forced ones (None: the same); where, not what: not
     #: compared.
     address: str | None = dataclasses.field(default=None, compare=False)
@@ -45,10 +47,20 @@ class ServedGame:
     @classmethod
     def listed(cls, g: planner_pb2.PlannerGame, address: str) -> ServedGame:
         """One service's listing of a game (`ListGames`). A service that predates `gate_ready`
-        plans gated requests once the game is compiled."""
+        plans gated requests once the game is compiled; one that predates `committed` plays
+        the reflex."""
         ready = not g.compiling and not g.gated_only
         gate_ready = g.gate_ready or (g.gate and not g.compiling)
-        return cls(tuple(g.budgets), g.gate, ready, g.clock_gate, gate_ready, g.gated_only, address)
+        return cls(
+            tuple(g.budgets),
+            g.gate,
+            ready,
+            g.clock_gate,
+            gate_ready,
+            g.gated_only,
+            g.committed or "reflex",
+            address,
+        )
 
     def plans(self, *, gate: bool = False) -> bool:
         """Whether it plans now: compiled, or (`gate`: a gated request) its gate compiled."""
@@ -121,7 +133,8 @@ class Capabilities:
     def describe(self, game_id: str) -> dict[str, Any]:
         """JSON of what the planner service offers for `game_id` (GET /v1/games): `available`,
         the `budgets` it plans, whether it has a `gate` and whether that is a `clock_gate` (a
-        clock game's: the planner agent and the "gate" opponent play it), the `reason` when
+        clock game's: the planner agent and the "gate" opponent play it), what its options'
+        `committed` frames play ("plan": a session may follow its plans), the `reason` when
         unavailable, and whether it is `compiling` (available soon: the lobby asks again)."""
         reason = self.refusal(game_id)
         served = self.games.get(game_id)
@@ -131,6 +144,7 @@ class Capabilities:
             "budgets": list(served.budgets) if served and reason is None else [],
             "gate": bool(served and served.gate and reason is None),
             "clock_gate": bool(served and served.clock_gate and reason is None),
+            "committed": served.committed if served else "reflex",
             "reason": reason or "",
         }
 
@@ -143,6 +157,16 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, kind: games.Kind) -
         SessionError: FAILED_PRECONDITION, one sentence naming what cannot run and why.
     """
     clock = kind is games.Kind.CLOCK
+    if cfg.agent == "planner" and cfg.committed == "plan":
+        served = caps.games.get(cfg.game_id)
+        if served is not None and served.committed != "plan":
+            at = served.where(gate=cfg.gated) or caps.address
+            raise SessionError(
+                _PRECONDITION,
+                f"committed 'plan' follows the planner service's plans, but the planner "
+                f"service at {at} plays {cfg.game_id} under committed {served.committed!r} "
+                "(start it with --committed plan --tree-k 1), or leave committed out",
+            )
     if cfg.agent == "planner":
         if cfg.gated:
             why = caps.refusal(cfg.game_id, gate=True)
@@ -252,7 +276,9 @@ class PlannerCapabilities:
 def _merged(entries: list[ServedGame]) -> ServedGame:
     """One game as several services list it (in the order they are named): its gated calls go
     to the first whose gate plans now (else the first with a gate), its forced calls to the
-    first that plans its forced budgets now (else the first that serves them)."""
+    first that plans its forced budgets now (else the first that serves them). Its committed
+    frames follow plans only where every service plays it under "plan" (a session's calls may
+    go to any of them)."""
     gated = [e for e in entries if e.gate]
     forced = [e for e in entries if not e.gated_only]
     gate = next((e for e in gated if e.gate_ready), gated[0] if gated else None)
@@ -265,6 +291,7 @@ def _merged(entries: list[ServedGame]) -> ServedGame:
         clock_gate=(gate or base).clock_gate,
         gate_ready=gate is not None and gate.gate_ready,
         gated_only=plain is None,
+        committed="plan" if all(e.committed == "plan" for e in entries) else "reflex",
         address=(gate or base).address,
         forced_address=base.address,
     )

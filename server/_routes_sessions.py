@@ -47,6 +47,8 @@ class CreateSession(BaseModel):
         "(leave it out to let the gate pick)",
     )
     fallback: Literal["game", "reflex"] = "game"
+    #: Planner agent: what the frames before each planned action play (`SessionConfig`).
+    committed: Literal["reflex", "plan"] = "reflex"
     clock: Literal["real_time", "real-time", "simulated"] = "real_time"
     record: bool = Field(False, description="true or false")
     #: Clock games: the built-in opponent ("gate": the planner with the service's clock gate);
@@ -94,6 +96,7 @@ class CreateSession(BaseModel):
             agent=self.agent,
             ks=ks,
             fallback=self.fallback,
+            committed=self.committed,
             clock="simulated" if self.clock == "simulated" else "real_time",
             record=self.record,
             opponent=self.opponent or ("planner" if self.opponent_k else "reflex"),

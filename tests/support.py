@@ -30,6 +30,7 @@ from rtplan import wire
 from rtplan.harness.checkpoint import planner_path
 from rtplan.harness.config import settings_overrides
 from rtplan.planner import Planner, PlannerConfig, default_config
+from rtplan.planner.configs import with_rules
 from rtplan.planner.network import NetworkConfig
 from rtplan.planner.store import load_planner, save_planner
 from rtplan.planner_service import BackgroundService, Engine
@@ -163,9 +164,13 @@ def tiny_config(game_id: str) -> PlannerConfig:
     raise ValueError(f"no tiny config for {game_id}")
 
 
-def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_config) -> Path:
+def write_gate(
+    root: Path, game_id: str = "snake-rt-v0", seed: int = 0, *, rules=None, **gate_config
+) -> Path:
     """Writes `gate_path(root, game)`: a fresh gate over the planner `write_checkpoints` wrote
-    there (tied to that file's sha256, as `train-gate` exports); returns the gate file."""
+    there (tied to that file's sha256, as `train-gate` exports), trained as if under `rules`
+    (`planner.configs.with_rules`'s `committed`, `tree_k`; None: the planner's own); returns
+    the gate file."""
     from rtplan.gate.committed.config import GateConfig
     from rtplan.gate.committed.policy import Gate
     from rtplan.gate.files import file_sha256
@@ -174,6 +179,7 @@ def write_gate(root: Path, game_id: str = "snake-rt-v0", seed: int = 0, **gate_c
 
     planner_file = planner_path(root, game_id)
     cfg, _, _ = load_planner(game_id, str(planner_file))
+    cfg = with_rules(cfg, **(rules or {}))
     gate = Gate(Planner(cfg), GateConfig(**gate_config))
     params = gate.init_params(jax.random.PRNGKey(seed))
     path = gate_path(root, game_id)

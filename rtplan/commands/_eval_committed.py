@@ -27,10 +27,6 @@ def _eval(args: argparse.Namespace) -> int:
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     clock = games.kind_of(args.game) is games.Kind.CLOCK
     check_rules(args, clock=clock)
-    if args.via_services and args.committed == "plan":
-        raise CommandError("--via-services plays the services' reflex: no --committed plan")
-    if args.via_services and args.tree_k is not None:
-        raise CommandError("--via-services plays the services' own tree: no --tree-k")
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
@@ -139,6 +135,7 @@ def _via_services(args: argparse.Namespace) -> int:
             split=args.split,
             planner_file=args.planner,
             gate_file=args.gate,
+            rules={"committed": args.committed, "tree_k": args.tree_k},
         )
     except CheckpointError:
         raise

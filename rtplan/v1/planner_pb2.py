@@ -26,7 +26,7 @@ from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from rtplan.v1 import tensor_pb2 as rtplan_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17rtplan/v1/planner.proto\x12\trtplan.v1\x1a\x19google/protobuf/any.proto\x1a\x16rtplan/v1/tensor.proto\"/\n\x06\x42udget\x12\x0e\n\x04gate\x18\x01 \x01(\x08H\x00\x12\x0b\n\x01k\x18\x02 \x01(\x05H\x00\x42\x08\n\x06\x62udget\"\xa5\x02\n\x0bPlanRequest\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12#\n\x05state\x18\x02 \x01(\x0b\x32\x14.rtplan.v1.GameState\x12!\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x11.rtplan.v1.Budget\x12\x11\n\tstream_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\x04\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\'\n\textension\x18\x0f \x01(\x0b\x32\x14.google.protobuf.Any\x12-\n\ngate_state\x18\x10 \x01(\x0b\x32\x19.rtplan.v1.ClockGateState\x12*\n\x0b\x66rame_clock\x18\x11 \x01(\x0b\x32\x15.rtplan.v1.FrameClockJ\x04\x08\x07\x10\x0f\"=\n\nFrameClock\x12\x1c\n\x14\x64\x65\x63ision_deadline_ms\x18\x01 \x01(\x02\x12\x11\n\tperiod_ms\x18\x02 \x01(\x02\"<\n\x0e\x43lockGateState\x12\x1c\n\x01h\x18\x01 \x01(\x0b\x32\x11.rtplan.v1.Tensor\x12\x0c\n\x04last\x18\x02 \x01(\x05\"\x9a\x01\n\x08\x44\x65\x63ision\x12\t\n\x01k\x18\x01 \x01(\x05\x12\x1a\n\x12gate_probabilities\x18\x02 \x03(\x02\x12\r\n\x05value\x18\x03 \x01(\x02\x12\x15\n\rlanding_frame\x18\x04 \x01(\x03\x12\x12\n\nrequest_id\x18\x05 \x01(\x04\x12-\n\ngate_state\x18\x06 \x01(\x0b\x32\x19.rtplan.v1.ClockGateState\"\xa8\x01\n\rPlannedAction\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\x05\x12\x15\n\rframe_actions\x18\x02 \x03(\x05\x12\x0f\n\x07planned\x18\x03 \x03(\x08\x12\x14\n\x0cvisit_counts\x18\x04 \x03(\x05\x12\x14\n\x0csearch_value\x18\x05 \x01(\x02\x12\x0c\n\x04\x63ost\x18\x06 \x01(\x05\x12\x11\n\tsearch_ms\x18\x07 \x01(\x01\x12\x12\n\nrequest_id\x18\x08 \x01(\x04\"\x9e\x01\n\x0cPlanResponse\x12\'\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x13.rtplan.v1.DecisionH\x00\x12*\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x18.rtplan.v1.PlannedActionH\x00\x12\'\n\textension\x18\x0f \x01(\x0b\x32\x14.google.protobuf.AnyB\n\n\x08responseJ\x04\x08\x03\x10\x0f\"\x0f\n\rHealthRequest\"\xd0\x01\n\x0eHealthResponse\x12\x37\n\x06status\x18\x01 \x01(\x0e\x32\'.rtplan.v1.HealthResponse.ServingStatus\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x16\n\x0eplans_answered\x18\x04 \x01(\x04\"M\n\rServingStatus\x12\x1e\n\x1aSERVING_STATUS_UNSPECIFIED\x10\x00\x12\x0b\n\x07SERVING\x10\x01\x12\x0f\n\x0bNOT_SERVING\x10\x02\"\xb5\x01\n\x0bPlannerGame\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62udgets\x18\x02 \x03(\x05\x12\x13\n\x0bsimulations\x18\x03 \x03(\x05\x12\x0c\n\x04gate\x18\x04 \x01(\x08\x12\x12\n\ncheckpoint\x18\x05 \x01(\t\x12\x11\n\tcompiling\x18\x06 \x01(\x08\x12\x12\n\nclock_gate\x18\x07 \x01(\x08\x12\x12\n\ngate_ready\x18\x08 \x01(\x08\x12\x12\n\ngated_only\x18\t \x01(\x08\"\x19\n\x17ListPlannerGamesRequest\"A\n\x18ListPlannerGamesResponse\x12%\n\x05games\x18\x01 \x03(\x0b\x32\x16.rtplan.v1.PlannerGame\"\x10\n\x0eVersionRequest\"C\n\x0fVersionResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x16\n\x0eserver_version\x18\x02 \x01(\t2\x9b\x02\n\x07Planner\x12\x39\n\x04Plan\x12\x16.rtplan.v1.PlanRequest\x1a\x17.rtplan.v1.PlanResponse0\x01\x12=\n\x06Health\x12\x18.rtplan.v1.HealthRequest\x1a\x19.rtplan.v1.HealthResponse\x12T\n\tListGames\x12\".rtplan.v1.ListPlannerGamesRequest\x1a#.rtplan.v1.ListPlannerGamesResponse\x12@\n\x07Version\x12\x19.rtplan.v1.VersionRequest\x1a\x1a.rtplan.v1.VersionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17rtplan/v1/planner.proto\x12\trtplan.v1\x1a\x19google/protobuf/any.proto\x1a\x16rtplan/v1/tensor.proto\"/\n\x06\x42udget\x12\x0e\n\x04gate\x18\x01 \x01(\x08H\x00\x12\x0b\n\x01k\x18\x02 \x01(\x05H\x00\x42\x08\n\x06\x62udget\"\xb3\x02\n\x0bPlanRequest\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12#\n\x05state\x18\x02 \x01(\x0b\x32\x14.rtplan.v1.GameState\x12!\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x11.rtplan.v1.Budget\x12\x11\n\tstream_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\x04\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\'\n\textension\x18\x0f \x01(\x0b\x32\x14.google.protobuf.Any\x12-\n\ngate_state\x18\x10 \x01(\x0b\x32\x19.rtplan.v1.ClockGateState\x12*\n\x0b\x66rame_clock\x18\x11 \x01(\x0b\x32\x15.rtplan.v1.FrameClock\x12\x0c\n\x04plan\x18\x12 \x03(\x05J\x04\x08\x07\x10\x0f\"=\n\nFrameClock\x12\x1c\n\x14\x64\x65\x63ision_deadline_ms\x18\x01 \x01(\x02\x12\x11\n\tperiod_ms\x18\x02 \x01(\x02\"<\n\x0e\x43lockGateState\x12\x1c\n\x01h\x18\x01 \x01(\x0b\x32\x11.rtplan.v1.Tensor\x12\x0c\n\x04last\x18\x02 \x01(\x05\"\x9a\x01\n\x08\x44\x65\x63ision\x12\t\n\x01k\x18\x01 \x01(\x05\x12\x1a\n\x12gate_probabilities\x18\x02 \x03(\x02\x12\r\n\x05value\x18\x03 \x01(\x02\x12\x15\n\rlanding_frame\x18\x04 \x01(\x03\x12\x12\n\nrequest_id\x18\x05 \x01(\x04\x12-\n\ngate_state\x18\x06 \x01(\x0b\x32\x19.rtplan.v1.ClockGateState\"\xb6\x01\n\rPlannedAction\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\x05\x12\x15\n\rframe_actions\x18\x02 \x03(\x05\x12\x0f\n\x07planned\x18\x03 \x03(\x08\x12\x14\n\x0cvisit_counts\x18\x04 \x03(\x05\x12\x14\n\x0csearch_value\x18\x05 \x01(\x02\x12\x0c\n\x04\x63ost\x18\x06 \x01(\x05\x12\x11\n\tsearch_ms\x18\x07 \x01(\x01\x12\x12\n\nrequest_id\x18\x08 \x01(\x04\x12\x0c\n\x04plan\x18\t \x03(\x05\"\x9e\x01\n\x0cPlanResponse\x12\'\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x13.rtplan.v1.DecisionH\x00\x12*\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x18.rtplan.v1.PlannedActionH\x00\x12\'\n\textension\x18\x0f \x01(\x0b\x32\x14.google.protobuf.AnyB\n\n\x08responseJ\x04\x08\x03\x10\x0f\"\x0f\n\rHealthRequest\"\xd0\x01\n\x0eHealthResponse\x12\x37\n\x06status\x18\x01 \x01(\x0e\x32\'.rtplan.v1.HealthResponse.ServingStatus\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x03 \x01(\t\x12\x16\n\x0eplans_answered\x18\x04 \x01(\x04\"M\n\rServingStatus\x12\x1e\n\x1aSERVING_STATUS_UNSPECIFIED\x10\x00\x12\x0b\n\x07SERVING\x10\x01\x12\x0f\n\x0bNOT_SERVING\x10\x02\"\xee\x01\n\x0bPlannerGame\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\x0f\n\x07\x62udgets\x18\x02 \x03(\x05\x12\x13\n\x0bsimulations\x18\x03 \x03(\x05\x12\x0c\n\x04gate\x18\x04 \x01(\x08\x12\x12\n\ncheckpoint\x18\x05 \x01(\t\x12\x11\n\tcompiling\x18\x06 \x01(\x08\x12\x12\n\nclock_gate\x18\x07 \x01(\x08\x12\x12\n\ngate_ready\x18\x08 \x01(\x08\x12\x12\n\ngated_only\x18\t \x01(\x08\x12\x11\n\tcommitted\x18\n \x01(\t\x12\x0e\n\x06tree_k\x18\x0b \x01(\x05\x12\x14\n\x0cplan_horizon\x18\x0c \x01(\x05\"\x19\n\x17ListPlannerGamesRequest\"A\n\x18ListPlannerGamesResponse\x12%\n\x05games\x18\x01 \x03(\x0b\x32\x16.rtplan.v1.PlannerGame\"\x10\n\x0eVersionRequest\"C\n\x0fVersionResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x16\n\x0eserver_version\x18\x02 \x01(\t2\x9b\x02\n\x07Planner\x12\x39\n\x04Plan\x12\x16.rtplan.v1.PlanRequest\x1a\x17.rtplan.v1.PlanResponse0\x01\x12=\n\x06Health\x12\x18.rtplan.v1.HealthRequest\x1a\x19.rtplan.v1.HealthResponse\x12T\n\tListGames\x12\".rtplan.v1.ListPlannerGamesRequest\x1a#.rtplan.v1.ListPlannerGamesResponse\x12@\n\x07Version\x12\x19.rtplan.v1.VersionRequest\x1a\x1a.rtplan.v1.VersionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,33 +36,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BUDGET']._serialized_start=89
   _globals['_BUDGET']._serialized_end=136
   _globals['_PLANREQUEST']._serialized_start=139
-  _globals['_PLANREQUEST']._serialized_end=432
-  _globals['_FRAMECLOCK']._serialized_start=434
-  _globals['_FRAMECLOCK']._serialized_end=495
-  _globals['_CLOCKGATESTATE']._serialized_start=497
-  _globals['_CLOCKGATESTATE']._serialized_end=557
-  _globals['_DECISION']._serialized_start=560
-  _globals['_DECISION']._serialized_end=714
-  _globals['_PLANNEDACTION']._serialized_start=717
-  _globals['_PLANNEDACTION']._serialized_end=885
-  _globals['_PLANRESPONSE']._serialized_start=888
-  _globals['_PLANRESPONSE']._serialized_end=1046
-  _globals['_HEALTHREQUEST']._serialized_start=1048
-  _globals['_HEALTHREQUEST']._serialized_end=1063
-  _globals['_HEALTHRESPONSE']._serialized_start=1066
-  _globals['_HEALTHRESPONSE']._serialized_end=1274
-  _globals['_HEALTHRESPONSE_SERVINGSTATUS']._serialized_start=1197
-  _globals['_HEALTHRESPONSE_SERVINGSTATUS']._serialized_end=1274
-  _globals['_PLANNERGAME']._serialized_start=1277
-  _globals['_PLANNERGAME']._serialized_end=1458
-  _globals['_LISTPLANNERGAMESREQUEST']._serialized_start=1460
-  _globals['_LISTPLANNERGAMESREQUEST']._serialized_end=1485
-  _globals['_LISTPLANNERGAMESRESPONSE']._serialized_start=1487
-  _globals['_LISTPLANNERGAMESRESPONSE']._serialized_end=1552
-  _globals['_VERSIONREQUEST']._serialized_start=1554
-  _globals['_VERSIONREQUEST']._serialized_end=1570
-  _globals['_VERSIONRESPONSE']._serialized_start=1572
-  _globals['_VERSIONRESPONSE']._serialized_end=1639
-  _globals['_PLANNER']._serialized_start=1642
-  _globals['_PLANNER']._serialized_end=1925
+  _globals['_PLANREQUEST']._serialized_end=446
+  _globals['_FRAMECLOCK']._serialized_start=448
+  _globals['_FRAMECLOCK']._serialized_end=509
+  _globals['_CLOCKGATESTATE']._serialized_start=511
+  _globals['_CLOCKGATESTATE']._serialized_end=571
+  _globals['_DECISION']._serialized_start=574
+  _globals['_DECISION']._serialized_end=728
+  _globals['_PLANNEDACTION']._serialized_start=731
+  _globals['_PLANNEDACTION']._serialized_end=913
+  _globals['_PLANRESPONSE']._serialized_start=916
+  _globals['_PLANRESPONSE']._serialized_end=1074
+  _globals['_HEALTHREQUEST']._serialized_start=1076
+  _globals['_HEALTHREQUEST']._serialized_end=1091
+  _globals['_HEALTHRESPONSE']._serialized_start=1094
+  _globals['_HEALTHRESPONSE']._serialized_end=1302
+  _globals['_HEALTHRESPONSE_SERVINGSTATUS']._serialized_start=1225
+  _globals['_HEALTHRESPONSE_SERVINGSTATUS']._serialized_end=1302
+  _globals['_PLANNERGAME']._serialized_start=1305
+  _globals['_PLANNERGAME']._serialized_end=1543
+  _globals['_LISTPLANNERGAMESREQUEST']._serialized_start=1545
+  _globals['_LISTPLANNERGAMESREQUEST']._serialized_end=1570
+  _globals['_LISTPLANNERGAMESRESPONSE']._serialized_start=1572
+  _globals['_LISTPLANNERGAMESRESPONSE']._serialized_end=1637
+  _globals['_VERSIONREQUEST']._serialized_start=1639
+  _globals['_VERSIONREQUEST']._serialized_end=1655
+  _globals['_VERSIONRESPONSE']._serialized_start=1657
+  _globals['_VERSIONRESPONSE']._serialized_end=1724
+  _globals['_PLANNER']._serialized_start=1727
+  _globals['_PLANNER']._serialized_end=2010
 # @@protoc_insertion_point(module_scope)

@@ -18,7 +18,7 @@ class Budget(_message.Message):
     def __init__(self, gate: _Optional[bool] = ..., k: _Optional[int] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("game_id", "state", "budget", "stream_id", "request_id", "seed", "extension", "gate_state", "frame_clock")
+    __slots__ = ("game_id", "state", "budget", "stream_id", "request_id", "seed", "extension", "gate_state", "frame_clock", "plan")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class PlanRequest(_message.Message):
     EXTENSION_FIELD_NUMBER: _ClassVar[int]
     GATE_STATE_FIELD_NUMBER: _ClassVar[int]
     FRAME_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     state: _tensor_pb2.GameState
     budget: Budget
@@ -37,7 +38,8 @@ class PlanRequest(_message.Message):
     extension: _any_pb2.Any
     gate_state: ClockGateState
     frame_clock: FrameClock
-    def __init__(self, game_id: _Optional[str] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., stream_id: _Optional[str] = ..., request_id: _Optional[int] = ..., seed: _Optional[int] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ..., frame_clock: _Optional[_Union[FrameClock, _Mapping]] = ...) -> None: ...
+    plan: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, game_id: _Optional[str] = ..., state: _Optional[_Union[_tensor_pb2.GameState, _Mapping]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., stream_id: _Optional[str] = ..., request_id: _Optional[int] = ..., seed: _Optional[int] = ..., extension: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ..., frame_clock: _Optional[_Union[FrameClock, _Mapping]] = ..., plan: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FrameClock(_message.Message):
     __slots__ = ("decision_deadline_ms", "period_ms")
@@ -72,7 +74,7 @@ class Decision(_message.Message):
     def __init__(self, k: _Optional[int] = ..., gate_probabilities: _Optional[_Iterable[float]] = ..., value: _Optional[float] = ..., landing_frame: _Optional[int] = ..., request_id: _Optional[int] = ..., gate_state: _Optional[_Union[ClockGateState, _Mapping]] = ...) -> None: ...
 
 class PlannedAction(_message.Message):
-    __slots__ = ("action", "frame_actions", "planned", "visit_counts", "search_value", "cost", "search_ms", "request_id")
+    __slots__ = ("action", "frame_actions", "planned", "visit_counts", "search_value", "cost", "search_ms", "request_id", "plan")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     FRAME_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     PLANNED_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +83,7 @@ class PlannedAction(_message.Message):
     COST_FIELD_NUMBER: _ClassVar[int]
     SEARCH_MS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
     action: int
     frame_actions: _containers.RepeatedScalarFieldContainer[int]
     planned: _containers.RepeatedScalarFieldContainer[bool]
@@ -89,7 +92,8 @@ class PlannedAction(_message.Message):
     cost: int
     search_ms: float
     request_id: int
-    def __init__(self, action: _Optional[int] = ..., frame_actions: _Optional[_Iterable[int]] = ..., planned: _Optional[_Iterable[bool]] = ..., visit_counts: _Optional[_Iterable[int]] = ..., search_value: _Optional[float] = ..., cost: _Optional[int] = ..., search_ms: _Optional[float] = ..., request_id: _Optional[int] = ...) -> None: ...
+    plan: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, action: _Optional[int] = ..., frame_actions: _Optional[_Iterable[int]] = ..., planned: _Optional[_Iterable[bool]] = ..., visit_counts: _Optional[_Iterable[int]] = ..., search_value: _Optional[float] = ..., cost: _Optional[int] = ..., search_ms: _Optional[float] = ..., request_id: _Optional[int] = ..., plan: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
     __slots__ = ("decision", "action", "extension")
@@ -126,7 +130,7 @@ class HealthResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[HealthResponse.ServingStatus, str]] = ..., detail: _Optional[str] = ..., device: _Optional[str] = ..., plans_answered: _Optional[int] = ...) -> None: ...
 
 class PlannerGame(_message.Message):
-    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling", "clock_gate", "gate_ready", "gated_only")
+    __slots__ = ("game_id", "budgets", "simulations", "gate", "checkpoint", "compiling", "clock_gate", "gate_ready", "gated_only", "committed", "tree_k", "plan_horizon")
     GAME_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGETS_FIELD_NUMBER: _ClassVar[int]
     SIMULATIONS_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +140,9 @@ class PlannerGame(_message.Message):
     CLOCK_GATE_FIELD_NUMBER: _ClassVar[int]
     GATE_READY_FIELD_NUMBER: _ClassVar[int]
     GATED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    TREE_K_FIELD_NUMBER: _ClassVar[int]
+    PLAN_HORIZON_FIELD_NUMBER: _ClassVar[int]
     game_id: str
     budgets: _containers.RepeatedScalarFieldContainer[int]
     simulations: _containers.RepeatedScalarFieldContainer[int]
@@ -145,7 +152,10 @@ class PlannerGame(_message.Message):
     clock_gate: bool
     gate_ready: bool
     gated_only: bool
-    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ..., clock_gate: _Optional[bool] = ..., gate_ready: _Optional[bool] = ..., gated_only: _Optional[bool] = ...) -> None: ...
+    committed: str
+    tree_k: int
+    plan_horizon: int
+    def __init__(self, game_id: _Optional[str] = ..., budgets: _Optional[_Iterable[int]] = ..., simulations: _Optional[_Iterable[int]] = ..., gate: _Optional[bool] = ..., checkpoint: _Optional[str] = ..., compiling: _Optional[bool] = ..., clock_gate: _Optional[bool] = ..., gate_ready: _Optional[bool] = ..., gated_only: _Optional[bool] = ..., committed: _Optional[str] = ..., tree_k: _Optional[int] = ..., plan_horizon: _Optional[int] = ...) -> None: ...
 
 class ListPlannerGamesRequest(_message.Message):
     __slots__ = ()

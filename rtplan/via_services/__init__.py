@@ -11,7 +11,7 @@ server's own re-simulation of the file it wrote), never from the server's files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from rtplan.harness import checkpoint as ckpt
 from rtplan.via_services import clock, committed
@@ -44,9 +44,14 @@ def run(
     planner_file: str | None = None,
     gate_file: str | None = None,
     log: Callable = print,
+    rules: Mapping[str, object] | None = None,
 ) -> int:
     """Plays the gate on a split's first `episodes` seeds in process and through the services
     (planner service + env server subprocesses, simulated clock) and compares them.
+
+    `rules`: committed-action games, `committed` and `tree_k` (a None value: the checkpoint's
+    own), the rules both play under (`planner.configs.with_rules`; the planner service's flags
+    of the same names). Under committed "plan" the sessions follow the service's plans.
 
     Returns:
         0 when every seed plays identically (committed games: return, actions, k-sequence;
@@ -67,8 +72,13 @@ def run(
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file))  # it plays the gate
     kind = {games.Kind.COMMITTED: committed, games.Kind.CLOCK: clock}[games.kind_of(game_id)]
+    rules = dict(rules or {})
+    flags = [f for name, v in rules.items() if v is not None for f in (_flag(name), str(v))]
+    if flags and kind is not committed:
+        raise ValueError(f"{game_id} is a clock game: it plays under its own rules only")
     # Each file loaded once, with the service's checks, before the services start.
-    loaded = kind.load(game_id, planner_file, gate_file)
+    load = functools.partial(committed.load, rules=rules) if flags else kind.load
+    loaded = load(game_id, planner_file, gate_file)
     want, served = play_through_services(
         game_id,
         seeds_of(split, episodes),
@@ -78,7 +88,14 @@ def run(
         read=kind.served,
         log=log,
         opponent=kind.OPPONENT,
+        rules=flags,
+        committed=loaded.planner.config.committed,
     )
     rows, problems = kind.compare(want, served)
     identical = kind.identical(game_id, split, rows, served)
     return report(table(rows, kind.COLUMNS), problems, identical, log)
+
+
+def _flag(name: str) -> str:
+    """The command-line flag of a rule (`tree_k` -> `--tree-k`)."""
+    return "--" + name.replace("_", "-")

@@ -4,6 +4,8 @@ k-sequence, return) against `gate.committed.choosers.play` in process."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -129,20 +131,25 @@ COLUMNS = (
 )
 
 
-def load(game_id: str, planner_file: str, gate_file: str) -> Loaded:
+def load(
+    game_id: str, planner_file: str, gate_file: str, rules: Mapping[str, Any] | None = None
+) -> Loaded:
     """The planner and the gate, loaded once: `load_gate` over this planner file makes the
-    planner service's checks.
+    planner service's checks. `rules`: the planner's rules of play (`committed`, `tree_k`; a
+    None value keeps the checkpoint's), as the planner service's flags of the same name.
 
     Raises:
         harness.checkpoint.CheckpointError: a file does not load, or the gate is not this
-            planner's.
+            planner's (or was trained under other rules).
+        ValueError: rules the planner cannot play under (committed "plan" under tree_k 0).
     """
     from rtplan.gate.committed.policy import load_gate
+    from rtplan.planner.configs import with_rules
     from rtplan.planner.options import Planner
     from rtplan.planner.store import load_planner
 
     pcfg, pparams, _ = load_planner(game_id, planner_file)
-    planner = Planner(pcfg)
+    planner = Planner(with_rules(pcfg, **(rules or {}), plan_needs_tree=True))
     gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
     return Loaded(planner, pparams, gate, gparams)
 

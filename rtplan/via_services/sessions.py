@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rtplan.processes import http_json, services
+from rtplan.processes import Place, Placement, http_json, services
 
 __all__ = [
     "Loaded",
@@ -112,10 +112,12 @@ def play_sessions(
     k: int | None = None,
     max_frames: int = 0,
     opponent: str | None = None,
+    committed: str = "reflex",
 ) -> list[dict]:
     """One simulated-clock planner-agent session per seed, recorded, to the episode's end (or
     `max_frames`), `PARALLEL` at a time; the gate picks each option's k unless `k` forces one.
-    Clock games: `opponent` is the built-in opponent (e.g. "reflex").
+    Clock games: `opponent` is the built-in opponent (e.g. "reflex"). `committed`: what the
+    sessions' committed frames play ("plan": the planner service's plans, which it must play).
 
     Returns:
         Each session's final details (`GET /v1/sessions/ID`: episode_return, frame, reason,
@@ -139,6 +141,7 @@ def play_sessions(
                 "max_frames": max_frames,
                 **({} if k is None else {"k": k}),
                 **({} if opponent is None else {"opponent": opponent}),
+                **({} if committed == "reflex" else {"committed": committed}),
             }
             sid = create_session(http, body)
             if k is None and not http_json("GET", f"{http}/v1/sessions/{sid}")["gated"]:
@@ -174,9 +177,14 @@ def play_through_services(
     read: Callable[[list[dict], dict, int], Any],
     log: Callable,
     opponent: str | None = None,
+    rules: Sequence[str] = (),
+    committed: str = "reflex",
 ) -> tuple[Any, list]:
     """Plays `seeds` in process (`reference(seeds)`) and as
     simulated-clock sessions of the planner service and env server over these two files.
+
+    `rules`: the planner service's flags of the rules the reference plays under (`--committed`,
+    `--tree-k`); `committed`: what the sessions' committed frames play (`play_sessions`).
 
     The reference compiles in a thread while the services start and compile theirs; sessions
     start once it is done, so its compile does not slow them.
@@ -194,11 +202,17 @@ def play_through_services(
             pending = pool.submit(reference, seeds)
             log(f"starting the planner service and env server over {planner_file}, {gate_file}")
             with services(
-                game_id, echo=False, checkpoint_dir=root, record_dir=Path(tmp) / "replays"
+                game_id,
+                echo=False,
+                checkpoint_dir=root,
+                record_dir=Path(tmp) / "replays",
+                placement=Placement(planner=Place(args=tuple(rules))),
             ) as addr:
                 want = pending.result()
                 http = addr["http"]
-                ended = play_sessions(http, game_id, seeds, log, opponent=opponent)
+                ended = play_sessions(
+                    http, game_id, seeds, log, opponent=opponent, committed=committed
+                )
                 return want, [
                     read(played_frames(fetch_replay(http, info)), info, int(s))
                     for info, s in zip(ended, seeds, strict=True)

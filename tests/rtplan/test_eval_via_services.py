@@ -97,6 +97,23 @@ def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
     ]
 
 
+def test_the_services_reproduce_a_gate_under_a_committed_plan(tmp_path, capsys):
+    """A gate trained under committed "plan" (tree_k 1) through a planner service started with
+    --committed plan --tree-k 1 and sessions that follow its plans: frame for frame equal to
+    in-process play under the same rules (served == in-process)."""
+    cfg = dataclasses.replace(CFG, budgets=(2, 3), simulations=(4, 6))
+    save_planner(planner_path(tmp_path, GAME), cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
+    write_gate(tmp_path, GAME, seed=9, rules={"committed": "plan", "tree_k": 1})
+    planner = str(planner_path(tmp_path, GAME))
+    argv = ["eval", "--game", GAME, "--via-services", "--episodes", "1", "--planner", planner]
+    assert main([*argv, "--committed", "plan", "--tree-k", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "identical in process and through the services" in out and "MISMATCH" not in out
+    # Under the checkpoint's own rules (the reflex) the plan gate is refused by its rules.
+    assert main(argv) == 2
+    assert "--committed plan --tree-k 1" in capsys.readouterr().err
+
+
 def test_via_services_without_a_gate_is_a_clear_error(root, tmp_path, capsys):
     shutil.copytree(root, tmp_path / "nogate")
     gate_path(tmp_path / "nogate", GAME).unlink()

@@ -64,6 +64,7 @@ def test_the_game_list_says_what_the_planner_can_play(partial):
         "budgets": [2],
         "gate": False,
         "clock_gate": False,
+        "committed": "reflex",
         "reason": "",
     }
     snake = listed[SNAKE]["planner"]

@@ -16,8 +16,8 @@ from rtplan.v1 import env_pb2
 from support import AgentStream
 
 FIELDS = (
-    "the fields game (required), seed, fps, agent, k, fallback, clock, record, opponent, "
-    "opponent_k, max_frames, time_s, increment_s, featured"
+    "the fields game (required), seed, fps, agent, k, fallback, committed, clock, record, "
+    "opponent, opponent_k, max_frames, time_s, increment_s, featured"
 )
 GAME = "snake-rt-v0"
 
@@ -89,6 +89,7 @@ WRONG = {
         '"lots"',
     ),
     "fallback": (1, "one of 'game' or 'reflex'", "1"),
+    "committed": ("yes", "one of 'reflex' or 'plan'", '"yes"'),
     "clock": ("fast", "one of 'real_time', 'real-time' or 'simulated'", '"fast"'),
     "record": ("yes", "true or false", '"yes"'),
     "opponent": (5, "one of 'reflex', 'random', 'planner' or 'gate'", "5"),
@@ -124,8 +125,8 @@ def test_values_out_of_range_unknown_and_missing_fields(server):
     assert refused(game="x" * 200).endswith("xxx...")  # the value shown is cut short
     # Before: "junk: Extra inputs are not permitted".
     assert refused(game=GAME, junk=1) == (
-        "unknown field 'junk': the fields are game, seed, fps, agent, k, fallback, clock, "
-        "record, opponent, opponent_k, max_frames, time_s, increment_s, featured"
+        "unknown field 'junk': the fields are game, seed, fps, agent, k, fallback, committed, "
+        "clock, record, opponent, opponent_k, max_frames, time_s, increment_s, featured"
     )
     # Before: "game: Field required".
     assert refused(seed=1) == (
