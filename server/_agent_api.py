@@ -19,7 +19,7 @@ class Answer:
     """What an agent gave for one frame, before the frame rule judges it."""
 
     arrivals: tuple[Arrival, ...]
-    source: str  # "agent" | "human" | "reflex" | "planned" | "opponent"
+    source: str  # "agent" | "human" | "reflex" | "plan" | "planned" | "opponent"
     k: int | None = None
     cost: int | None = None  # clock ticks the answer declares (planner, simulated clock)
     latency_ms: float | None = None

@@ -380,9 +380,10 @@ class PlannerAgent(_BuiltIn):
     def answer(self, n: int, host: AgentHost) -> Answer:
         opt = self._option
         if (opt.landing is not None and n < opt.landing) or self._undecided(opt, n, host):
+            action = self._committed(opt, n, host)
             return Answer(
-                (Arrival(self._committed(opt, n, host), host.published_at),),
-                "reflex",
+                (Arrival(action, host.published_at),),
+                "plan" if opt.following else "reflex",
                 k=opt.k,
                 decision=opt.decision,
             )

@@ -30,7 +30,7 @@ class Report:
     provenance: Provenance
     slack_ms: float
     received_action: int  # the judged answer's action, -1 when nothing arrived
-    source: str  # who answered: "agent", "human", "reflex", "planned", "opponent"
+    source: str  # who answered: "agent", "human", "reflex", "plan", "planned", "opponent"
     k: int | None
     cost: int
     latency_ms: float | None

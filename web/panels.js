@@ -8,6 +8,7 @@ import { HISTORY, agentColour, agentName, game, model, view, viewer } from "./mo
 // The colour of each action's provenance (the strip and its legend).
 const KINDS = {
   reflex: "#8a96a3",
+  plan: "#2e9e8f",
   planned: "#5bd68a",
   agent: "#4fb3ff",
   human: "#f2d600",

@@ -92,6 +92,11 @@ def test_a_served_game_under_a_plan_equals_in_process_play(served):
     assert actions == want.actions[0].tolist()
     assert sum(f["reward"] for f in frames) == pytest.approx(float(want.returns[0]))
     assert {f["k"] for f in frames} == {3}
+    # Each option's two committed frames say what they played: the plan or, past it, the reflex.
+    sources = [f["answer_source"] for f in frames if f["provenance"] == "on_time"]
+    assert set(sources) <= {"plan", "reflex", "planned"} and "plan" in sources
+    landings = [f for f in frames[2::3] if f["provenance"] == "on_time"]
+    assert all(f["answer_source"] == "planned" for f in landings)
     # The plan changed the game: under the reflex the same seed plays other actions.
     assert want.actions[0].tolist() != _in_process(root, "reflex").actions[0].tolist()
 
@@ -101,6 +106,7 @@ def test_a_session_under_the_reflex_sends_no_plan_and_plays_the_reflex(served):
     frames = _session(client, max_frames=30)  # committed "reflex", the default
     want = _in_process(root, "reflex")
     assert [f["action"] for f in frames] == want.actions[0][:30].tolist()
+    assert "plan" not in {f["answer_source"] for f in frames}
 
 
 def test_a_plan_for_another_agent_is_refused(served):
@@ -126,19 +132,21 @@ def test_a_plan_the_service_does_not_play_is_refused():
 
 def test_the_committed_frames_follow_the_plan_while_each_action_is_legal():
     """`Planner._commit`'s rule, frame by frame: the plan's action while every one so far was
-    legal and the plan reaches, else the reflex, and a plan once left is never taken up."""
+    legal and the plan reaches, else the reflex, and a plan once left is never taken up. Each
+    committed frame names its source: "plan" when it followed the plan, else "reflex"."""
     agent = PlannerAgent(None, plan_timeout_s=1.0)
     info = types.SimpleNamespace(legal=np.array([1, 1, 0, 1], bool), reflex=0)
-    host = types.SimpleNamespace(info=info)
+    host = types.SimpleNamespace(info=info, published_at=0.0)
 
-    def option(plan):
-        return _Option(1, decision_frame=10, k=4, landing=13, sent_at=0.0, plan=plan)
+    def committed(plan, frames):
+        agent._option = _Option(1, decision_frame=10, k=4, landing=13, sent_at=0.0, plan=plan)
+        answers = [agent.answer(n, host) for n in frames]
+        return [(a.arrivals[0].action, a.source) for a in answers]
 
-    opt = option((3, 2, 1))
-    assert agent._committed(opt, 10, host) == 3
-    assert agent._committed(opt, 11, host) == 0  # 2 is illegal here: the reflex
+    plan, reflex = "plan", "reflex"
+    assert committed((3, 2, 1), [10, 11]) == [(3, plan), (0, reflex)]  # 2 is illegal at 11
     info.legal[:] = True
-    assert agent._committed(opt, 12, host) == 0  # left once, the plan stays left
-    opt = option((3,))
-    assert [agent._committed(opt, n, host) for n in (10, 11, 12)] == [3, 0, 0]  # past its end
-    assert [agent._committed(option(()), n, host) for n in (10, 11)] == [0, 0]  # no plan
+    opt = agent._option
+    assert agent._committed(opt, 12, host) == 0 and not opt.following  # left once: stays left
+    assert committed((3,), [10, 11, 12]) == [(3, plan), (0, reflex), (0, reflex)]  # its end
+    assert committed((), [10, 11]) == [(0, reflex), (0, reflex)]  # no plan

@@ -33,8 +33,9 @@ def server(chromium_path, tmp_path_factory):  # noqa: F811
 def decided_replay(base: str, folder: Path, name: str) -> tuple[Path, list[int]]:
     """`REPLAY_V1` (Snake, 10 frames) as if a gated planner had played it: options of 2 frames,
     the gate sure of the smallest budget with value 1 over frames 0-3, of the largest with value
-    8 from frame 4; the header's game description is the server's (its budgets). Returns the
-    file and the budgets."""
+    8 from frame 4, each option's first frame following the last search's plan (committed
+    "plan"); the header's game description is the server's (its budgets). Returns the file and
+    the budgets."""
     spec = next(g for g in get_json(base, "/v1/games")["games"] if g["id"] == "snake-rt-v0")
     spec.pop("planner")
     budgets = spec["budgets"]
@@ -53,6 +54,7 @@ def decided_replay(base: str, folder: Path, name: str) -> tuple[Path, list[int]]
         probs[0 if late else -1] += 0.2
         k = budgets[-1] if late else budgets[0]
         decision_frame = line["frame"] - line["frame"] % 2
+        line["source"] = "plan" if line["frame"] == decision_frame else "planned"
         line["k"] = k
         line["decision"] = {
             "frame": decision_frame,
@@ -103,6 +105,12 @@ def test_the_gate_strip_and_the_evaluation_bar_follow_the_decisions(server, page
     assert f"k={budgets[0]} at p 0.80" in page.inner_text("#gate")
     green = [0x5B, 0xD6, 0x8A]
     bar_low = page.evaluate(COLUMN, ["evalbar", 7, green])
+    # The provenance strip: each option's committed frame in the plan's colour, in the legend.
+    step = width / 118
+    teal = page.evaluate(RGB, "#2e9e8f")
+    shares = [page.evaluate(COLUMN, ["strip", (i + 0.4) * step, teal]) for i in range(3)]
+    assert max(shares) >= 0.9 and min(shares) <= 0.1, shares  # plan, planned, plan
+    assert "plan" in page.inner_text("#legend").split()
 
     page.keyboard.press("End")  # frame 10: the last decision, value 8, the largest budget
     page.wait_for_function(at + "10", timeout=10_000)
