@@ -101,6 +101,34 @@ def test_a_served_game_under_a_plan_equals_in_process_play(served):
     assert want.actions[0].tolist() != _in_process(root, "reflex").actions[0].tolist()
 
 
+def test_a_real_time_session_under_a_plan_plays_in_process_play_until_a_miss(served):
+    """The real-time protocol under plan: frames tick at 5 FPS whatever the planner does, and
+    while every planned action lands by its frame's deadline the game is in-process `play`'s,
+    its committed frames following the service's plans."""
+    client, root = served
+    _session(client, committed="plan", max_frames=6)  # the service's searches compiled
+    body = {"game": SNAKE, "agent": "planner", "k": 3, "seed": SEED, "record": True}
+    created = client.post(
+        "/v1/sessions", json={**body, "committed": "plan", "fps": 5, "max_frames": 24}
+    )
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    end = time.monotonic() + 120
+    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
+        assert time.monotonic() < end, info
+        time.sleep(0.1)
+    assert info["status"] == "finished" and info["reason"] in ("max_frames", "terminal"), info
+    stats = info["stats"]
+    assert stats["planner_errors"] == 0 and stats["planner_misses"] <= 1, stats  # 400 ms each
+    frames = played_frames(client.get(f"/v1/replays/{Path(info['replay']).name}").json())
+    missed = [i for i, f in enumerate(frames) if f["provenance"] != "on_time"]
+    upto = missed[0] if missed else len(frames)
+    assert upto >= 12, (len(frames), missed)
+    want = _in_process(root, "plan").actions[0][:upto].tolist()
+    assert [f["action"] for f in frames[:upto]] == want
+    assert "plan" in {f["answer_source"] for f in frames[:upto]}
+
+
 def test_a_session_under_the_reflex_sends_no_plan_and_plays_the_reflex(served):
     client, root = served
     frames = _session(client, max_frames=30)  # committed "reflex", the default
