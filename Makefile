@@ -37,16 +37,18 @@ $(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
 demo: $(STAMP_RUN)
 	$(VENV)/bin/rtplan demo
 
+# `--dist loadfile`: each test file runs whole on one worker, so its module fixtures (servers,
+# checkpoints) start once and its tests share that process's compiled executables.
 test: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	@start=$$(date +%s); $(PY) -m pytest -n 2; rc=$$?; \
+	@start=$$(date +%s); $(PY) -m pytest -n 2 --dist loadfile; rc=$$?; \
 		echo "pytest wall time: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # The long tests kept out of the default suite (`-m slow`); run before an issue is resolved.
 test-slow: $(STAMP_DEV)
-	@start=$$(date +%s); $(PY) -m pytest -n 2 -m slow; rc=$$?; \
+	@start=$$(date +%s); $(PY) -m pytest -n 2 --dist loadfile -m slow; rc=$$?; \
 		echo "pytest wall time: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 bench: $(STAMP_RUN)

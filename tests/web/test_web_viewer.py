@@ -25,7 +25,7 @@ def server(chromium_path, tmp_path_factory):  # noqa: F811
     root = write_checkpoints(tmp / "ckpt", GAMES)
     with env_server(tmp, root, GAMES) as base:
         # The server makes it on its first recording; tests that write replays themselves may
-        # run first (pytest-xdist deals this module's tests to both workers).
+        # run first.
         (tmp / "replays").mkdir(exist_ok=True)
         yield SimpleNamespace(base=base, record_dir=tmp / "replays")
 
