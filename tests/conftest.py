@@ -92,10 +92,12 @@ def _release_compiled_programs() -> Iterator[None]:
 def serve(tmp_path_factory) -> Iterator[Callable[..., SimpleNamespace]]:
     """A factory of env servers that stop when the module's tests are done.
 
-    `serve(game_ids, *, planner=False, middleware=None, **settings)` writes tiny checkpoints of
-    `game_ids`, starts the real Planner service on them if `planner`, and serves the env server
-    (gRPC and HTTP on port 0) with `settings` overriding the `Settings` fields (a given
-    `checkpoint_dir` is served as it is, no checkpoints written). It returns a
+    `serve(game_ids, *, planner=False, services=(), middleware=None, **settings)` writes tiny
+    checkpoints of `game_ids`, starts the real Planner service on them if `planner`, and serves
+    the env server (gRPC and HTTP on port 0) with `settings` overriding the `Settings` fields (a
+    given `checkpoint_dir` is served as it is, no checkpoints written). `services`: planner
+    services the test started itself (`BackgroundService`s), routed to in that order and
+    stopped with the module. It returns a
     namespace: `client` (the `TestClient`), `address` and `port` (the gRPC Env API), `root` (the
     checkpoint folder) and `planner` (the `BackgroundService`, or None).
     """
@@ -108,8 +110,17 @@ def serve(tmp_path_factory) -> Iterator[Callable[..., SimpleNamespace]]:
     with contextlib.ExitStack() as stack:
 
         def start(
-            game_ids: tuple[str, ...] = (), *, planner: bool = False, middleware=None, **settings
+            game_ids: tuple[str, ...] = (),
+            *,
+            planner: bool = False,
+            services=(),
+            middleware=None,
+            **settings,
         ) -> SimpleNamespace:
+            for service in services:
+                stack.callback(service.stop)
+            if services:
+                settings.setdefault("planner_address", ";".join(s.address for s in services))
             root = settings.pop("checkpoint_dir", None)
             if root is None:
                 root = write_checkpoints(tmp_path_factory.mktemp("ckpt"), game_ids)

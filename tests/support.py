@@ -443,6 +443,26 @@ def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def uvicorn_app(app) -> Iterator[str]:
+    """Serves ASGI `app` with uvicorn on a free port, on a thread of this process (where a test's
+    registrations hold); yields its base URL and stops it after."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
 # ---- the browser (tests/web and the toy game's page) ----
 
 CHROMIUM = os.environ.get("RTPLAN_CHROMIUM", "/usr/bin/chromium")

@@ -5,7 +5,6 @@ no other file knows its id."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import fields
@@ -159,15 +158,13 @@ def test_the_planner_plays_it(toy):
 def toy_server(toy, tmp_path_factory):
     """The env server (uvicorn on a thread of this process, where the toy is registered) with a
     tiny toy planner checkpoint and the real planner service; yields its base URL."""
-    import uvicorn
-
     from rtplan.harness.checkpoint import planner_path
     from rtplan.planner import Planner
     from rtplan.planner.configs import default_config
     from rtplan.planner.store import save_planner
     from rtplan.server.app import create_app
     from rtplan.server.settings import Settings
-    from support import start_planner
+    from support import start_planner, uvicorn_app
 
     tmp = tmp_path_factory.mktemp("toy")
     cfg = default_config(toy)
@@ -184,19 +181,10 @@ def toy_server(toy, tmp_path_factory):
         planner_address=planner.address,
         late_tick_ms=1500,
     )
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "the env server did not start"
-            time.sleep(0.05)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
+        with uvicorn_app(create_app(settings)) as base:
+            yield base
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
         planner.stop()
 
 

@@ -15,7 +15,6 @@ import grpc
 import jax
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from rtplan import wire
 from rtplan.games import Kind
@@ -32,7 +31,6 @@ from rtplan.planner.matches import (
 from rtplan.planner.store import save_planner
 from rtplan.planner_service import BackgroundService, Engine
 from rtplan.planner_service.engine import GATE, InvalidRequestError
-from rtplan.server import Settings, create_app
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._planner_caps import Capabilities, ServedGame, check_session
 from rtplan.v1 import planner_pb2 as pb
@@ -49,7 +47,7 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(serve, tmp_path_factory):
     root = tmp_path_factory.mktemp("clockgate")
     params = Planner(CFG).init_params(jax.random.PRNGKey(0))
     save_planner(planner_path(root, GAME), CFG, params)
@@ -61,27 +59,18 @@ def served(tmp_path_factory):
     gate, gate_params, _ = load_clock_gate(
         gate_path(root, GAME), planner, planner_file=planner_path(root, GAME)
     )
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        planner_address=service.address,
-        record_dir=tmp_path_factory.mktemp("replays"),
-        viewer_queue=4096,
+    client = serve(checkpoint_dir=root, services=(service,), viewer_queue=4096).client
+    yield SimpleNamespace(
+        root=root,
+        engine=engine,
+        stub=planner_pb2_grpc.PlannerStub(channel),
+        planner=planner,
+        params=params,
+        gate=gate,
+        gate_params=gate_params,
+        client=client,
     )
-    with TestClient(create_app(settings)) as client:
-        yield SimpleNamespace(
-            root=root,
-            engine=engine,
-            stub=planner_pb2_grpc.PlannerStub(channel),
-            planner=planner,
-            params=params,
-            gate=gate,
-            gate_params=gate_params,
-            client=client,
-        )
     channel.close()
-    service.stop()
 
 
 def _plan(stub, state, *, gate_state=None, **budget) -> tuple[pb.Decision, pb.PlannedAction]:

@@ -75,7 +75,7 @@ def _reference(root: Path):
 
 
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory):
+def gated(serve, tmp_path_factory):
     root = tmp_path_factory.mktemp("gated")
     save_planner(planner_path(root, GAME), CFG, Planner(CFG).init_params(jax.random.PRNGKey(0)))
     write_gate(root, GAME, seed=GATE_SEED)
@@ -86,23 +86,15 @@ def gated(tmp_path_factory):
         service = BackgroundService(held).start()
         decide = reference.result(timeout=600)
     channel = grpc.insecure_channel(service.address)
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        planner_address=service.address,
-        record_dir=tmp_path_factory.mktemp("replays"),
-        viewer_queue=4096,
+    client = serve(checkpoint_dir=root, services=(service,), viewer_queue=4096).client
+    return SimpleNamespace(
+        root=root,
+        engine=engine,
+        held=held,
+        stub=planner_pb2_grpc.PlannerStub(channel),
+        decide=decide,
+        client=client,
     )
-    with TestClient(create_app(settings)) as client:
-        yield SimpleNamespace(
-            root=root,
-            engine=engine,
-            held=held,
-            stub=planner_pb2_grpc.PlannerStub(channel),
-            decide=decide,
-            client=client,
-        )
     held.free.set()
     channel.close()
     service.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtplan.cli import main
-from support import free_port, write_planner
+from support import free_port, uvicorn_app, write_planner
 
 SNAKE = "snake-rt-v0"
 
@@ -21,7 +21,6 @@ SNAKE = "snake-rt-v0"
 def services(tmp_path_factory):
     """A real planner service on port 0, listening but not compiled yet (one budget: a short
     compile), and a real env server (uvicorn on a thread) pointed at it; yields both."""
-    import uvicorn
 
     from rtplan.planner_service import BackgroundService, Engine
     from rtplan.server.app import create_app
@@ -39,19 +38,10 @@ def services(tmp_path_factory):
         results_dir=tmp / "results",
         planner_address=planner.address,
     )
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "the env server did not start"
-            time.sleep(0.05)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield planner, f"http://127.0.0.1:{port}"
+        with uvicorn_app(create_app(settings)) as base:
+            yield planner, base
     finally:
-        server.should_exit = True
-        thread.join(timeout=30)
         planner.stop()
 
 

@@ -8,10 +8,8 @@ import asyncio
 
 import grpc
 import pytest
-from fastapi.testclient import TestClient
 
 from rtplan.planner_service import BackgroundService, Engine
-from rtplan.server import Settings, create_app
 from rtplan.server._config import SessionConfig
 from rtplan.server._planner_caps import Capabilities, PlannerCapabilities, ServedGame
 from rtplan.v1 import planner_pb2 as pb
@@ -22,7 +20,7 @@ SNAKE, HEX = "snake-rt-v0", "speed-hex-v0"
 
 
 @pytest.fixture(scope="module")
-def partial(tmp_path_factory):
+def partial(serve, tmp_path_factory):
     """An env server with Snake and Hex checkpoints (Hex budgets 2 and 4) whose real planner
     service (gRPC on port 0, compiled fast: a game still compiling is refused as such) serves
     Hex at k=2 only."""
@@ -31,18 +29,7 @@ def partial(tmp_path_factory):
     planner_root = write_planner(tmp / "planner", HEX, budgets=(2,), simulations=(2,))
     fast = {"xla_backend_optimization_level": 0}
     service = BackgroundService(Engine.from_dir(planner_root, compiler_options=fast)).start()
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        record_dir=tmp / "replays",
-        planner_address=service.address,
-    )
-    try:
-        with TestClient(create_app(settings)) as client:
-            yield client, service
-    finally:
-        service.stop()
+    return serve(checkpoint_dir=root, services=(service,)).client, service
 
 
 def test_the_listing_rpc_says_what_the_service_loaded(partial):

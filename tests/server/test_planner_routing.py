@@ -9,10 +9,9 @@ import time
 
 import grpc
 import pytest
-from fastapi.testclient import TestClient
 
 from rtplan.planner_service import BackgroundService, Engine
-from rtplan.server import Settings, create_app
+from rtplan.server import Settings
 from rtplan.server._planner_caps import PlannerCapabilities
 from rtplan.server._planner_route import open_router
 from rtplan.v1 import planner_pb2 as pb
@@ -24,7 +23,7 @@ FAST = {"xla_backend_optimization_level": 0}
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory):
+def two(serve, tmp_path_factory):
     """An env server with Snake, Hex and Go checkpoints over two real planner services (gRPC
     on port 0): the first serves Hex, the second Snake (one budget each); none serves Go."""
     tmp = tmp_path_factory.mktemp("routing")
@@ -34,20 +33,7 @@ def two(tmp_path_factory):
         folder = write_planner(tmp / game_id, game_id, budgets=(2,), simulations=(2,))
         engine = Engine.from_dir(folder, compiler_options=FAST)
         services.append(BackgroundService(engine).start())
-    hex_service, snake_service = services
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        record_dir=tmp / "replays",
-        planner_address=f"{hex_service.address};{snake_service.address}",
-    )
-    try:
-        with TestClient(create_app(settings)) as client:
-            yield client, hex_service, snake_service
-    finally:
-        for service in services:
-            service.stop()
+    return serve(checkpoint_dir=root, services=services).client, *services
 
 
 def _answered(service: BackgroundService) -> int:
@@ -97,7 +83,7 @@ def test_a_bad_list_of_services_is_named(address, says):
 
 
 @pytest.fixture(scope="module")
-def split(tmp_path_factory):
+def split(serve, tmp_path_factory):
     """An env server over two real planner services of Snake with a gate: the first serves it
     gated only (as the demo's showcase service does), the second all of it."""
     tmp = tmp_path_factory.mktemp("split")
@@ -108,19 +94,7 @@ def split(tmp_path_factory):
         write_gate(folder, SNAKE)
         engine = Engine.from_dir(folder, compiler_options=FAST, gated_only=gated_only)
         services.append(BackgroundService(engine).start())
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        record_dir=tmp / "replays",
-        planner_address=";".join(s.address for s in services),
-    )
-    try:
-        with TestClient(create_app(settings)) as client:
-            yield client, *services
-    finally:
-        for service in services:
-            service.stop()
+    return serve(checkpoint_dir=root, services=services).client, *services
 
 
 def _play(client, **body) -> dict:

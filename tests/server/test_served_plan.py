@@ -13,7 +13,6 @@ import grpc
 import jax
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from rtplan import games
 from rtplan.harness.checkpoint import planner_path
@@ -23,7 +22,6 @@ from rtplan.planner.configs import with_rules
 from rtplan.planner.episodes import always, play
 from rtplan.planner.store import load_planner, save_planner
 from rtplan.planner_service import BackgroundService, Engine
-from rtplan.server import Settings, create_app
 from rtplan.server._agents import PlannerAgent, _Option
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._planner_caps import Capabilities, ServedGame, check_session
@@ -39,7 +37,7 @@ SEED = 5
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(serve, tmp_path_factory):
     """(env server client, checkpoint folder): one Snake checkpoint that the env server and a
     real planner service (gRPC on port 0, under RULES) both load."""
     tmp = tmp_path_factory.mktemp("plan")
@@ -47,18 +45,7 @@ def served(tmp_path_factory):
     params = Planner(CONFIG).init_params(jax.random.PRNGKey(0))
     save_planner(planner_path(root, SNAKE), CONFIG, params, note="tiny test net")
     service = BackgroundService(Engine.from_dir(root, compiler_options=FAST, rules=RULES)).start()
-    settings = Settings(
-        http_port=0,
-        grpc_port=0,
-        checkpoint_dir=root,
-        record_dir=tmp / "replays",
-        planner_address=service.address,
-    )
-    try:
-        with TestClient(create_app(settings)) as client:
-            yield client, root
-    finally:
-        service.stop()
+    return serve(checkpoint_dir=root, services=(service,)).client, root
 
 
 def _session(client, **body) -> list[dict]:
