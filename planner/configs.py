@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from rtplan import games
 from rtplan.planner.network import NetworkConfig
@@ -81,6 +82,52 @@ def with_rules(
             "tree's reflex frames, so at a fixed k it plays exactly the reflex"
         )
     return cfg
+
+
+def with_budgets(cfg: PlannerConfig, budgets: Sequence[int]) -> PlannerConfig:
+    """`cfg` with more budgets (`rtplan eval --budgets`), for a committed game's fixed-k curve
+    past the checkpoint's own: the network does not depend on the budgets, so a larger k is
+    only another option. Each new k searches at the checkpoint's simulations per frame (32 per
+    frame: k8 searches 256), and the checkpoint's own budgets keep their simulations exactly,
+    so their always-k play is the same game under either config.
+
+    The new budgets are a superset of the checkpoint's: "k3" stays the condition it names
+    without the flag, and a file of it is the same with or without.
+
+    Args:
+        cfg: a committed game's planner checkpoint config, whose simulations are one whole
+            number per frame of every budget.
+        budgets: ascending, distinct, >= 1 frame, holding every budget of `cfg`.
+
+    Raises:
+        ValueError: a clock game, a budget below 1, budgets out of order or repeated, one of
+            the checkpoint's budgets left out, or simulations that are not one whole number
+            per frame.
+    """
+    budgets = tuple(int(k) for k in budgets)
+    if games.kind_of(cfg.game_id) is games.Kind.CLOCK:
+        raise ValueError(
+            f"{cfg.game_id} is a clock game: its budgets are its planner's simulation counts, "
+            "charged to a clock, not frames (--budgets is for committed-action games)"
+        )
+    if not budgets or min(budgets) < 1:
+        raise ValueError(f"budgets must be >= 1 frame each, got {list(budgets)}")
+    if list(budgets) != sorted(set(budgets)):
+        raise ValueError(f"budgets must be ascending and distinct, got {list(budgets)}")
+    left_out = sorted(set(cfg.budgets) - set(budgets))
+    if left_out:
+        raise ValueError(
+            f"budgets {list(budgets)} leave out the checkpoint's {left_out}: give all of "
+            f"{list(cfg.budgets)} and larger ones, so each always-k condition keeps its meaning"
+        )
+    per_frame = {s // k if s % k == 0 else None for k, s in zip(cfg.budgets, cfg.simulations)}
+    if len(per_frame) != 1 or None in per_frame:
+        raise ValueError(
+            f"the checkpoint's simulations {list(cfg.simulations)} are not one whole number per "
+            f"frame of its budgets {list(cfg.budgets)}: a new budget has none to search at"
+        )
+    (sims,) = per_frame  # so the checkpoint's own budgets keep theirs: sims * k
+    return dataclasses.replace(cfg, budgets=budgets, simulations=tuple(sims * k for k in budgets))
 
 
 def config_to_dict(cfg: PlannerConfig) -> dict:

@@ -28,7 +28,7 @@ from rtplan.gate.files import check_rules, file_sha256
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.layout import tree_folder
 from rtplan.harness.stats import standard_error
-from rtplan.planner.configs import with_rules
+from rtplan.planner.configs import with_budgets, with_rules
 from rtplan.planner.episodes import (
     Episodes,
     always,
@@ -168,6 +168,7 @@ def run_conditions(
     gate_name: str = "gate",
     committed: str | None = None,
     tree_k: int | None = None,
+    budgets: Sequence[int] | None = None,
     log=print,
 ) -> dict[str, Path]:
     """Plays each condition on the split's first `episodes` seeds and writes its file.
@@ -207,14 +208,31 @@ def run_conditions(
     a fixed k, play exactly what "reflex" plays; with tree_k 1 every frame below the root is
     searched.
 
+    `budgets` (None: the checkpoint's) plays the planner with more budgets
+    (`planner.configs.with_budgets`: the checkpoint's and larger ones, each new k at the
+    checkpoint's simulations per frame), so always-k conditions past the checkpoint's (k6, k8)
+    play; every record holds the budgets and simulations played. The checkpoint's own always-k
+    conditions play the same games under either, so their files are kept across the two. A gate
+    (and its ablations) and random k choose among the checkpoint's budgets: under others they
+    are left out of the default conditions and refused by name.
+
     Returns:
         condition name -> its file.
     """
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
-    own_tree_k = pcfg.tree_k
+    own_tree_k, own_budgets = pcfg.tree_k, pcfg.budgets
     # ValueError: an unknown commitment or a negative tree_k.
     pcfg = with_rules(pcfg, committed=committed, tree_k=tree_k)
+    if budgets is not None:
+        # ValueError: a clock game, or budgets that are not the checkpoint's and larger ones.
+        pcfg = with_budgets(pcfg, budgets)
+        if max(pcfg.budgets) > 9:
+            raise ValueError(
+                f"budgets {list(pcfg.budgets)}: a condition's file records each decision's k as "
+                "one digit, so budgets above 9 are not played"
+            )
+    other_budgets = pcfg.budgets != own_budgets
     planner = Planner(pcfg)
     if planner.kind is games.Kind.CLOCK:
         raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
@@ -242,6 +260,19 @@ def run_conditions(
     bad = [n for n in names if n not in valid]
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")
+    if other_budgets:
+        # A gate is sized for the checkpoint's budgets, and random k over others would be
+        # another condition under the same name.
+        choosers = [n for n in names if n.startswith("gate") or n == "random"]
+        why = f"choose among the planner checkpoint's budgets {list(own_budgets)}"
+        if conditions and choosers:
+            raise ValueError(
+                f"conditions {choosers} {why}: play them without --budgets (here "
+                f"{list(pcfg.budgets)})"
+            )
+        if choosers:
+            log(f"not playing {', '.join(choosers)}: they {why}")
+        names = [n for n in names if n not in choosers]
     check_gate_name(gate_name)
     if gate_name != "gate":
         if any(n.startswith("gate") and n != "gate" for n in names):
@@ -305,6 +336,9 @@ def run_conditions(
         path = condition_file(out, game_id, folder, name)
         if path.exists() and not force:
             old = json.loads(path.read_text())
+            # The budgets played are not compared: an always-k condition plays the same games
+            # under any budgets that hold its k (`with_budgets`), and a gate and random k only
+            # under the checkpoint's own.
             same = (
                 old.get("seeds") == seeds.tolist()
                 and old.get("planner_sha256") == provenance["planner_sha256"]

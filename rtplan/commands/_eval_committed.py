@@ -27,9 +27,19 @@ def _eval(args: argparse.Namespace) -> int:
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     clock = games.kind_of(args.game) is games.Kind.CLOCK
     check_rules(args, clock=clock)
+    if args.budgets is not None and clock:
+        raise CommandError(
+            f"--budgets is for committed-action games: {args.game} is a clock game, whose "
+            "budgets are its planner's simulation counts"
+        )
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
+        if args.budgets is not None:
+            raise CommandError(
+                "--via-services plays the gate, which chooses among the planner checkpoint's "
+                "budgets: drop --budgets"
+            )
         if clock and _clock_flags(args):
             raise CommandError(
                 "--via-services plays the clock gate against the reflex at the game's own "
@@ -73,6 +83,7 @@ def _eval(args: argparse.Namespace) -> int:
         gate_name=args.gate_name,
         committed=args.committed,
         tree_k=args.tree_k,
+        budgets=args.budgets,
         **latency,
     )
     return 0

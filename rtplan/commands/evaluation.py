@@ -202,6 +202,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gate.msgpack.json): one under others is refused",
         tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/",
     )
+    ev.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="K",
+        help="committed games: the budgets the planner plays, the checkpoint's and larger ones "
+        "(e.g. 1 2 3 4 6 8, at most 9), each new k searching at the checkpoint's simulations "
+        "per frame (32: k8 searches 256), so --conditions k6 k8 play (default: the "
+        "checkpoint's). Its own k1..k4 play the same games with or without the flag, so their "
+        "files are kept; the gate, its ablations and random choose among the checkpoint's "
+        "budgets and are refused under others. Files go to the folder the rules give",
+    )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
     ev.add_argument(
