@@ -11,8 +11,9 @@ Reads what `rtplan eval` wrote for the split (same seeds in every folder):
   (`--committed plan --tree-k 1`; under tree_k 0 the plan's committed frames are the tree's
   reflex frames, so at a fixed k "plan" plays exactly the reflex).
 Prints, per game and k, each setting's mean return +- SE and the paired differences (plan -
-reflex on the same tree; plan - the shipped setting), mean +- paired SE; k1 has no committed
-frame, so its row is the shipped one in every setting. Rows also go to
+reflex on the same tree; plan - the shipped setting; plan - k1), mean +- paired SE; k1 has no
+committed frame, so its row is the shipped one in every setting. A k past the checkpoint's
+(`rtplan eval --budgets`, e.g. k6 k8) gets a row wherever a setting played it. Rows also go to
 `bench/results/plan_curves.csv`.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from bench._common import RESULTS, git_commit, utc_now
@@ -37,23 +39,34 @@ def _returns(root: Path, game: str, folder: str, k: int) -> tuple[list[int], lis
     return list(rec["seeds"]), list(rec["returns"])
 
 
+def _budgets(root: Path, game: str, split: str) -> list[int]:
+    """Every k some setting played for `game` on `split`, ascending."""
+    found = {
+        int(m[1])
+        for suffix in SETTINGS.values()
+        for path in (root / game / f"{split}{suffix}").glob("k*.json")
+        if (m := re.fullmatch(r"k(\d+)\.json", path.name))
+    }
+    return sorted(found)
+
+
 def curves(root: Path, split: str, games) -> list[dict]:
     rows = []
     for game in games:
-        for k in (1, 2, 3, 4):
+        k1 = _returns(root, game, split, 1)
+        for k in _budgets(root, game, split):
             got = {}
             for name, suffix in SETTINGS.items():
                 folder = split if k == 1 else f"{split}{suffix}"
                 got[name] = _returns(root, game, folder, k)
-            if got["shipped"] is None:
-                continue
-            seeds = got["shipped"][0]
+            played = [pair for pair in got.values() if pair is not None]
+            seeds = played[0][0]
             row = dict(game=game, k=k, episodes=len(seeds))
             for name, pair in got.items():
                 if pair is None:
                     continue
                 if pair[0] != seeds:
-                    raise SystemExit(f"{game} k{k} {name}: other seeds than the shipped setting's")
+                    raise SystemExit(f"{game} k{k} {name}: other seeds than the other settings'")
                 row[f"{name}_mean"] = round(sum(pair[1]) / len(pair[1]), 3)
                 row[f"{name}_se"] = round(standard_error(pair[1]), 3)
             for a, b in (("plan-tree1", "reflex-tree1"), ("plan-tree1", "shipped")):
@@ -61,6 +74,12 @@ def curves(root: Path, split: str, games) -> list[dict]:
                     mean, se = paired(got[a][1], got[b][1])
                     row[f"{a}_minus_{b}"] = round(mean, 3)
                     row[f"{a}_minus_{b}_se"] = round(se, 3)
+            if got["plan-tree1"] is not None and k1 is not None:
+                if k1[0] != seeds:
+                    raise SystemExit(f"{game} k1: other seeds than k{k}'s")
+                mean, se = paired(got["plan-tree1"][1], k1[1])
+                row["plan-tree1_minus_k1"] = round(mean, 3)
+                row["plan-tree1_minus_k1_se"] = round(se, 3)
             rows.append(row)
     return rows
 
@@ -84,12 +103,14 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n{args.split} seeds, mean return +- SE; differences paired by seed\n")
     print("| game | k | shipped (tree_k 0, reflex) | tree_k 1, reflex | tree_k 1, plan "
-          "| plan - reflex (tree_k 1) | plan (tree_k 1) - shipped |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "| plan - reflex (tree_k 1) | plan (tree_k 1) - shipped "
+          "| plan (tree_k 1) - k1 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['game']} | {r['k']} | {cell(r, 'shipped')} | {cell(r, 'reflex-tree1')} | "
               f"{cell(r, 'plan-tree1')} | {diff(r, 'plan-tree1_minus_reflex-tree1')} | "
-              f"{diff(r, 'plan-tree1_minus_shipped')} |")  # fmt: skip
+              f"{diff(r, 'plan-tree1_minus_shipped')} | "
+              f"{diff(r, 'plan-tree1_minus_k1')} |")  # fmt: skip
     if rows:
         fields = sorted({f for r in rows for f in r}, key=lambda f: (f not in ("game", "k"), f))
         args.csv.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,16 @@ def test_pairs_each_setting_by_seed_and_k1_is_shared(tmp_path, capsys):
     assert (tmp_path / "c.csv").read_text().count("\n") == 3
 
 
+def test_a_larger_k_gets_a_row_paired_with_k1(tmp_path):
+    g = "pacman-rt-v0"
+    _write(tmp_path, g, "tuning", 1, [1.0, 3.0])
+    _write(tmp_path, g, "tuning/plan-tree1", 6, [4.0, 4.0])  # rtplan eval --budgets ... k6
+    k1, k6 = curves(tmp_path, "tuning", [g])
+    assert k1["k"] == 1 and k1["plan-tree1_minus_k1"] == 0.0
+    assert k6["k"] == 6 and "shipped_mean" not in k6 and k6["plan-tree1_mean"] == 4.0
+    assert k6["plan-tree1_minus_k1"] == 2.0 and k6["plan-tree1_minus_k1_se"] == 1.0
+
+
 def test_refuses_other_seeds(tmp_path):
     g = "tetris-rt-v0"
     _write(tmp_path, g, "tuning", 2, [2.0, 4.0])
