@@ -13,8 +13,9 @@ Reads what `rtplan eval` wrote for the split (same seeds in every folder):
 Prints, per game and k, each setting's mean return +- SE and the paired differences (plan -
 reflex on the same tree; plan - the shipped setting; plan - k1), mean +- paired SE; k1 has no
 committed frame, so its row is the shipped one in every setting. A k past the checkpoint's
-(`rtplan eval --budgets`, e.g. k6 k8) gets a row wherever a setting played it. Rows also go to
-`bench/results/plan_curves.csv`.
+(`rtplan eval --budgets`, e.g. k6 k8) gets a row wherever a setting played it. A gate played
+under the plan (`<split>/plan-tree1/gate*.json`) gets a row of its own, paired with k1 and with
+every budget played under the plan (`<cond>_minus_k<j>`). Rows also go to `--csv`.
 """
 
 from __future__ import annotations
@@ -81,6 +82,32 @@ def curves(root: Path, split: str, games) -> list[dict]:
                 row["plan-tree1_minus_k1"] = round(mean, 3)
                 row["plan-tree1_minus_k1_se"] = round(se, 3)
             rows.append(row)
+        rows += _gates(root, game, split, k1, {r["k"]: r for r in rows})
+    return rows
+
+
+def _gates(root: Path, game: str, split: str, k1, by_k: dict) -> list[dict]:
+    """A row per gate played under the plan: its mean, and it minus k1 and minus each plan k."""
+    rows = []
+    folder = root / game / f"{split}/plan-tree1"
+    for path in sorted(folder.glob("gate*.json")):
+        rec = json.loads(path.read_text())
+        seeds, returns = list(rec["seeds"]), list(rec["returns"])
+        row = dict(game=game, k=path.stem, episodes=len(seeds))
+        row["plan-tree1_mean"] = round(sum(returns) / len(returns), 3)
+        row["plan-tree1_se"] = round(standard_error(returns), 3)
+        # k1 commits no frame: its plan file, where one was played, else the split's own.
+        versus = {k: _returns(root, game, f"{split}/plan-tree1", k) for k in by_k}
+        versus[1] = versus.get(1) or k1
+        for k, pair in sorted(versus.items()):
+            if pair is None:
+                continue
+            if pair[0] != seeds:
+                raise SystemExit(f"{game} {path.stem}: other seeds than k{k}'s")
+            mean, se = paired(returns, pair[1])
+            key = "plan-tree1_minus_k1" if k == 1 else f"minus_k{k}"
+            row[key], row[f"{key}_se"] = round(mean, 3), round(se, 3)
+        rows.append(row)
     return rows
 
 
@@ -107,6 +134,15 @@ def main(argv: list[str] | None = None) -> int:
           "| plan (tree_k 1) - k1 |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if not isinstance(r["k"], int):
+            others = ", ".join(
+                f"- k{k[len('minus_k') :]} {diff(r, k)}"
+                for k in r
+                if k.startswith("minus_k") and not k.endswith("_se")
+            )
+            print(f"| {r['game']} | {r['k']} | - | - | {cell(r, 'plan-tree1')} | - | - | "
+                  f"{diff(r, 'plan-tree1_minus_k1')} ({others}) |")  # fmt: skip
+            continue
         print(f"| {r['game']} | {r['k']} | {cell(r, 'shipped')} | {cell(r, 'reflex-tree1')} | "
               f"{cell(r, 'plan-tree1')} | {diff(r, 'plan-tree1_minus_reflex-tree1')} | "
               f"{diff(r, 'plan-tree1_minus_shipped')} | "

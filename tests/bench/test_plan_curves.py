@@ -50,3 +50,15 @@ def test_refuses_other_seeds(tmp_path):
     _write(tmp_path, g, "tuning/tree1", 2, [1.0, 1.0], seeds=[5, 6])
     with pytest.raises(SystemExit, match="other seeds"):
         curves(tmp_path, "tuning", [g])
+
+
+def test_a_gate_under_the_plan_is_paired_with_k1_and_each_plan_budget(tmp_path):
+    g = "pacman-rt-v0"
+    _write(tmp_path, g, "holdout", 1, [1.0, 3.0])
+    _write(tmp_path, g, "holdout/plan-tree1", 3, [2.0, 2.0])
+    path = tmp_path / g / "holdout/plan-tree1/gate.json"
+    path.write_text(json.dumps({"returns": [2.0, 6.0], "seeds": [0, 1]}))
+    *_, gate = curves(tmp_path, "holdout", [g])
+    assert gate["k"] == "gate" and gate["plan-tree1_mean"] == 4.0
+    assert gate["plan-tree1_minus_k1"] == 2.0 and gate["plan-tree1_minus_k1_se"] == 1.0
+    assert gate["minus_k3"] == 2.0 and gate["minus_k3_se"] == 2.0
