@@ -5,7 +5,8 @@ continuation budget K (`gate.counterfactual.values`). A state's label is the bud
 mean where it beats K by more than `z` paired SEs over the worlds, else K itself (a tie keeps the
 default budget: the gate only moves off K where the evidence says it pays). The gate network is
 then fitted by cross-entropy to those labels, its inputs recomputed from the states (each state
-is replayed from its seed to its frame along always-K play, exactly as it was sampled).
+is replayed from its seed to its frame along always-K play, exactly as it was sampled, under the
+rules the labels were measured under: the fitted gate plays under those only).
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ import optax
 
 from rtplan.gate.committed.config import GateConfig
 from rtplan.gate.committed.policy import Gate, GateInputs
-from rtplan.gate.counterfactual.values import capped, paying
+from rtplan.gate.counterfactual.values import chunk_rules, paying, play_to
 from rtplan.gate.files import file_sha256
 from rtplan.harness import checkpoint as ckpt
 from rtplan.planner.batching import OptionRunner
-from rtplan.planner.episodes import play_from, start
 
 __all__ = ["fit", "fit_gate", "held_out_gain", "label", "load_labels", "state_inputs"]
 
@@ -43,8 +43,14 @@ def label(values: np.ndarray, continuation: int, *, z: float = 2.0) -> np.ndarra
 
 def load_labels(*folders: str | os.PathLike) -> dict:
     """The chunks `rtplan counterfactual` wrote to `folders` (one or more runs of one planner,
-    budgets and continuation): seeds `[S]`, frames `[S]`, values `[S, M, K]`, budgets, the
-    continuation budget, the planner's sha256."""
+    budgets, continuation and rules): seeds `[S]`, frames `[S]`, values `[S, M, K]`, budgets,
+    the continuation budget, the planner's sha256 and the rules (`committed`, `tree_k`: the
+    chunks', `values.chunk_rules`).
+
+    Raises:
+        FileNotFoundError: a folder without chunks or without its summary.
+        ValueError: chunks of several continuations, planners, budget sets or rules.
+    """
     files, continuations = [], set()
     for folder in folders:
         found = sorted(glob.glob(str(Path(folder) / "chunk-*.json")))
@@ -65,6 +71,19 @@ def load_labels(*folders: str | os.PathLike) -> dict:
         raise ValueError(f"the labels mix chunks of {len(shas)} planners")
     if len({tuple(p["budgets"]) for p in parts}) != 1:
         raise ValueError("the labels mix budget sets")
+    # A state's value depends on what the committed frames played: labels of other rules are
+    # other options, and their states other states.
+    rules = {}  # each set of rules -> the first folder measured under it
+    for f, p in zip(files, parts, strict=True):
+        rules.setdefault(tuple(chunk_rules(p).items()), Path(f).parent)
+    if len(rules) != 1:
+        seen = "; ".join(
+            f"{', '.join(f'{k} {v}' for k, v in r)} in {folder}" for r, folder in rules.items()
+        )
+        raise ValueError(
+            f"the labels mix rules ({seen}): a gate is fitted under one set of rules, so give "
+            "folders of one (`rtplan counterfactual --committed --tree-k` writes each to its own)"
+        )
     k = len(parts[0]["budgets"])
     values = [np.asarray(p["values"], np.float64) for p in parts if p["seeds"]]
     return {
@@ -74,6 +93,7 @@ def load_labels(*folders: str | os.PathLike) -> dict:
         "budgets": tuple(parts[0]["budgets"]),
         "continuation": continuations.pop(),
         "planner_sha256": shas.pop(),
+        "rules": dict(rules.popitem()[0]),
     }
 
 
@@ -81,13 +101,11 @@ def state_inputs(
     gate: Gate, runner: OptionRunner, params, seeds: np.ndarray, frames: np.ndarray, k: int
 ) -> GateInputs:
     """The gate's inputs `[S]` at the labelled states: game `seeds[i]` replayed along
-    always-`k` play (cut to end at `frames[i]`, as `gate.counterfactual.values.decision_states`
-    played it) to its frame."""
-    states, keys = start(runner.planner.game, seeds)
+    always-`k` play to frame `frames[i]` under the runner's rules (`values.play_to`, the play
+    `values.decision_states` sampled it with: under committed="plan" the plans carried on
+    the way are the ones the labels' play carried)."""
     until = np.asarray(frames)
-    _, states, _ = play_from(
-        runner, params, states, keys, capped(k, runner.budgets, until), seeds=seeds, until=until
-    )
+    _, states, _ = play_to(runner, params, np.asarray(seeds), until, k)
     if not (np.asarray(states.frame) == until).all():
         raise ValueError("a labelled state did not replay to its frame (another planner?)")
     return gate.inputs(params, states)
@@ -198,7 +216,17 @@ def fit_gate(
 ) -> Path:
     """Fits a gate to the labels in `labels_dirs` and writes it to `out` (a `gate.msgpack`
     that `load_gate`, `rtplan eval --gate` and the services take), with the labels'
-    provenance; `folds` > 0 first measures the held-out gain (`held_out_gain`) and records it."""
+    provenance; `folds` > 0 first measures the held-out gain (`held_out_gain`) and records it.
+
+    The states are replayed, and the gate's metadata records its planner (`planner_config`),
+    under the labels' rules (`committed`, `tree_k` of their chunks): a gate fitted to
+    `rtplan counterfactual --committed plan --tree-k 1` labels plays under
+    `rtplan eval --committed plan --tree-k 1` only (`gate.files.check_rules`).
+
+    Raises:
+        ValueError: labels that `load_labels` refuses, or of another planner or budgets.
+    """
+    from rtplan.planner.configs import with_rules
     from rtplan.planner.options import Planner
     from rtplan.planner.store import load_planner
 
@@ -208,6 +236,10 @@ def fit_gate(
         raise ValueError("the labels were measured with another planner")
     if tuple(pcfg.budgets) != data["budgets"]:
         raise ValueError(f"the labels' budgets {data['budgets']} are not {pcfg.budgets}")
+    # The chunks name their rules whatever the checkpoint's own (a file without them was
+    # measured under the shipped reflex, tree_k 0): the states replay, and the gate plays,
+    # under those.
+    pcfg = with_rules(pcfg, **data["rules"])
     continuation = data["continuation"]
     planner = Planner(pcfg)
     gate = Gate(planner, config)

@@ -36,7 +36,7 @@ from rtplan.gate.files import file_sha256
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.stats import standard_error
 from rtplan.planner.batching import OptionRunner
-from rtplan.planner.episodes import Chooser, always, play_from, start
+from rtplan.planner.episodes import Chooser, Episodes, always, play_from, start
 from rtplan.planner.options import Planner
 
 #: A batch of plans under committed="plan": (actions `[B, H]`, -1 past each length; lengths
@@ -50,10 +50,12 @@ __all__ = [
     "BranchValues",
     "branch_values",
     "capped",
+    "chunk_rules",
     "cut",
     "decision_states",
     "diagnose",
     "paying",
+    "play_to",
     "run_counterfactual",
 ]
 
@@ -93,6 +95,38 @@ def capped(continuation: int, budgets: Sequence[int], until: np.ndarray | None) 
     return cut(always(continuation), budgets, until)
 
 
+def chunk_rules(part: dict) -> dict:
+    """The rules (`committed`, `tree_k`) a counterfactual chunk or summary was measured under:
+    its own fields, else the shipped ones (the reflex's files never hold them)."""
+    return {name: part.get(name, default) for name, default in _SHIPPED_RULES.items()}
+
+
+def play_to(
+    runner: OptionRunner,
+    params,
+    seeds: np.ndarray,
+    until: np.ndarray,
+    continuation: int,
+    *,
+    along: Chooser | None = None,
+) -> tuple[Episodes, games.State, jax.Array]:
+    """Games `seeds` `[E]` (started as `play` starts them) played along always-`continuation`
+    (or the chooser `along`), each option cut to end by frame `until` `[E]`, to that frame or
+    the game's end, under the runner's rules: under committed="plan" each option commits to
+    its predecessor's plan (none at the start), as `rtplan eval --committed plan` plays.
+
+    The one play that reaches a decision state: `decision_states` samples the states with it,
+    and `rtplan fit-gate` (`supervised.state_inputs`) replays them with it from (seed, frame).
+
+    Returns:
+        (`Episodes` of the play, its `plan` what each game carries at the end; the states
+        `[E]`; their carried option keys).
+    """
+    states, keys = start(runner.planner.game, seeds)
+    play = cut(along or always(continuation), runner.budgets, until)
+    return play_from(runner, params, states, keys, play, seeds=seeds, until=until)
+
+
 def decision_states(
     runner: OptionRunner,
     params,
@@ -110,9 +144,7 @@ def decision_states(
     game carries there: what the next option's committed frames play; None under "reflex")."""
     seeds = np.asarray(seeds)
     until = rng.integers(0, max_frame, len(seeds))
-    states, keys = start(runner.planner.game, seeds)
-    play = cut(along or always(continuation), runner.budgets, until)
-    played, states, keys = play_from(runner, params, states, keys, play, seeds=seeds, until=until)
+    played, states, keys = play_to(runner, params, seeds, until, continuation, along=along)
     keep = ~np.asarray(states.done)
     pick = jnp.asarray(np.flatnonzero(keep))
     plan = None if played.plan is None else jax.tree.map(lambda x: x[pick], played.plan)

@@ -49,15 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="committed games: fit a gate to counterfactual labels (rtplan counterfactual)",
         description="Labels each state of an `rtplan counterfactual` folder with the budget "
         "that beats the continuation budget by more than --z paired SE (else the continuation "
-        "budget), replays the states, fits the gate network by cross-entropy and writes a gate "
-        "checkpoint (`rtplan eval --gate` plays it).",
+        "budget), replays the states under the rules they were measured under (their chunks' "
+        "committed and tree_k), fits the gate network by cross-entropy and writes a gate "
+        "checkpoint (`rtplan eval --gate` plays it, under those rules only).",
     )
     fit.add_argument("--game", required=True, help="a committed game id")
     fit.add_argument(
         "--labels",
         required=True,
         nargs="+",
-        help="rtplan counterfactual output folders (one planner and continuation budget)",
+        help="rtplan counterfactual output folders (one planner, continuation budget and rules)",
     )
     fit.add_argument("--out", required=True, help="the gate checkpoint to write")
     fit.add_argument("--planner", default=None, help="planner checkpoint (default: shipped)")

@@ -1,6 +1,7 @@
 """Counterfactual budget values under a committed plan (`rtplan counterfactual --committed plan
 --tree-k M`): every branch commits to the plan its decision state carries, as play does; the
-runs go to their own folder, record their rules, and plan without a tree is refused."""
+runs go to their own folder, record their rules, and plan without a tree is refused. A gate
+fitted to them (`rtplan fit-gate`) replays them under their rules and plays under those only."""
 
 from __future__ import annotations
 
@@ -12,11 +13,17 @@ import numpy as np
 import pytest
 
 from rtplan.cli import main
+from rtplan.gate.committed.policy import load_gate
+from rtplan.gate.counterfactual import supervised
 from rtplan.gate.counterfactual.values import branch_values, capped
+from rtplan.gate.files import file_sha256
+from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner import Planner
 from rtplan.planner.batching import OptionRunner
+from rtplan.planner.configs import with_rules
 from rtplan.planner.episodes import play_from, start
+from rtplan.planner.store import load_planner
 from support import tiny_config, write_checkpoints, write_planner
 
 GAME = "snake-rt-v0"
@@ -101,3 +108,66 @@ def test_a_plan_run_has_its_own_folder_and_records_its_rules(tmp_path, capsys):
     assert main(argv) == 0  # resumed: nothing played again
     assert [c.stat().st_mtime_ns for c in chunks] == stamp
     assert "states in" not in capsys.readouterr().out
+
+
+def _labels(folder, planner_file, **rules):
+    """A hand-written `rtplan counterfactual` folder under `rules` (none: the reflex's files,
+    which hold no rules): two states at frame 6 of always-3 play, k1 paying at the first."""
+    folder.mkdir(parents=True)
+    values = np.zeros((2, 2, 2))
+    values[0, :, 0] = [5.0, 5.2]
+    part = {
+        "planner_sha256": file_sha256(planner_file), **rules, "games": 2, "seeds": [0, 1],
+        "frames": [6, 6], "budgets": [1, 3], "values": values.tolist(),
+    }  # fmt: skip
+    (folder / "chunk-0000000.json").write_text(json.dumps(part))
+    (folder / "summary.json").write_text(json.dumps({"continuation": 3, **rules}))
+    return str(folder)
+
+
+def test_fit_gate_replays_plan_labels_under_their_rules_and_its_gate_plays_under_them_only(
+    tmp_path, capsys, monkeypatch
+):
+    """The states of plan labels are replayed under the plan (each game carrying one at its
+    state, as the counterfactual's play did), the gate records the rules, `rtplan eval` plays
+    it under them and refuses it under the reflex; labels of two rules are refused."""
+    planner_file = str(planner_path(write_planner(tmp_path / "ck", GAME, **PLAN), GAME))
+    plan = _labels(tmp_path / "plan", planner_file, committed="plan", tree_k=1)
+    reflex = _labels(tmp_path / "reflex", planner_file)
+    out = tmp_path / "gate.msgpack"
+    argv = ["fit-gate", "--game", GAME, "--planner", planner_file, "--out", str(out)]
+    argv += ["--folds", "0", "--epochs", "2", "--gate-channels", "8", "--gate-hidden", "16"]
+    assert main([*argv, "--labels", plan, reflex]) == 2
+    err = capsys.readouterr().err
+    assert f"the labels mix rules (committed plan, tree_k 1 in {plan}; committed reflex, " in err
+    assert f"tree_k 0 in {reflex}): a gate is fitted under one set of rules" in err
+    assert not out.exists()
+    replayed, real = [], supervised.play_to
+
+    def spy(runner, *args, **kwargs):
+        played = real(runner, *args, **kwargs)
+        replayed.append((runner.planner.config, played[0].plan))
+        return played
+
+    monkeypatch.setattr(supervised, "play_to", spy)
+    assert main([*argv, "--labels", plan]) == 0
+    ((pcfg, carried),) = replayed
+    assert (pcfg.committed, pcfg.tree_k) == ("plan", 1)
+    assert (np.asarray(carried[1]) > 0).all()  # each state's game carries a plan there
+    meta = ckpt.load_metadata(out)
+    assert (meta["planner_config"]["committed"], meta["planner_config"]["tree_k"]) == ("plan", 1)
+    assert meta["labels_per_budget"] == {"1": 1, "3": 1}
+    results = tmp_path / "results"
+    ev = ["eval", "--game", GAME, "--planner", planner_file, "--gate", str(out)]
+    ev += ["--split", "tuning", "--episodes", "2", "--conditions", "gate", "--out", str(results)]
+    capsys.readouterr()
+    assert main(ev) == 2  # under the planner's own rules, the reflex
+    assert "was trained under committed plan, tree_k 1, not committed reflex, tree_k 0" in (
+        capsys.readouterr().err
+    )
+    assert not (results / GAME).exists()
+    # Under the plan `rtplan eval` loads it (its play under the plan: test_gate_plan.py).
+    pcfg, _, _ = load_planner(GAME, planner_file)
+    under_plan = Planner(with_rules(pcfg, committed="plan", tree_k=1))
+    gate, _, _ = load_gate(out, under_plan, planner_file=planner_file)
+    assert gate.planner.config.committed == "plan"
