@@ -204,6 +204,15 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "--gate archive/{game}/gate-latency-Ffps/best.msgpack --out runs/latency-aware",
         2,
     ),
+    "holdout/**.json": ResultKind(
+        "one condition of a pre-registered evaluation under other rules (plan-tree1: the "
+        "committed frames follow the previous option's plan, every frame below the root "
+        "searched; docs/preregistration.md): per-episode returns and budgets on the 400 "
+        "holdout seeds (bench.plan_curves --split holdout pairs them)",
+        "rtplan eval --game {game} --split holdout --episodes 400 --chunk 50 --committed plan "
+        "--tree-k 1 --gate PATH --conditions gate k1 k3",
+        2,
+    ),
     "holdout/*.json": ResultKind(
         "one condition of the pre-registered evaluation (docs/preregistration.md): per-episode "
         "returns and budgets on the 400 holdout seeds",
