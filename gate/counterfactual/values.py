@@ -17,6 +17,10 @@ drawn anew:
 Horizon: each branch is scored on the same frames `[s.frame, s.frame + horizon)`: its first
 option, then the continuation budget, cut to the largest budget that still fits before the end
 (budgets include 1 in every committed game, so the cut is exact), or to the game's end.
+
+One module (past ~450 lines) on purpose: the states' sampling (`play_to`, `decision_states`),
+the branching and the diagnosis share the key and rules conventions above, and `rtplan
+fit-gate` replays states with the same `play_to`; split, each half would restate them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""`rtplan eval`: every condition of a game on one seed split, one JSON file per condition."""
+"""`rtplan eval`: every condition of a game on one seed split, one JSON file per condition.
+
+One module (past ~450 lines) on purpose: `run_conditions` checks the rules, budgets and gate
+together before any game plays, and the chunked play, resume and provenance it writes are read
+back by the same checks; split, the refusals and the file they guard would drift apart."""
 
 from __future__ import annotations
 
