@@ -67,7 +67,9 @@ def summarize(
     A landing frame (the last of an option, where its planned action applies) misses when the
     action was not there by its deadline (provenance fallback or late). Its latency is then
     censored (longer than the window) and its slack negative: both enter the percentiles as
-    +-inf (`censored_percentile`), so p95 is exact while misses stay under 5%.
+    +-inf (`censored_percentile`), so p95 is exact while misses stay under 5%. A landing whose
+    answer came on time but is illegal in the frame as played (an earlier missed frame moved
+    the game off the state it was planned for) is no deadline miss: it counts as `invalid`.
     """
     flat = [r for ep in rows for r in ep]
     landings = [r for r in flat if r["landing"]]
@@ -110,6 +112,7 @@ def summarize(
         "budget_counts": {str(k): counts.get(k, 0) for k in budgets},
         "landings": len(landings),
         "misses": len(missed),
+        "invalid": sum(r["provenance"] == "invalid" for r in landings),
         "miss_rate": len(missed) / len(landings) if landings else None,
         "slack_p95_ms": censored_percentile(slack, 5),
         "latency_ms": latency,
