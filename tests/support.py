@@ -345,6 +345,21 @@ def get_json(base: str, path: str) -> dict:
     return json.load(urllib.request.urlopen(f"{base}{path}", timeout=30))
 
 
+def session_ended(server, sid: str, *, timeout: float = 120.0, poll_s: float = 0.05) -> dict:
+    """Polls `GET /v1/sessions/SID` until the session is neither waiting nor running; its last
+    answer. `server` is a FastAPI TestClient or a live env server's base URL. Fails after
+    `timeout` seconds with the session's last state."""
+    if isinstance(server, str):
+        get = functools.partial(get_json, server)
+    else:
+        get = lambda path: server.get(path).json()  # noqa: E731
+    end = time.monotonic() + timeout
+    while (info := get(f"/v1/sessions/{sid}"))["status"] in ("waiting", "running"):
+        assert time.monotonic() < end, f"session {sid} did not end in {timeout:g} s: {info}"
+        time.sleep(poll_s)
+    return info
+
+
 #: A recorded Snake replay (format version 1: 10 frames, 11 frame messages with the first state).
 REPLAY_V1 = Path(__file__).resolve().parent / "data" / "replay_v1.jsonl"
 

@@ -5,7 +5,6 @@ serves with their answers."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import grpc
 import pytest
@@ -16,7 +15,7 @@ from rtplan.server._planner_caps import PlannerCapabilities
 from rtplan.server._planner_route import open_router
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from support import free_port, write_checkpoints, write_gate, write_planner
+from support import free_port, session_ended, write_checkpoints, write_gate, write_planner
 
 SNAKE, HEX, GO = "snake-rt-v0", "speed-hex-v0", "speed-go-v0"
 FAST = {"xla_backend_optimization_level": 0}
@@ -102,10 +101,7 @@ def _play(client, **body) -> dict:
     created = client.post("/v1/sessions", json={**body, "clock": "simulated"})
     assert created.status_code == 201, created.text
     sid = created.json()["id"]
-    end = time.monotonic() + 120
-    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, info
-        time.sleep(0.1)
+    info = session_ended(client, sid)
     assert info["reason"] == "max_frames", info
     return info
 

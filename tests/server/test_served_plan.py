@@ -5,7 +5,6 @@ for a plan the service does not play is refused by name."""
 from __future__ import annotations
 
 import dataclasses
-import time
 import types
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from rtplan.server._agents import PlannerAgent, _Option
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._planner_caps import Capabilities, ServedGame, check_session
 from rtplan.via_services.sessions import played_frames
-from support import tiny_config
+from support import session_ended, tiny_config
 
 SNAKE = "snake-rt-v0"
 #: One budget keeps the compiles few; 8 simulations leave a plan below the chosen action.
@@ -54,10 +53,7 @@ def _session(client, **body) -> list[dict]:
     created = client.post("/v1/sessions", json={**body, "clock": "simulated"})
     assert created.status_code == 201, created.text
     sid = created.json()["id"]
-    end = time.monotonic() + 300
-    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, info
-        time.sleep(0.1)
+    info = session_ended(client, sid, timeout=300)
     assert info["status"] == "finished", info
     replay = client.get(f"/v1/replays/{Path(info['replay']).name}")
     assert replay.status_code == 200, replay.text
@@ -100,10 +96,7 @@ def test_a_real_time_session_under_a_plan_plays_in_process_play_until_a_miss(ser
     )
     assert created.status_code == 201, created.text
     sid = created.json()["id"]
-    end = time.monotonic() + 120
-    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, info
-        time.sleep(0.1)
+    info = session_ended(client, sid)
     assert info["status"] == "finished" and info["reason"] in ("max_frames", "terminal"), info
     stats = info["stats"]
     assert stats["planner_errors"] == 0 and stats["planner_misses"] <= 1, stats  # 400 ms each

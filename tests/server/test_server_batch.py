@@ -17,7 +17,7 @@ from rtplan.server._frame_info import HostInfo
 from rtplan.server._runtime import GameRuntime, state_digest
 from rtplan.server._tick_group import TickGroup, TickGroups, _Rows
 from rtplan.server._ticker import Ticker
-from support import write_checkpoints
+from support import session_ended, write_checkpoints
 
 GAME = "snake-rt-v0"
 #: Modest: a reflex answer is on time unless a tick runs a whole period late (timing must not
@@ -168,14 +168,6 @@ def dataclasses_replace_legal(info: HostInfo, row: HostInfo) -> HostInfo:
     return dataclasses.replace(info, legal=row.legal)
 
 
-def _wait(srv, sid: str, timeout: float = 120.0) -> dict:
-    end = time.monotonic() + timeout
-    while (d := srv.client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, d
-        time.sleep(0.1)
-    return d
-
-
 def _start(srv, seed: int, max_frames: int = FRAMES) -> str:
     body = dict(game=GAME, agent="reflex", fps=FPS, seed=seed, record=True, max_frames=max_frames)
     return srv.client.post("/v1/sessions", json=body).json()["id"]
@@ -202,7 +194,7 @@ def _play(srv) -> dict[int, dict]:
         return {seed: (await manager.create(cfg)).id for seed, cfg in configs.items()}
 
     ids = srv.client.portal.call(create)
-    return {seed: _wait(srv, sid) for seed, sid in ids.items()}
+    return {seed: session_ended(srv.client, sid) for seed, sid in ids.items()}
 
 
 def _replay(details: dict, *, provenance: bool = True) -> tuple:

@@ -3,8 +3,6 @@ charged sims(k) ticks (simulated clock) or thinking time (real time, a chess clo
 
 from __future__ import annotations
 
-import time
-
 import jax
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from rtplan.server import ReplayFile, replay
 from rtplan.server._compiled import compiled
 from rtplan.server._rules import wall_ticks
 from rtplan.v1 import env_pb2
-from support import AgentStream, planner_fns, tiny_config
+from support import AgentStream, planner_fns, session_ended, tiny_config
 
 GAME = "speed-hex-v0"
 T0 = dict(tiny_config(GAME).game_params)["initial_time"]
@@ -26,14 +24,6 @@ T0 = dict(tiny_config(GAME).game_params)["initial_time"]
 def srv(serve):
     s = serve((GAME,), planner=True)
     return s.client, s.address, s.root
-
-
-def finished(client, sid: str, timeout: float = 120.0) -> dict:
-    end = time.monotonic() + timeout
-    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, info
-        time.sleep(0.05)
-    return info
 
 
 def play_in_process(root, *, seed: int, planner_player: int, k: int):
@@ -69,7 +59,7 @@ def test_simulated_planner_agent_pays_sims_per_move_and_equals_in_process_play(s
     )
     assert r.status_code == 201, r.text
     assert r.json()["session"]["config"]["opponent"] == "reflex"  # the default with a checkpoint
-    info = finished(client, r.json()["id"])
+    info = session_ended(client, r.json()["id"])
     assert info["status"] == "finished" and info["reason"] == "terminated"
     recorded = ReplayFile.read(info["replay"]).frames
     frames = [x.report for x in recorded]
@@ -166,7 +156,7 @@ def test_planner_opponent_plays_the_planner_services_moves_and_pays_its_clock(sr
     created = r.json()["session"]
     assert (created["opponent"], created["opponent_k"]) == ("planner", 4)
     assert (created["config"]["opponent"], created["config"]["opponent_k"]) == ("planner", 4)
-    info = finished(client, r.json()["id"])
+    info = session_ended(client, r.json()["id"])
     assert info["status"] == "finished" and info["reason"] == "terminated", info
     recorded = ReplayFile.read(info["replay"]).frames
     frames = [x.report for x in recorded]

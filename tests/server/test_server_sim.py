@@ -16,7 +16,7 @@ import pytest
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner.store import load_planner
 from rtplan.server import ReplayError, ReplayFile, replay
-from support import REPLAY_V1, planner_fns
+from support import REPLAY_V1, planner_fns, session_ended
 
 GAME = "snake-rt-v0"
 SEEDS = (0, 7)
@@ -33,10 +33,7 @@ def play(client, timeout: float = 120.0, **body) -> tuple[dict, list]:
     r = client.post("/v1/sessions", json={"game": GAME, "record": True, **body})
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
-    end = time.monotonic() + timeout
-    while (info := client.get(f"/v1/sessions/{sid}").json())["status"] in ("waiting", "running"):
-        assert time.monotonic() < end, f"session {sid} did not end: {info}"
-        time.sleep(0.05)
+    info = session_ended(client, sid, timeout=timeout)
     return info, [x.report for x in ReplayFile.read(info["replay"]).frames]
 
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from support import REPLAY_V1, env_server, get_json, post_session, write_checkpoints
+from support import REPLAY_V1, env_server, get_json, post_session, session_ended, write_checkpoints
 
 GAMES = ("snake-rt-v0", "speed-hex-v0")
 
@@ -133,11 +133,7 @@ def test_a_hex_replay_lists_its_moves_and_a_click_jumps_to_one(server, page):
         server.base, game="speed-hex-v0", agent="reflex", fps=50.0, max_frames=12, record=True
     )
     sid = created["id"]
-    deadline = time.monotonic() + 60
-    while get_json(server.base, f"/v1/sessions/{sid}")["status"] in ("waiting", "running"):
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    name = Path(get_json(server.base, f"/v1/sessions/{sid}")["replay"]).name
+    name = Path(session_ended(server.base, sid, timeout=60)["replay"]).name
     page.goto(f"{server.base}/watch?replay={name}")
     page.wait_for_function("window.rtplanViewer.frame === 0", timeout=20_000)
     moves = page.locator("#moves li")
