@@ -130,6 +130,13 @@ def _parser() -> argparse.ArgumentParser:
         help="--time-manager gate: rtplan gtp's --clock-gate (default the gate beside the planner)",
     )
     go.add_argument(
+        "--max-simulations",
+        type=int,
+        default=None,
+        help="--time-manager proportional: rtplan gtp's anytime ladder up to this many "
+        "simulations (default the engine's, 16x the planner's largest search; 0: no ladder)",
+    )
+    go.add_argument(
         "--dead-stones",
         action="store_true",
         help="after each game, GNU Go counts the dead stones left on the board (self-play check)",
@@ -175,6 +182,14 @@ def _check_clock_flags(args: argparse.Namespace) -> None:
         )
     if getattr(args, "clock_gate", None) and manager != "gate":
         raise SystemExit("bench.match: --clock-gate is the gate's: it needs --time-manager gate")
+    ladder = getattr(args, "max_simulations", None)
+    if ladder is not None and manager != "proportional":
+        raise SystemExit(
+            "bench.match: --max-simulations is the ladder the proportional time manager spends: "
+            "it needs --time-manager proportional"
+        )
+    if ladder is not None and ladder < 0:
+        raise SystemExit(f"bench.match: --max-simulations must be >= 0, got {ladder}")
     theirs = getattr(args, "opponent_time_settings", None)
     if theirs is not None and times is None:
         raise SystemExit("bench.match: --opponent-time-settings needs --time-settings (ours)")
@@ -207,9 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.opponent_option = args.option
     results, settings = (go_match if args.game == "go" else hex_match)(args)
     game = GO_GAME if args.game == "go" else HEX_GAME
+    manager = getattr(args, "time_manager", None)
+    if manager and getattr(args, "max_simulations", None) is not None:
+        manager += f" ladder {args.max_simulations}"  # the results' name of the manager
     ours = f"option {args.option}"
     if getattr(args, "time_manager", None):
         ours = f"time manager {args.time_manager}"
+        if getattr(args, "max_simulations", None) is not None:
+            ours += f" (ladder to {args.max_simulations} simulations)"
         if args.clock_gate:
             ours += f" (clock gate {args.clock_gate})"
     if args.opponent == "gnugo":
@@ -229,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": command,
         "game": game,
         # A timed match at a time manager: its name where the fixed option goes.
-        "option": args.option if args.option is not None else args.time_manager,
+        "option": args.option if args.option is not None else manager,
         "opponent": opponent,
         "settings": settings,
         "seed": args.seed,
@@ -248,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.opponent_time_settings not in (None, args.time_settings):
                 settings += f" vs {' '.join(map(str, args.opponent_time_settings))}"
             timed = {
-                "time_manager": args.time_manager or f"option {args.option}",
+                "time_manager": manager or f"option {args.option}",
                 "time_settings": settings,
             }
         write_games(Path(args.games_csv), args.seed, results, **timed)

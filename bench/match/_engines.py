@@ -110,14 +110,18 @@ def gtp_planner_argv(
     *,
     time_manager: str | None = None,
     clock_gate: str | None = None,
+    max_simulations: int | None = None,
 ) -> list:
     """`rtplan gtp` playing `option` on every move, or (`option` None) spending its clock with
-    `time_manager` ("proportional" or "gate", the gate's file `clock_gate` or its default)."""
+    `time_manager` ("proportional" or "gate", the gate's file `clock_gate` or its default), on
+    an anytime ladder up to `max_simulations` (None: the engine's default; 0: no ladder)."""
     argv = [sys.executable, "-m", "rtplan", "gtp", "--game", GO_GAME, "--planner", planner,
             "--seed", seed]  # fmt: skip
     if option is not None:
         return [*argv, "--budget", option]
     argv += ["--time-manager", time_manager or "proportional"]
+    if max_simulations is not None:
+        argv += ["--max-simulations", max_simulations]
     return argv + (["--clock-gate", clock_gate] if clock_gate else [])
 
 

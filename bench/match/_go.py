@@ -74,7 +74,12 @@ def go_match(args: argparse.Namespace) -> tuple[list[Result], str]:
     if args.opponent_time_settings:
         theirs_control = TimeControl(*args.opponent_time_settings)
     ours_cmd = gtp_planner_argv(
-        planner, args.option, args.seed, time_manager=args.time_manager, clock_gate=args.clock_gate
+        planner,
+        args.option,
+        args.seed,
+        time_manager=args.time_manager,
+        clock_gate=args.clock_gate,
+        max_simulations=args.max_simulations,
     )
     log = tempfile.NamedTemporaryFile("w", prefix="match-rtplan-gtp-", suffix=".log", delete=False)  # noqa: SIM115
     print(f"rtplan gtp: {' '.join(map(str, ours_cmd))} (log {log.name})")

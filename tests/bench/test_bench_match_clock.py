@@ -55,9 +55,34 @@ def test_the_clock_flags_mix_as_documented():
         (["--games", "2", "--option", "16", "--time-manager", "gate"], "no --time-manager"),
         (["--games", "2", "--option", "16", "--clock-gate", "g"], "needs --time-manager gate"),
         (["--games", "2", "--option", "16", "--opponent-time-settings", "9", "0", "0"], "ours"),
+        (["--games", "2", "--option", "16", "--max-simulations", "0"], "--time-manager prop"),
+        (
+            [
+                "--games",
+                "2",
+                "--time-manager",
+                "proportional",
+                "--time-settings",
+                "9",
+                "0",
+                "0",
+                "--max-simulations",
+                "-1",
+            ],
+            ">= 0",
+        ),  # fmt: skip
     ]:
         with pytest.raises(SystemExit, match=message):
             match.main(["go", *argv])
+
+
+def test_the_ladder_flag_reaches_the_engine_and_names_the_manager():
+    from bench.match._engines import gtp_planner_argv
+
+    argv = [str(x) for x in gtp_planner_argv("p", None, 0, max_simulations=0)]
+    assert argv[argv.index("--max-simulations") + 1] == "0"
+    assert "--max-simulations" not in map(str, gtp_planner_argv("p", None, 0))
+    assert "--max-simulations" not in map(str, gtp_planner_argv("p", 16, 0, max_simulations=0))
 
 
 # ---- The referee, in process with a fake timer ------------------------------------------------
