@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rtplan.commands._errors import CommandError
-from rtplan.commands._flags import add_out, check_rules, out_dir
+from rtplan.commands._flags import add_out, check_budgets, check_rules, out_dir
 
 # None imports JAX: `--devices` must set XLA's flags before jax loads.
 from rtplan.gate.clock.config import ClockGateTrainConfig
@@ -269,6 +269,7 @@ def _train_gate(args: argparse.Namespace) -> int:
 
     clock = games.kind_of(args.game) is games.Kind.CLOCK
     check_rules(args, clock=clock)  # as `eval` checks them: the gate plays under its rules
+    check_budgets(args, clock=clock)  # and over its budgets
     if clock:
         if args.coordinator is not None:
             raise CommandError(
