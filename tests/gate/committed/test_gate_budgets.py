@@ -64,9 +64,7 @@ def test_a_gate_over_more_budgets_trains_exports_and_resumes_over_them(run, caps
     assert meta["iteration"] == 2 and meta["budgets"] == [1, 2, 3]
 
 
-def test_its_gate_plays_over_its_budgets_wherever_it_is_loaded(
-    run, planner_file, tmp_path, capsys
-):
+def test_its_gate_plays_over_its_budgets_wherever_it_is_loaded(run, planner_file, tmp_path, capsys):
     gate, results = str(run / "gate.msgpack"), tmp_path / "results"
     ev = ["eval", "--game", GAME, "--planner", planner_file, "--gate", gate, *RULES]
     ev += ["--split", "tuning", "--episodes", "2", "--out", str(results)]
