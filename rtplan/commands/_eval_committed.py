@@ -91,7 +91,9 @@ def _counterfactual(args: argparse.Namespace) -> int:
 
     from rtplan import games
 
-    if games.kind_of(args.game) is games.Kind.CLOCK:
+    clock = games.kind_of(args.game) is games.Kind.CLOCK
+    check_budgets(args, clock=clock)
+    if clock:
         return _clock_counterfactual(args)
     clock_only = [
         f
@@ -121,6 +123,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
         seed=args.seed,
         committed=args.committed,
         tree_k=args.tree_k,
+        budgets=args.budgets,
         planner_file=args.planner,
         out=args.out,
         command=" ".join(args.argv),

@@ -316,6 +316,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         tree_k="Any but the shipped reflex and 0 write to <out>/<game>/counterfactual/"
         "[plan-]treeM/<tag>/",
     )
+    add_budgets(
+        cf,
+        "(e.g. 1 2 3 4 5 6 7 8): every state branches each, and --continuation may be one; "
+        "writes below the rules' folder to budgets-1-2-...-8/<tag>/ (default: the checkpoint's)",
+    )
     cf.add_argument("--chunk", type=int, default=8, help="states per batch (and per file)")
     cf.add_argument("--seed", type=int, default=0, help="first train-range game seed")
     cf.add_argument("--planner", default=None, help=_PLANNER_HELP)
