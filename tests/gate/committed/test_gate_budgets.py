@@ -105,3 +105,11 @@ def test_budgets_are_refused_on_clock_games_and_without_the_checkpoints(
     assert main([*hex_argv, "--budgets", "2", "4", "8"]) == 2
     assert "--budgets is for committed-action games: speed-hex-v0" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "hex").exists()
+
+
+@pytest.mark.slow  # ~30 s: starts the planner service and the env server
+def test_the_services_play_it_over_its_budgets_as_in_process(run, planner_file, capsys):
+    gate = str(run / "gate.msgpack")
+    argv = ["eval", "--game", GAME, "--planner", planner_file, "--gate", gate, *RULES]
+    assert main([*argv, "--via-services", "--episodes", "1", "--split", "tuning"]) == 0
+    assert "identical in process and through the services" in capsys.readouterr().out
