@@ -1,6 +1,6 @@
 """Gate checkpoints of either kind: the checks every gate loader makes, the planner file a
-gate was trained over (its sha256) and the rules it was trained under, the gate file's write and
-a resumed run's gate check."""
+gate was trained over (its sha256), the rules it was trained under and the budgets it chooses
+among, the gate file's write and a resumed run's gate check."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 
 from rtplan.harness import checkpoint as ckpt
-from rtplan.planner.configs import RULES, config_from_dict, rules_of
+from rtplan.planner.configs import RULES, config_from_dict, rules_of, with_budgets
 from rtplan.planner.options import Planner
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "check_trained_over",
     "file_sha256",
     "save_gate",
+    "with_gate_budgets",
 ]
 
 
@@ -59,6 +60,32 @@ def check_rules(meta: dict, planner_config, source) -> None:
             f"{source} was trained under {_rules_text(trained)}, not {_rules_text(here)}: play "
             f"it under its own rules ({flags})"
         )
+
+
+def with_gate_budgets(planner_config, meta: dict, source):
+    """`planner_config` (a committed game's checkpoint config, under the rules it plays) with the
+    budgets the gate `source` (with metadata `meta`) chooses among. A gate trained over more
+    budgets than the checkpoint's (`rtplan train-gate --budgets`, or `fit-gate` on labels of
+    `counterfactual --budgets`) records them, and every loader of it (`rtplan eval`,
+    `--via-services`, the planner service) plays it over those, so the flag is never repeated
+    and cannot be forgotten. A gate over the config's own budgets (every shipped one) leaves it
+    as it is, and so does a file without readable budgets (`check_gate_file` refuses it).
+
+    Raises:
+        CheckpointError: budgets that no `planner.configs.with_budgets` of the config gives
+            (not the checkpoint's and larger ones), with its reason.
+    """
+    recorded = meta.get("budgets")
+    ok = isinstance(recorded, list) and all(isinstance(k, int) for k in recorded)
+    if not ok or recorded == list(planner_config.budgets):
+        return planner_config
+    try:
+        return with_budgets(planner_config, recorded)
+    except ValueError as e:
+        raise ckpt.CheckpointError(
+            f"{source} picks among budgets {recorded}, which the planner (budgets "
+            f"{list(planner_config.budgets)}) cannot play: {e}"
+        ) from e
 
 
 def _rules_text(rules: dict) -> str:

@@ -30,18 +30,24 @@ def help_of(field: dataclasses.Field) -> str:
     return field.metadata.get("help", "")
 
 
-def _flag_type(cls: type, field: dataclasses.Field) -> type:
-    """The scalar type of a field's flag: its annotation, or `X` of `X | None`."""
+def _flag_type(cls: type, field: dataclasses.Field) -> tuple[type, bool]:
+    """(scalar type, is a list) of a field's flag: its annotation, or `X` of `X | None`; a
+    `tuple[X, ...]` is a list of X (one flag, several values)."""
     hint = typing.get_type_hints(cls)[field.name]
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         hint = args[0] if len(args) == 1 else hint
-    if hint not in _FLAG_TYPES:
+    many = typing.get_origin(hint) is tuple
+    if many:  # only tuple[X, ...]: a fixed-length tuple is no flag type
+        args = typing.get_args(hint)
+        hint = args[0] if len(args) == 2 and args[1] is Ellipsis else hint
+    if hint not in _FLAG_TYPES or (many and hint is bool):
         raise TypeError(
-            f"{cls.__name__}.{field.name}: {hint} is not a flag type "
-            "(int, float, str, bool or one of them | None); exclude it"
+            f"{cls.__name__}.{field.name}: {typing.get_type_hints(cls)[field.name]} is not a "
+            "flag type (int, float, str, bool, tuple[int | float | str, ...] or one of them | "
+            "None); exclude it"
         )
-    return hint
+    return hint, many
 
 
 def flag_fields(
@@ -70,12 +76,13 @@ def add_flags(
     """Adds one `--snake-case` flag per field of the dataclass `cls`, help from `knob`.
 
     Every flag defaults to None (not given), so `overrides` tells given flags from defaults and
-    a resumed run keeps its saved values. Bools get `--x` / `--no-x`. The help names the field's
-    default.
+    a resumed run keeps its saved values. Bools get `--x` / `--no-x`; a `tuple[X, ...]` field
+    takes one or more values. The help names the field's default.
 
     Args:
         parser: the (sub)parser, or an argument group of one, to extend.
-        cls: a dataclass whose fields are int, float, str, bool, or one of those `| None`.
+        cls: a dataclass whose fields are int, float, str, bool, a tuple of int, float or str
+            (`tuple[X, ...]`), or one of those `| None`.
         only: the fields to expose (default: all).
         exclude: fields left out (e.g. set by other flags, or of a non-flag type).
         texts: help texts replacing fields' own, by field name; they name the default
@@ -85,24 +92,29 @@ def add_flags(
         TypeError: a chosen field's type is not a flag type.
     """
     for field in flag_fields(cls, only=only, exclude=exclude):
-        kind = _flag_type(cls, field)
+        kind, many = _flag_type(cls, field)
         text = help_of(field)
         if texts and field.name in texts:
             text = texts[field.name]
         elif field.default is not dataclasses.MISSING and field.default is not None:
-            text = f"{text} (default: {field.default})".strip()
+            shown = " ".join(map(str, field.default)) if many else field.default
+            text = f"{text} (default: {shown})".strip()
         flag = "--" + field.name.replace("_", "-")
         common = dict(dest=field.name, default=None, help=text.replace("%", "%%"))
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **common)
+        elif many:
+            parser.add_argument(flag, type=kind, nargs="+", **common)
         else:
             parser.add_argument(flag, type=kind, **common)
 
 
 def overrides(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of `cls` whose flags were given on the command line (`add_flags`)."""
+    """The fields of `cls` whose flags were given on the command line (`add_flags`), a list of
+    values as a tuple (a frozen config stays hashable)."""
     names = (f.name for f in dataclasses.fields(cls))
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    given = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    return {n: tuple(v) if isinstance(v, list) else v for n, v in given.items()}
 
 
 def from_args(cls: type, args: argparse.Namespace, **fixed: Any) -> Any:

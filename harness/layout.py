@@ -50,6 +50,14 @@ def tree_folder(tree_k: int, *, plan: bool = False) -> str:
     return f"{'plan-' if plan else ''}tree{tree_k}"
 
 
+def budgets_folder(budgets) -> str:
+    """The sub-folder of results measured over budgets other than the planner checkpoint's
+    (`--budgets`): "budgets-1-2-3-4-5-6-7-8". `rtplan counterfactual` puts it after the rules'
+    folder, since its values are per budget branched; `rtplan eval` needs none (an always-k
+    condition plays the same games under any budgets that hold its k, and a gate is its file)."""
+    return "budgets-" + "-".join(str(int(k)) for k in budgets)
+
+
 def archive_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` when given, else the checkout's `archive/` (or `./archive` outside one)."""
     return _beside_packages(ARCHIVE, explicit)
@@ -303,7 +311,8 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "future (chunk-*.json), and where a budget beats the fixed one "
         "by more than 2 paired SE (summary.json); under plan-treeM/ every branch searches "
         "every M frames below the root and commits to the previous option's plan "
-        "(--committed plan --tree-k M)",
+        "(--committed plan --tree-k M), and under budgets-1-...-K/ it branches the "
+        "checkpoint's budgets and larger ones (--budgets)",
         "rtplan counterfactual --game {game} --continuation K",
         2,
     ),

@@ -85,9 +85,10 @@ def with_rules(
 
 
 def with_budgets(cfg: PlannerConfig, budgets: Sequence[int]) -> PlannerConfig:
-    """`cfg` with more budgets (`rtplan eval --budgets`), for a committed game's fixed-k curve
-    past the checkpoint's own: the network does not depend on the budgets, so a larger k is
-    only another option. Each new k searches at the checkpoint's simulations per frame (32 per
+    """`cfg` with more budgets (`--budgets` of `rtplan eval`, `counterfactual`, `train-gate`),
+    for a committed game's fixed-k curve past the checkpoint's own and a gate that chooses
+    among them: the network does not depend on the budgets, so a larger k is only another
+    option. Each new k searches at the checkpoint's simulations per frame (32 per
     frame: k8 searches 256), and the checkpoint's own budgets keep their simulations exactly,
     so their always-k play is the same game under either config.
 

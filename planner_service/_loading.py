@@ -11,6 +11,7 @@ from rtplan import games
 from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, load_clock_gate
 from rtplan.gate.committed.policy import Gate, load_gate
 from rtplan.gate.compiled import CompiledClockGate, CompiledGate
+from rtplan.gate.files import with_gate_budgets
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.checkpoint import CheckpointError
 from rtplan.planner import Planner, PlannerConfig
@@ -111,6 +112,7 @@ def load_game(
         # Checked against the planner as shipped: the gate records that exact config.
         gate, gate_params = load_gate_file(gate_file, Planner(cfg), path)
         gate_params = jax.device_put(gate_params, device)
+        cfg = gate.planner.config  # a committed gate's budgets (`load_gate_file`)
     # Serving plays the argmax of the improved policy: the same state always gets the same
     # plan, whatever the seed (training samples with gumbel_scale 1).
     cfg = dataclasses.replace(cfg, gumbel_scale=0.0)
@@ -140,9 +142,14 @@ def load_gate_file(
     path: str, planner: Planner, planner_file: str
 ) -> tuple[Gate | ClockGate, object]:
     """(gate, params) of a gate file over `planner`: a clock gate where its metadata says so
-    (`CLOCK_GATE_KIND`), else a committed-game gate; any failure names the file."""
+    (`CLOCK_GATE_KIND`), else a committed-game gate, whose planner (`gate.planner`, the one to
+    serve) plays the budgets its file records (`gate.files.with_gate_budgets`: the planner
+    checkpoint's, or `train-gate --budgets`'); any failure names the file."""
     try:
-        clock = ckpt.load_metadata(path).get("kind") == CLOCK_GATE_KIND
+        meta = ckpt.load_metadata(path)
+        clock = meta.get("kind") == CLOCK_GATE_KIND
+        if not clock:
+            planner = Planner(with_gate_budgets(planner.config, meta, path))
         load = load_clock_gate if clock else load_gate
         gate, params, _ = load(path, planner, planner_file=planner_file)
         if not clock and gate.config.memory:

@@ -154,6 +154,13 @@ class GateTrainConfig(PPOConfig):
         "every shipped one: the option's own k). 1 searches every frame below the root, which "
         "gives --committed plan a plan of its own.",
     )
+    budgets: tuple[int, ...] | None = knob(
+        None,
+        "The budgets the gate chooses among: the planner checkpoint's and larger ones (e.g. 1 2 "
+        "3 4 5 6 7 8), each new k searching at the checkpoint's simulations per frame "
+        "(planner.configs.with_budgets); None: the checkpoint's. The gate file records them, "
+        "and `rtplan eval` and the services play the gate over them without the flag.",
+    )
     eval_episodes: int = knob(16, "Greedy-gate evaluation episodes (on tuning seeds).")
     eval_max_meta_steps: int | None = knob(
         None, "Cap on meta-steps per evaluation episode; None: play to the horizon."

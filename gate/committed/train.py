@@ -35,7 +35,7 @@ from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.run import Run, data_parallel_processes
 from rtplan.planner.actors import Actors
 from rtplan.planner.batching import OptionRunner
-from rtplan.planner.configs import with_rules
+from rtplan.planner.configs import with_budgets, with_rules
 from rtplan.planner.options import Planner
 
 __all__ = ["AXIS", "GatePPO", "GateState", "gate_trainer"]
@@ -113,11 +113,15 @@ class GatePPO(GateTrainer):
     def __init__(self, cfg: GateTrainConfig) -> None:
         super().__init__(cfg.game_id, cfg.planner, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
         self.cfg = cfg
-        # The rules the gate learns under (ValueError: a plan without a tree); its file records
-        # them (`Gate.metadata`'s planner_config), and evaluation plays it under them only.
+        # The rules the gate learns under (ValueError: a plan without a tree) and the budgets it
+        # chooses among (ValueError: not the checkpoint's and larger ones); its file records both
+        # (`Gate.metadata`'s budgets and planner_config): evaluation plays it under those rules
+        # only, and over those budgets.
         self.planner_config = with_rules(
             self.planner_config, committed=cfg.committed, tree_k=cfg.tree_k, plan_needs_tree=True
         )
+        if cfg.budgets is not None:
+            self.planner_config = with_budgets(self.planner_config, cfg.budgets)
         pcfg = self.planner_config
         self.devices = cfg.devices
         self.processes = data_parallel_processes(self.devices, eval_every=cfg.eval_every)

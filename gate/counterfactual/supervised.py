@@ -211,6 +211,7 @@ def fit_gate(
     lr: float = 1e-3,
     seed: int = 0,
     folds: int = 0,
+    budgets: Sequence[int] | None = None,
     command: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Path:
@@ -223,10 +224,16 @@ def fit_gate(
     `rtplan counterfactual --committed plan --tree-k 1` labels plays under
     `rtplan eval --committed plan --tree-k 1` only (`gate.files.check_rules`).
 
+    The gate chooses among the labels' budgets: labels of `rtplan counterfactual --budgets`
+    (the checkpoint's and larger ones) give a gate over those, whose file records them, so
+    `rtplan eval` plays it over them (`gate.files.with_gate_budgets`). `budgets`, when given,
+    must be the labels' (a check: the labels set them).
+
     Raises:
-        ValueError: labels that `load_labels` refuses, or of another planner or budgets.
+        ValueError: labels that `load_labels` refuses, of another planner, of budgets that
+            are not the planner's and larger ones, or of others than `budgets`.
     """
-    from rtplan.planner.configs import with_rules
+    from rtplan.planner.configs import with_budgets, with_rules
     from rtplan.planner.options import Planner
     from rtplan.planner.store import load_planner
 
@@ -234,8 +241,17 @@ def fit_gate(
     pcfg, pparams, _ = load_planner(game_id, planner_file)
     if file_sha256(planner_file) != data["planner_sha256"]:
         raise ValueError("the labels were measured with another planner")
+    if budgets is not None and tuple(budgets) != data["budgets"]:
+        raise ValueError(
+            f"the labels were measured over budgets {list(data['budgets'])}, not "
+            f"{list(budgets)}: a gate is fitted over its labels' budgets (rtplan counterfactual "
+            "--budgets measures others)"
+        )
     if tuple(pcfg.budgets) != data["budgets"]:
-        raise ValueError(f"the labels' budgets {data['budgets']} are not {pcfg.budgets}")
+        try:
+            pcfg = with_budgets(pcfg, data["budgets"])
+        except ValueError as e:
+            raise ValueError(f"the labels' budgets {list(data['budgets'])}: {e}") from e
     # The chunks name their rules whatever the checkpoint's own (a file without them was
     # measured under the shipped reflex, tree_k 0): the states replay, and the gate plays,
     # under those.

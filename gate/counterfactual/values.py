@@ -349,6 +349,7 @@ def run_counterfactual(
     seed: int = 0,
     committed: str | None = None,
     tree_k: int | None = None,
+    budgets: Sequence[int] | None = None,
     planner_file: str | None = None,
     out: str | os.PathLike | None = None,
     command: str | None = None,
@@ -368,16 +369,23 @@ def run_counterfactual(
     `<out>/<game>/counterfactual/[plan-]tree<M>/<tag>/` and record both in every chunk and the
     summary; a resume refuses chunks of other rules.
 
+    `budgets` (None: the checkpoint's) branches over more budgets, the checkpoint's and larger
+    ones (`planner.configs.with_budgets`, as `rtplan eval --budgets` plays them; the
+    continuation may be one of them), and writes below the rules' folder to
+    `budgets-<K1>-...-<Kn>/<tag>/` (`harness.layout.budgets_folder`); every chunk records its
+    budgets, and a resume refuses chunks of others. `rtplan fit-gate` fits a gate over them.
+
     Raises:
-        ValueError: a clock game, a continuation not among the budgets, or committed "plan"
+        ValueError: a clock game, budgets that are not the checkpoint's and larger ones, a
+            continuation not among the budgets, or committed "plan"
             with tree_k 0: the plan of a tree whose edges below the root are an option's own
             k-1 reflex frames and its action commits the next option (of the same k) to reflex
             frames, so always-K, the continuation, plays exactly the reflex (the branches of
             another k would commit to a mix of the tree's reflex frames and its actions, which
             no evaluated condition plays): give tree_k >= 1.
     """
-    from rtplan.harness.layout import results_root, tree_folder
-    from rtplan.planner.configs import with_rules
+    from rtplan.harness.layout import budgets_folder, results_root, tree_folder
+    from rtplan.planner.configs import with_budgets, with_rules
     from rtplan.planner.store import load_planner
 
     game = games.make(game_id)
@@ -387,6 +395,9 @@ def run_counterfactual(
         )
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, params, _ = load_planner(game_id, planner_file)
+    own_budgets = pcfg.budgets
+    if budgets is not None:
+        pcfg = with_budgets(pcfg, budgets)  # ValueError: not the checkpoint's and larger ones
     if continuation not in pcfg.budgets:
         raise ValueError(f"continuation k={continuation} is not one of {pcfg.budgets}")
     # ValueError: an unknown commitment, a negative tree_k, or a plan without a tree.
@@ -402,6 +413,9 @@ def run_counterfactual(
     if rules != _SHIPPED_RULES:  # the reflex's files stay as they were, without the fields
         folder = folder / tree_folder(pcfg.tree_k, plan=pcfg.committed == "plan")
         head.update(rules)
+    if pcfg.budgets != own_budgets:  # the checkpoint's budgets' folders stay as they were
+        folder = folder / budgets_folder(pcfg.budgets)
+    head["budgets"] = list(pcfg.budgets)  # every chunk holds its budgets: a resume checks them
     folder = folder / tag
     k = len(pcfg.budgets)
     runner = OptionRunner(Planner(pcfg), max_batch=chunk * max(worlds, 1) * k)
@@ -464,7 +478,7 @@ def run_counterfactual(
         chunk=chunk,
         label=label,
         summarize=summarize,
-        fixed=_SHIPPED_RULES,
+        fixed={**_SHIPPED_RULES, "budgets": None},
         command=command,
         log=log,
     )

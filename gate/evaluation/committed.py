@@ -28,7 +28,7 @@ from rtplan.gate.committed.choosers import (
 from rtplan.gate.committed.latency import decision_misses, simulated_deployment
 from rtplan.gate.committed.policy import load_gate
 from rtplan.gate.committed.triggers import FEATURES, trigger_features
-from rtplan.gate.files import check_rules, file_sha256
+from rtplan.gate.files import check_rules, file_sha256, with_gate_budgets
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.layout import tree_folder
 from rtplan.harness.stats import standard_error
@@ -217,29 +217,24 @@ def run_conditions(
     checkpoint's simulations per frame), so always-k conditions past the checkpoint's (k6, k8)
     play; every record holds the budgets and simulations played. The checkpoint's own always-k
     conditions play the same games under either, so their files are kept across the two. A gate
-    (and its ablations) and random k choose among the checkpoint's budgets: under others they
-    are left out of the default conditions and refused by name.
+    (and its ablations) chooses among the budgets its file records (the checkpoint's, or
+    `train-gate --budgets`'), and a played gate's are the budgets when `budgets` is None
+    (`gate.files.with_gate_budgets`); random k chooses among the checkpoint's. Under other
+    budgets each is left out of the default conditions and refused by name.
 
     Returns:
         condition name -> its file.
     """
     planner_file = str(ckpt.planner_file(game_id, planner_file))
     pcfg, pparams, _ = load_planner(game_id, planner_file)
+    if games.kind_of(game_id) is games.Kind.CLOCK:
+        raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
     own_tree_k, own_budgets = pcfg.tree_k, pcfg.budgets
     # ValueError: an unknown commitment or a negative tree_k.
     pcfg = with_rules(pcfg, committed=committed, tree_k=tree_k)
     if budgets is not None:
-        # ValueError: a clock game, or budgets that are not the checkpoint's and larger ones.
+        # ValueError: budgets that are not the checkpoint's and larger ones.
         pcfg = with_budgets(pcfg, budgets)
-        if max(pcfg.budgets) > 9:
-            raise ValueError(
-                f"budgets {list(pcfg.budgets)}: a condition's file records each decision's k as "
-                "one digit, so budgets above 9 are not played"
-            )
-    other_budgets = pcfg.budgets != own_budgets
-    planner = Planner(pcfg)
-    if planner.kind is games.Kind.CLOCK:
-        raise ValueError(f"{game_id} is a clock game: use `rtplan cross-eval` for it")
     chosen_gate = gate_file is not None
     gate_file = str(ckpt.gate_file(game_id, gate_file, beside=planner_file, required=False))
     have_gate = Path(gate_file).exists()
@@ -252,6 +247,17 @@ def run_conditions(
         except ckpt.CheckpointError as e:
             log(f"not playing the gate beside the planner: {e}")
             have_gate = False
+    plays_gate = any(n.startswith("gate") for n in conditions) if conditions else have_gate
+    if plays_gate and have_gate and budgets is None:
+        # A gate plays over the budgets its file records (`train-gate --budgets`), and so do
+        # the other conditions beside it. CheckpointError: budgets the planner cannot play.
+        pcfg = with_gate_budgets(pcfg, gate_meta, gate_file)
+    if max(pcfg.budgets) > 9:
+        raise ValueError(
+            f"budgets {list(pcfg.budgets)}: a condition's file records each decision's k as "
+            "one digit, so budgets above 9 are not played"
+        )
+    planner = Planner(pcfg)
     # A gate that sees the planner's stats, or remembers, has one more input to ablate each.
     shape = gate_meta.get("gate_config", {}) if have_gate else {}
     optional = {"stats": bool(shape.get("stats")), "memory": bool(shape.get("memory"))}
@@ -264,19 +270,22 @@ def run_conditions(
     bad = [n for n in names if n not in valid]
     if bad:
         raise ValueError(f"unknown condition {bad[0]!r}: choose from {sorted(valid)}")
-    if other_budgets:
-        # A gate is sized for the checkpoint's budgets, and random k over others would be
-        # another condition under the same name.
-        choosers = [n for n in names if n.startswith("gate") or n == "random"]
-        why = f"choose among the planner checkpoint's budgets {list(own_budgets)}"
-        if conditions and choosers:
-            raise ValueError(
-                f"conditions {choosers} {why}: play them without --budgets (here "
-                f"{list(pcfg.budgets)})"
-            )
-        if choosers:
-            log(f"not playing {', '.join(choosers)}: they {why}")
-        names = [n for n in names if n not in choosers]
+    # A gate's head is sized for the budgets its file records, and random k over budgets other
+    # than the checkpoint's would be another condition under the same name: each plays over
+    # its own budgets only.
+    gate_budgets = tuple(gate_meta.get("budgets") or own_budgets)
+    refused: dict[tuple[int, ...], list[str]] = {}
+    for n in names:
+        own = gate_budgets if n.startswith("gate") else own_budgets if n == "random" else None
+        if own is not None and own != pcfg.budgets:
+            refused.setdefault(own, []).append(n)
+    if refused:
+        whys = {tuple(ns): _chooser_refusal(b, own_budgets) for b, ns in refused.items()}
+        if conditions:
+            text = "; ".join(f"conditions {list(ns)} {why}" for ns, why in whys.items())
+            raise ValueError(f"{text} (here {list(pcfg.budgets)})")
+        log("; ".join(f"not playing {', '.join(ns)}: they {why}" for ns, why in whys.items()))
+        names = [n for n in names if not any(n in ns for ns in whys)]
     check_gate_name(gate_name)
     if gate_name != "gate":
         if any(n.startswith("gate") and n != "gate" for n in names):
@@ -341,8 +350,8 @@ def run_conditions(
         if path.exists() and not force:
             old = json.loads(path.read_text())
             # The budgets played are not compared: an always-k condition plays the same games
-            # under any budgets that hold its k (`with_budgets`), and a gate and random k only
-            # under the checkpoint's own.
+            # under any budgets that hold its k (`with_budgets`), a gate only over its own (its
+            # sha256 is compared) and random k only over the checkpoint's.
             same = (
                 old.get("seeds") == seeds.tolist()
                 and old.get("planner_sha256") == provenance["planner_sha256"]
@@ -397,6 +406,20 @@ def run_conditions(
         )
         written[name] = path
     return {name: written[name] for name in names}
+
+
+def _chooser_refusal(budgets: tuple[int, ...], own: tuple[int, ...]) -> str:
+    """Why conditions that choose among `budgets` (`own`: the planner checkpoint's) are not
+    played over others, and how to play them."""
+    if budgets == own:
+        return (
+            f"choose among the planner checkpoint's budgets {list(own)}: play them without "
+            "--budgets"
+        )
+    return (
+        f"choose among their gate's budgets {list(budgets)} (its file records them): play "
+        f"them without --budgets, or with --budgets {' '.join(map(str, budgets))}"
+    )
 
 
 def _write_json(path: Path, rec: dict) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 from rtplan.commands._errors import FAILED, CommandError
 from rtplan.commands._eval_clock import _clock_counterfactual, _clock_eval
-from rtplan.commands._flags import check_rules
+from rtplan.commands._flags import check_budgets, check_rules
 from rtplan.gate.committed.config import GateTrainConfig
 from rtplan.jax_setup import check_map_count
 
@@ -27,18 +27,14 @@ def _eval(args: argparse.Namespace) -> int:
     latency = {f: getattr(args, f) for f in _LATENCY_FLAGS if getattr(args, f) is not None}
     clock = games.kind_of(args.game) is games.Kind.CLOCK
     check_rules(args, clock=clock)
-    if args.budgets is not None and clock:
-        raise CommandError(
-            f"--budgets is for committed-action games: {args.game} is a clock game, whose "
-            "budgets are its planner's simulation counts"
-        )
+    check_budgets(args, clock=clock)
     if args.via_services:
         if latency:
             raise CommandError("--via-services plays the simulated clock: no --latency")
         if args.budgets is not None:
             raise CommandError(
-                "--via-services plays the gate, which chooses among the planner checkpoint's "
-                "budgets: drop --budgets"
+                "--via-services plays the gate over the budgets its file records (the planner "
+                "checkpoint's, or train-gate --budgets'): drop --budgets"
             )
         if clock and _clock_flags(args):
             raise CommandError(
@@ -95,7 +91,9 @@ def _counterfactual(args: argparse.Namespace) -> int:
 
     from rtplan import games
 
-    if games.kind_of(args.game) is games.Kind.CLOCK:
+    clock = games.kind_of(args.game) is games.Kind.CLOCK
+    check_budgets(args, clock=clock)
+    if clock:
         return _clock_counterfactual(args)
     clock_only = [
         f
@@ -125,6 +123,7 @@ def _counterfactual(args: argparse.Namespace) -> int:
         seed=args.seed,
         committed=args.committed,
         tree_k=args.tree_k,
+        budgets=args.budgets,
         planner_file=args.planner,
         out=args.out,
         command=" ".join(args.argv),

@@ -1,5 +1,5 @@
 """Flags that several command groups share: the seed split, a run's output folder, and the checks
-of the planner's rules (`--committed`, `--tree-k`)."""
+of the planner's rules (`--committed`, `--tree-k`) and budgets (`--budgets`)."""
 
 from __future__ import annotations
 
@@ -52,3 +52,34 @@ def check_rules(args: argparse.Namespace, *, clock: bool) -> None:
             )
         if args.tree_k < 0:
             raise CommandError(f"--tree-k must be >= 0, got {args.tree_k}")
+
+
+def add_budgets(parser: argparse.ArgumentParser, what: str) -> None:
+    """Adds `--budgets` (`planner.configs.with_budgets`'s), its help ended by `what` the
+    command does with them."""
+    parser.add_argument(
+        "--budgets",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="K",
+        help="committed games: the budgets the planner plays, the checkpoint's and larger ones, "
+        "each new k searching at the checkpoint's simulations per frame (32: k8 searches 256) "
+        f"{what}",
+    )
+
+
+def check_budgets(args: argparse.Namespace, *, clock: bool) -> None:
+    """The check of `--budgets` that every command taking it makes (`eval`, `counterfactual`,
+    `train-gate`, `fit-gate`): more budgets are for the committed-action games (`clock`:
+    `args.game` is a clock game); the budgets themselves are `planner.configs.with_budgets`'s to
+    check against the planner checkpoint.
+
+    Raises:
+        CommandError: `--budgets` on a clock game.
+    """
+    if getattr(args, "budgets", None) is not None and clock:
+        raise CommandError(
+            f"--budgets is for committed-action games: {args.game} is a clock game, whose "
+            "budgets are its planner's simulation counts"
+        )

@@ -7,7 +7,7 @@ import argparse
 
 from rtplan.commands._eval_clock import _annotate_games
 from rtplan.commands._eval_committed import _LATENCY_FLAGS, _counterfactual, _eval
-from rtplan.commands._flags import add_out, add_split, out_dir
+from rtplan.commands._flags import add_budgets, add_out, add_split, out_dir
 from rtplan.gate.committed.config import COMMITMENTS, GateTrainConfig
 from rtplan.harness.config import add_flags
 from rtplan.jax_setup import check_map_count
@@ -202,18 +202,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gate.msgpack.json): one under others is refused",
         tree_k="Writes to <out>/<game>/<split>/[plan-]treeM/",
     )
-    ev.add_argument(
-        "--budgets",
-        type=int,
-        nargs="+",
-        default=None,
-        metavar="K",
-        help="committed games: the budgets the planner plays, the checkpoint's and larger ones "
-        "(e.g. 1 2 3 4 6 8, at most 9), each new k searching at the checkpoint's simulations "
-        "per frame (32: k8 searches 256), so --conditions k6 k8 play (default: the "
-        "checkpoint's). Its own k1..k4 play the same games with or without the flag, so their "
-        "files are kept; the gate, its ablations and random choose among the checkpoint's "
-        "budgets and are refused under others. Files go to the folder the rules give",
+    add_budgets(
+        ev,
+        "(e.g. 1 2 3 4 6 8, at most 9), so --conditions k6 k8 play (default: a played gate's, "
+        "else the checkpoint's). Its own k1..k4 play the same games with or without the flag, "
+        "so their files are kept; a gate and its ablations choose among the budgets its file "
+        "records (train-gate --budgets), random among the checkpoint's, and each is refused "
+        "under others. Files go to the folder the rules give",
     )
     ev.add_argument("--out", default="results", help="results root (default: results)")
     ev.add_argument("--force", action="store_true", help="replay conditions already written")
@@ -320,6 +315,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tree_k 0 a plan is the reflex at the continuation's fixed k)",
         tree_k="Any but the shipped reflex and 0 write to <out>/<game>/counterfactual/"
         "[plan-]treeM/<tag>/",
+    )
+    add_budgets(
+        cf,
+        "(e.g. 1 2 3 4 5 6 7 8): every state branches each, and --continuation may be one; "
+        "writes below the rules' folder to budgets-1-2-...-8/<tag>/ (default: the checkpoint's)",
     )
     cf.add_argument("--chunk", type=int, default=8, help="states per batch (and per file)")
     cf.add_argument("--seed", type=int, default=0, help="first train-range game seed")

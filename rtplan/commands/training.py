@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from rtplan.commands._errors import CommandError
-from rtplan.commands._flags import add_out, check_rules, out_dir
+from rtplan.commands._flags import add_budgets, add_out, check_budgets, check_rules, out_dir
 
 # None imports JAX: `--devices` must set XLA's flags before jax loads.
 from rtplan.gate.clock.config import ClockGateTrainConfig
@@ -71,6 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=4,
         help="first measure the gain of held-out picks, states split by game (0: skip)",
+    )
+    add_budgets(
+        fit,
+        "(default: the labels', from rtplan counterfactual --budgets; given, they must be the "
+        "labels'). The gate file records them, and rtplan eval plays it over them",
     )
     _gate_shape_flags(fit)
     fit.set_defaults(handler=_fit_gate)
@@ -269,6 +274,7 @@ def _train_gate(args: argparse.Namespace) -> int:
 
     clock = games.kind_of(args.game) is games.Kind.CLOCK
     check_rules(args, clock=clock)  # as `eval` checks them: the gate plays under its rules
+    check_budgets(args, clock=clock)  # and over its budgets
     if clock:
         if args.coordinator is not None:
             raise CommandError(
@@ -343,6 +349,7 @@ def _fit_gate(args: argparse.Namespace) -> int:
         lr=args.lr,
         seed=args.seed,
         folds=args.folds,
+        budgets=args.budgets,
         command=" ".join(args.argv),
     )
     return 0

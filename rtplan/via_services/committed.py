@@ -136,7 +136,9 @@ def load(
 ) -> Loaded:
     """The planner and the gate, loaded once: `load_gate` over this planner file makes the
     planner service's checks. `rules`: the planner's rules of play (`committed`, `tree_k`; a
-    None value keeps the checkpoint's), as the planner service's flags of the same name.
+    None value keeps the checkpoint's), as the planner service's flags of the same name. The
+    planner plays the budgets the gate's file records, as the planner service does
+    (`gate.files.with_gate_budgets`).
 
     Raises:
         harness.checkpoint.CheckpointError: a file does not load, or the gate is not this
@@ -144,14 +146,17 @@ def load(
         ValueError: rules the planner cannot play under (committed "plan" under tree_k 0).
     """
     from rtplan.gate.committed.policy import load_gate
+    from rtplan.gate.files import with_gate_budgets
+    from rtplan.harness import checkpoint as ckpt
     from rtplan.planner.configs import with_rules
     from rtplan.planner.options import Planner
     from rtplan.planner.store import load_planner
 
     pcfg, pparams, _ = load_planner(game_id, planner_file)
-    planner = Planner(with_rules(pcfg, **(rules or {}), plan_needs_tree=True))
-    gate, gparams, _ = load_gate(gate_file, planner, planner_file=planner_file)
-    return Loaded(planner, pparams, gate, gparams)
+    pcfg = with_rules(pcfg, **(rules or {}), plan_needs_tree=True)
+    pcfg = with_gate_budgets(pcfg, ckpt.load_metadata(gate_file), gate_file)
+    gate, gparams, _ = load_gate(gate_file, Planner(pcfg), planner_file=planner_file)
+    return Loaded(gate.planner, pparams, gate, gparams)
 
 
 def in_process(loaded: Loaded, seeds: np.ndarray):

@@ -41,7 +41,8 @@ class Knobs:
     rate: float | None = knob(None, "Rate; None: automatic.")
     tag: str | None = knob(None, "A tag.")
     verbose: bool = knob(False, "Talk more.")
-    shape: tuple[int, ...] = knob((1,), "Not a flag type.")
+    sizes: tuple[int, ...] | None = knob(None, "Sizes; None: one.")
+    shape: tuple[int, int] = knob((1, 1), "Not a flag type.")
 
 
 def _parser(**kw) -> argparse.ArgumentParser:
@@ -66,6 +67,10 @@ def test_flags_parse_to_typed_overrides():
     assert from_args(Knobs, args, name="x") == Knobs(name="x")
     args = parser.parse_args(["--name", "n", "--hidden-size", "3", "--rate", "0.5", "--verbose"])
     assert from_args(Knobs, args) == Knobs(name="n", hidden_size=3, rate=0.5, verbose=True)
+    # A tuple field takes one or more values, given as a tuple (the config stays hashable).
+    assert overrides(Knobs, parser.parse_args(["--sizes", "1", "8"])) == {"sizes": (1, 8)}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--sizes"])
     # An explicit --no-x is given, even when it equals the default.
     assert overrides(Knobs, parser.parse_args(["--no-verbose"])) == {"verbose": False}
     with pytest.raises(SystemExit):
@@ -84,7 +89,7 @@ def test_flag_selection_and_unsupported_types_are_explicit():
 
 
 def test_configs_round_trip_through_json():
-    cfg = Knobs(name="n", shape=(2, 3))
+    cfg = Knobs(name="n", sizes=(4, 5), shape=(2, 3))
     again = from_dict(Knobs, json.loads(json.dumps(to_dict(cfg))))
     assert again == cfg and hash(again) == hash(cfg)
     with pytest.raises(TypeError):

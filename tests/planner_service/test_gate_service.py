@@ -240,8 +240,11 @@ def test_a_broken_or_mismatched_gate_file_is_a_startup_error(gated, tmp_path, ca
     retrained = root_with("retrained", planner_seed=1)
     with pytest.raises(GateLoadError, match="was trained over the planner with sha256"):
         Engine.from_dir(retrained)
-    other_budgets = root_with("budgets", dataclasses.replace(CFG, budgets=(1,), simulations=(2,)))
-    with pytest.raises(GateLoadError, match=r"picks among budgets \[1, 2\]"):
+    # A planner with a budget the gate's leave out (a gate over other budgets than its
+    # planner's is one of train-gate --budgets: over the planner's and larger ones).
+    more = dataclasses.replace(CFG, budgets=(1, 2, 3), simulations=(2, 4, 6))
+    other_budgets = root_with("budgets", more)
+    with pytest.raises(GateLoadError, match=r"picks among budgets \[1, 2\], which the planner"):
         Engine.from_dir(other_budgets)
     # A gate with memory (`--gate-memory`) is for rtplan eval and train-gate only, so far.
     remembers = root_with("memory")
