@@ -160,6 +160,13 @@ class CompiledOptions:
     # ---- running ----
 
     def _run(self, kind: str, k: int, keys, states: games.State, plan=None):
+        exe, lead, args, n, size = self._prepare(kind, k, keys, states, plan)
+        out = jax.device_get(exe(*lead, *args))
+        return out if size == n else jax.tree.map(lambda x: x[:n], out)
+
+    def _prepare(self, kind: str, k: int, keys, states: games.State, plan=None):
+        """(executable, its leading inputs, its arguments, batch, padded batch) of a call,
+        compiled here on its first use."""
         n = jax.tree.leaves(states)[0].shape[0]
         size = self.bucket(n)
         fn, lead = self._fn(kind, k)
@@ -181,8 +188,7 @@ class CompiledOptions:
             # Two threads may race to compile the same key: both results are the same program.
             lowered = jax.jit(fn).lower(*lead, *args)
             exe = self._executables[key] = lowered.compile(self.compiler_options or None)
-        out = jax.device_get(exe(*lead, *args))
-        return out if size == n else jax.tree.map(lambda x: x[:n], out)
+        return exe, lead, args, n, size
 
     def evaluate(self, states: games.State) -> Evaluation:
         """The network's value and reflex move at `[B]` states (host arrays)."""
@@ -202,6 +208,15 @@ class CompiledOptions:
         if k not in self.budgets:
             raise ValueError(f"k={k} is not one of the budgets {self.budgets}")
         return self._run(OPTION, k, keys, states, plan)
+
+    def compile_option(self, k: int, state: games.State) -> None:
+        """Compiles option k for one unbatched `state` without running it: a program compiled
+        beside a live game must not hold the device for a search (a running search blocks
+        every other call until it ends: the GTP engine's ladder)."""
+        if k not in self.budgets:
+            raise ValueError(f"k={k} is not one of the budgets {self.budgets}")
+        states = jax.tree.map(lambda x: np.asarray(x)[None], state)
+        self._prepare(OPTION, k, np.zeros((1, 2), np.uint32), states)
 
     def call(self, kind: str, k: int, keys, states: games.State, plan=None):
         """The executable (kind, k) on `[B]` states (`keys` ignored by the keyless kinds;

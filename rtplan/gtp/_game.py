@@ -30,6 +30,7 @@ from rtplan.gtp._time import (
     LAG_S,
     MAX_PLIES,
     Clock,
+    SearchTimes,
     TimeSettings,
     capped_budget,
     choose_budget,
@@ -162,7 +163,7 @@ class GtpGame:
         self.komi = 7.5
         self.settings = TimeSettings()
         self.clocks = [Clock(), Clock()]
-        self.search_s: dict[int, float] = {}
+        self.search_s = SearchTimes(self.search_config.sims)
         #: Seconds per tick (one simulation) of the clock gate's inputs: `_seconds_per_tick` at
         #: the end of `warm_up`, then fixed (0 before it).
         self.tick_s = 0.0
@@ -275,10 +276,18 @@ class GtpGame:
             for k in self.ladder:
                 if self._stopping.is_set():
                     break
-                took = self._fns.options.measure(k, state)
+                # Compiled, not run: a rung's timing search held the device for up to 7 s while
+                # a move waited (a flag fell under 10 s of sudden death). Its first real move
+                # times it (`SearchTimes`).
+                start = time.perf_counter()
+                self._fns.options.compile_option(k, state)
                 with self.lock:
-                    self.search_s[k] = took
-                self._log(f"ladder: k={k} {1e3 * took:.1f} ms")
+                    self.search_s.compiled(k)
+                    guess = self.search_s[k]
+                self._log(
+                    f"ladder: k={k} compiled in {time.perf_counter() - start:.1f} s "
+                    f"(estimated {1e3 * guess:.1f} ms until played)"
+                )
         except Exception as e:  # the planner's own budgets still play
             self._log(f"ladder failed: {type(e).__name__}: {e}")
         finally:
@@ -328,7 +337,7 @@ class GtpGame:
         for k in self.config.budgets if self.fixed_budget is None else (self.fixed_budget,):
             if self._stopping.is_set():  # quit during start-up (a GUI probing the engine)
                 return
-            self.search_s[k] = options.measure(k, state)
+            self.search_s.measured(k, options.measure(k, state))
         self._log(
             "search times: "
             + ", ".join(f"k={k} {1e3 * s:.1f} ms" for k, s in self.search_s.items())
@@ -353,7 +362,7 @@ class GtpGame:
         (board, clocks, measured times): the small JAX operations around the search (the clock
         arithmetic, the key folding) compile here. The first real move once took 0.6 s for
         them, and its time then inflated the running average of the search times."""
-        saved = (self.settings, self.clocks, dict(self.search_s), self._log_to)
+        saved = (self.settings, self.clocks, self.search_s.copy(), self._log_to)
         game = (list(self.states), list(self.moves), list(self.movers), list(self.gate_states))
         self.settings, self._log_to = TimeSettings(main=3600.0), None
         self.clocks = [self.settings.fresh(), self.settings.fresh()]
@@ -616,8 +625,7 @@ class GtpGame:
         action, value, visits = self._search(state, k)
         took = time.perf_counter() - start
         if k:
-            # Measured times feed the next choices (a running average with the warm-up's).
-            self.search_s[k] = 0.7 * self.search_s.get(k, took) + 0.3 * took
+            self.search_s.measured(k, took)  # the next choices read it (`SearchTimes`)
         resign = self.resign_below is not None and value < self.resign_below
         if not resign:
             action = self._guard(

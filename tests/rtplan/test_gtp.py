@@ -781,6 +781,33 @@ def test_time_manager_searches_whenever_the_clock_affords_it():
     assert searched[0] == 96
 
 
+def test_one_slow_move_does_not_price_a_budget_out_and_an_unplayed_rung_is_estimated_long():
+    """A match at 10 s of sudden death went policy-only for good after one k=16 move waited
+    6.6 s behind the ladder's timing search (a running average kept k=16 at 2 s). The lower
+    median of the last five times shrugs it off; a compiled rung not yet played costs 4x the
+    measured budget below it per doubling, until its own first move times it."""
+    from rtplan.gtp._time import TIMES_KEPT, SearchTimes
+
+    times = SearchTimes(sims=lambda k: k)
+    times.measured(16, 0.0096)
+    times.measured(16, 6.6)
+    assert times[16] == 0.0096 and choose_budget([16], times.__getitem__, 0.1) == 16
+    times.measured(16, 6.6)  # twice in a row: the machine is slower now
+    assert times[16] == 6.6
+    for _ in range(TIMES_KEPT):
+        times.measured(16, 0.01)
+    assert times[16] == 0.01  # only the last five count
+    times.compiled(64)
+    assert 32 not in times and 64 in times and times[64] == pytest.approx(0.01 * 16)
+    times.measured(32, 0.02)
+    assert times[64] == pytest.approx(0.02 * 4)  # from the nearest budget below, measured
+    times.measured(64, 0.05)
+    assert times[64] == 0.05 and [k for k, _ in times.items()] == [16, 32, 64]
+    copy = times.copy()
+    copy.measured(64, 0.0)
+    assert times[64] == 0.05
+
+
 def test_go_repositions_a_state_through_its_public_api():
     """`games.go`'s position edits, which the engine builds on: handing the move to the other
     colour keeps the stones, recomputes who moves and the legal moves; komi is an input."""
@@ -940,8 +967,12 @@ def test_a_long_clock_plays_the_ladder_and_a_short_one_does_not(planner_file):
     assert engine.handle("time_settings 3600 0 0")[0] == "=\n\n"
     assert engine.ladder_ready.wait(600)
     assert engine.budgets == (2, 4, 8)
+    # Compiled, never run in the background (a rung's search would hold the device while a
+    # move waits): it is estimated until its first move.
+    assert engine.search_s[8] == pytest.approx(4 * engine.search_s[4])
     assert engine.handle("genmove b")[0].startswith("= ")
     long = engine.last_choice.k
+    assert engine.search_s[8] != pytest.approx(4 * engine.search_s[4])  # timed by its move
     engine.handle("time_settings 1 0 0")
     assert engine.handle("genmove w")[0].startswith("= ")
     short = engine.last_choice.k
