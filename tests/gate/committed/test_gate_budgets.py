@@ -5,7 +5,6 @@ the flag on a clock game, are refused."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import jax
@@ -14,9 +13,7 @@ import pytest
 from rtplan.cli import main
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.checkpoint import planner_path
-from rtplan.planner import Planner
-from rtplan.planner.store import save_planner
-from support import tiny_config
+from support import write_planner
 
 GAME = "snake-rt-v0"
 #: The main use's rules: a committed plan searched every frame below the root.
@@ -31,10 +28,8 @@ TINY = [
 @pytest.fixture(scope="module")
 def planner_file(tmp_path_factory):
     """A fresh tiny Snake planner with budgets 1 and 2, at 2 simulations per frame."""
-    cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
-    path = planner_path(tmp_path_factory.mktemp("ck"), GAME)
-    save_planner(path, cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
-    return str(path)
+    root = write_planner(tmp_path_factory.mktemp("ck"), GAME, budgets=(1, 2), simulations=(2, 4))
+    return str(planner_path(root, GAME))
 
 
 @pytest.fixture(scope="module")

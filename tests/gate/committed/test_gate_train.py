@@ -21,8 +21,7 @@ from rtplan.gate.gae import smdp_gae
 from rtplan.harness import checkpoint as ckpt
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner import Planner
-from rtplan.planner.store import save_planner
-from support import free_port, tiny_config
+from support import free_port, write_planner
 
 GAME = "snake-rt-v0"
 TINY = [
@@ -42,10 +41,8 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def planner_file(tmp_path_factory):
     """A fresh tiny Snake planner with two budgets (fewer options to compile)."""
-    cfg = dataclasses.replace(tiny_config(GAME), budgets=(1, 2), simulations=(2, 4))
-    path = planner_path(tmp_path_factory.mktemp("ck"), GAME)
-    save_planner(path, cfg, Planner(cfg).init_params(jax.random.PRNGKey(0)))
-    return str(path)
+    root = write_planner(tmp_path_factory.mktemp("ck"), GAME, budgets=(1, 2), simulations=(2, 4))
+    return str(planner_path(root, GAME))
 
 
 #: Run in a subprocess with two host devices: grouped options split across both equal the
