@@ -63,6 +63,9 @@ class _BuiltIn:
     def receive(self, frame: int, arrival: Arrival) -> bool:
         return False
 
+    def came_late(self, frame: int, arrival: Arrival) -> None:
+        pass
+
     def begin(self, n: int, host: AgentHost) -> None:
         pass
 
@@ -98,6 +101,9 @@ class GrpcAgent:
         box.append(arrival)
         self._changed.set()
         return True
+
+    def came_late(self, frame: int, arrival: Arrival) -> None:
+        pass  # the session makes the frame's report LATE; nothing is kept
 
     def begin(self, n: int, host: AgentHost) -> None:
         for old in [f for f in self._mail if f < n]:

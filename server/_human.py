@@ -28,8 +28,8 @@ class HumanAgent(GrpcAgent):
     a turn becomes legal before its deadline (a page would learn it a round trip too late).
     A fair start (games without a clock): until the person's first action, a frame with none
     plays the game's reflex (a safe move: Snake turns from the wall it starts heading into)
-    instead of its fallback; from the first key on, the session's fallback rules as for any
-    agent. Agents' sessions and the games' rules are unchanged.
+    instead of its fallback; from the first key on (on time or late), the session's fallback
+    rules as for any agent. Agents' sessions and the games' rules are unchanged.
     """
 
     kind = "human"
@@ -59,6 +59,10 @@ class HumanAgent(GrpcAgent):
     def receive(self, frame: int, arrival: Arrival) -> bool:
         self.acted = True
         return super().receive(frame, arrival)
+
+    def came_late(self, frame: int, arrival: Arrival) -> None:
+        # A key that missed its frame is still the person's first: the fair start ends with it.
+        self.acted = True
 
     def answer(self, n: int, host: AgentHost) -> Answer:
         # A clock game's person has their own clock to spend: no reflex moves for them.

@@ -52,6 +52,8 @@ class Shown(Protocol):
     published_at: float
     deadline: float | None  # None in simulated mode
     last_report: Report | None
+    #: Reports of earlier frames turned LATE since the last frame (an action after its deadline).
+    late_reports: tuple[Report, ...]
     played: PlayedLog
     wall: WallClock
     stats: SessionStats
@@ -198,6 +200,7 @@ class FrameMessage(TypedDict):
     frame: int
     state: dict[str, Any] | None
     previous: ReportJson | None
+    late: list[ReportJson]  # earlier frames' reports turned LATE since the last frame
     episode_return: float
     done: bool
     clocks: list[int]
@@ -334,6 +337,7 @@ def frame_message(
     frame: int,
     state: dict[str, Any] | None,
     previous: Report | None,
+    late: Sequence[Report] = (),
     episode_return: float,
     done: bool,
     clocks: Sequence[int],
@@ -348,6 +352,7 @@ def frame_message(
         "frame": frame,
         "state": state,
         "previous": None if previous is None else report_json(previous),
+        "late": [report_json(r) for r in late],
         "episode_return": episode_return,
         "done": done,
         "clocks": list(clocks),
@@ -436,6 +441,7 @@ def viewer_frame(s: Shown) -> FrameMessage:
         frame=s.frame,
         state=render(s.runtime.game, s.state),
         previous=s.last_report,
+        late=s.late_reports,
         episode_return=s.episode_return,
         done=s.info.done,
         clocks=s.info.clocks,

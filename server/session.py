@@ -122,6 +122,7 @@ class Session:
         self.published_at = time.monotonic()
         self.deadline: float | None = None
         self.last_report: Report | None = None
+        self.late_reports: tuple[Report, ...] = ()
         #: What was played so far, for a viewer that joins late (its hello's `past`).
         self.played = PlayedLog(moves=clock)
         self.wall = WallClock()
@@ -258,6 +259,7 @@ class Session:
         )
         if verdict.late is not None:
             self.stats.came_late()
+            self.agent.came_late(frame, arrival)
             if self.recorder is not None:
                 self.recorder.late(verdict.late)
         elif verdict.keep and not self.agent.receive(frame, arrival):
@@ -477,9 +479,9 @@ class Session:
         self._window.published(self.frame, deadline, opponents=opponents)
         if not over:
             self._actor().begin(self.frame, self)
-        late = self._window.take_late()
+        self.late_reports = tuple(self._window.take_late())
         if self.link is not None:
             obs = self.link.send_observation
-            frame = messages.frame_proto(self, late=late, observation=obs)
+            frame = messages.frame_proto(self, late=self.late_reports, observation=obs)
             self.link.put(env_pb2.ServerMessage(frame=frame))
         self.viewers.publish(self.viewer_frame_text, shown=shown)

@@ -117,8 +117,11 @@ export function drawPlayStatus(f) {
     $("play-status").className = "pending";
     return;
   }
-  if (!f.previous) return;
-  const [kind, text] = playLine(f.previous);
+  // A key after its frame's deadline: the frame it missed says so (its report turned LATE).
+  const late = (f.late || []).filter((r) => r.answer_source !== "opponent");
+  const rep = late.length ? late[late.length - 1] : f.previous;
+  if (!rep) return;
+  const [kind, text] = playLine(rep);
   setText("play-status", text);
   $("play-status").className = kind;
 }

@@ -10,7 +10,8 @@
 import { $, getJSON, saveToken, setText } from "./api.js";
 import { carryAnnot } from "./draw.js";
 import {
-  GAME_LOG, HISTORY, RECENT, annotate, ensureGame, game, historyEntry, logReport, model, resetModel, view, viewer,
+  GAME_LOG, HISTORY, RECENT, annotate, ensureGame, game, historyEntry, kindOf, logReport, model, resetModel, view,
+  viewer,
 } from "./model.js";
 import { drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas } from "./panels.js";
 import { drawPlayStatus, sessionToken, startPlaying } from "./play.js";
@@ -61,6 +62,10 @@ function onFrame(msg) {
     model.history.push(historyEntry(msg.previous));
     if (model.history.length > HISTORY) model.history.shift();
     logReport(msg.previous);
+  }
+  for (const rep of msg.late || []) { // an answer after its deadline: its frame's entry says so
+    const entry = model.history.find((h) => h.frame === rep.frame);
+    if (entry) entry.kind = kindOf(rep);
   }
 }
 

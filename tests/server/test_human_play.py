@@ -10,6 +10,7 @@ import pytest
 
 from rtplan import games
 from rtplan.server import ReplayFile, replay
+from rtplan.server import _messages as messages
 from rtplan.server._agents import make_opponent
 from rtplan.server._config import SessionConfig
 from rtplan.server._human import HumanAgent
@@ -137,3 +138,26 @@ def test_the_increment_goes_to_a_clock_with_time_left_only(timeout):
     spent = game.step(state, cell, 10, 3)  # the whole clock: no increment (strict: lost)
     assert int(spent.inner.clocks[mover]) == 0
     assert bool(spent.inner.timed_out) == (timeout == "strict")
+
+
+def test_a_first_key_that_comes_late_still_ends_the_fair_start():
+    # Until a person's first key the reflex answers their frames (the fair start). A loaded
+    # page's first key can miss its frame: it is still their first, and its frame says it came late.
+    async def main():
+        s = session("snake-rt-v0")
+        s.starts_at = 0.0
+        s._publish(1.0, now=0.0)
+        assert s.agent.answer(s.frame, s).safe_fallback  # nothing pressed: the reflex steers
+        s._step(s.agent)
+        assert s.last_report.provenance is Provenance.FALLBACK
+        s._publish(2.0, now=1.0)
+        key = int(np.flatnonzero(s.info.legal)[0])
+        assert s.submit(0, key, 1.05) is None  # frame 0's key, 50 ms after its deadline
+        assert not s.agent.answer(s.frame, s).safe_fallback  # from now on the session's fallback
+        s._step(s.agent)
+        s._publish(3.0, now=2.0)
+        (late,) = messages.viewer_frame(s)["late"]  # the next frame message carries it
+        assert (late["frame"], late["provenance"], late["received_action"]) == (0, "late", key)
+        assert messages.viewer_frame(s)["previous"]["frame"] == 1
+
+    asyncio.run(main())
