@@ -232,8 +232,10 @@ def test_simulated_clock_waits_for_the_agent(srv):
 
 def test_only_the_token_holder_may_act(srv, caplog):
     caplog.set_level(logging.DEBUG)
-    # Long enough that only the DELETE below ends it, however slow a loaded machine runs the test.
-    created = create(srv, agent="grpc", fps=FPS, max_frames=100_000)
+    # Only the DELETE below ends it, however slow a loaded machine runs the test: on the simulated
+    # clock no frame plays without the agent's action (in real time Snake's fallback, keep
+    # heading, would end the game against a wall a few frames after the agent joins).
+    created = create(srv, agent="grpc", clock="simulated", max_frames=100_000)
     sid, token = created["id"], created["token"]
     assert len(token) >= 32 and token not in srv.client.get("/v1/sessions").text
     assert token not in srv.client.get(f"/v1/sessions/{sid}").text
