@@ -32,6 +32,7 @@ def _tiny_checkpoint(path, train_k=1):
     return str(path)
 
 
+@pytest.mark.slow  # ~30 s: every simulation count compiles; a tool, not a service path
 def test_calibrate_writes_csv_and_png(tmp_path):
     path = _tiny_checkpoint(tmp_path / "p.msgpack")
     rows = calibrate(

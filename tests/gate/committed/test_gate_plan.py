@@ -109,6 +109,8 @@ def test_plan_runs_are_refused_without_a_tree_on_clock_games_and_with_a_gate_tre
     assert not (tmp_path / "run").exists() and not (tmp_path / "hex").exists()
 
 
+@pytest.mark.slow  # ~30 s: test_gate_train covers the run's resume and export, the rollout
+# test above the plan's rules
 def test_a_plan_gate_trains_resumes_exports_and_evaluates_under_its_rules(
     tmp_path, planner_file, capsys
 ):

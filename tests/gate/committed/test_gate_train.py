@@ -160,7 +160,10 @@ def test_a_gate_tree_run_trains_and_exports_its_tree(tmp_path, planner_file):
     assert gate.runner(4).future is gate
 
 
-@pytest.mark.parametrize("stats", [False, True])
+@pytest.mark.parametrize(
+    "stats",
+    [pytest.param(False, marks=pytest.mark.slow), True],  # ~20 s each; True covers more
+)
 def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
     """Nor through the planner's stats (`--gate-stats`), which the gate does use."""
     cfg = GateTrainConfig(game_id=GAME, planner=planner_file, num_envs=2, meta_steps=1,
@@ -303,6 +306,7 @@ def test_two_processes_train_exactly_like_one_process_with_two_devices(
     assert rows[0] == rows[1] and len(rows[0]) == 2 and rows[0][-1]["loss"] not in ("", "nan")
 
 
+@pytest.mark.slow  # ~35 s of compiles; --devices defaults to 1
 def test_the_devices_update_averages_their_gradients(planner_file):
     """The trainer's per-device update, on 2 devices (a named `vmap` standing in for the mesh):
     each device's GAE and PPO loss over its own games, one Adam step of the mean of the two

@@ -39,6 +39,7 @@ def setup():
     return planner, params, OptionRunner(planner, max_batch=16)
 
 
+@pytest.mark.slow  # ~35 s: its own runner; test_counterfactual covers the branch machinery
 def test_the_played_budgets_branch_commits_to_the_carried_plan(setup):
     """From the state always-3 reaches at frame 6 under committed="plan", the k=3 branch with
     the plan that play carries there, continued always-3, is the rest of that play exactly;

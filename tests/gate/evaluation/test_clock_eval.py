@@ -466,6 +466,7 @@ def test_the_clock_aware_bar_pairs_with_every_player(tmp_path):
     ] == plain
 
 
+@pytest.mark.slow  # ~55 s: plays and tunes at clocks of their own, each compiling
 def test_clocks_flag_plays_the_asked_clocks_apart(tmp_path):
     """`--clocks` plays the clocks asked (off the pre-registered five) into `eval-clocks/`,
     summarised apart; `--tune-fixed --clocks` tunes the bar there on tuning openings."""

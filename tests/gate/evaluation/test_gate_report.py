@@ -185,6 +185,7 @@ class _Killed(Exception):
     pass
 
 
+@pytest.mark.slow  # ~45 s: its own runner per chunk; eval's resume test covers the resume
 def test_a_chunked_evaluation_killed_after_a_chunk_resumes_to_the_same_record(ckdir, tmp_path):
     """Chunks of 2 seeds; the run is killed once the first chunk is saved. The rerun resumes
     from the partial file and ends with the record an unchunked run writes, seed for seed.
@@ -226,6 +227,7 @@ def test_a_chunked_evaluation_killed_after_a_chunk_resumes_to_the_same_record(ck
         _resumable(part, seeds, prov, rec["gate_sha256"])
 
 
+@pytest.mark.slow  # ~30 s: trains its own gate; test_gate_train covers the memory's path
 def test_a_gate_with_memory_plays_its_conditions_and_its_memory_ablation(tmp_path):
     """`--gate-memory` gates evaluate like any other: their memory starts empty in every
     play (the same seeds give the same budgets twice) and `gate-no-memory` zeroes it."""
