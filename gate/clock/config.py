@@ -78,6 +78,11 @@ class ClockGateTrainConfig(PPOConfig):
         "plays mostly its choice and learns where to deviate); none: no prior.",
     )
     gate_prior_scale: float = knob(3.0, "Weight of the prior's one-hot in the gate's logits.")
+    bar: str = knob(
+        "",
+        "The clock-aware bar's table (rtplan eval --tune-fixed's fixed-per-t0.json): its rules "
+        "bar-nearest and bar-uncertainty become opponents and eval opponents by name.",
+    )
     eval_seeds: int = knob(
         8, "Tuning openings per evaluation clock (each played twice, colours swapped)."
     )

@@ -3,9 +3,11 @@
 Option 0 is the policy-only reflex move (cost 0); option i >= 1 is the planner's budget
 `budgets[i - 1]`, charged `simulations[i - 1]` ticks on the move (`games.clock`). Every baseline
 is a `ClockChooser`, `choose(inputs, keys) -> [B] int32` option indices, built by a factory
-(`always`, `random_option`, `policy_only`, `greedy`, `proportional`, `midpeak`, `uncertainty`;
-`baselines` names them all), so an evaluation plays any of them, or the gate, through one path.
-The rules are in docs/gate.md ("Clock baselines").
+(`always`, `random_option`, `policy_only`, `greedy`, `proportional`, `midpeak`, `uncertainty`,
+and from the clock-aware bar's table `bar_nearest` and `bar_uncertainty`; `baselines` names them
+all), so an evaluation plays any of them, or the gate, through one path. The rules are in
+docs/gate.md ("Clock baselines"). It runs past ~450 lines because every rule shares the fitting
+pieces (`affordable`, `_fit_down`) and `baselines` must name them all from one place.
 
 An option *fits* when the mover's clock can pay it: cost <= remaining ticks (`timeout="reflex"`;
 the clock would otherwise be clamped at 0 and the search get ticks it did not have), cost <
@@ -28,6 +30,8 @@ from rtplan.planner.network import NetOutput
 from rtplan.planner.options import Planner
 
 __all__ = [
+    "BAR_CONFIDENT",
+    "BAR_UNSURE",
     "CONFIDENT_SCALE",
     "MIDPEAK_CENTRE",
     "MIDPEAK_FLOOR",
@@ -41,6 +45,8 @@ __all__ = [
     "ClockOptions",
     "affordable",
     "always",
+    "bar_nearest",
+    "bar_uncertainty",
     "baselines",
     "clock_inputs",
     "greedy",
@@ -70,6 +76,10 @@ MIDPEAK_FLOOR = 0.15
 CONFIDENT_SCALE = 0.5
 #: ... and this multiple on a flat one.
 UNSURE_SCALE = 2.0
+#: `bar_uncertainty` plays one budget below the bar's at or below this uncertainty ...
+BAR_CONFIDENT = 0.25
+#: ... and one above at or above this one.
+BAR_UNSURE = 0.6
 
 
 @struct.dataclass
@@ -410,13 +420,76 @@ def uncertainty(
     return choose
 
 
+def _bar_option(options: ClockOptions, bar: Mapping[int, int]) -> Callable[[jax.Array], jax.Array]:
+    """`option(initial_time [B]) -> [B]` the option index of the bar's budget at each game's T0:
+    the budget tuned at the nearest tuned T0 by ratio (|log T0 - log t|; ties: the shorter
+    clock). Checks the table now."""
+    if not bar:
+        raise ValueError("the clock-aware bar needs a table T0 -> k (rtplan eval --tune-fixed)")
+    t0s = sorted(bar)
+    if t0s[0] <= 0:
+        raise ValueError(f"the bar's clocks must be positive, got {t0s}")
+    if odd := sorted({bar[t] for t in t0s} - set(options.budgets)):
+        raise ValueError(f"the bar's budgets {odd} are not the planner's {list(options.budgets)}")
+    logs = np.log(np.asarray(t0s, np.float32))
+    index = np.asarray([options.index(bar[t]) for t in t0s], np.int32)
+
+    def option(initial_time: jax.Array) -> jax.Array:
+        t = jnp.log(jnp.maximum(jnp.asarray(initial_time, jnp.float32), 1.0))
+        return jnp.asarray(index)[jnp.argmin(jnp.abs(t[..., None] - logs), axis=-1)]
+
+    return option
+
+
+def bar_nearest(options: ClockOptions, bar: Mapping[int, int]) -> ClockChooser:
+    """The clock-aware bar at any clock: always-k with k the fixed budget tuned at the nearest
+    tuned T0 (`bar`: T0 -> k, `rtplan eval --tune-fixed`'s `per_t0`); at a tuned T0 it plays that
+    T0's budget exactly, as the composed `k-per-t0` condition does."""
+
+    bar_option = _bar_option(options, bar)
+
+    def choose(inputs: ClockInputs, keys: jax.Array) -> jax.Array:
+        wanted = bar_option(inputs.initial_time)
+        return _fit_down(wanted, affordable(options, inputs.my_time))
+
+    return choose
+
+
+def bar_uncertainty(
+    options: ClockOptions,
+    bar: Mapping[int, int],
+    *,
+    confident: float = BAR_CONFIDENT,
+    unsure: float = BAR_UNSURE,
+) -> ClockChooser:
+    """The bar spent by the position: the bar's budget at this T0 (`bar_nearest`), one budget
+    larger where the planner's policy is unsure (`uncertainty_of` >= `unsure`) and one smaller
+    (never below the smallest search) where it is sure (<= `confident`). A whole-game rule: what
+    a sure move saves, a later unsure one spends."""
+
+    bar_option = _bar_option(options, bar)
+
+    def choose(inputs: ClockInputs, keys: jax.Array) -> jax.Array:
+        base = bar_option(inputs.initial_time)
+        u = uncertainty_of(inputs.logits, inputs.legal)
+        step = jnp.where(u >= unsure, 1, jnp.where(u <= confident, -1, 0))
+        wanted = jnp.clip(base + step, 1, len(options.budgets))
+        return _fit_down(wanted, affordable(options, inputs.my_time))
+
+    return choose
+
+
 def baselines(
-    options: ClockOptions, *, tuned: Mapping[int, tuple[float, float]] | None = None
+    options: ClockOptions,
+    *,
+    tuned: Mapping[int, tuple[float, float]] | None = None,
+    bar: Mapping[int, int] | None = None,
 ) -> dict[str, ClockChooser]:
     """Every baseline by condition name: `k<k>` (always-k) per budget, `random`,
     `policy-only`, `greedy`, `proportional`, `midpeak` (with `tuned` shapes per T0, if
-    given) and `uncertainty`."""
-    return {
+    given) and `uncertainty`; with the clock-aware bar's table `bar` (T0 -> k), also
+    `bar-nearest` and `bar-uncertainty`."""
+    every = {
         **{f"k{k}": always(options, k) for k in options.budgets},
         "random": random_option(options),
         "policy-only": policy_only(options),
@@ -425,3 +498,7 @@ def baselines(
         "midpeak": midpeak(options, tuned=tuned),
         "uncertainty": uncertainty(options),
     }
+    if bar:
+        every["bar-nearest"] = bar_nearest(options, bar)
+        every["bar-uncertainty"] = bar_uncertainty(options, bar)
+    return every

@@ -34,6 +34,7 @@ __all__ = [
     "midpeak_player",
     "multiplex",
     "pool_players",
+    "read_bar",
     "write_midpeak_table",
 ]
 
@@ -62,11 +63,34 @@ def heuristic_names() -> tuple[str, ...]:
 
 
 def baseline_players(
-    options: ClockOptions, *, tuned: Mapping[int, tuple[float, float]] | None = None
+    options: ClockOptions,
+    *,
+    tuned: Mapping[int, tuple[float, float]] | None = None,
+    bar: Mapping[int, int] | None = None,
 ) -> dict[str, ClockPlayer]:
     """Every baseline of `clock_heuristics.baselines` as a player (midpeak with `tuned` shapes
-    per T0 when given), by condition name: `k<k>` per budget, then `heuristic_names()`."""
-    return {name: chooser_player(name, c) for name, c in baselines(options, tuned=tuned).items()}
+    per T0 when given; with the clock-aware bar's table `bar`, T0 -> k, the bar's rules), by
+    condition name: `k<k>` per budget, then `heuristic_names()`, then the bar's."""
+    every = baselines(options, tuned=tuned, bar=bar)
+    return {name: chooser_player(name, c) for name, c in every.items()}
+
+
+def read_bar(path: str | os.PathLike) -> dict[int, int]:
+    """The clock-aware bar's table at `path` (`rtplan eval --tune-fixed` writes it as
+    `results/<game>/clock-eval/fixed-per-t0.json`) as T0 -> k.
+
+    Raises:
+        ValueError: the file is not such a table (`clock_heuristics.bar_nearest` checks its
+            budgets against the planner's).
+    """
+    try:
+        per_t0 = json.loads(Path(path).read_text())["per_t0"]
+        bar = {int(t0): int(str(k).removeprefix("k")) for t0, k in per_t0.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: not a clock-aware bar table ({type(e).__name__}: {e})") from e
+    if not bar:
+        raise ValueError(f"{path}: the bar's table is empty")
+    return bar
 
 
 def pool_players(options: ClockOptions) -> dict[str, ClockPlayer]:

@@ -22,7 +22,7 @@ from rtplan.gate.clock.config import TRAIN_CLOCKS, ClockGateTrainConfig, eval_op
 from rtplan.gate.clock.gate import CLOCK_GATE_KIND, ClockGate, ClockGateCarry, clock_gate_player
 from rtplan.gate.clock.heuristics import baselines, clock_inputs
 from rtplan.gate.clock.network import NO_OPTION
-from rtplan.gate.clock.players import chooser_player
+from rtplan.gate.clock.players import chooser_player, read_bar
 from rtplan.gate.clock.ppo import ClockChunks, make_clock_update
 from rtplan.gate.gae import side_gae
 from rtplan.gate.trainer import GateTrainer
@@ -113,7 +113,8 @@ class ClockGatePPO(GateTrainer):
         self.options = self.gate.options
         self.budgets = self.options.budgets
         self.n = self.gate.num_options
-        every = baselines(self.options)
+        bar = read_bar(cfg.bar) if cfg.bar else None
+        every = baselines(self.options, bar=bar)
         self._eval_opponent = eval_opponent_name(cfg.eval_opponent)
         if self._eval_opponent not in every:
             raise ValueError(

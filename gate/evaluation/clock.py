@@ -28,11 +28,13 @@ from rtplan.gate.clock.players import (
     midpeak_player,
     multiplex,
     pool_players,
+    read_bar,
     write_midpeak_table,
 )
 from rtplan.gate.committed.choosers import check_gate_name
 from rtplan.gate.evaluation.clock_report import (
     CLOCK_EVAL,
+    clock_bar_file,
     option_text,
     write_clock_bar,
     write_summary,
@@ -68,6 +70,15 @@ OFF_GRID_CLOCKS = (450, 1500, 2600, 3800, 5200, 7000)
 #: Openings per `play_match` call (several conditions share a call, `multiplex`): a batch of
 #: twice this many games keeps the runner's option executables to 4 x 9 (memory maps).
 ROWS_PER_CALL = 128
+
+#: The clock-aware bar's rules (`clock_heuristics.bar_nearest`, `bar_uncertainty`): players
+#: once the bar is tuned, played only when named.
+BAR_RULES = frozenset({"bar-nearest", "bar-uncertainty"})
+
+
+def _bar_seeds(path: Path) -> set[int]:
+    """The openings the clock-aware bar at `path` was chosen on."""
+    return {int(s) for s in json.loads(path.read_text()).get("seeds", ())}
 
 
 def cell_file(
@@ -207,21 +218,32 @@ def run_clock_eval(
     planner_file, planner, params = _load(game_id, planner_file)
     opts = ClockOptions.of(planner)
     tuned = load_midpeak_table(game_id)
-    everyone = baseline_players(opts, tuned=tuned)
+    root = results_root(out)
+    # The bar's rules at any clock (`bar-nearest`, `bar-uncertainty`), once it is tuned.
+    bar_path = clock_bar_file(root, game_id)
+    bar = read_bar(bar_path) if bar_path.exists() else None
+    everyone = baseline_players(opts, tuned=tuned, bar=bar)
     check_gate_name(gate_name)
     if gate_file is not None:
         everyone[gate_name] = gate_player(gate_file, planner, params)
     pool = pool_players(opts)
-    names = list(players or everyone)
+    # The bar's rules play only when asked (the pre-registered conditions stay as they were).
+    names = list(players or [n for n in everyone if n not in BAR_RULES])
     opp_names = list(opponents or pool)
     for n in names:
+        if n in BAR_RULES and bar is None:
+            raise ValueError(f"{n} plays the clock-aware bar: tune it first (--tune-fixed)")
         if n not in everyone:
             raise ValueError(f"unknown player {n!r}: choose from {sorted(everyone)}")
     for n in opp_names:
         if n not in pool:
             raise ValueError(f"unknown opponent {n!r}: choose from {sorted(pool)}")
     seeds = seeds_of(split, games_per_cell // 2)
-    root = results_root(out)
+    if BAR_RULES & set(names) and set(seeds.tolist()) & _bar_seeds(bar_path):
+        raise ValueError(
+            f"the clock-aware bar ({bar_path.name}) was chosen on openings of the {split} "
+            "split: play its rules on others"
+        )
     folder = folder or split
     sha = file_sha256(planner_file)
     gate_sha = file_sha256(gate_file) if gate_file else None
@@ -243,6 +265,8 @@ def run_clock_eval(
         if "midpeak" in ident:
             shape = (tuned or {}).get(int(t0), (MIDPEAK_CENTRE, MIDPEAK_WIDTH))
             ident["midpeak"]["midpeak_shape"] = [float(shape[0]), float(shape[1])]
+        for name in BAR_RULES & set(ident):  # a re-tuned bar replays their cells
+            ident[name]["bar"] = {str(t): k for t, k in sorted(bar.items())}
         for opp in opp_names:
             todo = []
             for name in names:

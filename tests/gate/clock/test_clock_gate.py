@@ -458,7 +458,7 @@ def test_in_training_evaluation_plays_the_gate_through_play_match(planner_file, 
 
 
 def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
-    planner_file, planner
+    planner_file, planner, tmp_path
 ):
     """`--opponents`: in a mixed game one side (drawn per game) is a baseline; its plies play
     the baseline's option, are not the gate's decisions and leave that side's state alone."""
@@ -473,6 +473,16 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
 
     with pytest.raises(ValueError, match="unknown baseline"):
         ClockGatePPO(config(opponents="k3"))
+    # The clock-aware bar's rules are opponents once its table is given (`--bar`).
+    with pytest.raises(ValueError, match="unknown baseline"):
+        ClockGatePPO(config(opponents="bar-nearest"))
+    bar = tmp_path / "fixed-per-t0.json"
+    bar.write_text('{"per_t0": {"12": "k8"}}')
+    rules = "bar-nearest,bar-uncertainty"
+    ClockGatePPO(config(opponents=rules, bar=str(bar)))  # the rules are known now
+    bar.write_text('{"per_t0": {}}')
+    with pytest.raises(ValueError, match="the bar's table is empty"):
+        ClockGatePPO(config(opponents=rules, bar=str(bar)))
     algo = ClockGatePPO(config(opponents="k8", opponent_share=1.0))
     state = algo.init()
     sp = state.games

@@ -22,6 +22,11 @@ HEX = ch.ClockOptions(budgets=(2, 8, 32, 128), simulations=(2, 8, 32, 128), max_
 GO = ch.ClockOptions(budgets=(16, 32, 64, 96), simulations=(16, 32, 64, 96), max_plies=162)
 GO_STRICT = ch.ClockOptions(GO.budgets, GO.simulations, GO.max_plies, strict=True)
 B = 16  # every test batch: one compile per chooser
+#: Clock-aware bars (T0 -> k) as `rtplan eval --tune-fixed` picks them (Go's is the shipped one).
+BARS = {
+    HEX.budgets: {300: 8, 1200: 32, 2300: 32},
+    GO.budgets: {300: 16, 1200: 16, 2300: 32, 3500: 64, 4100: 64},
+}
 
 
 def inputs(my_time, *, t0=300, ply=0, opp_time=None, logits=None) -> ch.ClockInputs:
@@ -46,7 +51,7 @@ def inputs(my_time, *, t0=300, ply=0, opp_time=None, logits=None) -> ch.ClockInp
 
 @functools.cache
 def jitted(name: str, options: ch.ClockOptions):
-    return jax.jit(ch.baselines(options)[name])
+    return jax.jit(ch.baselines(options, bar=BARS[options.budgets])[name])
 
 
 def pick(name, options, x, seed=0) -> np.ndarray:
@@ -223,10 +228,38 @@ def test_no_baseline_overspends(options, clocks, plies, t0, seed):
     logits = np.random.default_rng(seed).normal(size=(B, 82)) * (seed % 5)
     x = inputs(clocks, t0=t0, ply=plies, logits=logits)
     clocks = np.asarray(clocks)
-    for name in ch.baselines(options):
+    for name in ch.baselines(options, bar=BARS[options.budgets]):
         index = pick(name, options, x, seed)
         cost = options.costs[index]
         assert np.all((index == 0) | (cost < clocks if options.strict else cost <= clocks)), name
         if name == "greedy":  # the largest that fits
             fits = np.asarray(ch.affordable(options, x.my_time))
             assert index.tolist() == [np.flatnonzero(f).max() for f in fits]
+
+
+def test_the_bar_plays_the_budget_tuned_at_the_nearest_clock():
+    assert set(ch.baselines(GO)) & {"bar-nearest", "bar-uncertainty"} == set()  # none tuned
+    # By ratio: 2600 is nearer 2300 (x1.13) than 3500 (x1.35); 1800 nearer 2300 than 1200.
+    t0 = [300, 1200, 2300, 3500, 4100, 100, 2600, 1800, 7000, 700, 1, 0, 300, 300, 300, 300]
+    got = pick("bar-nearest", GO, inputs(5000, t0=t0))
+    assert GO.budget(got).tolist() == [16, 16, 32, 64, 64, 16, 32, 32, 64, 16, 16, 16] + [16] * 4
+    # A clock that cannot pay the bar's budget plays the largest that fits, else policy-only.
+    x = inputs([5000, 40, 20, 10] * 4, t0=4100)
+    assert GO.budget(pick("bar-nearest", GO, x))[:4].tolist() == [64, 32, 16, 0]
+    with pytest.raises(ValueError, match="needs a table"):
+        ch.bar_nearest(GO, {})
+
+
+def test_the_bar_spent_by_uncertainty_steps_one_budget_from_the_bars():
+    flat, peaked, close = np.zeros(82), np.full(82, -10.0), np.full(82, -10.0)
+    peaked[3] = 10.0
+    close[[3, 4]] = 10.0  # u about 0.6: unsure enough
+    mid = np.full(82, -10.0)
+    mid[3], mid[4] = 10.0, 9.0  # u between the thresholds: the bar's own budget
+    u = ch.uncertainty_of(jnp.asarray(np.stack([mid])), jnp.ones((1, 82), bool))
+    assert ch.BAR_CONFIDENT < float(u[0]) < ch.BAR_UNSURE
+    rows = [flat, peaked, mid, flat, peaked, mid, flat, peaked] * 2
+    t0s = [2300, 2300, 2300, 300, 300, 300, 4100, 4100] * 2
+    got = GO.budget(pick("bar-uncertainty", GO, inputs(5000, t0=t0s, logits=np.stack(rows))))
+    # The bar: 32 at 2300, 16 at 300, 64 at 4100; one up, one down, never below the smallest.
+    assert got[:8].tolist() == [64, 16, 32, 32, 16, 16, 96, 32]
