@@ -87,16 +87,17 @@ def load_clock_bar(root: str | os.PathLike, game_id: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def with_clock_bar(cells: list[dict], table: dict | None) -> list[dict]:
+def with_clock_bar(cells: list[dict], table: dict | None, split: str | None = None) -> list[dict]:
     """`cells` plus the clock-aware bar's (`CLOCK_BAR`): at each T0 of `table["per_t0"]` a copy
     of the chosen budget's cells at that T0 (with `picked`), so the bar meets the same openings
     as every player and pairs with them game by game. Only the table's choice is read; the
-    cells' scores never choose.
+    cells' scores never choose. The cells of the split the bar was chosen on (`split`, or its
+    `--clocks` folder) get no bar: it would be scored on its own tuning openings.
 
     Raises:
         ValueError: the table was tuned on openings these cells play, or over another planner.
     """
-    if not table:
+    if not table or (split and split.removesuffix(CLOCKS_SUFFIX) == table.get("tuned_on")):
         return cells
     tuned = {int(s) for s in table.get("seeds", ())}
     sha = table.get("planner_sha256")
@@ -343,7 +344,7 @@ def write_summary(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     """`results/<game>/clock-eval/<split>-cells.csv`, `<split>-scores.csv`, `<split>-pairs.csv`
     (`pair_rows`, when a gate was played) and `<split>-scores.json` (last) from the split's
     cell files, with the clock-aware bar when it was tuned (`with_clock_bar`)."""
-    cells = with_clock_bar(load_cells(root, game_id, split), load_clock_bar(root, game_id))
+    cells = with_clock_bar(load_cells(root, game_id, split), load_clock_bar(root, game_id), split)
     cell_rows, rows = summarize_cells(cells)
     if not rows:
         return []
@@ -390,7 +391,7 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = with_clock_bar(load_cells(root, game_id, split), load_clock_bar(root, game_id))
+    cells = with_clock_bar(load_cells(root, game_id, split), load_clock_bar(root, game_id), split)
     _, rows = summarize_cells(cells)
     if not rows:
         return []

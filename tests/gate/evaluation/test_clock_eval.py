@@ -396,6 +396,11 @@ def test_the_clock_aware_bar_never_reads_evaluation_openings(tmp_path):
     clock_report.write_clock_bar(out, GAME, {6: "k2"}, {"seeds": [1_000_000, 1_000_001]})
     with pytest.raises(ValueError, match="chosen on openings these cells play"):
         clock_report.write_summary(out, GAME, "eval")
+    # The tuning split's own summary (e.g. after the bar's rules played there) has no bar row.
+    table = {"tuned_on": "tuning", "seeds": [1_000_000], "per_t0": {"6": "k2"}}
+    cells = [{"player": "k2", "t0": 6, "seeds": [1_000_000]}]
+    assert clock_report.with_clock_bar(cells, table, "tuning") == cells
+    assert clock_report.with_clock_bar(cells, table, "tuning-clocks") == cells
     with pytest.raises(ValueError, match="never eval"):  # refused before any play
         clock_eval._sweep(
             None, None, {(2,): None}, ("k",), path=tmp_path / "s.csv", split="eval",
