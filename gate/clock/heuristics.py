@@ -31,6 +31,9 @@ from rtplan.planner.options import Planner
 
 __all__ = [
     "BAR_CONFIDENT",
+    "BAR_NEAREST",
+    "BAR_RULES",
+    "BAR_UNCERTAINTY",
     "BAR_UNSURE",
     "CONFIDENT_SCALE",
     "MIDPEAK_CENTRE",
@@ -80,6 +83,10 @@ UNSURE_SCALE = 2.0
 BAR_CONFIDENT = 0.25
 #: ... and one above at or above this one.
 BAR_UNSURE = 0.6
+#: The condition names of the clock-aware bar's rules (`baselines` holds them once it is tuned).
+BAR_NEAREST = "bar-nearest"
+BAR_UNCERTAINTY = "bar-uncertainty"
+BAR_RULES = frozenset({BAR_NEAREST, BAR_UNCERTAINTY})
 
 
 @struct.dataclass
@@ -499,6 +506,6 @@ def baselines(
         "uncertainty": uncertainty(options),
     }
     if bar:
-        every["bar-nearest"] = bar_nearest(options, bar)
-        every["bar-uncertainty"] = bar_uncertainty(options, bar)
+        every[BAR_NEAREST] = bar_nearest(options, bar)
+        every[BAR_UNCERTAINTY] = bar_uncertainty(options, bar)
     return every

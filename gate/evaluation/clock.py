@@ -18,7 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from rtplan import games
-from rtplan.gate.clock.heuristics import MIDPEAK_CENTRE, MIDPEAK_WIDTH, ClockOptions, midpeak_grid
+from rtplan.gate.clock.heuristics import (
+    BAR_RULES,
+    MIDPEAK_CENTRE,
+    MIDPEAK_WIDTH,
+    ClockOptions,
+    midpeak_grid,
+)
 from rtplan.gate.clock.players import (
     ClockPlayer,
     baseline_players,
@@ -70,10 +76,6 @@ OFF_GRID_CLOCKS = (450, 1500, 2600, 3800, 5200, 7000)
 #: Openings per `play_match` call (several conditions share a call, `multiplex`): a batch of
 #: twice this many games keeps the runner's option executables to 4 x 9 (memory maps).
 ROWS_PER_CALL = 128
-
-#: The clock-aware bar's rules (`clock_heuristics.bar_nearest`, `bar_uncertainty`): players
-#: once the bar is tuned, played only when named.
-BAR_RULES = frozenset({"bar-nearest", "bar-uncertainty"})
 
 
 def cell_file(
@@ -222,7 +224,7 @@ def run_clock_eval(
     if gate_file is not None:
         everyone[gate_name] = gate_player(gate_file, planner, params)
     pool = pool_players(opts)
-    # The bar's rules play only when asked (the pre-registered conditions stay as they were).
+    # The bar's rules (`BAR_RULES`) play only when asked: the pre-registered conditions stay.
     names = list(players or [n for n in everyone if n not in BAR_RULES])
     opp_names = list(opponents or pool)
     for n in names:
