@@ -32,6 +32,23 @@ class ClockGateConfig:
     prior: str = "none"
     #: The prior's weight in logits (3: about 0.8 of a fresh gate's probability over 5 options).
     prior_scale: float = 3.0
+    #: The gate also reads how unsure the frozen planner is at the position: the two numbers
+    #: of `gate.stats.planner_stats` (entropy over legal moves, top-two logit gap).
+    stats: bool = False
+    #: The clock-aware bar's table as sorted (T0, k) pairs, recorded in the gate so a bar rule
+    #: (`bar-nearest`) can be its prior wherever the gate plays; empty: no bar.
+    bar: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        # A gate file's JSON holds the pairs as lists.
+        object.__setattr__(self, "bar", tuple(sorted((int(t), int(k)) for t, k in self.bar)))
+
+    def with_bar(self, bar: dict[int, int] | None) -> ClockGateConfig:
+        """This shape with the bar's table (T0 -> k) recorded where the prior is one of the
+        bar's rules (names starting "bar-"), which read it wherever the gate plays."""
+        if not bar or not self.prior.startswith("bar-"):
+            return self
+        return dataclasses.replace(self, bar=tuple(bar.items()))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,6 +95,11 @@ class ClockGateTrainConfig(PPOConfig):
         "plays mostly its choice and learns where to deviate); none: no prior.",
     )
     gate_prior_scale: float = knob(3.0, "Weight of the prior's one-hot in the gate's logits.")
+    gate_stats: bool = knob(
+        False,
+        "The gate also reads how unsure the planner is at the position (its policy's entropy "
+        "over the legal moves and top-two gap, as the committed gates' --gate-stats).",
+    )
     bar: str = knob(
         "",
         "The clock-aware bar's table (rtplan eval --tune-fixed's fixed-per-t0.json): its rules "
@@ -139,13 +161,15 @@ class ClockGateTrainConfig(PPOConfig):
 
     @property
     def gate_config(self) -> ClockGateConfig:
-        """The gate network's shape."""
+        """The gate network's shape (without the bar's table: the trainer reads `bar` and
+        records it with `ClockGateConfig.with_bar`)."""
         return ClockGateConfig(
             encoder=self.gate_encoder,
             hidden=self.gate_hidden,
             head_hidden=self.gate_head,
             prior=self.gate_prior,
             prior_scale=self.gate_prior_scale,
+            stats=self.gate_stats,
         )
 
 

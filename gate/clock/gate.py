@@ -23,7 +23,14 @@ from flax import struct
 
 from rtplan import games
 from rtplan.gate.clock.config import ClockGateConfig
-from rtplan.gate.clock.heuristics import ClockOptions, affordable, baselines, clock_inputs
+from rtplan.gate.clock.heuristics import (
+    BAR_RULES,
+    BAR_UNCERTAINTY,
+    ClockOptions,
+    affordable,
+    baselines,
+    clock_inputs,
+)
 from rtplan.gate.clock.network import (
     MASKED_LOGIT,
     NO_OPTION,
@@ -32,6 +39,7 @@ from rtplan.gate.clock.network import (
     time_features,
 )
 from rtplan.gate.files import check_gate_file
+from rtplan.gate.stats import planner_stats
 from rtplan.harness import checkpoint as ckpt
 from rtplan.planner.configs import config_to_dict
 from rtplan.planner.matches import ClockPlayer
@@ -73,7 +81,7 @@ class ClockGateDecision:
 
 #: Baselines that are not a prior: they read the planner's outputs or draw at random (a prior
 #: is a function of the clocks alone, the same in training, evaluation and the services).
-NOT_A_PRIOR = ("uncertainty", "random")
+NOT_A_PRIOR = ("uncertainty", "random", BAR_UNCERTAINTY)
 
 
 class ClockGate:
@@ -88,8 +96,13 @@ class ClockGate:
         self.num_options = len(self.options.budgets) + 1
         self.net = ClockGateNet(config, self.num_options)
         self._prior = None
+        if config.prior in BAR_RULES and not config.bar:
+            raise ValueError(
+                f"clock gate prior {config.prior!r} needs the clock-aware bar's table "
+                "(train-gate --bar results/<game>/clock-eval/fixed-per-t0.json)"
+            )
         if config.prior != "none":
-            every = baselines(self.options)
+            every = baselines(self.options, bar=dict(config.bar))
             if config.prior not in every or config.prior in NOT_A_PRIOR:
                 raise ValueError(
                     f"clock gate prior {config.prior!r}: not a baseline that reads only the "
@@ -114,6 +127,7 @@ class ClockGate:
             time=time_features(c.my_time, c.opp_time, c.initial_time),
             last=last.astype(jnp.int32),
             prior=prior,
+            stats=planner_stats(out.logits, states.legal_action_mask).astype(jnp.float32),
         )
 
     def mask(self, states: games.State) -> jax.Array:

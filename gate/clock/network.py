@@ -34,6 +34,7 @@ class ClockGateInputs:
     time: jax.Array  # [L, 5] `time_features`
     last: jax.Array  # [L] int32 the option this side chose last in this game (NO_OPTION: none)
     prior: jax.Array  # [L, n] float32 the prior baseline's choice, one-hot (zeros: no prior)
+    stats: jax.Array  # [L, 2] float32 how unsure the planner is (`gate.stats.planner_stats`)
 
 
 def time_features(my_time: jax.Array, opp_time: jax.Array, initial_time: jax.Array) -> jax.Array:
@@ -52,7 +53,7 @@ class ClockGateNet(nn.Module):
     The board planes and the planner's features go through one Dense each (small convs are
     slow on XLA:CPU; the planner's features already summarise the board), the five time
     features through a two-layer MLP; with the planner's value and a one-hot of the side's last
-    option they feed a GRU cell whose output feeds the logits over the options (policy-only,
+    option (and with `config.stats` the planner's two uncertainty numbers) they feed a GRU cell whose output feeds the logits over the options (policy-only,
     then the budgets) and a value; a prior baseline's one-hot choice, scaled, is added to the
     logits (zeros without a prior). The planner's inputs pass `stop_gradient`.
 
@@ -72,7 +73,10 @@ class ClockGateNet(nn.Module):
         t = nn.relu(nn.Dense(cfg.time_hidden)(t))
         last = jax.nn.one_hot(x.last, self.num_options)  # NO_OPTION: all zeros
         value = jax.lax.stop_gradient(x.value)[:, None]
-        z = jnp.concatenate([board, feats, t, last, value], axis=-1)
+        parts = [board, feats, t, last, value]
+        if cfg.stats:
+            parts.append(jax.lax.stop_gradient(x.stats).astype(jnp.float32))
+        z = jnp.concatenate(parts, axis=-1)
         z = nn.relu(nn.Dense(cfg.hidden)(z))
         h, y = nn.GRUCell(features=cfg.hidden)(h, z)
         y = nn.relu(nn.Dense(cfg.head_hidden)(y))

@@ -109,11 +109,11 @@ class ClockGatePPO(GateTrainer):
         pcfg = self.planner_config
         self.planner = Planner(pcfg)
         self.game = self.planner.game
-        self.gate = ClockGate(self.planner, cfg.gate_config)
+        bar = read_bar(cfg.bar) if cfg.bar else None
+        self.gate = ClockGate(self.planner, cfg.gate_config.with_bar(bar))
         self.options = self.gate.options
         self.budgets = self.options.budgets
         self.n = self.gate.num_options
-        bar = read_bar(cfg.bar) if cfg.bar else None
         every = baselines(self.options, bar=bar)
         self._eval_opponent = eval_opponent_name(cfg.eval_opponent)
         if self._eval_opponent not in every:

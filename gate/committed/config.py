@@ -45,7 +45,7 @@ class GateConfig:
     tree: str = "always-k"
     #: Also see the frozen planner's uncertainty at the state, as engines' time managers do:
     #: its policy entropy over the legal actions (over log of their number) and the gap
-    #: between its top two legal logits (`gate.committed.policy.planner_stats`).
+    #: between its top two legal logits (`gate.stats.planner_stats`).
     stats: bool = False
     #: Also see what it remembers of its episode (`gate.committed.policy.GateMemory`): the budget it
     #: chose last, the planner value's change since then and the frames since it last

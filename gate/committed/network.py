@@ -30,7 +30,7 @@ class GateNet(nn.Module):
     Inputs (batch B): `obs` `[B, H, W, C]` the planner's input planes, `time` `[B, 2]` =
     [t/T, 1 - t/T], `features` `[B, F]` the frozen planner's pooled trunk features at s_t and
     `value` `[B]` its value there (return units), and with `config.stats` `stats` `[B, 2]` its
-    policy's uncertainty there (`gate.committed.policy.planner_stats`), and with `config.memory`
+    policy's uncertainty there (`gate.stats.planner_stats`), and with `config.memory`
     `memory` `[B, K + 2]` what it remembers of its episode
     (`gate.committed.policy.memory_features`). The planner inputs pass `stop_gradient`, so no
     gradient of any gate loss reaches the planner.

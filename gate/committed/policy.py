@@ -14,6 +14,7 @@ from rtplan import games
 from rtplan.gate.committed.config import GateConfig
 from rtplan.gate.committed.network import GateNet, apply_gate
 from rtplan.gate.files import check_gate_file
+from rtplan.gate.stats import planner_stats
 from rtplan.harness import checkpoint as ckpt
 from rtplan.planner.batching import OptionRunner
 from rtplan.planner.configs import config_to_dict
@@ -92,22 +93,6 @@ def memory_features(
     change = jnp.where(seen, h_transform((value - memory.value) / value_scale), 0.0)
     since = memory.since.astype(jnp.float32)
     return jnp.concatenate([last, change[:, None], (since / (since + SINCE_HALF))[:, None]], -1)
-
-
-def planner_stats(logits: jax.Array, legal: jax.Array) -> jax.Array:
-    """`[B, 2]` how unsure the frozen planner's raw policy is at `[B]` states, over their legal
-    actions `legal` `[B, A]`: its entropy over log(number of legal actions) (0: one action is
-    certain, 1: uniform; 0 with a single legal action), and the gap between its two largest
-    legal logits, squashed as gap / (1 + gap) (0: a tie, toward 1: a clear favourite)."""
-    masked = jnp.where(legal, logits, -jnp.inf)
-    log_p = jax.nn.log_softmax(masked, axis=-1)
-    p = jnp.exp(log_p)
-    entropy = -jnp.where(legal, p * log_p, 0.0).sum(-1)
-    n = legal.sum(-1)
-    norm = jnp.where(n > 1, entropy / jnp.log(jnp.maximum(n, 2)), 0.0)
-    top2 = jax.lax.top_k(masked, 2)[0]
-    gap = jnp.where(n > 1, top2[:, 0] - top2[:, 1], 0.0)
-    return jnp.stack([norm, gap / (1.0 + gap)], axis=-1)
 
 
 @struct.dataclass

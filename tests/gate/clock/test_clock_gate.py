@@ -52,6 +52,7 @@ def _inputs(gate, key, shape):
         time=jax.random.uniform(k[3], (*shape, 5)),
         last=jax.random.randint(k[4], shape, -1, gate.num_options),
         prior=jnp.zeros((*shape, gate.num_options), jnp.float32),
+        stats=jax.random.uniform(k[4], (*shape, 2)),
     )
 
 
@@ -249,6 +250,55 @@ def test_a_prior_adds_its_scaled_choice_to_the_logits(gate, planner):
     for name in ("uncertainty", "random", "nobody"):
         with pytest.raises(ValueError, match=f"clock gate prior '{name}'"):
             ClockGate(planner, dataclasses.replace(SMALL, prior=name))
+
+
+def test_a_bar_prior_and_the_planners_uncertainty_are_inputs_that_travel_in_the_gate_file(
+    planner, tmp_path
+):
+    """`prior="bar-nearest"` with the bar's table recorded in the config adds the bar's choice
+    at each clock; `stats` feeds `planner_stats` to the network (they change the logits, and a
+    gate without `stats` ignores them); the file round-trips both, and a bar prior without its
+    table, or the bar's planner-reading rule as a prior, is refused."""
+    from rtplan.gate.clock.heuristics import bar_nearest, clock_inputs
+    from rtplan.gate.files import save_gate
+    from rtplan.gate.stats import planner_stats
+
+    cfg = dataclasses.replace(SMALL, prior="bar-nearest", stats=True, bar=[[300, 2], [2300, 8]])
+    assert cfg.bar == ((300, 2), (2300, 8))  # JSON's lists read back as pairs
+    gate = ClockGate(planner, cfg)
+    pparams = planner.init_params(jax.random.PRNGKey(0))
+    params = gate.init_params(jax.random.PRNGKey(1))
+    states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(2), 4))
+    states = states.replace(
+        inner=states.inner.replace(
+            clocks=jnp.asarray([[300, 300], [300, 300], [2300, 2300], [5, 5]], jnp.int32),
+            initial_time=jnp.asarray([300, 250, 2300, 2300], jnp.int32),
+        )
+    )
+    out = planner.evaluate(pparams, states)
+    _, x, logits, _, mask = gate.step(params, gate.zero_carry(4), states, out)
+    choice = bar_nearest(gate.options, {300: 2, 2300: 8})(clock_inputs(states), None)
+    assert gate.options.budget(choice).tolist() == [2, 2, 8, 2]  # the last clock pays only 2
+    np.testing.assert_array_equal(x.prior, jax.nn.one_hot(choice, gate.num_options))
+    np.testing.assert_allclose(x.stats, planner_stats(out.logits, states.legal_action_mask))
+    np.testing.assert_array_equal(jnp.argmax(logits, -1), choice)  # a fresh gate plays the bar
+    flipped = x.replace(stats=1.0 - x.stats)
+    assert not np.allclose(gate.apply(params, gate.zero_carry(4).h, flipped, mask)[1], logits)
+    blind = ClockGate(planner, SMALL)
+    bparams = blind.init_params(jax.random.PRNGKey(1))
+    h = blind.zero_carry(4).h
+    np.testing.assert_array_equal(
+        blind.apply(bparams, h, flipped, mask)[1], blind.apply(bparams, h, x, mask)[1]
+    )
+    path = tmp_path / "gate.msgpack"
+    save_gate(path, params, {"kind": "clock-gate", **gate.metadata()})
+    loaded, lparams, _ = load_clock_gate(path, planner)
+    assert loaded.config == cfg
+    np.testing.assert_array_equal(loaded.step(lparams, loaded.zero_carry(4), states, out)[2], logits)
+    with pytest.raises(ValueError, match="needs the clock-aware bar's table"):
+        ClockGate(planner, dataclasses.replace(SMALL, prior="bar-nearest"))
+    with pytest.raises(ValueError, match="clock gate prior 'bar-uncertainty'"):
+        ClockGate(planner, dataclasses.replace(cfg, prior="bar-uncertainty"))
 
 
 def test_runner_mixes_clock_budgets_in_one_batch(planner):
@@ -480,6 +530,12 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
     bar.write_text('{"per_t0": {"12": "k8"}}')
     rules = "bar-nearest,bar-uncertainty"
     ClockGatePPO(config(opponents=rules, bar=str(bar)))  # the rules are known now
+    # A bar prior records the table in the gate's config; the planner's uncertainty an input.
+    barred = ClockGatePPO(config(bar=str(bar), gate_prior="bar-nearest", gate_stats=True))
+    assert barred.gate.config.bar == ((12, 8),) and barred.gate.config.stats
+    assert ClockGatePPO(config(bar=str(bar))).gate.config.bar == ()  # no bar prior, no table
+    with pytest.raises(ValueError, match="needs the clock-aware bar's table"):
+        ClockGatePPO(config(gate_prior="bar-nearest"))
     bar.write_text('{"per_t0": {}}')
     with pytest.raises(ValueError, match="the bar's table is empty"):
         ClockGatePPO(config(opponents=rules, bar=str(bar)))

@@ -198,7 +198,7 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
 def test_planner_stats_measure_the_policys_uncertainty_over_legal_actions():
     import numpy as np
 
-    from rtplan.gate.committed.policy import planner_stats
+    from rtplan.gate.stats import planner_stats
 
     logits = jnp.array(
         [
