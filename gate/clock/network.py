@@ -52,10 +52,11 @@ class ClockGateNet(nn.Module):
 
     The board planes and the planner's features go through one Dense each (small convs are
     slow on XLA:CPU; the planner's features already summarise the board), the five time
-    features through a two-layer MLP; with the planner's value and a one-hot of the side's last
-    option (and with `config.stats` the planner's two uncertainty numbers) they feed a GRU cell whose output feeds the logits over the options (policy-only,
-    then the budgets) and a value; a prior baseline's one-hot choice, scaled, is added to the
-    logits (zeros without a prior). The planner's inputs pass `stop_gradient`.
+    features through a two-layer MLP; with the planner's value, a one-hot of the side's last
+    option and (with `config.stats`) the planner's two uncertainty numbers they feed a GRU
+    cell whose output feeds the logits over the options (policy-only, then the budgets) and a
+    value; a prior baseline's one-hot choice, scaled, is added to the logits (zeros without a
+    prior). The planner's inputs pass `stop_gradient`.
 
     Call: `(h [B, hidden], x: ClockGateInputs [B]) -> (h' [B, hidden], logits [B, n], value [B])`.
     """

@@ -294,7 +294,9 @@ def test_a_bar_prior_and_the_planners_uncertainty_are_inputs_that_travel_in_the_
     save_gate(path, params, {"kind": "clock-gate", **gate.metadata()})
     loaded, lparams, _ = load_clock_gate(path, planner)
     assert loaded.config == cfg
-    np.testing.assert_array_equal(loaded.step(lparams, loaded.zero_carry(4), states, out)[2], logits)
+    np.testing.assert_array_equal(
+        loaded.step(lparams, loaded.zero_carry(4), states, out)[2], logits
+    )
     with pytest.raises(ValueError, match="needs the clock-aware bar's table"):
         ClockGate(planner, dataclasses.replace(SMALL, prior="bar-nearest"))
     with pytest.raises(ValueError, match="clock gate prior 'bar-uncertainty'"):
