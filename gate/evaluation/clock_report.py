@@ -181,7 +181,11 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
     opponent (the same number each); averaged over T0 it pools every game, which equals the mean
     of the per-T0 scores. The best fixed budget and the best heuristic are those with the
     highest score averaged over T0 on these games (a selection on the same games, which favours
-    the baselines). Only (T0, opponent) cells every player has are compared.
+    the baselines). Only (T0, opponent) cells every player has are compared, among the players
+    with cells at every T0 of the split: a player played at some T0s only (a fixed budget
+    played where the clock-aware bar needs it, say) does not narrow the others' cells; it has
+    a row at each T0 whose every compared cell it has, a mean row only when that is every T0,
+    and is never the best fixed budget or heuristic.
 
     The clock-aware bar (`CLOCK_BAR`, cells from `with_clock_bar`: a fixed budget per T0 chosen
     on tuning openings) does not narrow those cells: it has a row at each T0 whose every compared
@@ -195,8 +199,14 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
     bar = by.pop(CLOCK_BAR, None)
     if not by:
         return [], []
-    common = sorted(set.intersection(*(set(v) for v in by.values())))
+    every_t0 = {t for cs in by.values() for t, _ in cs}
+    whole = [cs for cs in by.values() if {t for t, _ in cs} == every_t0] or list(by.values())
+    common = sorted(set.intersection(*(set(v) for v in whole)))
     t0s = sorted({t for t, _ in common})
+    row_at = {
+        p: {t for t in t0s if all(k in cs for k in common if k[0] == t)} for p, cs in by.items()
+    }
+    row_at = {p: {*at, *([MEAN] if at == set(t0s) else [])} for p, at in row_at.items()}
     bar_t0s = [t for t in t0s if bar and all(k in bar for k in common if k[0] == t)]
     if bar_t0s:
         by[CLOCK_BAR] = bar
@@ -219,14 +229,14 @@ def summarize_cells(cells: list[dict]) -> tuple[list[dict], list[dict]]:
     def mean_score(p: str) -> float:
         return float(_scores(by[p], common).mean())
 
-    fixed = [p for p in by if _is_fixed(p)]
-    heur = [p for p in by if p in heuristic_names()]
+    fixed = [p for p in by if _is_fixed(p) and MEAN in row_at[p]]
+    heur = [p for p in by if p in heuristic_names() and MEAN in row_at[p]]
     best_fixed = max(sorted(fixed), key=mean_score) if fixed else None
     best_heur = max(sorted(heur), key=mean_score) if heur else None
     rows = []
     for player, cs in sorted(by.items()):
         for t0 in [*t0s, MEAN]:
-            if player == CLOCK_BAR and t0 not in bar_at:
+            if t0 not in (bar_at if player == CLOCK_BAR else row_at[player]):
                 continue
             keys = [k for k in common if t0 == MEAN or k[0] == t0]
             r = _scores(cs, keys)
@@ -428,9 +438,12 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     curves = {}
     for i, p in enumerate(adaptive):
         for j, t0 in enumerate(t0s):
-            share, clock = profile([c for c in cells if c["player"] == p and c["t0"] == t0])
-            curves[p, t0] = clock
             ax, bottom = axes[i, j], np.zeros(PROFILE_BINS)
+            played = [c for c in cells if c["player"] == p and c["t0"] == t0]
+            if not played:  # a player played at some T0s only
+                ax.set_axis_off()
+                continue
+            share, curves[p, t0] = profile(played)
             for o, lab in enumerate(labels):
                 ax.bar(x, share[:, o], width=1 / PROFILE_BINS, bottom=bottom, label=lab)
                 bottom += share[:, o]
@@ -449,8 +462,11 @@ def clock_figures(root: str | os.PathLike, game_id: str, split: str = "eval") ->
     for j, t0 in enumerate(t0s):
         ax = axes[0, j]
         for p in (q for q in players if q != CLOCK_BAR):  # the bar: its budgets' curves
+            played = [c for c in cells if c["player"] == p and c["t0"] == t0]
+            if not played:
+                continue
             if (p, t0) not in curves:
-                _, curves[p, t0] = profile([c for c in cells if c["player"] == p and c["t0"] == t0])
+                _, curves[p, t0] = profile(played)
             ax.plot(x, curves[p, t0], ls="--" if _is_fixed(p) else "-", label=p)
         ax.set_title(f"T0={t0}", fontsize=8)
         ax.set_ylim(0, 1.02)

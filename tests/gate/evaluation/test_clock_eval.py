@@ -475,6 +475,16 @@ def test_the_clock_aware_bar_pairs_with_every_player(tmp_path):
     assert [
         {k: v for k, v in r.items() if k not in strip} for r in rows if r["player"] != "k-per-t0"
     ] == plain
+    # Players played at one T0 only (a budget where a bar needs it) narrow no one's cells:
+    # a row there, no mean, never the best; the figures draw them where they were played.
+    _write_cells(out, {"k3": {6: [1, 1, 1, 1]}, "uncertainty": {6: [0, 0, 0, 0]}}, opponents=opps)
+    _, partial = clock_report.summarize_cells(clock_report.load_cells(out, GAME))
+    assert [r for r in partial if r["player"] not in ("k3", "uncertainty")] == plain
+    assert [(r["player"], r["t0"]) for r in partial if r["player"] in ("k3", "uncertainty")] == [
+        ("k3", 6),
+        ("uncertainty", 6),
+    ]
+    assert len(clock_report.clock_figures(out, GAME)) == 3
 
 
 @pytest.mark.slow  # ~55 s: plays and tunes at clocks of their own, each compiling
