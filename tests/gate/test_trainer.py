@@ -27,14 +27,27 @@ pytestmark = pytest.mark.slow
 PINNED_JAX = "0.10.2"
 
 #: sha256 of the learner checkpoint (params, Adam state, key) each tiny run writes, pinned on the
-#: trainers of commit ca7c745. `train-gate-cf`'s since its prior is `gate.trainer.prior_init`:
+#: trainers of commit ca7c745, one per XLA:CPU host kind the suite has met: XLA compiles for the
+#: host's instruction set, which rounds some float sums otherwise. The second of each pair is an
+#: AMD EPYC host with AVX-512 (2026-12-07), where b97dda7 (these pins, moved here) trains the same
+#: params as 904c3a5 did, so both hashes pin one behaviour; a refactor that changes the numbers
+#: matches neither. `train-gate-cf`'s since its prior is `gate.trainer.prior_init`:
 #: the prior's log is rounded once from float64 (its bias on K is log(0.9) to the nearest float32,
 #: 4 ulps from the float32 log of float32(0.9) it had); with that rounding it trains ca7c745's
 #: 5cd9afcc9aee770b963d5dfb23c5ff8aa7e421123dc6001611be3aad80b06ce3.
 PINNED = {
-    "committed": "ad848ae487474e53bfba2d9defc72571037391429be3c634b2b92142ecebf25c",
-    "clock": "1123ca0061944739bf88e7190b4f338484b087adebb37e565880e4e5e569b453",
-    "counterfactual": "c4d287be37d212aa4891680b47e5f4f1f2037c25d023f7420c6d3920c7934971",
+    "committed": (
+        "ad848ae487474e53bfba2d9defc72571037391429be3c634b2b92142ecebf25c",
+        "824922c9a98d41030b339e3cdd5798993eb5cee67856ac836172fb79385eba58",
+    ),
+    "clock": (
+        "1123ca0061944739bf88e7190b4f338484b087adebb37e565880e4e5e569b453",
+        "de4277031a4cd5a8df16c1495492cbfd64895ddbe4adc88cee94a3b8eb076460",
+    ),
+    "counterfactual": (
+        "c4d287be37d212aa4891680b47e5f4f1f2037c25d023f7420c6d3920c7934971",
+        "dff19588236ee6d3452a424b21a53d5772f8b9d68ba6a798b1e722053ca51ce3",
+    ),
 }
 
 
@@ -69,7 +82,7 @@ def test_committed_train_gate_trains_the_pinned_params(tmp_path):
         "--gate-hidden", "16", "--init-k", "2", "--no-progress",
     ]  # fmt: skip
     assert main(argv) == 0
-    assert tree_sha256(out / "checkpoint.msgpack") == PINNED["committed"]
+    assert tree_sha256(out / "checkpoint.msgpack") in PINNED["committed"]
 
 
 def test_clock_train_gate_trains_the_pinned_params(tmp_path):
@@ -85,7 +98,7 @@ def test_clock_train_gate_trains_the_pinned_params(tmp_path):
         "--no-progress",
     ]  # fmt: skip
     assert main(argv) == 0
-    assert tree_sha256(out / "checkpoint.msgpack") == PINNED["clock"]
+    assert tree_sha256(out / "checkpoint.msgpack") in PINNED["clock"]
 
 
 def test_train_gate_cf_trains_the_pinned_params(tmp_path):
@@ -100,4 +113,4 @@ def test_train_gate_cf_trains_the_pinned_params(tmp_path):
         "--minibatch", "2", "--lr", "0.01", "--gate-channels", "8", "--gate-hidden", "16",
     ]  # fmt: skip
     assert main(argv) == 0
-    assert tree_sha256(out / "learner.msgpack") == PINNED["counterfactual"]
+    assert tree_sha256(out / "learner.msgpack") in PINNED["counterfactual"]
