@@ -22,13 +22,13 @@ $(VENV)/bin/python:
 	@$(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --upgrade pip $(QUIET)
 
-$(STAMP_RUN): pyproject.toml | $(VENV)/bin/python
+$(STAMP_RUN): pyproject.toml constraints.txt | $(VENV)/bin/python
 	@echo "installing rtplan and its dependencies into $(VENV) (a few minutes the first time) ..."
-	@$(PY) -m pip install -e . $(QUIET)
+	@$(PY) -m pip install -c constraints.txt -e . $(QUIET)
 	@touch $@
 
-$(STAMP_DEV): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e ".[dev]"
+$(STAMP_DEV): pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
 	@if [ -n "$(APT_TEST_PACKAGES)" ]; then \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $(APT_TEST_PACKAGES); \
 	fi
