@@ -8,6 +8,12 @@ import dataclasses
 from rtplan.gate.config import PPOConfig, kind_knob
 from rtplan.harness.config import knob
 
+#: The condition names of the clock-aware bar's rules (`heuristics.baselines` holds them once
+#: the bar is tuned). Here, not beside the rules, so this JAX-free module can tell them apart.
+BAR_NEAREST = "bar-nearest"
+BAR_UNCERTAINTY = "bar-uncertainty"
+BAR_RULES = frozenset({BAR_NEAREST, BAR_UNCERTAINTY})
+
 #: T0 per episode in self-play, drawn uniformly (the paper's set, reference-notes section 5c).
 TRAIN_CLOCKS = (100, 300, 600, 900, 1200, 1800, 2300, 2900, 3500, 4100, 4800, 5700)
 
@@ -45,8 +51,8 @@ class ClockGateConfig:
 
     def with_bar(self, bar: dict[int, int] | None) -> ClockGateConfig:
         """This shape with the bar's table (T0 -> k) recorded where the prior is one of the
-        bar's rules (names starting "bar-"), which read it wherever the gate plays."""
-        if not bar or not self.prior.startswith("bar-"):
+        bar's rules (`BAR_RULES`), which read it wherever the gate plays."""
+        if not bar or self.prior not in BAR_RULES:
             return self
         return dataclasses.replace(self, bar=tuple(bar.items()))
 

@@ -26,6 +26,7 @@ import numpy as np
 from flax import struct
 
 from rtplan import games
+from rtplan.gate.clock.config import BAR_NEAREST, BAR_RULES, BAR_UNCERTAINTY
 from rtplan.planner.network import NetOutput
 from rtplan.planner.options import Planner
 
@@ -83,10 +84,6 @@ UNSURE_SCALE = 2.0
 BAR_CONFIDENT = 0.25
 #: ... and one above at or above this one.
 BAR_UNSURE = 0.6
-#: The condition names of the clock-aware bar's rules (`baselines` holds them once it is tuned).
-BAR_NEAREST = "bar-nearest"
-BAR_UNCERTAINTY = "bar-uncertainty"
-BAR_RULES = frozenset({BAR_NEAREST, BAR_UNCERTAINTY})
 
 
 @struct.dataclass

@@ -303,6 +303,28 @@ def test_a_bar_prior_and_the_planners_uncertainty_are_inputs_that_travel_in_the_
         ClockGate(planner, dataclasses.replace(cfg, prior="bar-uncertainty"))
 
 
+def test_with_bar_records_the_table_for_the_bars_rules_only_and_the_config_needs_no_jax():
+    """`with_bar` records the bar's table where the prior is one of `BAR_RULES` (the names
+    live in the JAX-free config module, which `heuristics` re-exports), and nowhere else."""
+    import subprocess
+    import sys
+
+    from rtplan.gate.clock import heuristics
+    from rtplan.gate.clock.config import BAR_RULES
+
+    assert heuristics.BAR_RULES is BAR_RULES
+    table = {2300: 8, 300: 2}
+    assert dataclasses.replace(SMALL, prior="bar-nearest").with_bar(table).bar == (
+        (300, 2),
+        (2300, 8),
+    )
+    for prior in ("none", "proportional", "bar-like"):  # a look-alike name is not a bar rule
+        assert dataclasses.replace(SMALL, prior=prior).with_bar(table).bar == ()
+    assert dataclasses.replace(SMALL, prior="bar-nearest").with_bar(None).bar == ()
+    code = "import sys, rtplan.gate.clock.config; assert 'jax' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_runner_mixes_clock_budgets_in_one_batch(planner):
     """Clock options play one move whatever the budget, so groups of different budgets fit one
     output (the runner once padded them to the largest budget's width)."""
