@@ -360,6 +360,33 @@ RESULT_KINDS: dict[str, ResultKind] = {
         _AT_BREAK,
         2,
     ),
+    # The deploy ladder past the breaking point before and after issue 42's no-cliff work
+    # (docs/results.md, "Deployment past the breaking point"): no-cliff/ the loaded runs,
+    # no-cliff/quiet/ the quiet ones, each side's files in run<i>/before/ and run<i>/after/.
+    "no-cliff/*.csv": ResultKind(
+        "the deploy ladder past the breaking point before and after the no-cliff work (a late "
+        "search no longer delays the next decision), a row per run and FPS: misses / landings",
+        "rtplan deploy --game {game} --fps F ... --episodes 3 --max-frames 200 --no-pin, from a "
+        "checkout of 05c75c6 (before) and of 90704d3 (after)",
+        2,
+    ),
+    "quiet/*.csv": ResultKind(
+        "the deploy ladder past the breaking point before and after the no-cliff work on a "
+        "quiet machine, a row per run and FPS: misses / landings, and the FPS as a multiple of "
+        "the breaking FPS",
+        "python -m bench.deploy_ladder",
+        2,
+    ),
+    **{
+        f"{side}/*{suffix}": ResultKind(
+            f"one side ({side}) of the deploy ladder before and after the no-cliff work, "
+            + ("a row per FPS" if suffix == ".csv" else "one FPS or all: returns, latency, misses"),
+            "python -m bench.deploy_ladder",
+            2,
+        )
+        for side in ("before", "after")
+        for suffix in (".csv", ".json")
+    },
     "games/*.jsonl": ResultKind(
         "a clock-evaluation game where the gate spent big, re-played from its cell with each "
         "move annotated (budget, the gate's probabilities, both clocks, the planner's value, "
