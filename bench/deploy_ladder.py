@@ -10,9 +10,10 @@ core 1) plays the same rungs from two checkouts: *before*, a git worktree of `--
 search delaying the session's next decision, no deadline checks), and *after*, this checkout.
 Both read this checkout's checkpoints (they have not changed since). Per run the sides
 alternate game by game (the order flips each run), so both meet the same machine. Each side's
-deploy files go to `<out>/run<i>/<side>/`; `<out>/ladder.csv` gets a row per run and FPS with
-both sides' miss rates (misses / landings) and returns, and `<out>/loads.txt` the load average
-at each side's start and end. Run it on an otherwise quiet machine: the ladders are what the
+deploy files go to `<out>/run<i>/<side>/` (git ignores their per-decision logs,
+`fps_F.jsonl`); `<out>/ladder.csv` gets a row per run and FPS with both sides' miss rates
+(misses / landings) and returns, and `<out>/loads.txt` the load average at each side's start
+and end. Run it on an otherwise quiet machine: the ladders are what the
 issue's target (at most 25% misses at 1.25x the breaking FPS) is read from.
 
 The default rungs bracket the quiet breaking points of docs/results.md ("Deployment: the
