@@ -104,6 +104,8 @@ def run_demo(
     seed: int = 0,
     every: int = 10,
     example_agent: bool = True,
+    port: int = 0,
+    access_log: bool = False,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
     web_dir: Path | None = None,
@@ -111,7 +113,8 @@ def run_demo(
     """Runs the live demo headless, printing frames; returns an exit code. `game` and `k`: as
     the web demo's (`DemoGame.choose`: the showcase game, by its gate). `example_agent`: the
     example agent (`python -m rtplan.examples.random_agent`, `EXAMPLE_AGENT`) plays a session of
-    its own beside it.
+    its own beside it. `port`: the env server's HTTP port, which serves the lobby too (0: any
+    free); `access_log`: it logs a line per HTTP request.
 
     Raises:
         CheckpointError: `checkpoint_dir` (default `checkpoint_root()`) has no planner of `game`.
@@ -125,6 +128,8 @@ def run_demo(
             with services(
                 demo.game,
                 gated=demo.gated,
+                http_port=port,
+                access_log=access_log,
                 checkpoint_dir=demo.checkpoint_dir,
                 record_dir=record_dir,
                 web_dir=web_dir,
@@ -249,6 +254,7 @@ def run_web_demo(
     frames: int = 0,
     seed: int = 0,
     port: int = DEMO_HTTP_PORT,
+    access_log: bool = False,
     planner_games: list[str] | None = None,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
@@ -258,8 +264,10 @@ def run_web_demo(
     agent (the gate's budgets where the game has a gate, else the forced `k`) and recorded,
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
     `planner_games`: what the planner service serves besides `game` (None or ["all"]: every game
-    with a checkpoint). It prints the lobby's address as soon as the env server answers, then
-    one line as each game starts compiling (its budgets, an estimate) and one once it is ready.
+    with a checkpoint). `access_log`: the env server logs a line per HTTP request (off: each
+    open page polls about 4 times a second). It prints the lobby's address as soon as the env
+    server answers, then one line as each game starts compiling (its budgets, an estimate) and
+    one once it is ready.
     The demo's game has a planner service of its own and starts once it plans (gated: once
     its gate and the options it plays are compiled, before its forced budgets); the others are
     served by a second planner service at nice `BACKGROUND_NICE` (so neither their compiles nor
@@ -304,6 +312,7 @@ def run_web_demo(
         try:
             with services(
                 game,
+                access_log=access_log,
                 planner_games=served,
                 echo=_demo_echo,
                 on_env=lobby,

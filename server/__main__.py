@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -28,15 +29,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_settings_flags(parser, Settings, exclude=_NOT_FLAGS)
     parser.add_argument("--log-level", default="info", help="logging level (default info)")
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log a line per HTTP request (uvicorn's access log; off by default: an open page "
+        "polls about 4 times a second)",
+    )
     return parser
 
 
-async def _serve(settings: Settings, log_level: str) -> int:
-    app = create_app(settings)
+async def _serve(settings: Settings, log_level: str, *, access_log: bool = False) -> int:
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.create_server((settings.host, settings.http_port), family=family)
+    # Both ports are tried before the app loads anything: one taken is one line, not a
+    # traceback (the gRPC one is bound again by the app; only a fixed one is tried here).
+    try:
+        sock = socket.create_server((settings.host, settings.http_port), family=family)
+    except OSError as e:
+        return _taken(settings.host, settings.http_port, e, "--http-port", "HTTP_PORT")
+    if settings.grpc_port:
+        try:
+            socket.create_server((settings.host, settings.grpc_port), family=family).close()
+        except OSError as e:
+            sock.close()
+            return _taken(settings.host, settings.grpc_port, e, "--grpc-port", "GRPC_PORT")
+    app = create_app(settings)
     http_port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on"))
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=access_log)
+    server = uvicorn.Server(config)
 
     async def announce() -> None:
         while not server.started:
@@ -58,6 +77,17 @@ async def _serve(settings: Settings, log_level: str) -> int:
     return 0 if server.started else 1
 
 
+def _taken(host: str, port: int, error: OSError, flag: str, variable: str) -> int:
+    """Says in one line that `port` cannot be bound and what moves it; the exit code (2)."""
+    reason = os.strerror(error.errno) if error.errno else str(error)
+    print(
+        f"env server: cannot bind {host}:{port} ({reason}); pass {flag} N "
+        f"(0: any free) or set RTPLAN_SERVER_{variable}",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the server until interrupted; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -68,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"env server: bad settings:\n{e}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_serve(settings, args.log_level))
+        return asyncio.run(_serve(settings, args.log_level, access_log=args.access_log))
     except KeyboardInterrupt:
         return 0
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from rtplan.commands._errors import CommandError
+from rtplan.processes import bind_error
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Adds `demo`, `play` and `games` to the `rtplan` subcommands."""
@@ -33,7 +36,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--headless", action="store_true", help="print the frames instead of serving the lobby"
     )
     demo.add_argument(
-        "--port", type=int, default=8000, help="the lobby's HTTP port (default 8000, 0: any free)"
+        "--port",
+        type=int,
+        default=None,
+        help="the lobby's HTTP port (default 8000, with --headless any free one; 0: any free); "
+        "a port in use is refused before anything starts",
+    )
+    demo.add_argument(
+        "--access-log",
+        action="store_true",
+        help="the env server logs a line per HTTP request (off: an open page makes about 4 a "
+        "second)",
     )
     demo.add_argument(
         "--checkpoint-dir",
@@ -59,7 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="where the replay files go (default: RTPLAN_SERVER_RECORD_DIR, else the "
         "checkout's replays/, else $XDG_DATA_HOME/rtplan/replays: ~/.local/share/rtplan/replays)",
     )
-    demo.add_argument("--every", type=int, default=10, help="--headless: print every n-th frame")
+    demo.add_argument(
+        "--every", type=int, default=None, help="--headless: print every n-th frame (default 10)"
+    )
     demo.add_argument(
         "--no-example-agent",
         action="store_true",
@@ -78,7 +93,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     games.set_defaults(handler=_games)
 
 
+#: The demo's flags that only one of its two modes reads: (flag, its `args` name, headless).
+_ONE_MODE_FLAGS = (
+    ("--every", "every", True),
+    ("--no-example-agent", "no_example_agent", True),
+    ("--planner-games", "planner_games", False),
+)
+
+
 def _demo(args: argparse.Namespace) -> int:
+    from rtplan.live import DEMO_HTTP_PORT
+
+    for flag, name, headless in _ONE_MODE_FLAGS:  # a flag that would do nothing is refused
+        if getattr(args, name) not in (None, False) and args.headless != headless:
+            mode = "--headless" if headless else "the web demo (without --headless)"
+            raise CommandError(f"{flag} is for {mode} only")
+    port = (0 if args.headless else DEMO_HTTP_PORT) if args.port is None else args.port
+    taken = bind_error(port)
+    if taken is not None:  # before anything starts: the services take seconds to fail on it
+        raise CommandError(
+            f"port {port} cannot be bound ({taken}); pass --port N to use another (0: any free)"
+        )
     if args.headless:
         from rtplan.live import run_demo
 
@@ -88,8 +123,10 @@ def _demo(args: argparse.Namespace) -> int:
             fps=args.fps,
             frames=300 if args.frames is None else args.frames,
             seed=args.seed,
-            every=args.every,
+            every=10 if args.every is None else args.every,
             example_agent=not args.no_example_agent,
+            port=port,
+            access_log=args.access_log,
             checkpoint_dir=args.checkpoint_dir,
             record_dir=args.record_dir,
             web_dir=args.web_dir,
@@ -102,7 +139,8 @@ def _demo(args: argparse.Namespace) -> int:
         fps=args.fps,
         frames=args.frames or 0,
         seed=args.seed,
-        port=args.port,
+        port=port,
+        access_log=args.access_log,
         planner_games=args.planner_games.split(",") if args.planner_games else None,
         checkpoint_dir=args.checkpoint_dir,
         record_dir=args.record_dir,

@@ -3,7 +3,7 @@
 from rtplan.processes._children import ROOT, Child, service_cwd, stop_all
 from rtplan.processes._http import HTTPStatusError, http_json
 from rtplan.processes._placement import Place, Placement, place_services, visible_gpus
-from rtplan.processes._services import services
+from rtplan.processes._services import bind_error, services
 from rtplan.processes._signals import STOP_DEADLINE_S, Stopping, exit_with_parent, stop_on_signals
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "HTTPStatusError",
     "Place",
     "Placement",
+    "bind_error",
     "exit_with_parent",
     "http_json",
     "place_services",

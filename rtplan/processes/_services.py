@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import re
 import socket
@@ -58,6 +59,20 @@ def _free_port(rng: random.Random | None = None) -> int:
         return s.getsockname()[1]
 
 
+def bind_error(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why `host:port` cannot be bound now (e.g. "Address already in use"), or None where it
+    can (port 0 always can): bound and released at once, as the env server binds it (so a
+    command that starts services can refuse a taken port before it starts anything)."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        socket.create_server((host, port), family=family).close()
+    except OSError as e:
+        return os.strerror(e.errno) if e.errno else str(e)
+    return None
+
+
 def _echo(echo: bool | Callable[[str, str], None], name: str) -> bool | Callable[[str], None]:
     return (lambda line: echo(name, line)) if callable(echo) else echo
 
@@ -73,6 +88,7 @@ def services(
     background_nice: int | None = None,
     gated: bool = False,
     http_port: int = 0,
+    access_log: bool = False,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
     web_dir: Path | None = None,
@@ -86,11 +102,12 @@ def services(
     after, one by one (its ListGames says which are ready).
 
     Each service binds its own ports (`http_port` 0: any free one; the others always) and
-    prints them; the addresses yielded are read from those lines, and so is where the env
-    server records its replays (`replays`). `checkpoint_dir`,
-    `record_dir` and `web_dir` default to the services' own defaults (`harness.checkpoint_root()`,
-    replays/ and the shipped pages). On the way out both services are stopped together
-    (`stop_all`), and killed at once once `stopping.hurry` is set (`stop_on_signals`).
+    prints them (`access_log`: the env server logs a line per HTTP request too); the
+    addresses yielded are read from those lines, and so is where the env server records its
+    replays (`replays`). `checkpoint_dir`, `record_dir` and `web_dir` default to the
+    services' own defaults (`harness.checkpoint_root()`, replays/ and the shipped pages). On
+    the way out both services are stopped together (`stop_all`), and killed at once once
+    `stopping.hurry` is set (`stop_on_signals`).
     `placement`: the cores, devices and flags of each (`place_services`; None: anywhere).
     `echo`: True prints the services' lines as `[name] line`; a function gets (name, line).
     `on_env`: called with the addresses as soon as the env server answers, before the planner
@@ -120,6 +137,7 @@ def services(
             *ckpt,
             *([] if record_dir is None else ["--record-dir", str(record_dir)]),
             *([] if web_dir is None else ["--web-dir", str(web_dir)]),
+            *(["--access-log"] if access_log else []),
             "--preload",
             *game_ids,
         ]

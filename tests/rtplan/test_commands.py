@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from rtplan.harness.checkpoint import checkpoint_root
 from rtplan.harness.config import add_settings_flags, settings_overrides
 from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.server.settings import Settings
+from support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,15 +202,61 @@ def test_the_demo_hands_its_overrides_to_the_demo_it_runs(headless, monkeypatch)
     runner = "run_demo" if headless else "run_web_demo"
     monkeypatch.setattr(rtplan.live, runner, lambda game, **kw: seen.update(kw, game=game) or 0)
     argv = ["demo", "--checkpoint-dir", "c", "--web-dir", "w", "--record-dir", "r"]
-    assert main(argv + (["--headless"] if headless else [])) == 0
+    argv += ["--headless"] if headless else ["--port", "0"]  # 8000 may be taken on a test box
+    assert main(argv) == 0
     assert (seen["checkpoint_dir"], seen["web_dir"], seen["record_dir"]) == ("c", "w", "r")
     # No game named: the same showcase with or without --headless (`DemoGame.choose`), its k
     # the one for a game with no gate.
     assert (seen["game"], seen["k"]) == (None, 2)
+    # The access log is off unless asked for; headless, the lobby takes any free port unless
+    # --port names one (and the web demo takes the one named).
+    assert (seen["access_log"], seen["port"]) == (False, 0)
+    port = free_port()
+    assert main([*argv, "--access-log", "--port", str(port)]) == 0
+    assert (seen["access_log"], seen["port"]) == (True, port)
     if not headless:
         assert seen["planner_games"] is None  # every game with a checkpoint
         assert main([*argv, "--planner-games", "tetris-rt-v0,snake-rt-v0"]) == 0
         assert seen["planner_games"] == ["tetris-rt-v0", "snake-rt-v0"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--every", "5"], "--every is for --headless only"),
+        (["--no-example-agent"], "--no-example-agent is for --headless only"),
+        (["--headless", "--planner-games", "all"], "--planner-games is for the web demo"),
+    ],
+)
+def test_the_demo_refuses_a_flag_its_mode_would_ignore(argv, flag, capsys, monkeypatch):
+    import rtplan.live
+
+    ran = []
+    for runner in ("run_demo", "run_web_demo"):
+        monkeypatch.setattr(rtplan.live, runner, lambda *a, **kw: ran.append(kw) or 0)
+    assert main(["demo", "--port", "0", *argv]) == USAGE
+    (line,) = _error_lines(capsys.readouterr().err, "demo")
+    assert flag in line and not ran
+
+
+@pytest.mark.parametrize("headless", [False, True])
+def test_the_demo_refuses_a_port_in_use_in_one_line_before_starting_anything(headless, tmp_path):
+    """A real socket holds the port: the demo exits 2 at once with one line that names the port
+    and the flag that moves it (it used to start the planner service, then die after ~12 s
+    with the env server's traceback and a native abort). Headless, --port is honoured too."""
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        cmd = [sys.executable, "-m", "rtplan", "demo", "--port", str(port)]
+        cmd += ["--headless"] if headless else []
+        start = time.monotonic()
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rtplan demo: error: port {port} cannot be bound (Address already in use); "
+        "pass --port N to use another (0: any free)"
+    ], result.stderr
+    assert result.stdout == ""  # nothing started: not even the "starting ..." line
+    assert time.monotonic() - start < 60
 
 
 def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path):
@@ -245,6 +294,7 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
         assert addr["http"] == "http://127.0.0.1:2"
         assert (addr["grpc"], addr["replays"]) == ("127.0.0.1:3", "/data/rtplan/replays")
     env, planner = argvs["env-server"], argvs["planner"]
+    assert "--access-log" not in env  # off unless asked for
     assert env[env.index("--checkpoint-dir") + 1] == str(ckpt)
     assert env[env.index("--web-dir") + 1] == str(web)
     assert planner[planner.index("--checkpoint-dir") + 1] == str(ckpt)
@@ -256,6 +306,9 @@ def test_the_services_started_for_a_demo_get_its_overrides(monkeypatch, tmp_path
     env, planner = argvs["env-server"], argvs["planner"]
     assert planner[planner.index("--games") + 1] == "snake-rt-v0,speed-go-v0"
     assert env[env.index("--preload") + 1 : env.index("--planner-address")] == ["snake-rt-v0"]
+    with processes.services("snake-rt-v0", access_log=True):
+        pass
+    assert "--access-log" in argvs["env-server"]
     # The demo's: the games after its own are another planner service's, at the nice value it
     # names, and the env server routes each game to the service that serves it ...
     argvs.clear()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +82,61 @@ def test_server_process_serves_rest_websockets_and_grpc(tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+
+
+def _serve_and_get(tmp_path: Path, *flags: str) -> str:
+    """Starts `python -m server` at log level info with `flags`, GETs /healthz and /v1/games
+    twice, stops it; its stdout and stderr together."""
+    cmd = [sys.executable, "-m", "rtplan.server", "--http-port", "0", "--grpc-port", "0"]
+    cmd += ["--checkpoint-dir", str(tmp_path / "none"), "--record-dir", str(tmp_path)]
+    cmd += ["--log-level", "info", *flags]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        lines = []
+        while not (lines and "rtplan env server" in lines[-1]):
+            line = proc.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        base = f"http://127.0.0.1:{int(lines[-1].split('http on 127.0.0.1:')[1].split()[0])}"
+        for _ in range(2):
+            assert get_json(base, "/healthz")["status"] == "ok"
+            get_json(base, "/v1/games")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, "".join(lines) + out
+    return "".join(lines) + out
+
+
+#: A line of uvicorn's access log: `INFO:     127.0.0.1:PORT - "GET /healthz HTTP/1.1" 200 OK`.
+ACCESS_LINE = re.compile(r'"(GET|POST|DELETE) /\S* HTTP/1\.1" \d{3}')
+
+
+def test_the_access_log_is_off_unless_asked_for(tmp_path):
+    """A line per HTTP request (an open page polls about 4 times a second) only with
+    --access-log, even at log level info."""
+    quiet = _serve_and_get(tmp_path)
+    assert not ACCESS_LINE.search(quiet), quiet
+    assert "Uvicorn running" in quiet or "Application startup complete" in quiet, quiet
+    logged = _serve_and_get(tmp_path, "--access-log")
+    hits = [line for line in logged.splitlines() if ACCESS_LINE.search(line)]
+    assert sum('"GET /healthz HTTP/1.1" 200' in line for line in hits) == 2, logged
+    assert sum('"GET /v1/games HTTP/1.1" 200' in line for line in hits) == 2, logged
+
+
+@pytest.mark.parametrize("flag", ["--http-port", "--grpc-port"])
+def test_a_port_in_use_is_one_line_naming_the_flag_that_moves_it(flag, tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        ports = {"--http-port": "0", "--grpc-port": "0", flag: str(port)}
+        cmd = [sys.executable, "-m", "rtplan.server", *(x for kv in ports.items() for x in kv)]
+        cmd += ["--checkpoint-dir", str(tmp_path), "--record-dir", str(tmp_path)]
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    variable = "RTPLAN_SERVER_" + flag[2:].replace("-", "_").upper()
+    assert result.stderr.splitlines() == [
+        f"env server: cannot bind 127.0.0.1:{port} (Address already in use); pass {flag} N "
+        f"(0: any free) or set {variable}"
+    ], result.stderr
