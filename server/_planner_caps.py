@@ -23,6 +23,10 @@ QUERY_TIMEOUT_S = 10.0
 CACHE_S = 5.0
 #: ... or this long while one of its games is still compiling.
 COMPILING_CACHE_S = 1.0
+#: Seconds a reader that may take an older answer (the game list) waits for a fresh one before
+#: it takes the last: a planner service that answers slowly (compiling, at a low priority on a
+#: busy machine) never holds the lobby's request up longer.
+FRESH_WAIT_S = 0.5
 
 _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 
@@ -131,22 +135,52 @@ class Capabilities:
         return None
 
     def describe(self, game_id: str) -> dict[str, Any]:
-        """JSON of what the planner service offers for `game_id` (GET /v1/games): `available`,
-        the `budgets` it plans, whether it has a `gate` and whether that is a `clock_gate` (a
-        clock game's: the planner agent and the "gate" opponent play it), what its options'
-        `committed` frames play ("plan": a session may follow its plans), the `reason` when
-        unavailable, and whether it is `compiling` (available soon: the lobby asks again)."""
+        """JSON of what the planner service offers for `game_id` (GET /v1/games), per choice.
+        Forced budgets: `available` (they plan now), the `budgets` it plans, the `reason` when
+        unavailable, and whether they are `compiling` (available soon: the lobby asks again).
+        Its gate: `gate` (the gated planner, the agent without k, plays now), `gate_compiling`
+        (it will once compiled), `gate_reason` ("" when it plays), whether it is a `clock_gate`
+        (a clock game's: the planner agent and the "gate" opponent play it). And what its
+        options' `committed` frames play ("plan": a session may follow its plans)."""
         reason = self.refusal(game_id)
-        served = self.games.get(game_id)
+        gate_reason = self.refusal(game_id, gate=True)
+        served = self.games.get(game_id) if self.error is None else None
         return {
             "available": reason is None,
-            "compiling": bool(self.error is None and served and not served.ready),
+            # A game no service plans forced (gated only) never becomes available that way.
+            "compiling": bool(served and not served.ready and not served.gated_only),
             "budgets": list(served.budgets) if served and reason is None else [],
-            "gate": bool(served and served.gate and reason is None),
-            "clock_gate": bool(served and served.clock_gate and reason is None),
+            "gate": gate_reason is None,
+            "gate_compiling": bool(served and served.gate and not served.gate_ready),
+            "gate_reason": gate_reason or "",
+            "clock_gate": bool(served and served.clock_gate and gate_reason is None),
             "committed": served.committed if served else "reflex",
             "reason": reason or "",
         }
+
+    def instead(
+        self, game_id: str, *, gate: bool, k: int | None = None, opponent: bool = False
+    ) -> str:
+        """What plays `game_id` now in place of a refused planner path (the gate: `gate`, else
+        forced `k`; of the agent, or the `opponent`), as the end of a refusal: its gate where it
+        plays now, the budgets that plan now (besides `k`), then the reflex. A path that is still
+        compiling is never suggested."""
+        ways = []
+        served = self.games.get(game_id) if self.error is None else None
+        if served is not None:
+            if not gate and self.refusal(game_id, gate=True) is None:
+                gated = "choose opponent 'gate'" if opponent else "leave k out to play its gate"
+                ways.append(gated)
+            ready = [b for b in served.budgets if b != k and self.refusal(game_id, k=b) is None]
+            if ready:
+                some = str(ready[0]) if len(ready) == 1 else f"one of {ready}"
+                ways.append(
+                    f"choose opponent 'planner' with opponent_k {some}"
+                    if opponent
+                    else f"pass k {some} (a budget it plans now)"
+                )
+        ways.append("choose opponent 'reflex' or 'random'" if opponent else "choose agent 'reflex'")
+        return ", ".join(ways[:-1]) + (" or " if len(ways) > 1 else "") + ways[-1]
 
 
 def check_session(cfg: SessionConfig, caps: Capabilities, *, kind: games.Kind) -> None:
@@ -173,39 +207,40 @@ def check_session(cfg: SessionConfig, caps: Capabilities, *, kind: games.Kind) -
             if why is not None:
                 raise SessionError(
                     _PRECONDITION,
-                    f"the planner agent without k plays the gate, but {why}; pass k (a budget "
-                    "or a k-sequence) to force one",
+                    f"the planner agent without k plays the gate, but {why}; "
+                    + caps.instead(cfg.game_id, gate=True),
                 )
         for k in dict.fromkeys(cfg.ks):
             why = caps.refusal(cfg.game_id, k=k)
             if why is not None:
                 raise SessionError(
                     _PRECONDITION,
-                    f"the planner agent at k={k} cannot play: {why}; choose a budget it serves "
-                    "or agent 'reflex'",
+                    f"the planner agent at k={k} cannot play: {why}; "
+                    + caps.instead(cfg.game_id, gate=False, k=k),
                 )
     if clock and cfg.opponent_gated:
         why = caps.refusal(cfg.game_id, gate=True)
         if why is not None:
             raise SessionError(
                 _PRECONDITION,
-                f"the gated planner opponent cannot play: {why}; choose opponent 'planner' "
-                "(with opponent_k), 'reflex' or 'random'",
+                f"the gated planner opponent cannot play: {why}; "
+                + caps.instead(cfg.game_id, gate=True, opponent=True),
             )
     elif clock and cfg.opponent_plans:
         why = caps.refusal(cfg.game_id, k=cfg.opponent_k)
         if why is not None:
             raise SessionError(
                 _PRECONDITION,
-                f"the planner opponent at k={cfg.opponent_k} cannot play: {why}; choose "
-                "opponent 'reflex' or 'random'",
+                f"the planner opponent at k={cfg.opponent_k} cannot play: {why}; "
+                + caps.instead(cfg.game_id, gate=False, k=cfg.opponent_k, opponent=True),
             )
 
 
 class PlannerCapabilities:
     """Asks the planner services what they serve (`ListGames`), merges their answers and routes
     each game's Plan calls to the service that serves it (`PlannerRouter.route`); keeps a good
-    answer `CACHE_S`.
+    answer `CACHE_S` (`COMPILING_CACHE_S` while a game compiles, none while a service does not
+    answer), so its view follows the services' within about a second of being asked.
 
     `stub`: a `PlannerRouter` over the services, or one service's stub (None: no service).
     A game two services serve has its gated and its forced calls routed apart (`_merged`).
@@ -226,28 +261,61 @@ class PlannerCapabilities:
         self._cache_s = cache_s
         self._clock = clock
         self._last: Capabilities | None = None
-        self._at = 0.0
-        self._lock = asyncio.Lock()
+        self._at = 0.0  # when the question of `_last` was asked
+        #: The query asked last while it runs (shared by every reader that needs an answer),
+        #: and when it was asked.
+        self._asking: asyncio.Future | None = None
+        self._asking_at = 0.0
+
+    def _fresh(self, *, deciding: bool) -> bool:
+        """`_last` may be reused: recent, complete, and (while a game compiles) a second old
+        at most and not `deciding`."""
+        if self._last is None or not self._last.complete:
+            return False
+        age = self._clock() - self._at
+        if all(g.settled for g in self._last.games.values()):
+            return age < self._cache_s
+        return age < min(COMPILING_CACHE_S, self._cache_s) and not deciding
+
+    def _query(self, *, since: float | None = None) -> asyncio.Future:
+        """The query in flight if it was asked at or after `since` (None: any), else a new
+        one; its answer becomes `_last` unless a later question's answer came first."""
+        running = self._asking is not None and not self._asking.done()
+        if running and (since is None or self._asking_at >= since):
+            return self._asking
+        at = self._clock()
+
+        async def ask() -> Capabilities:
+            answer = await self._ask()
+            if at >= self._at or self._last is None:
+                self._last, self._at = answer, at
+            return answer
+
+        task = asyncio.ensure_future(ask())
+        # A reader that stopped waiting leaves the query running; its error is not lost.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self._asking, self._asking_at = task, at
+        return task
 
     async def get(self, *, deciding: bool = False) -> Capabilities:
-        """What the service serves now: a recent answer, else asks it (one query at a time).
-        `deciding`: the answer decides a session (its creation, its default opponent), so one
-        that says a game is still compiling is not reused: the game may have become ready since
-        (the demo starts its session the moment the planner service says it is ready)."""
+        """What the services serve now: a recent answer, else asks them. `deciding`: the
+        answer decides a session (its creation, its default opponent), so it comes from a
+        question asked after this call whenever a game was still compiling (the demo starts its
+        session the moment the planner service says it is ready). Otherwise (the game list) a
+        slow answer is waited for `FRESH_WAIT_S` at most, then the last one is taken while the
+        question runs on: no reader is held up by a service that answers slowly."""
         if self._stub is None:
             return Capabilities(
                 self._address,
                 error="this server has no planner_address (RTPLAN_SERVER_PLANNER_ADDRESS)",
             )
-        async with self._lock:
-            age = self._clock() - self._at
-            fresh = self._last is not None and age < self._cache_s
-            if fresh and not all(g.settled for g in self._last.games.values()):
-                # A game is about to become ready.
-                fresh = age < COMPILING_CACHE_S and not deciding
-            if not (fresh and self._last.complete):
-                self._last, self._at = await self._ask(), self._clock()
+        if self._fresh(deciding=deciding):
             return self._last
+        if deciding or self._last is None:
+            # Shielded: a request that goes away does not cancel the others' question.
+            return await asyncio.shield(self._query(since=self._clock() if deciding else None))
+        await asyncio.wait({self._query()}, timeout=FRESH_WAIT_S)
+        return self._last
 
     async def _ask(self) -> Capabilities:
         listed: dict[str, list[ServedGame]] = {}

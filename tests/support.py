@@ -271,6 +271,38 @@ def start_planner(
     return BackgroundService(engine, port=port).start()
 
 
+class HeldCompile:
+    """Compiles a started planner service's engine (`BackgroundService.start(compile=False)`)
+    on a thread, held after a game's gate until `release()`: a service whose gate becomes
+    ready after it started, then its forced budgets, when the test says. `at` holds when each
+    became ready (time.monotonic(): "gate", "ready")."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.gate_ready, self.ready, self._go = (threading.Event() for _ in range(3))
+        self.at: dict[str, float] = {}
+
+        def gate(game_id: str) -> None:
+            self.at["gate"] = time.monotonic()
+            self.gate_ready.set()
+            self._go.wait(600)
+
+        def ready(game_id: str) -> None:
+            self.at["ready"] = time.monotonic()
+            self.ready.set()
+
+        self.thread = threading.Thread(
+            target=lambda: engine.compile(on_gate_ready=gate, on_ready=ready), daemon=True
+        )
+
+    def start(self) -> HeldCompile:
+        self.thread.start()
+        return self
+
+    def release(self) -> None:
+        """Lets the forced budgets compile."""
+        self._go.set()
+
+
 class AgentStream:
     """A raw Env API stream for tests: send any `AgentMessage`, read `ServerMessage`s with a
     timeout (a reader thread queues them; None marks the end of the stream)."""
@@ -504,6 +536,21 @@ PROBE = """(probes) => {
         return n / (d.length / 4);
     });
 }"""
+
+
+#: The board canvas's colour at each point [x, y] of the page's layout (CSS pixels of the board
+#: as drawn, before a phone shrinks it): [[r, g, b], ...].
+PIXELS = """(points) => {
+    const v = window.rtplanViewer, canvas = document.getElementById('board');
+    const ctx = canvas.getContext('2d'), dpr = canvas.width / v.layout.width;
+    return points.map(([x, y]) =>
+        [...ctx.getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data.slice(0, 3)]);
+}"""
+
+
+def near(rgb, colour: str, tol: int = TOLERANCE) -> bool:
+    """Whether pixel `rgb` is palette colour `colour` ("#rrggbb") within `tol` per channel."""
+    return all(abs(a - b) <= tol for a, b in zip(rgb, hex_rgb(colour)))
 
 
 def release_compiled_programs(*, everything: bool = True) -> None:

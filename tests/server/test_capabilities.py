@@ -5,16 +5,23 @@ path it cannot play: the planner agent at a k, gated, and the planner opponent."
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 import pytest
 
 from rtplan.planner_service import BackgroundService, Engine
 from rtplan.server._config import SessionConfig
-from rtplan.server._planner_caps import Capabilities, PlannerCapabilities, ServedGame
+from rtplan.server._planner_caps import (
+    COMPILING_CACHE_S,
+    FRESH_WAIT_S,
+    Capabilities,
+    PlannerCapabilities,
+    ServedGame,
+)
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
-from support import write_checkpoints, write_planner
+from support import HeldCompile, write_checkpoints, write_gate, write_planner
 
 SNAKE, HEX = "snake-rt-v0", "speed-hex-v0"
 
@@ -50,6 +57,8 @@ def test_the_game_list_says_what_the_planner_can_play(partial):
         "compiling": False,
         "budgets": [2],
         "gate": False,
+        "gate_compiling": False,
+        "gate_reason": f"the planner service at {service.address} has no gate for {HEX}",
         "clock_gate": False,
         "committed": "reflex",
         "reason": "",
@@ -176,3 +185,94 @@ def test_a_session_is_never_refused_on_a_stale_compiling_answer():
         assert await caps.get(deciding=True) is decided and stub.calls == 2  # all ready: cached
 
     asyncio.run(scenario())
+
+
+class _SlowStub(_Stub):
+    """A `_Stub` whose answers take `delay_s` (a planner service busy compiling)."""
+
+    delay_s = 0.0
+
+    async def ListGames(self, request, timeout):  # noqa: N802 (the gRPC method's name)
+        await asyncio.sleep(self.delay_s)
+        return await super().ListGames(request, timeout)
+
+
+def test_a_slow_service_never_holds_the_game_list_up():
+    stub = _SlowStub()
+    stub.compiling = True
+    caps = PlannerCapabilities(stub, "here:1")
+
+    async def scenario():
+        assert not (await caps.get()).games[HEX].ready  # the first answer is waited for
+        stub.delay_s, stub.compiling = 3.0, False
+        await asyncio.sleep(COMPILING_CACHE_S)
+        t0 = time.monotonic()
+        listed = await caps.get()  # the game list: the last answer, as the new one is slow
+        assert time.monotonic() - t0 < FRESH_WAIT_S + 0.3
+        assert not listed.games[HEX].ready
+        decided = await caps.get(deciding=True)  # a session's creation waits for the truth
+        assert decided.games[HEX].ready and time.monotonic() - t0 > 2.5
+        assert (await caps.get()).games[HEX].ready  # and the game list has it since
+
+    asyncio.run(scenario())
+
+
+@pytest.fixture(scope="module")
+def held(serve, tmp_path_factory):
+    """An env server over a real planner service (gRPC on port 0) of Snake with a gate whose
+    compile starts after both answer, held after the gate (`support.HeldCompile`)."""
+    tmp = tmp_path_factory.mktemp("held")
+    root = write_checkpoints(tmp / "env", (SNAKE,))
+    folder = write_planner(tmp / "planner", SNAKE, budgets=(2,), simulations=(2,))
+    write_gate(folder, SNAKE)
+    engine = Engine.from_dir(folder, compiler_options={"xla_backend_optimization_level": 0})
+    service = BackgroundService(engine).start(compile=False)
+    return serve(checkpoint_dir=root, services=(service,)).client, HeldCompile(engine)
+
+
+def _snake(client) -> dict:
+    return next(g for g in client.get("/v1/games").json()["games"] if g["id"] == SNAKE)["planner"]
+
+
+def _listed_within(client, since: float, what, bound_s: float = 3.0) -> float:
+    """Seconds after `since` at which GET /v1/games first shows `what(snake's planner)`."""
+    while not what(_snake(client)):
+        assert time.monotonic() - since < bound_s, _snake(client)
+        time.sleep(0.05)
+    return time.monotonic() - since
+
+
+def test_the_game_list_follows_each_choice_as_it_compiles_and_refusals_offer_what_is_ready(
+    held,
+):
+    client, compiling = held
+    shown = _snake(client)
+    assert shown["compiling"] and shown["gate_compiling"] and not shown["gate"], shown
+    refused = client.post("/v1/sessions", json={"game": SNAKE, "agent": "planner"})
+    assert refused.status_code == 409, refused.text
+    said = refused.json()["detail"]
+    assert "is still compiling snake-rt-v0" in said and said.endswith("; choose agent 'reflex'")
+
+    compiling.start()
+    assert compiling.gate_ready.wait(300)  # held there: its forced budgets compile later
+    seconds = _listed_within(client, compiling.at["gate"], lambda p: p["gate"])
+    print(f"the gate was listed ready {seconds:.2f} s after the planner service had it")
+    shown = _snake(client)
+    assert not shown["gate_compiling"] and shown["compiling"] and not shown["available"], shown
+    # Forcing k is refused while the budgets compile; only the gate (ready) is offered.
+    refused = client.post("/v1/sessions", json={"game": SNAKE, "agent": "planner", "k": 2})
+    assert refused.status_code == 409, refused.text
+    said = refused.json()["detail"]
+    assert said.endswith("; leave k out to play its gate or choose agent 'reflex'"), said
+    gated = client.post(
+        "/v1/sessions",
+        json={"game": SNAKE, "agent": "planner", "clock": "simulated", "max_frames": 4},
+    )
+    assert gated.status_code == 201, gated.text
+    assert gated.json()["session"]["config"]["ks"] == []  # the gate picks k
+
+    compiling.release()
+    assert compiling.ready.wait(300)
+    seconds = _listed_within(client, compiling.at["ready"], lambda p: p["available"])
+    print(f"the budgets were listed ready {seconds:.2f} s after the planner service had them")
+    assert not _snake(client)["compiling"]
