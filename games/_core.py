@@ -142,6 +142,10 @@ class Game(abc.ABC):
     board: Board | None = None
     #: Name of each player's colour, by colour (clock games); empty for one-player games.
     colour_names: tuple[str, ...] = ()
+    #: A connection game's goal, by colour: the board edges that colour's chain must join,
+    #: "rows" (the first and last rows: top and bottom) or "columns" (left and right); empty
+    #: where a game is not won by connecting edges.
+    goal_edges: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

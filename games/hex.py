@@ -17,6 +17,9 @@ COLUMNS = "abcdefghijk"
 SWAP = SIZE * SIZE
 #: The cells: column letter, then row number from 1 at the top.
 BOARD = Board.row_major(COLUMNS, [str(r + 1) for r in range(SIZE)])
+#: The edges each colour joins to win, by colour (pgx's `_is_terminal`): colour 0 the first and
+#: last rows (top and bottom), colour 1 the first and last columns (left and right).
+GOAL_EDGES = ("rows", "columns")
 
 
 def cell_name(action: int) -> str:
@@ -39,6 +42,11 @@ class SpeedHex(ClockGame):
     pgx facts: actions 0..120 are cells, index = row * 11 + col, named "a1" (row 0, col 0)
     to "k11" (column letter, then row number); action 121 is swap, legal only on the second
     ply. pgx's planes are [mine, opponent's, colour, can-swap]. There are no draws.
+
+    Goal (`GOAL_EDGES`): colour 0 (red, the first to move) wins by a chain joining row 1 and
+    row 11 (the top and bottom edges, e.g. f1 ... f11); colour 1 (blue) by a chain joining
+    column a and column k (left and right). Swap moves the first stone to its mirror cell
+    ((r, c) -> (c, r)) and makes it blue; the colours keep their edges.
     Fallback: the legal cell nearest the centre (hex distance, ties by lower index).
     """
 
@@ -48,6 +56,7 @@ class SpeedHex(ClockGame):
     action_names = tuple(cell_name(a) for a in range(SWAP + 1))
     board = BOARD
     colour_names = ("red", "blue")
+    goal_edges = GOAL_EDGES
     colour_plane = 2
     #: Every ply fills a cell but the swap, which moves the first stone: at most 121 + 1.
     max_plies = SIZE * SIZE + 1

@@ -125,8 +125,9 @@ def describe_view(game: Game) -> dict[str, Any]:
         generic grid renderer), ``input`` ("keys" or "click"), ``keys`` (keyboard key ->
         action), ``buffer`` (a person's illegal key waits for the first frame where it is
         legal), ``board`` (None, or ``columns`` and ``rows`` labels and the ``actions`` of
-        each cell, row 0 at the top) and ``colour_names`` (by colour; empty in one-player
-        games).
+        each cell, row 0 at the top), ``colour_names`` (by colour; empty in one-player
+        games) and ``goal_edges`` (by colour, "rows" or "columns": the edges that colour's
+        chain joins to win; empty but in connection games).
     """
     record = game_record(game.id)
     board = game.board
@@ -143,4 +144,5 @@ def describe_view(game: Game) -> dict[str, Any]:
             "actions": [list(row) for row in board.actions],
         },
         "colour_names": list(game.colour_names),
+        "goal_edges": list(game.goal_edges),
     }

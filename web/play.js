@@ -4,7 +4,7 @@
 
 import { $, loadToken, saveToken, setText } from "./api.js";
 import { actionAt } from "./draw.js";
-import { game, model, view, viewer } from "./model.js";
+import { agentColour, game, model, view, viewer } from "./model.js";
 
 const KEY_LABELS = { ArrowUp: "↑", ArrowDown: "↓", ArrowLeft: "←", ArrowRight: "→", " ": "space" };
 
@@ -58,7 +58,15 @@ export function startPlaying(msg, sendMessage) {
     const against = c.opponent === "planner"
       ? `the planner (k=${c.opponent_k}), whose search runs its own clock`
       : `the ${c.opponent}`;
-    setText("play-help", `You play ${view().colour_names[0]} against ${against}: click a cell on your turn; your clock runs until you do.`);
+    // The first mover (red in Hex, black in Go) is drawn per game: the frame says which is yours.
+    clickHelp = () => {
+      const st = model.latest && model.latest.state;
+      if (!st) return;
+      const mine = agentColour(st);
+      const goal = goalWords(view().goal_edges, mine);
+      setText("play-help", `You play ${view().colour_names[mine]}${goal} against ${against}: click a cell on your turn; your clock runs until you do.`);
+    };
+    clickHelp();
     const special = $("special");
     special.hidden = last < 0;
     special.textContent = names[last];
@@ -76,6 +84,15 @@ export function startPlaying(msg, sendMessage) {
       if (action >= 0) sendAction(action);
     });
   }
+}
+
+let clickHelp = () => {}; // sets the help line of a game played by clicks, once a frame says your colour
+
+/** ": join the top and bottom edges" when colour `mine` wins by a chain between two edges
+ * (the game's `goal_edges`), else "". */
+export function goalWords(goals, mine) {
+  const edges = { rows: "the top and bottom edges", columns: "the left and right edges" };
+  return goals && goals[mine] ? ` (join ${edges[goals[mine]]})` : "";
 }
 
 /** One line saying what the last frame did with this page's input: [its kind, the text]. */
@@ -106,6 +123,7 @@ function playLine(rep) {
  * server holds for it, pending until a frame where it is legal). */
 export function drawPlayStatus(f) {
   if (!viewer.player) return;
+  clickHelp();
   if (model.startsAt && model.startsAt > performance.now()) {
     setText("play-status", "get ready: nothing moves until the countdown ends (a key now is your first move)");
     $("play-status").className = "pending";

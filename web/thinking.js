@@ -207,8 +207,18 @@ function drawMoves(f) {
     li.classList.toggle("current", on);
     if (on) current = li;
   }
-  if (current && fresh) current.scrollIntoView({ block: "nearest" });
+  // Only the list's own box scrolls: `scrollIntoView` would scroll the page too, and on a phone
+  // (the list under the board) take the board off the screen after every move.
+  if (current && fresh) scrollWithin(list, current);
   else if (!viewer.replay && fresh) list.scrollTop = list.scrollHeight;
+}
+
+/** Scrolls box `list` (not the page) just enough that its child `item` is in view. */
+function scrollWithin(list, item) {
+  const box = list.getBoundingClientRect();
+  const at = item.getBoundingClientRect();
+  if (at.top < box.top) list.scrollTop -= box.top - at.top;
+  else if (at.bottom > box.bottom) list.scrollTop += at.bottom - box.bottom;
 }
 
 /** Forgets what the move list shows (a new game on the TV page). */

@@ -197,6 +197,26 @@ def test_strict_timeout_overrides_board_win(hex_strict, keys_by_first_mover):
         assert float(lost.inner.rewards[1 - first]) == 1.0
 
 
+def test_hex_goal_edges_are_the_edges_the_rules_end_the_game_on(hex_reflex):
+    """`GOAL_EDGES` (what the pages draw) against pgx's rule: a colour's 11-stone line across its
+    stated edges ends the game in its favour; across the other two edges it does not."""
+    from rtplan.games.hex import GOAL_EDGES
+
+    # Cell j of line i: down column i ("rows": joins the top and bottom) or along row i.
+    cell = {"rows": lambda i, j: 11 * j + i, "columns": lambda i, j: 11 * i + j}
+    for colour in (0, 1):
+        for edges, wins in ((GOAL_EDGES[colour], True), (GOAL_EDGES[1 - colour], False)):
+            mine = [cell[edges](2, j) for j in range(11)]
+            # The other colour: 10 cells of a parallel line and one cell off both lines.
+            theirs = [cell[edges](8, j) for j in range(10)] + [cell[edges](5, 0)]
+            plies = zip(mine, theirs) if colour == 0 else zip(theirs, mine)
+            moves = [a for pair in plies for a in pair][: 21 + colour]
+            s = hex_reflex.play(hex_reflex.init(jax.random.key(0)), moves)
+            assert bool(s.terminated) == wins, (colour, edges)
+            if wins:
+                assert float(s.reward) == 1.0  # the last mover, `colour`, won
+
+
 def test_needs_reflex_is_false_in_strict_mode(hex_strict):
     s = hex_strict.game.set_initial_time(hex_strict.init(jax.random.key(0)), 0)
     assert not bool(hex_strict.needs_reflex(s))

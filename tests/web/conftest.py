@@ -25,21 +25,43 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium_path, tmp_path_factory):
+def playwright(chromium_path):
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail("the browser tests need Playwright for Python: pip install -e '.[dev]'")
     with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=chromium_path,
-            args=FLAGS,
-            headless=True,
-            viewport={"width": 960, "height": 720},
-        )
-        yield context
-        context.close()
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, chromium_path, tmp_path_factory):
+    context = playwright.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")),
+        executable_path=chromium_path,
+        args=FLAGS,
+        headless=True,
+        viewport={"width": 960, "height": 720},
+    )
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def phone(playwright, chromium_path, tmp_path_factory):
+    """A phone's browser: a 390 x 844 screen at 3 device pixels a CSS pixel, played by taps."""
+    context = playwright.chromium.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-phone")),
+        executable_path=chromium_path,
+        args=FLAGS,
+        headless=True,
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=3,
+        is_mobile=True,
+        has_touch=True,
+    )
+    yield context
+    context.close()
 
 
 @pytest.fixture

@@ -5,15 +5,28 @@ import { STONE_CHARS, stoneMoveLabel, disc, markLastMoves, rect, stoneAnnotate, 
 
 export const PALETTE = { board: "#dcb35c", line: "#3a2c10", stones: ["#111111", "#f2f2f2"], mark: "#e0303a" };
 
-export function layout(f) {
+/** The board's geometry, and its coordinates (`labels`: [text, x, y] of each column's letter
+ * above the top line and each row's number left of its first point, the GTP vertex names of the
+ * game description: columns A-J without I, rows counted from the bottom). */
+export function layout(f, view) {
   const n = f.board.length;
   const cell = Math.floor(480 / (n + 1));
   const m = cell;
+  const center = (r, c) => [m + c * cell, m + r * cell];
+  const labels = [];
+  const board = view && view.board;
+  if (board && board.columns && board.rows) {
+    for (let i = 0; i < n; i++) {
+      labels.push([board.columns[i], center(0, i)[0], 0.45 * cell]);
+      labels.push([board.rows[i], 0.45 * cell, center(i, 0)[1]]);
+    }
+  }
   return {
     width: 2 * m + (n - 1) * cell,
     height: 2 * m + (n - 1) * cell,
     cell,
-    center: (r, c) => [m + c * cell, m + r * cell],
+    center,
+    labels,
   };
 }
 
@@ -47,12 +60,7 @@ export function draw(ctx, f, L, annot, view) {
   ctx.font = `${Math.round(0.28 * s)}px system-ui, sans-serif`;
   ctx.textAlign = "center";
   ctx.textBaseline = "middle";
-  for (let i = 0; i < n; i++) {
-    const [x] = L.center(0, i);
-    ctx.fillText(view.board.columns[i], x, 0.45 * s);
-    const [, y] = L.center(i, 0);
-    ctx.fillText(view.board.rows[i], 0.45 * s, y);
-  }
+  for (const [text, x, y] of L.labels) ctx.fillText(text, x, y);
   for (let r = 0; r < n; r++) {
     for (let c = 0; c < n; c++) {
       const k = STONE_CHARS.indexOf(f.board[r][c]);

@@ -1,8 +1,9 @@
 // Speed Hex (speed-hex-v0): an n x n rhombus of pointy-top hexagons; cell (r, c) neighbours
-// (r, c +- 1), (r - 1, c), (r - 1, c + 1), (r + 1, c - 1), (r + 1, c) as in pgx hex. Colour 0
-// ("x") joins columns 0 and n-1 (left and right edges), colour 1 ("o") rows 0 and n-1 (top and
-// bottom). Columns are lettered above the board, rows numbered on its left, as the move list names
-// cells (f6). A person plays by clicking a cell (or the swap button).
+// (r, c +- 1), (r - 1, c), (r - 1, c + 1), (r + 1, c - 1), (r + 1, c) as in pgx hex. The goal
+// edges are the game's (`view.goal_edges`, from games/hex.py): colour 0 ("x", red, the first to
+// move) joins rows 0 and n-1 (the top and bottom edges), colour 1 ("o", blue) columns 0 and n-1
+// (left and right). Columns are lettered above the board, rows numbered on its left, as the move
+// list names cells (f6). A person plays by clicking a cell (or the swap button).
 
 import { STONE_CHARS, stoneMoveLabel, markLastMoves, rect, stoneAnnotate, stoneCaption } from "../draw.js";
 
@@ -50,12 +51,10 @@ function hexPath(ctx, x, y, R) {
   ctx.closePath();
 }
 
-export function draw(ctx, f, L, annot) {
-  const P = PALETTE;
-  const n = f.board.length;
+/** The four goal edges as [from, to, colour]: each colour's two edges in its stones' colour,
+ * as the game's `goal_edges` say ("rows": the top and bottom edges, "columns": left and right). */
+export function goalEdges(L, n, view) {
   const R = L.radius;
-  rect(ctx, 0, 0, L.width, L.height, P.background);
-  // The goal edges, drawn under the outer hexagons.
   const corner = (r, c, dx, dy) => {
     const [x, y] = L.center(r, c);
     return [x + dx, y + dy];
@@ -64,10 +63,22 @@ export function draw(ctx, f, L, annot) {
   const tr = corner(0, n - 1, L.cell / 2 + 4, -R - 4);
   const br = corner(n - 1, n - 1, L.cell / 2 + 4, R + 4);
   const bl = corner(n - 1, 0, -L.cell / 2 - 4, R + 4);
+  const sides = { rows: [[tl, tr], [bl, br]], columns: [[tl, bl], [tr, br]] };
+  // A replay recorded before the description carried them: pgx's rule (games/hex.py).
+  const goals = view && view.goal_edges && view.goal_edges.length === 2
+    ? view.goal_edges : ["rows", "columns"];
+  return goals.flatMap((which, colour) => sides[which].map(([a, b]) => [a, b, colour]));
+}
+
+export function draw(ctx, f, L, annot, view) {
+  const P = PALETTE;
+  const n = f.board.length;
+  const R = L.radius;
+  rect(ctx, 0, 0, L.width, L.height, P.background);
+  // The goal edges, drawn under the outer hexagons.
   ctx.lineWidth = 8;
-  for (const [a, b, colour] of [
-    [tl, tr, P.stones[1]], [bl, br, P.stones[1]], [tl, bl, P.stones[0]], [tr, br, P.stones[0]],
-  ]) {
+  for (const [a, b, k] of goalEdges(L, n, view)) {
+    const colour = P.stones[k];
     ctx.beginPath();
     ctx.moveTo(...a);
     ctx.lineTo(...b);
