@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rtplan.processes import Child, stop_all, stop_on_signals
-from support import write_checkpoints
+from support import free_port, write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 PROC = Path("/proc")
@@ -200,9 +200,11 @@ def checkpoints(tmp_path_factory):
 
 def start_demo(checkpoints: Path, tmp_path: Path):
     """The headless demo at 2 FPS (its game outlives the test), once its session plays and its
-    example agent runs: the process, its output, its descendants, and its HTTP and gRPC ports."""
+    example agent runs: the process, its output, its descendants, and its HTTP and gRPC ports
+    (the HTTP one is the --port it was given)."""
+    port = free_port()
     cmd = [sys.executable, "-m", "rtplan", "demo", "--headless", "--game", "snake-rt-v0"]
-    cmd += ["--fps", "2", "--frames", "0", "--every", "1000"]
+    cmd += ["--fps", "2", "--frames", "0", "--every", "1000", "--port", str(port)]
     cmd += ["--checkpoint-dir", str(checkpoints), "--record-dir", str(tmp_path)]
     proc = subprocess.Popen(
         cmd,
@@ -223,6 +225,7 @@ def start_demo(checkpoints: Path, tmp_path: Path):
         time.sleep(0.1)
     out = "".join(lines)
     http = int(re.search(r"browse it:  http://127\.0\.0\.1:(\d+)/", out).group(1))
+    assert http == port, out  # --headless honours --port
     grpc = int(re.search(r"--address 127\.0\.0\.1:(\d+)", out).group(1))
     # The planner service, the env server and the example agent (started just after the line;
     # a loaded box can show it forked and not yet running the agent's program).
