@@ -6,8 +6,10 @@
 import { agentLabel, el, getJSON, loadToken, saveToken } from "./api.js";
 
 const REFRESH_MS = 1000;
-/** How often the game list is asked again while a planner is still compiling. */
+/** How often the game list is asked again while a planner is still compiling (or the server
+ * did not answer), and otherwise (a planner service may restart). */
 const COMPILING_POLL_MS = 2000;
+const SETTLED_POLL_MS = 15000;
 const form = document.getElementById("start");
 const result = document.getElementById("start-result");
 let games = [];
@@ -170,6 +172,29 @@ function plannerRefusal(game, k) {
   return "";
 }
 
+/** Why the planner with its gate (the agent without k, as the demo plays) cannot play `game`
+ * now, or "" when it can. */
+function gateRefusal(game) {
+  const p = game.planner || { gate: false, gate_reason: "no planner service" };
+  if (!game.checkpoint) return `${game.id} has no planner checkpoint here`;
+  return p.gate ? "" : p.gate_reason || `the planner service has no gate for ${game.id}`;
+}
+
+/** The planner service has a gate for `game`, ready or compiling. */
+const hasGate = (game) => Boolean(game.planner && (game.planner.gate || game.planner.gate_compiling));
+
+/** What the game list says beside `game`: what of its planner plays now, per choice. */
+function readiness(game) {
+  const p = game.planner || {};
+  if (!game.checkpoint) return " (no checkpoint)";
+  const forced = !plannerRefusal(game);
+  const gated = Boolean(p.gate);
+  if (forced && (gated || !p.gate_compiling)) return "";
+  if (forced) return " (gate compiling)";
+  if (gated) return p.compiling ? " (gated planner ready, budgets compiling)" : " (gated planner only)";
+  return p.compiling || p.gate_compiling ? " (planner compiling)" : " (no planner)";
+}
+
 /** An <option>, disabled with its reason as the tooltip when `why` is set. */
 function choice(value, label, why) {
   const o = el("option", label, why ? { value, title: why } : { value });
@@ -182,7 +207,7 @@ function choice(value, label, why) {
  * planner service does not plan it), the reflex (with a checkpoint), random. */
 function opponents(game) {
   const p = game.planner || {};
-  const gateWhy = plannerRefusal(game) || (p.clock_gate ? "" : `the planner service has no clock gate for ${game.id}`);
+  const gateWhy = gateRefusal(game) || (p.clock_gate ? "" : `the planner service has no clock gate for ${game.id}`);
   const list = [choice("gate", "planner (gate)", gateWhy)];
   list.push(...game.budgets.map((b) => choice(`planner:${b}`, `planner (k=${b})`, plannerRefusal(game, b))));
   list.push(choice("reflex", "reflex", game.checkpoint ? "" : `${game.id} has no planner checkpoint here`));
@@ -210,9 +235,18 @@ function updateForm(event) {
   const game = games.find((g) => g.id === form.game.value);
   const k = form.k;
   if (!event || event.target === form.game) {
+    const kept = event ? null : k.value; // a refresh of the list keeps the visitor's k
     k.replaceChildren(...(game ? game.budgets : []).map((b) => choice(b, b, plannerRefusal(game, b))));
+    if (kept !== null && [...k.options].some((o) => o.value === kept && !o.disabled)) k.value = kept;
     firstEnabled(k);
   }
+  // The planner with its gate: offered where the service has a gate, enabled once it plays.
+  const gated = form.agent.querySelector('option[value="gate"]');
+  const gateWhy = game ? gateRefusal(game) : "no game";
+  gated.hidden = !game || !hasGate(game);
+  gated.disabled = gated.hidden || Boolean(gateWhy);
+  gated.title = gateWhy;
+  if (gated.disabled && form.agent.value === "gate") form.agent.value = "reflex";
   const planner = form.agent.querySelector('option[value="planner"]');
   let why = game ? plannerRefusal(game) : "no game";
   if (!why && ![...k.options].some((o) => !o.disabled)) {
@@ -230,8 +264,10 @@ function updateForm(event) {
   opponent.closest("label").hidden = !clock;
   opponent.disabled = !clock;
   if (clock && (!event || event.target === form.game || event.target === form.agent)) {
+    const kept = !event && opponentChosen ? opponent.value : null;
     opponent.replaceChildren(...opponents(game));
     opponent.value = defaultOpponent(game, form.agent.value);
+    if (kept !== null && [...opponent.options].some((o) => o.value === kept && !o.disabled)) opponent.value = kept;
     // A person plays on a clock in minutes (3+2); agents on the game's clock in ticks.
     form.time_control.value = form.agent.value === "human" ? "3+2" : "";
   }
@@ -244,6 +280,12 @@ function updateForm(event) {
 }
 
 form.addEventListener("change", updateForm);
+/** The visitor picked an opponent: the list's refreshes keep it (a new game or agent does not). */
+let opponentChosen = false;
+form.addEventListener("change", (event) => {
+  if (event.target === form.opponent) opponentChosen = true;
+  else if (event.target === form.game || event.target === form.agent) opponentChosen = false;
+});
 
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -255,6 +297,7 @@ form.addEventListener("submit", async (event) => {
     max_frames: Number(form.max_frames.value),
   };
   if (body.agent === "planner") body.k = Number(form.k.value);
+  if (body.agent === "gate") body.agent = "planner"; // no k: the gate picks it, as in the demo
   if (!form.opponent.disabled) {
     const [opponent, k] = form.opponent.value.split(":");
     body.opponent = opponent;
@@ -290,33 +333,51 @@ form.addEventListener("submit", async (event) => {
   refresh();
 });
 
-/** The game the form offers until the visitor picks one: the first whose planner is ready,
- * else the first with a checkpoint, else the first. */
+/** The game the form offers until the visitor picks one: the first whose planner plays (forced
+ * or with its gate), else the first with a checkpoint, else the first. */
 function defaultGame() {
-  return games.find((g) => !plannerRefusal(g)) || games.find((g) => g.checkpoint) || games[0] || {};
+  const ready = (g) => !plannerRefusal(g) || !gateRefusal(g);
+  return games.find(ready) || games.find((g) => g.checkpoint) || games[0] || {};
 }
 
 /** The visitor picked a game: the list's refreshes keep it. */
 let chosen = false;
 form.game.addEventListener("change", () => (chosen = true));
 
-/** The game list from GET /v1/games into the form (the selected game kept). While a game's
- * planner is still compiling (the service compiles its games in turn), asks again shortly. */
+/** True while what GET /v1/games says will change by itself soon: a planner still compiling. */
+const settling = () => games.some((g) => g.planner && (g.planner.compiling || g.planner.gate_compiling));
+
+/** The game list from GET /v1/games into the form (the selected game kept), each game labelled
+ * with what of its planner plays now (`readiness`). */
+let gamesShown = "";
 async function loadGames() {
   const selected = form.game.value;
   games = (await getJSON("/v1/games")).games;
+  const key = JSON.stringify(games);
+  if (key === gamesShown) return; // the form as it is (an open list stays open)
+  gamesShown = key;
   form.game.replaceChildren(
     ...games.map((g) => {
-      const why = plannerRefusal(g);
-      const state = g.planner && g.planner.compiling ? " (planner compiling)" : " (no planner)";
-      const label = g.id + (!g.checkpoint ? " (no checkpoint)" : why ? state : "");
-      return el("option", label, why ? { value: g.id, title: why } : { value: g.id });
+      const why = [plannerRefusal(g), hasGate(g) ? gateRefusal(g) : ""].filter(Boolean).join("; ");
+      return el("option", g.id + readiness(g), why ? { value: g.id, title: why } : { value: g.id });
     }),
   );
   if (chosen && games.some((g) => g.id === selected)) form.game.value = selected;
   else form.game.value = defaultGame().id; // until the visitor picks one: a game ready to play
   updateForm();
-  if (games.some((g) => g.planner && g.planner.compiling)) setTimeout(loadGames, COMPILING_POLL_MS);
+}
+
+/** Asks for the game list again and again: every COMPILING_POLL_MS while a planner compiles (so
+ * each choice is offered as it becomes ready, without a reload) or the server did not answer,
+ * else every SETTLED_POLL_MS. */
+async function pollGames() {
+  let failed = false;
+  try {
+    await loadGames();
+  } catch (e) {
+    failed = true;
+  }
+  setTimeout(pollGames, failed || settling() ? COMPILING_POLL_MS : SETTLED_POLL_MS);
 }
 
 async function init() {
@@ -325,6 +386,7 @@ async function init() {
     document.getElementById("server").textContent =
       `${health.version} · planner ${health.planner_address || "not connected"}`;
     await loadGames();
+    setTimeout(pollGames, settling() ? COMPILING_POLL_MS : SETTLED_POLL_MS);
     for (const id of ["sessions-game", "replays-game"]) {
       document.getElementById(id).append(...games.map((g) => el("option", g.id, { value: g.id })));
     }
