@@ -34,6 +34,7 @@ from rtplan.planner_service._admission import (
     SupersededError,
 )
 from rtplan.planner_service._cache_fill import CacheFiller, cache_dir
+from rtplan.planner_service._reports import ErrorReports
 from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.v1 import planner_pb2 as pb
 from rtplan.v1 import planner_pb2_grpc
@@ -84,8 +85,44 @@ def _lenient(message_cls):
     return parse
 
 
+#: What a refusal (or a failure) of each call means for play, for the service's one-line reports.
+_MEANS = {
+    "Plan": "the session played its fallback for that frame",
+    "Health": "the caller saw no health answer",
+    "ListGames": "the lobby could not list this service's games this time",
+    "Version": "the caller saw no version",
+}
+#: ... and what a Plan refused for these reasons means (the others: `_MEANS`).
+_PLAN_MEANS = (
+    (DeadlineError, "the search missed its deadline: the session played its fallback"),
+    (eng.NotStartedError, "the search could not land in time: the session played its fallback"),
+    (SupersededError, "the session's newer request replaced it: nothing was lost"),
+)
+
+
+def _means(name: str, error: BaseException | None) -> str:
+    if name == "Plan" and error is not None:
+        return next((m for cls, m in _PLAN_MEANS if isinstance(error, cls)), _MEANS[name])
+    return _MEANS.get(name, "the caller got an error")
+
+
+def _gone(servicer, name: str, sent: str, cause: BaseException | None, e: Exception) -> None:
+    """Reports (once, `ErrorReports`) an answer that found its caller gone: its deadline passed,
+    or it cancelled, as `sent` went out (gRPC raises `ExecuteBatchError`, an `InternalError`)."""
+    why = f"{type(cause).__name__}: {cause}; " if cause is not None else ""
+    servicer.reports.report(
+        f"{name} answers whose caller had gone ({type(cause or e).__name__})",
+        f"planner service: {name}: the caller had gone when its {sent} went out "
+        f"({why}sending it: {type(e).__name__}); {_means(name, cause)}",
+        e,
+    )
+
+
 def _statuses(handler):
-    """Maps the engine's and admission's errors to gRPC statuses; anything else is INTERNAL."""
+    """Maps the engine's and admission's errors to gRPC statuses; anything else is INTERNAL.
+    An answer (or a refusal) that can no longer be sent (the caller's deadline passed, or it
+    cancelled) and an unexpected error are each reported in one line (`ErrorReports`)."""
+    name = handler.__name__
 
     @functools.wraps(handler)
     async def wrapped(self, request, context: grpc.aio.ServicerContext):
@@ -96,12 +133,25 @@ def _statuses(handler):
         except (eng.EngineError, games.UnknownGameError, AdmissionError) as e:
             code = next(c for cls, c in _CODES if isinstance(e, cls))
             meta = ((RETRY_AFTER_KEY, str(e.retry_after_ms)),) if isinstance(e, BusyError) else ()
-            log.debug("%s %s: %s", handler.__name__, code.name, e)
-            await context.abort(code, str(e), trailing_metadata=meta)
+            log.debug("%s %s: %s", name, code.name, e)
+            try:
+                await context.abort(code, str(e), trailing_metadata=meta)
+            except grpc.aio.InternalError as sent:
+                _gone(self, name, f"{code.name} answer", e, sent)
+                raise asyncio.CancelledError from sent  # gRPC's word for a call its client left
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
+        except grpc.aio.InternalError as e:  # a message that could not go out: the caller left
+            _gone(self, name, "answer", None, e)
+            raise asyncio.CancelledError from e
         except Exception as e:
-            log.exception("%s failed", handler.__name__)
+            self.reports.report(
+                f"{name} failures ({type(e).__name__})",
+                f"planner service: {name} failed ({type(e).__name__}: {e}); the caller got "
+                f"INTERNAL: {_means(name, None)}; --log-level debug shows the traceback",
+                e,
+                level=logging.ERROR,
+            )
             await context.abort(
                 grpc.StatusCode.INTERNAL, f"planner error ({type(e).__name__}); see the server log"
             )
@@ -205,6 +255,8 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
         )
         #: Plan calls answered with an action (Health reports it: a replica's load).
         self.plans_answered = 0
+        #: The errors it met, each said once in one line (`_statuses`).
+        self.reports = ErrorReports(log)
 
     @_statuses
     async def Plan(self, request: pb.PlanRequest, context: grpc.aio.ServicerContext) -> None:

@@ -7,6 +7,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import gc
+import logging
 import os
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from rtplan.planner import Planner, default_config
 from rtplan.planner.compiled import OPTION, Executable
 from rtplan.planner.compiled import _option as engine_option
 from rtplan.planner.store import load_planner, save_planner
-from rtplan.planner_service import BackgroundService, Engine, PlannerServiceSettings
+from rtplan.planner_service import BackgroundService, Engine, PlannerServiceSettings, _reports
 from rtplan.planner_service.__main__ import main
 from rtplan.planner_service.engine import resolve_device
 from rtplan.planner_service.server import serve
@@ -551,6 +552,56 @@ def _admitted(stub, request) -> _Stream:
         assert first.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, first
         time.sleep(0.02)
     raise AssertionError("no slot freed")
+
+
+class _LoopBlockingEngine:
+    """The real engine, except that `check` (which the Plan handler runs on the service's event
+    loop) blocks the loop for `delay_s`: a caller whose deadline is shorter has gone by the time
+    its request is refused as past its deadline, as when a loaded machine answers late."""
+
+    def __init__(self, engine: Engine, delay_s: float) -> None:
+        self._engine = engine
+        self.delay_s = delay_s
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def check(self, *args, **kwargs):
+        time.sleep(self.delay_s)
+        return self._engine.check(*args, **kwargs)
+
+
+def test_an_answer_whose_caller_has_gone_is_one_line_and_its_repeats_are_counted(
+    service, caplog, monkeypatch
+):
+    """gRPC fails to send a refusal (DeadlineError) to a caller whose deadline has passed
+    (`ExecuteBatchError`; grpc.aio logged it as a ~30-line traceback, the demo's terminal at
+    285 s): the service says so once, in one line with what it meant for play, counts the
+    repeats (a line per `REPEATS_EVERY_S`) and keeps each traceback at DEBUG."""
+    monkeypatch.setattr(_reports, "REPEATS_EVERY_S", 1.0)
+    blocking = _LoopBlockingEngine(service.engine, 0.3)
+    with caplog.at_level(logging.DEBUG), BackgroundService(blocking) as late:
+        with grpc.insecure_channel(late.address) as channel:
+            stub = planner_pb2_grpc.PlannerStub(channel)
+            for _ in range(3):
+                code, _, _, responses = _call(stub, _request(SNAKE, k=2), timeout=0.05)
+                assert (code, responses) == (grpc.StatusCode.DEADLINE_EXCEEDED, [])
+                time.sleep(0.5)  # the loop is free again: the next call reaches the handler
+            blocking.delay_s = 0.0
+            assert stub.Health(pb.HealthRequest(), timeout=5).status == pb.HealthResponse.SERVING
+        time.sleep(1.5)  # the repeats' line
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in said] == [
+        "planner service: Plan: the caller had gone when its DEADLINE_EXCEEDED answer went out "
+        "(DeadlineError: deadline already passed when the request arrived; sending it: "
+        "ExecuteBatchError); the search missed its deadline: the session played its fallback "
+        "(repeats counted: a line per 1 s at most)",
+        "planner service: 2 more of Plan answers whose caller had gone (DeadlineError) in the "
+        "last 1 s (3 in all)",
+    ], [r.getMessage() for r in said]
+    assert not any(r.exc_info or r.exc_text for r in said)  # one line each, no traceback
+    tracebacks = [r for r in caplog.records if r.levelno == logging.DEBUG and r.exc_info]
+    assert [type(r.exc_info[1]).__name__ for r in tracebacks] == ["ExecuteBatchError"] * 3
 
 
 def test_cancelled_calls_free_their_slots(service):
