@@ -273,6 +273,8 @@ export function drawStatus() {
   } else if (model.error) {
     setText("status", model.error);
     $("status").className = "error";
+    // Nothing to show: the heading says so, not "connecting…" forever.
+    if (!hello) setText("title", model.error.split(":")[0]);
   } else if (viewer.replay) {
     const end = viewer.replay.index.end;
     setText("status", `replay${end ? ` · ${end.reason} · return ${end.episode_return}` : " (no end line)"}`);

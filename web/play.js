@@ -95,6 +95,14 @@ export function goalWords(goals, mine) {
   return goals && goals[mine] ? ` (join ${edges[goals[mine]]})` : "";
 }
 
+/** A time to spare as a person reads it: "85 ms", "4.2 s", "3:00" (a clock game's minutes). */
+export function spareText(ms) {
+  if (ms < 1000) return `${Math.max(0, ms).toFixed(0)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.floor(ms / 1000);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+}
+
 /** One line saying what the last frame did with this page's input: [its kind, the text]. */
 function playLine(rep) {
   const names = model.hello.spec.action_names;
@@ -109,7 +117,7 @@ function playLine(rep) {
   }
   const kind = rep.provenance;
   const said = {
-    on_time: `your ${name(rep.action)} on time (${rep.slack_ms.toFixed(0)} ms to spare)`,
+    on_time: `your ${name(rep.action)} on time (${spareText(rep.slack_ms)} to spare)`,
     fallback: viewer.sent.length
       ? `no input by the deadline: the fallback played (${name(rep.action)})`
       : `the reflex steers (${name(rep.action)}) until your first key`,
@@ -138,7 +146,13 @@ export function drawPlayStatus(f) {
   // A key after its frame's deadline: the frame it missed says so (its report turned LATE).
   const late = (f.late || []).filter((r) => r.answer_source !== "opponent");
   const rep = late.length ? late[late.length - 1] : f.previous;
-  if (!rep) return;
+  if (!rep) {
+    // Frame 0, the countdown over: the "get ready" line no longer holds.
+    const turn = f.state && f.state.to_play === viewer.player.player;
+    setText("play-status", viewer.player.input === "keys" || turn ? "your move" : "the opponent's move");
+    $("play-status").className = "pending";
+    return;
+  }
   const [kind, text] = playLine(rep);
   setText("play-status", text);
   $("play-status").className = kind;

@@ -7,6 +7,7 @@ each point as GTP names its vertex."""
 from __future__ import annotations
 
 import heapq
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -54,6 +55,11 @@ def start_from_lobby(tab, base: str, game: str) -> str:
         "(() => { const v = window.rtplanViewer; return v && v.player && v.state && v.palette"
         " && !document.querySelector('#result.countdown'); })()",
         timeout=30_000,
+    )
+    # Once the countdown is over the "get ready" line gives way (frame 0 has no report yet).
+    tab.wait_for_function(
+        "!document.getElementById('play-status').textContent.startsWith('get ready')",
+        timeout=5_000,
     )
     return tab.url.split("session=")[1]
 
@@ -165,6 +171,26 @@ def board_on_screen(tab) -> bool:
     )
 
 
+def contrast(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two CSS "rgb(r, g, b)" colours."""
+
+    def luminance(css: str) -> float:
+        channels = [int(v) / 255 for v in re.findall(r"\d+", css)[:3]]
+        lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_a_watch_page_of_no_session_says_so_in_its_heading(server, tab):
+    tab.goto(f"{server.base}/watch?session=0000000000000000")
+    tab.wait_for_function(
+        "document.getElementById('status').textContent.includes('no session')", timeout=10_000
+    )
+    assert tab.inner_text("#title") == "no session 0000000000000000"
+
+
 def test_a_won_hex_game_joins_the_edges_drawn_in_the_winners_colour(server, tab):
     sid = start_from_lobby(tab, server.base, "speed-hex-v0")
     player = tab.evaluate("window.rtplanViewer.player.player")
@@ -273,6 +299,14 @@ def test_speed_go_draws_each_point_under_the_coordinates_gtp_names_it(server, ta
     y_of = {t: y for y, t in rows}
     cell = tab.evaluate("window.rtplanViewer.layout.cell")
     palette = tab.evaluate("window.rtplanViewer.palette")["stones"]
+    # Each side's clock bar reads against its track: black's too (3:1, WCAG's non-text contrast).
+    bars = tab.evaluate(
+        """[...document.querySelectorAll('#clock-rows .bar')].map(b => [
+            getComputedStyle(b).backgroundColor, getComputedStyle(b.firstChild).backgroundColor])"""
+    )
+    assert len(bars) == 2
+    for track, fill in bars:
+        assert contrast(track, fill) >= 3, (track, fill, contrast(track, fill))
 
     def stone_at(vertex: str) -> list[int]:
         """The canvas's colour inside the stone at `vertex`'s crossing of the drawn labels (off
@@ -306,6 +340,9 @@ def test_speed_go_draws_each_point_under_the_coordinates_gtp_names_it(server, ta
         # The action the tap played is the one the GTP engine calls by that name.
         assert go_rules.vertex_name(report["action"]) == vertex, report
         assert last_move_said().endswith(vertex), last_move_said()
+        # The time to spare in a person's units (m:ss of a clock game's minutes, not "180398 ms").
+        said = tab.inner_text("#play-status")
+        assert re.search(r"on time \((\d+:\d\d|\d+\.\d s|\d{1,3} ms) to spare\)", said), said
         mine = colour_of(tab.evaluate("window.rtplanViewer.state"), player)
         assert near(stone_at(vertex), palette[mine]), (vertex, stone_at(vertex), palette)
         if not my_turn_or_end(tab):
