@@ -214,9 +214,28 @@ export function drawHeader(hello, prefix = "") {
   setText("agent", `${who} · ${c.fps} FPS · ${c.clock.replace("_", " ")}`);
 }
 
+/** Blanks the header, the board and the side panels (the TV page's next game): nothing of
+ * the game shown before stays on screen until the next one's hello and first frame. */
+export function clearPanels() {
+  setText("title", "TV · tuning in…");
+  setText("agent", "–");
+  for (const id of ["frame", "return", "k", "latency"]) setText(id, "–");
+  delete $("frame").dataset.session;
+  for (const id of ["strip", "kchart", "latchart"]) chartContext(id);
+  $("clocks").hidden = true;
+  $("clock-rows").replaceChildren();
+  setText("move-cost", "");
+  $("stats").replaceChildren();
+  setText("caption", "");
+  const board = $("board");
+  board.getContext("2d").clearRect(0, 0, board.width, board.height);
+  delete board.dataset.session;
+}
+
 /** The panels of frame message `f`: its numbers, the charts, the clocks, the counters. */
 export function drawPanels(f) {
   setText("frame", String(f.frame));
+  if (model.hello) $("frame").dataset.session = model.hello.session.id; // whose numbers these are
   setText("return", Number(f.episode_return).toFixed(1));
   const last = model.history[model.history.length - 1];
   const ks = model.history.filter((h) => h.k != null);
