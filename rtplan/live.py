@@ -255,6 +255,7 @@ def run_web_demo(
     seed: int = 0,
     port: int = DEMO_HTTP_PORT,
     access_log: bool = False,
+    verbose: bool = False,
     planner_games: list[str] | None = None,
     checkpoint_dir: Path | None = None,
     record_dir: Path | None = None,
@@ -265,7 +266,9 @@ def run_web_demo(
     started again when it ends; serves the lobby until Ctrl-C. `game` None: `demo_game`.
     `planner_games`: what the planner service serves besides `game` (None or ["all"]: every game
     with a checkpoint). `access_log`: the env server logs a line per HTTP request (off: each
-    open page polls about 4 times a second). It prints the lobby's address as soon as the env
+    open page polls about 4 times a second). `verbose`: every line of its services as it comes
+    (else a traceback is its exception's line, and uvicorn's start-up and the planner
+    services' ports are left out: `_DemoEcho`). It prints the lobby's address as soon as the env
     server answers, then one line as each game starts compiling (its budgets, an estimate) and
     one once it is ready.
     The demo's game has a planner service of its own and starts once it plans (gated: once
@@ -314,7 +317,7 @@ def run_web_demo(
                 game,
                 access_log=access_log,
                 planner_games=served,
-                echo=_demo_echo,
+                echo=_DemoEcho(verbose=verbose),
                 on_env=lobby,
                 background_nice=BACKGROUND_NICE,
                 gated=demo.gated,
@@ -372,14 +375,52 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
-def _demo_echo(name: str, line: str) -> None:
-    """The web demo's view of its services' lines: the planner's progress as its own lines,
-    the rest as they come."""
-    found = _PROGRESS.match(line)
-    if found:
-        _say(f"rtplan demo: {found.group(1)}")
-    else:
-        _say(f"[{name}] {line}")
+#: Lines of its services the web demo leaves out (`--verbose` shows them): uvicorn's start-up
+#: and shutdown, and the planner services' ports, which the demo reads and never needs to show.
+_QUIET = re.compile(
+    r"^(?:INFO: +(?:Started server process|Waiting for application (?:startup|shutdown)\.|"
+    r"Application (?:startup|shutdown) complete\.|Shutting down|Finished server process)"
+    r"|planner service (?:bound to|listening on) )"
+)
+#: Lines inside a Python traceback after its first: its frames (indented), blank lines and the
+#: sentences that chain two exceptions; ... and those that may follow an exception's line.
+_TRACEBACK_BODY = re.compile(r"^(?:\s|$|During handling of |The above exception )")
+_CHAINING = re.compile(r"^(?:$|During handling of |The above exception )")
+
+
+class _DemoEcho:
+    """The web demo's view of its services' lines: the planner's progress as its own lines, a
+    traceback as its exception's line only, the `_QUIET` lines left out and the rest as they
+    come; with `verbose`, every line as it comes."""
+
+    def __init__(self, *, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self._traceback: set[str] = set()  # the services whose traceback is being printed
+        self._raised: set[str] = set()  # ... and those that just printed an exception's line
+
+    def __call__(self, name: str, line: str) -> None:
+        if self.verbose:
+            _say(f"[{name}] {line}")
+            return
+        if line.startswith("Traceback (most recent call last):"):
+            self._traceback.add(name)
+            return
+        if name in self._traceback:
+            if _TRACEBACK_BODY.match(line):
+                return
+            self._traceback.discard(name)  # the exception's own line ends it
+            self._raised.add(name)  # ... unless another exception is chained to it
+            _say(f"[{name}] {line}  (rtplan demo --verbose shows the traceback)")
+            return
+        if name in self._raised:
+            if _CHAINING.match(line):
+                return
+            self._raised.discard(name)
+        found = _PROGRESS.match(line)
+        if found:
+            _say(f"rtplan demo: {found.group(1)}")
+        elif not _QUIET.match(line):
+            _say(f"[{name}] {line}")
 
 
 def _games_until_stopped(addr: dict, body: dict, seed: int, stopping: Stopping) -> None:

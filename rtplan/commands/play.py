@@ -43,6 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "a port in use is refused before anything starts",
     )
     demo.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every line of its services as it comes (else: progress, addresses, each game's "
+        "result, and an error as one line without its traceback)",
+    )
+    demo.add_argument(
         "--access-log",
         action="store_true",
         help="the env server logs a line per HTTP request (off: an open page makes about 4 a "
@@ -98,6 +104,7 @@ _ONE_MODE_FLAGS = (
     ("--every", "every", True),
     ("--no-example-agent", "no_example_agent", True),
     ("--planner-games", "planner_games", False),
+    ("--verbose", "verbose", False),
 )
 
 
@@ -141,6 +148,7 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         port=port,
         access_log=args.access_log,
+        verbose=args.verbose,
         planner_games=args.planner_games.split(",") if args.planner_games else None,
         checkpoint_dir=args.checkpoint_dir,
         record_dir=args.record_dir,

@@ -10,12 +10,15 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.request
 from pathlib import Path
 
 from support import write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
+#: A line of uvicorn's access log: `INFO:     127.0.0.1:PORT - "GET /v1/games HTTP/1.1" 200 OK`.
+ACCESS_LINE = re.compile(r'"(GET|POST|DELETE) /\S* HTTP/1\.1" \d{3}')
 
 
 def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
@@ -121,6 +124,15 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     reader.join(timeout=10)
     assert rc == 0, "".join(lines)
     assert "rtplan demo: stopped" in "".join(lines)
+    # Its terminal holds what a person needs: no access log (uvicorn's line per HTTP request,
+    # about 4 a second per open page: 92% of a demo's lines; `--access-log` brings it back),
+    # and no traceback.
+    access = [line for line in lines if ACCESS_LINE.search(line)]
+    assert not access, "".join(access[:5])
+    assert not any("Traceback" in line for line in lines), "".join(lines)
+    # ... nor what it reads and says in its own words, nor uvicorn's start-up and shutdown.
+    quiet = ("planner service bound to", "planner service listening on", "Application startup")
+    assert not any(q in line for q in quiet for line in lines), "".join(lines)
     # The services are gone with it.
     try:
         urllib.request.urlopen(base, timeout=5)
@@ -129,6 +141,56 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     else:
         raise AssertionError("the env server still answers after Ctrl-C")
     assert list(tmp_path.glob("snake-rt-v0_*.jsonl"))  # its games were recorded
+
+
+def test_the_demo_shows_a_services_traceback_as_its_errors_line_and_leaves_out_noise(capsys):
+    """`rtplan demo`'s view of its services' lines (`_DemoEcho`): a real traceback (two chained
+    exceptions) becomes each exception's line, uvicorn's start-up and the planner's ports are
+    left out, progress becomes the demo's own line; `--verbose` shows every line as it comes."""
+    from rtplan.live import _DemoEcho
+
+    try:
+        try:
+            {}["planner"]
+        except KeyError:
+            raise ValueError("the session's planner went away") from None
+    except ValueError:
+        chained = traceback.format_exc()
+    try:
+        try:
+            {}["frame"]
+        except KeyError as e:
+            raise RuntimeError("tick failed") from e
+    except RuntimeError:
+        caused = traceback.format_exc()
+    said = [
+        "INFO:     Started server process [1]",
+        "INFO:     Application startup complete.",
+        "planner service bound to 127.0.0.1:5 (compiling)",
+        "ERROR rtplan.server: session 1 failed",
+        *chained.splitlines(),
+        "planner service: snake-rt-v0 ready in 3 s (1/1 games)",
+        "ERROR rtplan.server: session 2 failed",
+        *caused.splitlines(),
+        "WARNING rtplan.server: something a person should read",
+    ]
+    echo = _DemoEcho()
+    for line in said:
+        echo("env-server" if "planner service" not in line else "planner", line)
+    hint = "  (rtplan demo --verbose shows the traceback)"
+    assert capsys.readouterr().out.splitlines() == [
+        "[env-server] ERROR rtplan.server: session 1 failed",
+        f"[env-server] ValueError: the session's planner went away{hint}",
+        "rtplan demo: snake-rt-v0 ready in 3 s (1/1 games)",
+        "[env-server] ERROR rtplan.server: session 2 failed",
+        f"[env-server] KeyError: 'frame'{hint}",
+        f"[env-server] RuntimeError: tick failed{hint}",
+        "[env-server] WARNING rtplan.server: something a person should read",
+    ]
+    verbose = _DemoEcho(verbose=True)
+    for line in said:
+        verbose("env-server", line)
+    assert capsys.readouterr().out.splitlines() == [f"[env-server] {line}" for line in said]
 
 
 def test_the_demo_plays_the_first_game_that_ships_a_gate(tmp_path):
