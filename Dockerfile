@@ -2,7 +2,8 @@
 # as package data, setup.py) and its dependencies; nothing else of the tree.
 # EXTRAS=gpu installs the CUDA build of JAX (docker-compose.yml: its gpu profile; cpu: no extra).
 # BASE_IMAGE: any image with Python 3.11 whose `python` and `pip` are on PATH; where none can be
-# pulled, deploy/local_base.sh builds one from Debian's packages (`make compose-check` does).
+# pulled, deploy/local_base.sh builds one from Debian's packages (`make compose-check` does;
+# docker-compose.yml passes RTPLAN_BASE_IMAGE here).
 # The optional build secret pip_cert is a CA bundle pip trusts (a network that inspects TLS):
 #   docker build --secret id=pip_cert,src=/etc/ssl/certs/ca-certificates.crt .
 # It is mounted for each pip run only and never stored in a layer. RUN --mount needs BuildKit,
@@ -10,6 +11,8 @@
 ARG BASE_IMAGE=python:3.11-slim
 
 # Stage 1: the wheel, built from the tree (.dockerignore keeps what it never needs out).
+# No python:3.11-slim here (cannot pull)? `sudo deploy/local_base.sh` builds rtplan-base:bookworm:
+# build on it with RTPLAN_BASE_IMAGE=rtplan-base:bookworm (compose) or --build-arg BASE_IMAGE=...
 FROM ${BASE_IMAGE} AS wheel
 WORKDIR /src
 COPY . .
@@ -18,6 +21,8 @@ RUN --mount=type=secret,id=pip_cert \
     && pip wheel --no-cache-dir --no-deps --wheel-dir /wheel .
 
 # Stage 2: the wheel installed; the tree stays behind in stage 1.
+# No python:3.11-slim here (cannot pull)? `sudo deploy/local_base.sh` builds rtplan-base:bookworm:
+# build on it with RTPLAN_BASE_IMAGE=rtplan-base:bookworm (compose) or --build-arg BASE_IMAGE=...
 FROM ${BASE_IMAGE}
 ARG EXTRAS=""
 COPY --from=wheel /wheel /tmp/wheel

@@ -18,13 +18,19 @@
 #   PIP_CERT            a CA bundle pip in the build trusts (default: host pip's `cert` setting)
 #   BUILD_NETWORK       the build's network (default host; bridge where it routes out)
 #   KEEP=1              leave the stack up at the end (`docker compose -p rtplan-check down -v`)
+#   RTPLAN_HOST_HTTP_PORT, RTPLAN_HOST_GRPC_PORT
+#                       the host ports the env server is published on (default 8000, 50052;
+#                       docker-compose.yml reads the same variables)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROJECT=rtplan-check
 GAMES="${RTPLAN_CHECK_GAMES:-snake-rt-v0}"
 PY="${PYTHON:-.venv/bin/python}"
-HTTP=http://127.0.0.1:8000
+# The host ports, as docker-compose.yml publishes them (exported: compose reads the same).
+export RTPLAN_HOST_HTTP_PORT="${RTPLAN_HOST_HTTP_PORT:-8000}"
+export RTPLAN_HOST_GRPC_PORT="${RTPLAN_HOST_GRPC_PORT:-50052}"
+HTTP="http://127.0.0.1:$RTPLAN_HOST_HTTP_PORT"
 HEALTH_TIMEOUT_S="${HEALTH_TIMEOUT_S:-3600}"
 work="$(mktemp -d /tmp/rtplan-compose-check.XXXXXX)"
 t0=$(date +%s)
@@ -101,10 +107,11 @@ teardown() {
 trap teardown EXIT
 
 # Ports the cpu profile publishes must be free on the host (another demo on :8000, ...).
-for port in 8000 50052; do
+for var in RTPLAN_HOST_HTTP_PORT RTPLAN_HOST_GRPC_PORT; do
+    port="${!var}"
     if "$PY" -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$port))!=0)"; then
         if ! compose ps -q 2>/dev/null | grep -q .; then
-            fail "port $port is in use on the host: the cpu profile publishes it (stop what holds it)"
+            fail "port $port is in use on the host: the cpu profile publishes it (stop what holds it, or set $var=N to publish another)"
         fi
     fi
 done

@@ -15,6 +15,7 @@ env server starts, passes its own and reaches the planner.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -107,7 +108,7 @@ def test_each_profile_parses_into_valid_settings_and_wires_the_env_server_to_its
     host, _, port = e.planner_address.rpartition(":")
     assert int(port) == p.port and host in planner["networks"]["default"]["aliases"]
     assert p.host == e.host == "0.0.0.0"  # reachable from the other container
-    published = {tuple(map(int, x.split(":"))) for x in env["ports"]}
+    published = {tuple(map(int, _filled(x, {}).split(":"))) for x in env["ports"]}
     assert published == {(e.http_port, e.http_port), (e.grpc_port, e.grpc_port)}
     assert "ports" not in planner  # only the env server talks to it
     assert env["depends_on"] == {_name(planner): {"condition": "service_healthy"}}
@@ -115,6 +116,61 @@ def test_each_profile_parses_into_valid_settings_and_wires_the_env_server_to_its
     mounts = {m.split(":")[1]: m.split(":")[0] for m in env["volumes"]}
     assert mounts[str(e.record_dir)] == "replays" and mounts[str(e.results_dir)] == "results"
     assert {"replays", "results"} <= set(compose_file()["volumes"])
+
+
+def _filled(value: str, variables: dict[str, str]) -> str:
+    """A compose string with its `${NAME:-default}`s filled in as compose fills them: the
+    variable where it is set and not empty, else the default."""
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m[1]) or m[2], value)
+
+
+#: The variables a person sets to move the env server's host ports, and the base image.
+HOST_PORTS = {"RTPLAN_HOST_HTTP_PORT": "http_port", "RTPLAN_HOST_GRPC_PORT": "grpc_port"}
+BASE_IMAGE = "RTPLAN_BASE_IMAGE"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_host_ports_and_the_base_image_move_with_their_variables(profile, monkeypatch):
+    """Each published port's host side is `${RTPLAN_HOST_..._PORT:-its port}` (8000 and 50052
+    taken: another demo, another stack), its container side the port the service binds; each
+    image builds on `${RTPLAN_BASE_IMAGE:-python:3.11-slim}` (where that cannot be pulled,
+    deploy/local_base.sh's stand-in). Where compose is installed, it fills them in too."""
+    planner, env = compose_profile(profile)
+    e = service_settings(Settings, server_parser, env, monkeypatch)
+    ports = {}
+    for entry in env["ports"]:
+        found = re.fullmatch(r"\$\{(RTPLAN_HOST_\w+_PORT):-(\d+)\}:(\d+)", entry)
+        assert found, f"{entry}: the host port is not a variable"
+        variable, default, inside = found[1], int(found[2]), int(found[3])
+        assert default == inside == getattr(e, HOST_PORTS[variable]), entry
+        ports[variable] = inside
+    assert set(ports) == set(HOST_PORTS)
+    moved = {"RTPLAN_HOST_HTTP_PORT": "18000", "RTPLAN_HOST_GRPC_PORT": "15052"}
+    assert {_filled(x, moved) for x in env["ports"]} == {"18000:8000", "15052:50052"}
+    for service in (planner, env):
+        assert service["build"]["args"]["BASE_IMAGE"] == f"${{{BASE_IMAGE}:-python:3.11-slim}}"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile
+    for tool in _compose_tools():
+        argv = [*tool, "-f", str(ROOT / "docker-compose.yml"), "--profile", profile, "config"]
+        for variables, want_ports, want_base in (
+            ({}, {(8000, 8000), (50052, 50052)}, "python:3.11-slim"),
+            (
+                {**moved, BASE_IMAGE: "rtplan-base:bookworm"},
+                {(18000, 8000), (15052, 50052)},
+                "rtplan-base:bookworm",
+            ),
+        ):
+            clean = {k: v for k, v in os.environ.items() if k not in {*moved, BASE_IMAGE}}
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=60, env={**clean, **variables}
+            )
+            assert done.returncode == 0, done.stderr
+            services = yaml.safe_load(done.stdout)["services"]
+            got = services[_name(env)]["ports"]
+            assert {(int(p["published"]), int(p["target"])) for p in got} == want_ports, got
+            for service in (planner, env):
+                assert services[_name(service)]["build"]["args"]["BASE_IMAGE"] == want_base
 
 
 @pytest.mark.parametrize("profile", PROFILES)
