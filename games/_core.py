@@ -205,6 +205,14 @@ class Game(abc.ABC):
     def fallback_action(self, state: State) -> jax.Array:
         """`[]` int32: the action the real-time protocol plays when no valid action arrived."""
 
+    def served_mask(self, state: State) -> jax.Array:
+        """`[A]` bool: the actions a served side chooses among, searched or not (the search's
+        root in `planner.compiled`, the served reflex: a side out of time, the clock gate's
+        policy-only move, the reflex opponent). Never empty, and a subset of
+        `state.legal_action_mask`; here all of it (Speed Go keeps its pass for when the game
+        should end). Training and the research evaluations play the legal mask."""
+        return state.legal_action_mask
+
     @abc.abstractmethod
     def rekey(self, state: State, key: jax.Array) -> State:
         """Replaces the state's PRNG key, so its future chance events are drawn anew.

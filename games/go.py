@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pgx
 import pgx.go
+from pgx._src.games import go as pgx_go
 
 from rtplan.games._core import Board, State
 from rtplan.games.clock import ClockGame, board_symmetry
@@ -31,6 +32,21 @@ PASS = SIZE * SIZE
 MAX_PLIES = 2 * SIZE * SIZE
 #: The points, named as GTP names them (rows counted from the bottom).
 BOARD = Board.row_major(COLUMNS, [str(SIZE - r) for r in range(SIZE)])
+
+
+def _neighbour_table(steps) -> np.ndarray:
+    """`[81, len(steps)]` int32: each point's neighbour at each (row, col) step; -1 off board."""
+    out = np.full((SIZE * SIZE, len(steps)), -1, np.int32)
+    for p in range(SIZE * SIZE):
+        r, c = divmod(p, SIZE)
+        for j, (dr, dc) in enumerate(steps):
+            if 0 <= r + dr < SIZE and 0 <= c + dc < SIZE:
+                out[p, j] = (r + dr) * SIZE + c + dc
+    return out
+
+
+_ORTHOGONAL = _neighbour_table(((-1, 0), (1, 0), (0, -1), (0, 1)))
+_DIAGONAL = _neighbour_table(((-1, -1), (-1, 1), (1, -1), (1, 1)))
 
 
 def vertex_name(action: int) -> str:
@@ -123,6 +139,72 @@ class SpeedGo(ClockGame):
         """`[]` int32: pass, which is always legal."""
         del state
         return jnp.int32(PASS)
+
+    def served_mask(self, state: State) -> jax.Array:
+        """`[82]` bool: what a served side plays, searched or not. Jit-able.
+
+        The raw policy passes in positions it reads badly (on the empty board too), a side out
+        of time that passes hands the board to its opponent, and a search ahead on the board
+        passes while its opponent plays on. So, while the game is open:
+
+        - the board moves are the legal points that are *sensible* (`sensible_points`): not
+          one of the mover's own eyes, not a self-atari, not a superko repetition (which
+          loses at once);
+        - pass only when no sensible point is left, or when the opponent has just passed and
+          the pass, which ends the game, wins it by the count (pgx's area count with komi).
+
+        Two passes still end a game: once the board is settled every point left is an own
+        eye, a self-atari or the opponent's area, and both sides pass. A finished game (or a
+        caller's mask with nothing sensible in it) keeps `state.legal_action_mask`.
+        """
+        x = state.inner.board._x
+        legal = state.legal_action_mask
+        points = legal[:PASS] & self.sensible_points(state)
+        black_wins = self.black_area_margin(state) > 0
+        wins = jnp.where(x.color == 0, black_wins, ~black_wins)
+        pass_ok = ~points.any() | ((x.consecutive_pass_count > 0) & wins)
+        mask = jnp.append(points, pass_ok & legal[PASS])
+        return jnp.where(state.terminated | ~mask.any(), legal, mask)
+
+    def sensible_points(self, state: State) -> jax.Array:
+        """`[81]` bool: the empty points whose stone is neither one of the mover's own eyes, nor a
+        self-atari, nor a superko repetition (legality is not checked). Jit-able.
+
+        An own eye: every orthogonal neighbour the mover's, and at most one diagonal the
+        opponent's (none on the edge): filling it never helps under area scoring. A self-atari:
+        the stone's group has one liberty after the move (captures made): the opponent takes
+        it next, as in a seki's shared liberty or a lost capturing race.
+        """
+        x = state.inner.board._x
+        my_sign = jnp.where(x.color == 0, 1, -1)
+        own = x.board * my_sign  # > 0 the mover's stones, < 0 the opponent's
+        orth, diag = jnp.asarray(_ORTHOGONAL), jnp.asarray(_DIAGONAL)
+
+        def on_board(table, cells):  # [81, 4] cell values, 0 off the board
+            return jnp.where(table >= 0, cells[jnp.maximum(table, 0)], 0)
+
+        empty = x.board == 0
+        surrounded = jnp.all((orth < 0) | (on_board(orth, own) > 0), axis=1)
+        theirs = jnp.sum(on_board(diag, own) < 0, axis=1)
+        edge = jnp.any(diag < 0, axis=1)
+        eye = empty & surrounded & jnp.where(edge, theirs == 0, theirs <= 1)
+
+        rules = self._env._game
+        after = jax.vmap(lambda a: rules.step(x, a))(jnp.arange(PASS))
+
+        def liberties(board, point):  # of the group at `point` on `board` [81]
+            group = board == board[point]
+            touches = jnp.any((orth >= 0) & group[jnp.maximum(orth, 0)], axis=1)
+            return jnp.sum((board == 0) & touches)
+
+        libs = jax.vmap(liberties)(after.board, jnp.arange(PASS))
+        return empty & ~eye & (libs >= 2) & ~after.is_psk
+
+    def black_area_margin(self, state: State) -> jax.Array:
+        """`[]` float32: black's area minus white's minus komi, as pgx counts a finished game
+        (dead stones count as alive): > 0, black would win if the game ended now."""
+        scores = pgx_go._count_scores(state.inner.board._x, SIZE)
+        return (scores[0] - self._env._game.komi - scores[1]).astype(jnp.float32)
 
     def reposition(
         self,

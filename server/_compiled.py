@@ -46,7 +46,9 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         if planner is None:
             reflex = jnp.int32(-1)
         else:
-            reflex = planner.reflex_action(params, jax.tree.map(lambda x: x[None], state))[0]
+            # The served reflex: the move without search (`Game.served_mask`).
+            batch = jax.tree.map(lambda x: x[None], state)
+            reflex = planner.served_reflex(planner.evaluate(params, batch).logits, batch)[0]
         if clock:
             rewards, clocks = state.inner.rewards, state.inner.clocks
         else:

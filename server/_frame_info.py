@@ -22,7 +22,7 @@ class FrameInfo:
     legal: jax.Array  # [A] bool
     clocks: jax.Array  # [P] int32 ticks left by player id (clock games), [0] otherwise
     fallback: jax.Array  # [] int32 the game's fallback action
-    reflex: jax.Array  # [] int32 the network's masked argmax, -1 without a network
+    reflex: jax.Array  # [] int32 the served reflex (`Planner.served_reflex`), -1 without a network
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,7 +49,9 @@ def decide_move(answer: Answer, s: Mover, by_agent: bool, on_clock: bool) -> Mov
     `on_clock` (clock games); `by_agent`: the session's agent answered (not the opponent)."""
     info, config = s.info, s.config
     fallback = info.fallback
-    if (config.fallback == "reflex" or answer.safe_fallback) and info.reflex >= 0:
+    # On a clock (reflex timeout), a move that ran out of time is the reflex's, as the game's
+    # empty clock moves by reflex: the served reflex, never a pass with the game open.
+    if (config.fallback == "reflex" or answer.safe_fallback or on_clock) and info.reflex >= 0:
         fallback = info.reflex
     decision = decide_action(
         answer.arrivals, deadline=s.deadline, legal=info.legal, fallback=fallback
