@@ -45,6 +45,24 @@ class SessionError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class Pace:
+    """A clock game's frame rate and time control (seconds a side + seconds back per move)."""
+
+    fps: float
+    time_s: float
+    increment_s: float
+
+
+#: A built-in agent's (reflex or planner) clock-game session in real time that names no frame
+#: rate and no time control, as a person watches it (`SessionManager.resolve`): a ply shows
+#: for one frame period at least, a second, so a 9x9 Go game (80-160 plies) or an 11x11 Hex
+#: game lasts minutes, on a 1+1 clock (at 32 ticks a frame, 1,920 ticks a side and 32 back:
+#: in the clock gate's trained range of T0s, and the planner never runs out on a loaded
+#: machine). At the server's 9 FPS and the game's 300 ticks a game was over in ~6 s.
+WATCHED = Pace(fps=1.0, time_s=60.0, increment_s=1.0)
+
+
+@dataclasses.dataclass(frozen=True)
 class SessionConfig:
     """What a session plays and how (validated by the manager)."""
 

@@ -17,6 +17,7 @@ from rtplan.server._config import (
     CLOCKS,
     FALLBACKS,
     OPPONENTS,
+    WATCHED,
     SessionConfig,
     SessionError,
 )
@@ -225,14 +226,18 @@ class SessionManager:
             raise SessionError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}")
         return session
 
-    async def resolve(self, cfg: SessionConfig, *, opponent_given: bool) -> SessionConfig:
-        """Fills server defaults of a clock game's opponent.
+    async def resolve(
+        self, cfg: SessionConfig, *, opponent_given: bool, pace_given: bool = True
+    ) -> SessionConfig:
+        """Fills server defaults of a clock game's opponent and pace.
 
         Unless an opponent was asked for: a human plays the planner opponent at the largest of
         the game's budgets that the planner service plans, else (any agent) the opponent is the
         reflex when a checkpoint exists, else random. A planner opponent asked for without its
         k plays the largest budget the service plans (else the game's largest, which `create`
-        refuses). Nothing is checked here (`create` does).
+        refuses). Unless a frame rate or a time control was asked for (`pace_given`), a
+        built-in agent (reflex, planner) in real time plays at the pace a person can watch
+        (`WATCHED`). Nothing is checked here (`create` does).
         """
         try:
             game, checkpoint, budgets, _ = self.runtimes.info(cfg.game_id)
@@ -240,6 +245,10 @@ class SessionManager:
             return cfg  # `create` names the registered games
         if games.kind_of(game) is not games.Kind.CLOCK:
             return cfg
+        if not pace_given and cfg.agent in ("reflex", "planner") and not cfg.simulated:
+            cfg = dataclasses.replace(
+                cfg, fps=WATCHED.fps, time_s=WATCHED.time_s, increment_s=WATCHED.increment_s
+            )
         if opponent_given:
             if cfg.opponent == "planner" and not cfg.opponent_k and budgets:
                 k = max(await self._planned(cfg.game_id, budgets), default=max(budgets))

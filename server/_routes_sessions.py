@@ -63,13 +63,15 @@ class CreateSession(BaseModel):
         0, ge=0, description="an integer >= 0 (frames to play; 0: until the game ends)"
     )
     #: Clock games in real time: a time control in seconds, e.g. 1+1 is 60 and 1.
-    time_s: float = Field(
-        0.0,
+    #: Left out with `fps` too, a built-in agent's clock game in real time is paced to be
+    #: watched (`server._config.WATCHED`: 1 FPS, 1+1).
+    time_s: float | None = Field(
+        None,
         ge=0,
         description="a number of seconds >= 0 (each side's clock; 0: the game's, in ticks)",
     )
-    increment_s: float = Field(
-        0.0, ge=0, description="a number of seconds >= 0 (given back after each move)"
+    increment_s: float | None = Field(
+        None, ge=0, description="a number of seconds >= 0 (given back after each move)"
     )
     #: The session /tv shows first while it is live (the demo's game).
     featured: bool = Field(False, description="true or false")
@@ -77,6 +79,11 @@ class CreateSession(BaseModel):
     @property
     def opponent_given(self) -> bool:
         return self.opponent is not None or self.opponent_k is not None
+
+    @property
+    def pace_given(self) -> bool:
+        """The request names a frame rate or a time control (else the server's pace)."""
+        return any(v is not None for v in (self.fps, self.time_s, self.increment_s))
 
     def config(self, default_fps: float) -> SessionConfig:
         if self.k is None:
@@ -102,8 +109,8 @@ class CreateSession(BaseModel):
             opponent=self.opponent or ("planner" if self.opponent_k else "reflex"),
             opponent_k=self.opponent_k or 0,
             max_frames=self.max_frames,
-            time_s=self.time_s,
-            increment_s=self.increment_s,
+            time_s=self.time_s or 0.0,
+            increment_s=self.increment_s or 0.0,
         )
 
 
@@ -162,7 +169,9 @@ async def create_session(
 ) -> dict[str, Any]:
     _check_agent_token(settings, authorization)
     cfg = await manager.resolve(
-        body.config(settings.default_fps), opponent_given=body.opponent_given
+        body.config(settings.default_fps),
+        opponent_given=body.opponent_given,
+        pace_given=body.pace_given,
     )
     session = await manager.create(cfg, featured=body.featured)
     return {

@@ -376,6 +376,10 @@ class Session:
         random opponents answer at once and move for free)."""
         return actor is not self.opponent or self.config.opponent_plans
 
+    def _person(self, actor: Agent) -> bool:
+        """The actor is a person on the watch page (their click applies at once)."""
+        return actor is self.agent and self.config.agent == "human"
+
     def _chess_deadline(self, now: float) -> float:
         """Deadline of the current ply: a mover on its clock has what is left on it (one frame
         period once it is empty); the reflex or random opponent moves after one frame period
@@ -387,7 +391,8 @@ class Session:
 
     async def _run_chess_clock(self) -> None:
         """Clock games in real time: a ply per frame; the clock of a mover on its clock runs in
-        wall time, and its move applies as soon as it arrives."""
+        wall time, and its move applies as soon as it arrives (a person's), or once it has
+        shown for a frame period (an agent's or the planner opponent's)."""
         start = max(time.monotonic(), self.starts_at)
         self._publish(self._chess_deadline(start), now=start)
         await sleep_until(start)  # the countdown: no move applies, no clock runs before it
@@ -399,6 +404,10 @@ class Session:
                 with contextlib.suppress(TimeoutError):
                     left = max(0.0, self.deadline - time.monotonic())
                     await asyncio.wait_for(actor.wait(self.frame), left)
+                if not self._person(actor):
+                    # Paced for viewers as the free opponents are: a move shows for a frame
+                    # period at least (its clock was charged up to its answer only).
+                    await sleep_until(self.published_at + self.config.period)
             self._step(actor)
             now = time.monotonic()
             self._publish(self._chess_deadline(now), now=now)

@@ -268,8 +268,14 @@ function updateForm(event) {
     opponent.replaceChildren(...opponents(game));
     opponent.value = defaultOpponent(game, form.agent.value);
     if (kept !== null && [...opponent.options].some((o) => o.value === kept && !o.disabled)) opponent.value = kept;
-    // A person plays on a clock in minutes (3+2); agents on the game's clock in ticks.
-    form.time_control.value = form.agent.value === "human" ? "3+2" : "";
+    // A person plays on a clock in minutes (3+2); an agent a ply a second at least on "1+1"
+    // (the server's default for them: server/_config.py WATCHED), so a game lasts minutes.
+    const person = form.agent.value === "human";
+    form.time_control.value = person ? "3+2" : "1+1";
+    // (A poll of the game list keeps a rate the visitor typed in.)
+    if (event || ["1", "9"].includes(form.fps.value)) form.fps.value = person ? 9 : 1;
+  } else if (!clock && event && event.target === form.game) {
+    form.fps.value = 9;
   }
   form.time_control.closest("label").hidden = !clock;
   form.time_control.disabled = !clock;
