@@ -26,6 +26,7 @@ from rtplan.server._planner_caps import PlannerCapabilities, check_session
 from rtplan.server._replay_folder import Retention, prune_replays
 from rtplan.server._runtime import Runtimes
 from rtplan.server._tick_group import TickGroups
+from rtplan.server._tv import TvRotation
 from rtplan.server.session import Session
 from rtplan.server.settings import Settings
 
@@ -168,6 +169,8 @@ class SessionManager:
         )
         #: The session `/tv` shows first while it is live (the demo's game): `create(featured=)`.
         self._featured: str | None = None
+        #: What `/tv` shows: the live sessions in turn.
+        self.tv = TvRotation(settings.tv_turn_s)
         #: Sessions being created (past the limit check, not yet in `_sessions`): they count
         #: against the limit, as creating awaits.
         self._creating = 0
@@ -207,18 +210,10 @@ class SessionManager:
         return [s for s in out if not game or s.config.game_id == game]
 
     def featured(self) -> Session | None:
-        """What `/tv` shows: the featured session (the demo's game) while it is live, else the
-        newest running session that a person does not wait for, else the newest live one, else
-        the session that ended last (its final board and result)."""
-        chosen = self._sessions.get(self._featured) if self._featured else None
-        if chosen is not None and chosen.live:
-            return chosen
-        ordered = self.ordered()
-        if ordered and ordered[0].live:
-            return ordered[0]
-        if chosen is not None:
-            return chosen
-        return ordered[0] if ordered else None
+        """What `/tv` shows (`TvRotation`): the live sessions in turn, `tv_turn_s` each or until
+        it ends, the ones the planner or a person plays first; the featured session (the
+        demo's game) whenever nothing live is on air; with nothing live, the game shown last."""
+        return self.tv.pick(self.list(), self._featured)
 
     def get(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)

@@ -108,6 +108,12 @@ class Settings(BaseSettings):
         le=60,
         description="seconds of countdown between a person's page joining and frame 0's clock",
     )
+    tv_turn_s: float = Field(
+        60.0,
+        gt=0,
+        description="seconds /tv shows a live game before the next live one has its turn (a "
+        "game that ends sooner hands over then)",
+    )
     keep_finished: int = Field(
         64, ge=0, description="finished sessions GET /v1/sessions keeps before forgetting them"
     )

@@ -225,6 +225,13 @@ function scrollWithin(list, item) {
 export function resetThinking() {
   movesShown = "";
   $("moves").replaceChildren();
+  // Blank until the next game's first frame: nothing of the last game's thinking shows.
+  setText("gate", "–");
+  setText("value", "–");
+  chartContext("gatechart");
+  chartContext("valuechart");
+  const bar = $("evalbar");
+  bar.getContext("2d").clearRect(0, 0, bar.width, bar.height);
 }
 
 /** The thinking panels of frame message `f`, its board drawn at layout `L`. */

@@ -4,8 +4,9 @@
 // the model (model.js); a requestAnimationFrame loop draws the newest frame, so a fast session
 // never queues drawing work behind it. In a human session the page that holds the session's
 // token plays it (play.js). The side panels are panels.js, the thinking panels thinking.js.
-// At /tv the page shows the featured game (GET /v1/featured: the demo's, else the newest live
-// one) and, once it is over and its result has been on screen a while, the next.
+// At /tv the page shows the game on air (GET /v1/featured: the server's live sessions in turn,
+// server/_tv.py) and follows it to the next; a game that ended keeps its result on screen a
+// while first.
 
 import { $, getJSON, saveToken, setText } from "./api.js";
 import { carryAnnot } from "./draw.js";
@@ -13,7 +14,9 @@ import {
   GAME_LOG, HISTORY, RECENT, annotate, ensureGame, game, historyEntry, kindOf, logReport, model, resetModel, view,
   viewer,
 } from "./model.js";
-import { drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas } from "./panels.js";
+import {
+  clearPanels, drawClocks, drawHeader, drawLegend, drawPanels, drawResult, drawStatus, sizeCanvas,
+} from "./panels.js";
 import { drawPlayStatus, sessionToken, startPlaying } from "./play.js";
 import { drawAnnotation } from "./annotation.js";
 import { drawReplayPosition, openReplay, replaySource, replayTick } from "./replay.js";
@@ -161,27 +164,28 @@ function drawAfter() {
 /** Read by the tests: the session on screen and how many the page has shown. */
 viewer.tv = tv ? { session: null, shown: 0 } : null;
 
-/** Shows session `id` from its start: a fresh model, panels and socket. */
+/** Shows session `id` from its start: a fresh model, blank panels and board (nothing of the
+ * last game stays while the next one's hello and first frame come), and a socket. */
 function tune(id) {
   const old = socket;
   socket = null;
   if (old) old.close();
   resetModel();
   resetThinking();
-  $("clocks").hidden = true;
+  clearPanels();
   sessionId = id;
   viewer.tv.session = id;
   viewer.tv.shown += 1;
   connect();
 }
 
-/** Asks for the featured game; tunes to it when nothing is on screen, or when the game on
- * screen is over and its result has been shown `TV_HOLD_MS`. */
+/** Asks which game is on air; tunes to it when it is another: at once while the game on screen
+ * is live (its turn is over), once its result has been shown `TV_HOLD_MS` when it ended. */
 async function tvPoll() {
   try {
     const { session } = await getJSON("/v1/featured");
-    const over = !sessionId || model.error || (model.end && performance.now() - model.endedAt >= TV_HOLD_MS);
-    if (session && session.id !== sessionId && over) tune(session.id);
+    const held = !model.end || performance.now() - model.endedAt >= TV_HOLD_MS;
+    if (session && session.id !== sessionId && (held || model.error)) tune(session.id);
     else if (!session && !sessionId) {
       setText("status", "no game on air yet: start one in the lobby; this page shows it when it starts");
     }
@@ -218,6 +222,7 @@ function drawPage() {
     const L = game.layout(st, view());
     const ctx = sizeCanvas($("board"), L.width, L.height);
     game.draw(ctx, st, L, model.annot, view());
+    $("board").dataset.session = hello.session.id; // whose board this is (the TV test reads it)
     viewer.layout = L;
     viewer.state = st;
     viewer.frame = f.frame;

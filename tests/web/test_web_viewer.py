@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,14 +17,17 @@ import pytest
 from support import REPLAY_V1, env_server, get_json, post_session, session_ended, write_checkpoints
 
 GAMES = ("snake-rt-v0", "speed-hex-v0")
+#: Seconds /tv shows a live game before the next one's turn (the server's --tv-turn-s).
+TV_TURN_S = 3.0
 
 
 @pytest.fixture(scope="module")
 def server(chromium_path, tmp_path_factory):  # noqa: F811
-    """The env server with tiny checkpoints of Snake and Speed Hex, both compiled; no planner."""
+    """The env server with tiny checkpoints of Snake and Speed Hex, both compiled; no planner;
+    /tv gives each live game turns of `TV_TURN_S`."""
     tmp = tmp_path_factory.mktemp("web-viewer")
     root = write_checkpoints(tmp / "ckpt", GAMES)
-    with env_server(tmp, root, GAMES) as base:
+    with env_server(tmp, root, GAMES, "--tv-turn-s", str(TV_TURN_S)) as base:
         # The server makes it on its first recording; tests that write replays themselves may
         # run first.
         (tmp / "replays").mkdir(exist_ok=True)
@@ -188,6 +192,66 @@ def test_tv_follows_the_next_game_and_a_finished_game_keeps_its_board(server, pa
     assert page.evaluate("window.rtplanViewer.frame") == final["frame"]
     assert page.inner_text("#result").startswith("the agent scored")
     assert page.inner_text("#frame") == str(final["frame"])
+
+
+#: Samples, at every animation frame of the TV page, whose game each part of the page shows:
+#: the title's session, the board's, the panels' (their frame number), and that number against
+#: the frame the page drew last.
+TV_SAMPLES = """() => {
+    window.tvSamples = [];
+    const sample = () => {
+        const frame = document.getElementById('frame');
+        const title = document.getElementById('title').textContent.match(/^TV · \\S+ · (\\S+)$/);
+        window.tvSamples.push({
+            title: title ? title[1] : null,
+            board: document.getElementById('board').dataset.session || null,
+            panels: frame.dataset.session || null,
+            frameText: frame.textContent,
+            frame: window.rtplanViewer.frame,
+            tuned: window.rtplanViewer.tv.session,
+        });
+        requestAnimationFrame(sample);
+    };
+    requestAnimationFrame(sample);
+}"""
+
+
+def test_tv_shows_the_live_games_in_turn_and_never_one_games_numbers_over_another(server, page):
+    # Snake (seed 1: 200 frames, 25 s) and Speed Hex (118 frames, 20 s) live together.
+    snake = post_session(server.base, game="snake-rt-v0", agent="reflex", fps=8.0, seed=1)
+    hex_ = post_session(server.base, game="speed-hex-v0", agent="reflex", fps=6.0)
+    ours = {snake["id"], hex_["id"]}
+    try:
+        page.goto(f"{server.base}/tv")
+        page.evaluate(TV_SAMPLES)
+        # In turn: one, the other, and the first again (a turn is TV_TURN_S).
+        page.wait_for_function(
+            f"""(() => {{
+                const on = window.tvSamples.filter(s => s.frame !== null).map(s => s.tuned);
+                const turns = on.filter((id, i) => i === 0 || id !== on[i - 1]);
+                const ours = turns.filter(id => {sorted(ours)!r}.includes(id));
+                return new Set(ours).size === 2 && ours.length >= 3;
+            }})()""",
+            timeout=4 * 6_000 * TV_TURN_S,
+        )
+        samples = page.evaluate("window.tvSamples")
+    finally:
+        for created in (snake, hex_):
+            req = urllib.request.Request(
+                f"{server.base}/v1/sessions/{created['id']}",
+                method="DELETE",
+                headers={"Authorization": f"Bearer {created['token']}"},
+            )
+            urllib.request.urlopen(req, timeout=30)
+    drawn = [s for s in samples if s["frameText"] != "–"]
+    assert len(drawn) > 10 and {s["panels"] for s in drawn} >= ours
+    for s in samples:
+        # Numbers on screen are the drawn frame's, of the game whose board and title show.
+        if s["frameText"] != "–":
+            assert s["frameText"] == str(s["frame"]), s
+            assert s["panels"] == s["board"] == s["title"], s
+        if s["board"] is not None:
+            assert s["board"] == s["title"], s
 
 
 def test_the_lobby_pages_its_lists_live_first(server, page):
