@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rtplan.harness.config import add_settings_flags, settings_overrides
 from rtplan.planner_service.engine import DeviceError, EngineError
 from rtplan.planner_service.settings import PlannerServiceSettings
+from rtplan.processes import bind_error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args))
     except ValidationError as e:
         print(f"planner service: bad settings:\n{e}", file=sys.stderr)
+        return 2
+    taken = bind_error(settings.port, settings.host)
+    if taken is not None:  # before its checkpoints load: one line, not a gRPC traceback
+        print(
+            f"planner service: cannot bind {settings.host}:{settings.port} ({taken}); pass "
+            "--port N (0: any free) or set RTPLAN_PLANNER_PORT",
+            file=sys.stderr,
+        )
         return 2
     try:
         return asyncio.run(_run(settings))

@@ -14,6 +14,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from rtplan.harness.config import add_settings_flags, settings_overrides
+from rtplan.processes import bind_error
 from rtplan.server.app import create_app
 from rtplan.server.settings import Settings
 
@@ -45,13 +46,12 @@ async def _serve(settings: Settings, log_level: str, *, access_log: bool = False
     try:
         sock = socket.create_server((settings.host, settings.http_port), family=family)
     except OSError as e:
-        return _taken(settings.host, settings.http_port, e, "--http-port", "HTTP_PORT")
-    if settings.grpc_port:
-        try:
-            socket.create_server((settings.host, settings.grpc_port), family=family).close()
-        except OSError as e:
-            sock.close()
-            return _taken(settings.host, settings.grpc_port, e, "--grpc-port", "GRPC_PORT")
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        return _taken(settings.host, settings.http_port, reason, "--http-port", "HTTP_PORT")
+    taken = bind_error(settings.grpc_port, settings.host)
+    if taken is not None:
+        sock.close()
+        return _taken(settings.host, settings.grpc_port, taken, "--grpc-port", "GRPC_PORT")
     app = create_app(settings)
     http_port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=access_log)
@@ -77,9 +77,8 @@ async def _serve(settings: Settings, log_level: str, *, access_log: bool = False
     return 0 if server.started else 1
 
 
-def _taken(host: str, port: int, error: OSError, flag: str, variable: str) -> int:
+def _taken(host: str, port: int, reason: str, flag: str, variable: str) -> int:
     """Says in one line that `port` cannot be bound and what moves it; the exit code (2)."""
-    reason = os.strerror(error.errno) if error.errno else str(error)
     print(
         f"env server: cannot bind {host}:{port} ({reason}); pass {flag} N "
         f"(0: any free) or set RTPLAN_SERVER_{variable}",

@@ -10,6 +10,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -903,11 +904,22 @@ def test_settings_read_the_environment(monkeypatch):
 def test_main_fails_clearly_without_checkpoints_or_device(tmp_path, capsys):
     assert main(["--checkpoint-dir", str(tmp_path), "--port", "0"]) == 1
     assert "no planner.msgpack of a registered game" in capsys.readouterr().err
-    assert main(["--checkpoint-dir", str(tmp_path), "--games", SNAKE]) == 1
+    assert main(["--checkpoint-dir", str(tmp_path), "--games", SNAKE, "--port", "0"]) == 1
     assert f"no planner checkpoint for {SNAKE}" in capsys.readouterr().err
-    assert main(["--device", "cuda:0", "--checkpoint-dir", str(tmp_path)]) == 1
+    assert main(["--device", "cuda:0", "--checkpoint-dir", str(tmp_path), "--port", "0"]) == 1
     assert "device 'cuda:0' not available" in capsys.readouterr().err
     assert main(["--max-concurrent", "0"]) == 2
+
+
+def test_main_refuses_a_port_in_use_in_one_line_before_loading_anything(tmp_path, capsys):
+    """(It loaded every checkpoint, then died with gRPC's RuntimeError traceback.)"""
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        assert main(["--checkpoint-dir", str(tmp_path), "--port", str(port)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"planner service: cannot bind 127.0.0.1:{port} (Address already in use); pass --port N "
+        "(0: any free) or set RTPLAN_PLANNER_PORT"
+    ]
 
 
 def test_device_specs():
