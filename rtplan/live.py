@@ -395,7 +395,7 @@ class _DemoEcho:
 
     def __init__(self, *, verbose: bool = False) -> None:
         self.verbose = verbose
-        self._traceback: set[str] = set()  # the services whose traceback is being printed
+        self._traceback: set[str] = set()  # the services in the middle of a traceback
         self._raised: set[str] = set()  # ... and those that just printed an exception's line
 
     def __call__(self, name: str, line: str) -> None:
