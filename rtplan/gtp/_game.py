@@ -628,9 +628,7 @@ class GtpGame:
             self.search_s.measured(k, took)  # the next choices read it (`SearchTimes`)
         resign = self.resign_below is not None and value < self.resign_below
         if not resign:
-            action = self._guard(
-                state, action, value, searched=k > 0, visits=visits, out_of_turn=out_of_turn
-            )
+            action = self._guard(state, action, value, visits=visits, out_of_turn=out_of_turn)
             try:
                 self._check(colour, action)
             except GtpError:
@@ -660,7 +658,6 @@ class GtpGame:
         action: int,
         value: float,
         *,
-        searched: bool = True,
         visits: np.ndarray | None = None,
         out_of_turn: bool = False,
     ) -> int:
@@ -668,13 +665,12 @@ class GtpGame:
 
         - never a pass while the mover has no stone on the board (the first move as black):
           the network's best board move instead;
-        - never a pass from the raw policy alone (`searched` False: the clock afforded no
-          search) while the opponent has not just passed: the network's best board move that
-          is neither one of the mover's own eyes nor a self-atari (`_board.self_atari`: in a
-          seki or a lost capturing race the only moves left kill the mover's own group), if
-          there is one. The policy passes in positions it reads badly (handicap stones on the
-          board), and a run of policy-only passes handed GNU Go the whole board under a 3 s
-          clock;
+        - (a policy-only move, when the clock affords no search, and the search's root are
+          already served moves, `games.go.SpeedGo.served_mask`: no pass while a board move
+          that is neither an own eye, a self-atari nor a repetition is left, unless the
+          opponent has just passed and the pass wins by the count. The policy passes in
+          positions it reads badly (handicap stones on the board), and a run of policy-only
+          passes handed GNU Go the whole board under a 3 s clock);
         - never a move that fills one of the mover's own eyes (`_board.own_eye`) or leaves
           `BIG_SELF_ATARI` or more of its stones in atari (a 96-simulation search filled a
           seki's last liberty and lost a 25-stone group): the next-best safe move instead
@@ -703,13 +699,6 @@ class GtpGame:
                 action = self._next_best(state, mine, visits, policy=True)
                 if action != PASS:
                     self._log(f"a pass out of turn: {vertex_name(action)} instead")
-                    return action
-            if not searched and not passed:
-                unsafe = [p for p in np.flatnonzero(mask) if _unsafe(mine, int(p))]
-                mask[unsafe] = False
-                if mask.any():
-                    action = self._policy_move(state, mask)
-                    self._log(f"policy-only pass: {vertex_name(action)} instead")
                     return action
         elif own_eye(mine, action) or (stones := self_atari(mine, action)) >= BIG_SELF_ATARI:
             why = "fills an own eye" if own_eye(mine, action) else f"leaves {stones} in atari"

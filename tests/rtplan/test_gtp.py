@@ -541,18 +541,21 @@ def test_move_guard(local):
     for eye in EYES:
         assert engine._guard(black, parse_vertex(eye), 0.9) == PASS, eye
     assert engine._guard(black, PASS, 0.9) == PASS  # stones of its own: passing is allowed
-    # Policy-only (no search): no pass while a board move that is no own eye is left ...
-    assert engine._guard(black, PASS, 0.9, searched=False) == PASS  # ... here only eyes are
+    # Policy-only (no search) the move is a served one (`SpeedGo.served_mask`, tested in
+    # tests/games/test_go_served_moves.py): no pass while a board move that is no own eye is
+    # left; here only eyes are.
+    assert engine._search(black, 0)[0] == PASS
     engine.handle("clear_board")
     engine.handle("set_free_handicap c3 g7")
     handicap = engine._ready(engine.states[-1], 0)
-    instead = engine._guard(handicap, PASS, 0.4, searched=False)
+    instead = engine._search(handicap, 0)[0]
     assert instead < PASS and not own_eye(np.zeros(81, int), instead)
-    assert engine._guard(handicap, PASS, 0.4) == PASS  # a searched pass stands
+    assert engine._guard(handicap, PASS, 0.4) == PASS  # a pass the search chose stands
     for line in ("play b d4", "play w e5", "play b pass"):  # after black's pass ...
         engine.handle(line)
-    # ... white (with a stone of its own) may pass too: the game can end
-    assert engine._guard(engine._ready(engine.states[-1], 1), PASS, 0.0, searched=False) == PASS
+    # ... white may pass too, winning 1-1 on komi: the game can end
+    white = engine._ready(engine.states[-1], 1)
+    assert np.asarray(engine._fns.game.served_mask(white))[PASS]
     engine.handle("clear_board")
     for line in ("play b e5", "play w pass"):
         engine.handle(line)
@@ -621,7 +624,8 @@ def test_the_guard_never_fills_a_seki_liberty_of_a_big_group(local):
     mine = go.position(state).own()  # black to move: black's stones are +1
     d7, f6 = parse_vertex("D7"), parse_vertex("F6")
     assert self_atari(mine, d7) == self_atari(mine, f6) >= BIG_SELF_ATARI
-    assert engine._guard(state, PASS, -0.4, searched=False) == PASS  # no filling instead of a pass
+    served = np.asarray(engine._fns.game.served_mask(state))  # policy-only and the search root
+    assert not served[d7] and not served[f6]  # no filling instead of a pass
     assert engine._guard(state, d7, -0.97) == PASS  # not even when a search picks it
 
 
