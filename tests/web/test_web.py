@@ -508,6 +508,28 @@ def test_lobby_offers_only_what_the_planner_service_serves(planner_server, page)
     assert opponent.input_value() == "planner:2"  # the largest budget the service plans
 
 
+def test_lobby_offers_an_agent_the_watched_pace_and_a_person_3_plus_2(server, page):
+    """A clock game's form says the pace the server gives an agent (`WATCHED`: 1 FPS, 1+1) and
+    a person's 3+2 at 9 FPS; a game without a clock goes back to 9 FPS."""
+    page.goto(f"{server.base}/")
+    page.wait_for_function(
+        "document.querySelector('select[name=\"game\"]').options.length > 0", timeout=30_000
+    )
+
+    def pace() -> tuple[str, str]:
+        fps = page.input_value('input[name="fps"]')
+        return fps, page.input_value('select[name="time_control"]')
+
+    page.select_option('select[name="game"]', "speed-hex-v0")
+    page.select_option('select[name="agent"]', "reflex")
+    assert pace() == ("1", "1+1")
+    page.select_option('select[name="agent"]', "human")
+    assert pace() == ("9", "3+2")
+    page.select_option('select[name="agent"]', "reflex")
+    page.select_option('select[name="game"]', "snake-rt-v0")
+    assert page.input_value('input[name="fps"]') == "9"
+
+
 def test_lobby_starts_a_human_speed_hex_game_against_the_planner(planner_server, page):
     base = planner_server.base
     page.goto(f"{base}/")
