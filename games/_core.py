@@ -206,12 +206,17 @@ class Game(abc.ABC):
         """`[]` int32: the action the real-time protocol plays when no valid action arrived."""
 
     def served_mask(self, state: State) -> jax.Array:
-        """`[A]` bool: the actions a served side chooses among, searched or not (the search's
-        root in `planner.compiled`, the served reflex: a side out of time, the clock gate's
-        policy-only move, the reflex opponent). Never empty, and a subset of
-        `state.legal_action_mask`; here all of it (Speed Go keeps its pass for when the game
-        should end). Training and the research evaluations play the legal mask."""
+        """`[A]` bool: the actions a served side chooses among in real time, searched or not
+        (`served_state`). Never empty, and a subset of `state.legal_action_mask`; here all of
+        it (Speed Go keeps its pass for when the game should end)."""
         return state.legal_action_mask
+
+    def served_state(self, state: State) -> State:
+        """`state` as a side served in real time decides from it: its `legal_action_mask` is
+        `served_mask`, so the reflex (masked argmax: out of time, policy-only, the reflex
+        opponent) and a search's root choose among the served moves. Training, the research
+        evaluations and the simulated clock decide from `state` itself, as the paper did."""
+        return state.replace(legal_action_mask=self.served_mask(state))
 
     @abc.abstractmethod
     def rekey(self, state: State, key: jax.Array) -> State:

@@ -29,7 +29,7 @@ class Evaluation:
     """The network at `[B]` decision states."""
 
     value: jax.Array  # [B] value for the player to move
-    reflex: jax.Array  # [B] int32 the served reflex (`Planner.served_reflex`: the k = 0 move)
+    reflex: jax.Array  # [B] int32 the policy's most likely legal action (the k = 0 move)
 
 
 @struct.dataclass
@@ -278,13 +278,13 @@ def _pad(x, size: int) -> np.ndarray:
 
 def _evaluate(planner: Planner, params, states) -> Evaluation:
     out = planner.evaluate(params, states)
-    return Evaluation(value=out.value, reflex=planner.served_reflex(out.logits, states))
+    return Evaluation(
+        value=out.value, reflex=planner.masked_argmax(out.logits, states.legal_action_mask)
+    )
 
 
 def _option(
     planner: Planner, params, keys, states, plan=None, plan_len=None, *, k: int
 ) -> OptionPlan:
-    """Option k with only the fields a plan sends (following `plan` under committed="plan"),
-    searched from roots whose moves are the served ones (`Game.served_mask`)."""
-    states = states.replace(legal_action_mask=jax.vmap(planner.game.served_mask)(states))
+    """Option k with only the fields a plan sends (following `plan` under committed="plan")."""
     return plan_fields(planner.option(params, keys, states, k, plan=plan, plan_len=plan_len))

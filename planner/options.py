@@ -238,15 +238,9 @@ class Planner:
         return jnp.argmax(jnp.where(mask, logits, _NEG), axis=-1).astype(jnp.int32)
 
     def reflex_action(self, params, states: games.State) -> jax.Array:
-        """`[B]` int32 reflex actions: argmax of the raw policy over the legal actions (the
-        paper's policy-only move, which training and the research evaluations play)."""
+        """`[B]` int32 reflex actions: argmax of the raw policy over the legal actions (served
+        in real time, over `Game.served_state`'s)."""
         return self.masked_argmax(self.evaluate(params, states).logits, states.legal_action_mask)
-
-    def served_reflex(self, logits: jax.Array, states: games.State) -> jax.Array:
-        """`[B]` int32 the served reflex: argmax of the raw policy `logits` `[B, A]` over
-        `Game.served_mask` (Speed Go passes only when the game should end), the move a
-        served side plays without search (out of time, policy-only, the reflex opponent)."""
-        return self.masked_argmax(logits, jax.vmap(self.game.served_mask)(states))
 
     def _advance(self, params, states: games.State, out: NetOutput, frames: int):
         """Plays `frames` reflex frames from `states` whose network output is `out`.

@@ -127,7 +127,8 @@ class ReflexAgent(_BuiltIn):
     kind = "reflex"
 
     def answer(self, n: int, host: AgentHost) -> Answer:
-        return Answer((Arrival(host.info.reflex, host.published_at),), "reflex")
+        reflex = host.info.reflex_for(host.config.served)
+        return Answer((Arrival(reflex, host.published_at),), "reflex")
 
 
 @dataclasses.dataclass(eq=False)
@@ -425,7 +426,7 @@ class PlannerAgent(_BuiltIn):
         the reflex."""
         j = n - opt.decision_frame
         opt.following = opt.following and j < len(opt.plan) and bool(host.info.legal[opt.plan[j]])
-        return opt.plan[j] if opt.following else host.info.reflex
+        return opt.plan[j] if opt.following else host.info.reflex_for(host.config.served)
 
     def _undecided(self, opt: _Option, n: int, host: AgentHost) -> bool:
         """A gated option whose decision is late but may still come in time for its option to
@@ -465,8 +466,9 @@ class Opponent(_BuiltIn):
 
     def answer(self, n: int, host: AgentHost) -> Answer:
         info = host.info
-        if self.kind == "reflex" and info.reflex >= 0:
-            action = info.reflex
+        reflex = info.reflex_for(host.config.served)
+        if self.kind == "reflex" and reflex >= 0:
+            action = reflex
         else:
             action = int(self._rng.choice(np.flatnonzero(info.legal)))
         return Answer((Arrival(action, host.published_at),), "opponent")

@@ -25,6 +25,7 @@ class _Fns:
     set_clock: Any  # clock games: (state, initial ticks) -> state; None otherwise
     frames: Any  # (params, states [C], actions [C], live [C]) -> (states, FrameInfo [C])
     put: Any  # (states [C], slot, state) -> states with row `slot` replaced
+    serve: Any  # (state) -> `Game.served_state(state)`: what the planner gets in real time
 
 
 @functools.lru_cache(maxsize=16)
@@ -44,11 +45,14 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
 
     def info(params, state) -> FrameInfo:
         if planner is None:
-            reflex = jnp.int32(-1)
+            reflex = served_reflex = jnp.int32(-1)
         else:
-            # The served reflex: the move without search (`Game.served_mask`).
             batch = jax.tree.map(lambda x: x[None], state)
-            reflex = planner.served_reflex(planner.evaluate(params, batch).logits, batch)[0]
+            logits = planner.evaluate(params, batch).logits
+            reflex = planner.masked_argmax(logits, batch.legal_action_mask)[0]
+            # Real time: the move without search a served side plays (`Game.served_state`).
+            served = jax.vmap(game.served_mask)(batch)
+            served_reflex = planner.masked_argmax(logits, served)[0]
         if clock:
             rewards, clocks = state.inner.rewards, state.inner.clocks
         else:
@@ -64,6 +68,7 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
             clocks=clocks,
             fallback=game.fallback_action(state),
             reflex=reflex,
+            served_reflex=served_reflex,
         )
 
     def frame(params, state, action, cost, credit):
@@ -98,4 +103,5 @@ def compiled(game_id: str, game_params: tuple = (), cfg: PlannerConfig | None = 
         # (`TickGroup` re-points the rows its members read: `_Rows.moved`).
         frames=jax.jit(frames),
         put=jax.jit(put, donate_argnums=0),
+        serve=jax.jit(game.served_state),
     )

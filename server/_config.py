@@ -114,6 +114,13 @@ class SessionConfig:
         return self.clock == "simulated"
 
     @property
+    def served(self) -> bool:
+        """Its sides decide from `Game.served_state` (the reflex, the planner's root): in real
+        time, where people watch (Speed Go passes only when the game should end); with the
+        simulated clock they play the states themselves, as training and `rtplan eval` do."""
+        return not self.simulated
+
+    @property
     def gated(self) -> bool:
         """The planner agent lets the service's gate pick k (the session forces none)."""
         return self.agent == "planner" and not self.ks

@@ -22,7 +22,9 @@ class FrameInfo:
     legal: jax.Array  # [A] bool
     clocks: jax.Array  # [P] int32 ticks left by player id (clock games), [0] otherwise
     fallback: jax.Array  # [] int32 the game's fallback action
-    reflex: jax.Array  # [] int32 the served reflex (`Planner.served_reflex`), -1 without a network
+    reflex: jax.Array  # [] int32 the network's masked argmax, -1 without a network
+    #: [] int32 the reflex over `Game.served_mask` (real time: `Session.reflex`), -1 without one
+    served_reflex: jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +41,16 @@ class HostInfo:
     clocks: tuple[int, ...]
     fallback: int
     reflex: int
+    served_reflex: int
 
     @property
     def done(self) -> bool:
         return self.terminated or self.truncated
+
+    def reflex_for(self, served: bool) -> int:
+        """The frame's reflex (-1: no network): the served one where a session serves its moves
+        (`SessionConfig.served`), else the network's masked argmax."""
+        return self.served_reflex if served else self.reflex
 
     @classmethod
     def from_device(cls, info: FrameInfo) -> HostInfo:
@@ -58,6 +66,7 @@ class HostInfo:
             clocks=tuple(int(x) for x in h.clocks),
             fallback=int(h.fallback),
             reflex=int(h.reflex),
+            served_reflex=int(h.served_reflex),
         )
 
     @classmethod
@@ -68,6 +77,7 @@ class HostInfo:
         rewards, clocks = h.rewards.tolist(), h.clocks.tolist()
         term, trunc = h.terminated.tolist(), h.truncated.tolist()
         player, fallback, reflex = h.current_player.tolist(), h.fallback.tolist(), h.reflex.tolist()
+        served = h.served_reflex.tolist()
         legal = np.asarray(h.legal, bool)
         return [
             cls(
@@ -81,6 +91,7 @@ class HostInfo:
                 clocks=tuple(clocks[i]),
                 fallback=fallback[i],
                 reflex=reflex[i],
+                served_reflex=served[i],
             )
             for i in slots
         ]

@@ -49,10 +49,12 @@ def decide_move(answer: Answer, s: Mover, by_agent: bool, on_clock: bool) -> Mov
     `on_clock` (clock games); `by_agent`: the session's agent answered (not the opponent)."""
     info, config = s.info, s.config
     fallback = info.fallback
-    # On a clock (reflex timeout), a move that ran out of time is the reflex's, as the game's
-    # empty clock moves by reflex: the served reflex, never a pass with the game open.
-    if (config.fallback == "reflex" or answer.safe_fallback or on_clock) and info.reflex >= 0:
-        fallback = info.reflex
+    reflex = info.reflex_for(config.served)
+    # On a clock in real time (reflex timeout), a move that ran out of time is the reflex's, as
+    # the game's empty clock moves by reflex: the served reflex, never a pass with the game open.
+    timed_out = on_clock and not config.simulated
+    if (config.fallback == "reflex" or answer.safe_fallback or timed_out) and reflex >= 0:
+        fallback = reflex
     decision = decide_action(
         answer.arrivals, deadline=s.deadline, legal=info.legal, fallback=fallback
     )

@@ -175,6 +175,10 @@ class GameRuntime:
     def state_proto(self, state: games.State) -> tensor_pb2.GameState:
         return wire.state_to_proto(self.game, state)
 
+    def served_state(self, state: games.State) -> games.State:
+        """`Game.served_state(state)` (jitted once per game)."""
+        return self._fns.serve(state)
+
     def warm(self) -> None:
         """Compiles every function (blocking; call it off the event loop)."""
         with self._warm:
@@ -185,7 +189,7 @@ class GameRuntime:
                 self.init(0, initial_time=1)
             self.step(state, info.fallback, 0)
             self.observe(state)
-            self.state_proto(state)
+            self.state_proto(self.served_state(state))
             render(self.game, state)  # its first call compiles (~0.8 s for Pac-Man): not in a tick
             self._warmed = True
 

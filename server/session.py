@@ -191,7 +191,11 @@ class Session:
     # What agents may read and report (AgentHost) ----------------------------------------------
 
     def state_proto(self) -> tensor_pb2.GameState:
-        return self.runtime.state_proto(self.state)
+        """The current state on the wire, as its mover decides from it: in real time the served
+        state (`Game.served_state`: the planner's root and policy-only move choose among the
+        served moves), with the simulated clock the state itself."""
+        state = self.runtime.served_state(self.state) if self.config.served else self.state
+        return self.runtime.state_proto(state)
 
     def plan_sent(self, k: int) -> None:
         self.stats.plan_sent(k)

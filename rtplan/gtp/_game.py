@@ -84,6 +84,7 @@ class _Compiled(NamedTuple):
     step: Callable
     reposition: Callable  # `go.SpeedGo.reposition`: ply count, superko record and ko replaced
     options: CompiledOptions  # the value (reflex move) and options, komi an input
+    serve: Callable  # (state, komi) -> `SpeedGo.served_state`: what a move is chosen from
 
 
 class _KomiOptions(CompiledOptions):
@@ -211,6 +212,10 @@ class GtpGame:
             with game.traced_komi(komi):
                 return game.step(state, action, cost)
 
+        def serve(state, komi):
+            with game.traced_komi(komi):
+                return game.served_state(state)
+
         return _Compiled(
             game=game,
             planner=Planner(self.config, game=game),
@@ -218,6 +223,7 @@ class GtpGame:
             step=jax.jit(step),
             reposition=jax.jit(game.reposition),
             options=_KomiOptions(planner, self.params, game, lambda: self.komi),
+            serve=jax.jit(serve),
         )
 
     def start(self) -> None:
@@ -387,7 +393,10 @@ class GtpGame:
         import jax
 
         options = self._fns.options
-        states = jax.tree.map(lambda x: x[None], state)
+        # The served moves (`SpeedGo.served_state`): no pass while a sensible point is left,
+        # unless the opponent has just passed and the pass wins.
+        served = self._fns.serve(state, np.float32(self.komi))
+        states = jax.tree.map(lambda x: x[None], served)
         if k == 0:
             out = options.evaluate(states)
             return int(out.reflex[0]), float(out.value[0]), None
@@ -666,11 +675,11 @@ class GtpGame:
         - never a pass while the mover has no stone on the board (the first move as black):
           the network's best board move instead;
         - (a policy-only move, when the clock affords no search, and the search's root are
-          already served moves, `games.go.SpeedGo.served_mask`: no pass while a board move
-          that is neither an own eye, a self-atari nor a repetition is left, unless the
-          opponent has just passed and the pass wins by the count. The policy passes in
-          positions it reads badly (handicap stones on the board), and a run of policy-only
-          passes handed GNU Go the whole board under a 3 s clock);
+          already served moves, `_search` from `games.go.SpeedGo.served_state`: no pass while
+          a board move that is neither an own eye, a self-atari nor a repetition is left,
+          unless the opponent has just passed and the pass wins by the count. The policy
+          passes in positions it reads badly (handicap stones on the board), and a run of
+          policy-only passes handed GNU Go the whole board under a 3 s clock);
         - never a move that fills one of the mover's own eyes (`_board.own_eye`) or leaves
           `BIG_SELF_ATARI` or more of its stones in atari (a 96-simulation search filled a
           seki's last liberty and lost a 25-stone group): the next-best safe move instead
