@@ -76,7 +76,9 @@ class HumanAgent(GrpcAgent):
                 legal=host.info.legal,
                 published_at=host.published_at,
             )
-        return Answer(arrivals, "human", safe_fallback=safe)
+        # Before the person's first action the frame is the fair start's: the reflex plays it,
+        # and its report says so ("reflex"), not a missed deadline ("fallback").
+        return Answer(arrivals, "reflex" if safe and not arrivals else "human", safe_fallback=safe)
 
     def close(self) -> None:
         super().close()

@@ -39,9 +39,17 @@ class Report:
 
     @property
     def shown_source(self) -> str:
-        """Where the applied action came from: the answer's source when it was on time, else
-        the fallback (a late, invalid or missing answer played the fallback)."""
-        return self.source if self.provenance is Provenance.ON_TIME else "fallback"
+        """Where the applied action came from: the answer's source when it was on time, the
+        reflex of a person's fair start (nothing asked of them yet), else the fallback (a late,
+        invalid or missing answer played the fallback)."""
+        if self.provenance is Provenance.ON_TIME:
+            return self.source
+        return "reflex" if self.fair_start else "fallback"
+
+    @property
+    def fair_start(self) -> bool:
+        """A frame before a person's first action, which the reflex plays (`HumanAgent`)."""
+        return self.source == "reflex" and self.provenance is Provenance.FALLBACK
 
     def proto(self) -> env_pb2.ActionReport:
         return env_pb2.ActionReport(

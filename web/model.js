@@ -89,6 +89,15 @@ export function annotate(prev, f, prevAnnot) {
  * player 0 as "you" (on the player's page) or "the player", never "the agent". */
 export const humanGame = () => Boolean(model.hello && model.hello.config.agent === "human");
 
+/** Whether a planner plays in the session shown (its agent, or a clock game's opponent): the
+ * planner's panels (k, latency, the gate's thinking) have something to show only then. */
+export function plannerPlays() {
+  if (!model.hello) return false;
+  const c = model.hello.config;
+  const twoPlayer = model.hello.spec.num_players === 2;
+  return c.agent === "planner" || (twoPlayer && (c.opponent === "planner" || c.opponent === "gate"));
+}
+
 /** What the page calls player 0: "you" on the page that plays, "the player" to a spectator of
  * a person's game, else "the agent". */
 export function agentName() {
@@ -111,7 +120,9 @@ export function agentColour(st) {
 
 /** The strip's colour key of a frame's report: its answer's source when on time, else why not. */
 export function kindOf(report) {
-  return report.provenance === "on_time" ? report.answer_source : report.provenance;
+  if (report.provenance === "on_time") return report.answer_source;
+  // A person's fair start: the reflex played the frames before their first key.
+  return report.source === "reflex" ? "reflex" : report.provenance;
 }
 
 /** One frame's entry in the charts' history, from its report (with its option's decision:

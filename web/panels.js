@@ -3,7 +3,7 @@
 // and the status line. Each draws from the model (model.js).
 
 import { $, agentLabel, el, setText } from "./api.js";
-import { HISTORY, agentColour, agentName, game, model, view, viewer } from "./model.js";
+import { HISTORY, agentColour, agentName, game, model, plannerPlays, view, viewer } from "./model.js";
 
 // The colour of each action's provenance (the strip and its legend).
 const KINDS = {
@@ -234,6 +234,12 @@ export function clearPanels() {
 
 /** The panels of frame message `f`: its numbers, the charts, the clocks, the counters. */
 export function drawPanels(f) {
+  // With no planner in the session (a person's or an agent's game) its panels would stay
+  // empty: the section keeps the frames' provenance only.
+  const planned = plannerPlays();
+  $("thinking").hidden = !planned;
+  for (const node of document.querySelectorAll(".planner-only")) node.hidden = !planned;
+  setText("planner-title", planned ? "Planner" : "Frames");
   setText("frame", String(f.frame));
   if (model.hello) $("frame").dataset.session = model.hello.session.id; // whose numbers these are
   setText("return", Number(f.episode_return).toFixed(1));

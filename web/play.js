@@ -118,9 +118,9 @@ function playLine(rep) {
   const kind = rep.provenance;
   const said = {
     on_time: `your ${name(rep.action)} on time (${spareText(rep.slack_ms)} to spare)`,
-    fallback: viewer.sent.length
-      ? `no input by the deadline: the fallback played (${name(rep.action)})`
-      : `the reflex steers (${name(rep.action)}) until your first key`,
+    fallback: rep.source === "reflex"
+      ? `the reflex steers (${name(rep.action)}) until your first key`
+      : `no input by the deadline: the fallback played (${name(rep.action)})`,
     late: `your ${name(rep.received_action)} came ${(-rep.slack_ms).toFixed(0)} ms late: the fallback played (${name(rep.action)})`,
     invalid: `${name(rep.received_action)} is not legal here: the fallback played (${name(rep.action)})`,
   }[kind];

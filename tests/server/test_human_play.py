@@ -150,6 +150,9 @@ def test_a_first_key_that_comes_late_still_ends_the_fair_start():
         assert s.agent.answer(s.frame, s).safe_fallback  # nothing pressed: the reflex steers
         s._step(s.agent)
         assert s.last_report.provenance is Provenance.FALLBACK
+        # The fair start's frame is shown as the reflex's, not as a missed deadline.
+        assert s.last_report.fair_start and s.last_report.shown_source == "reflex"
+        assert messages.report_json(s.last_report)["source"] == "reflex"
         s._publish(2.0, now=1.0)
         key = int(np.flatnonzero(s.info.legal)[0])
         assert s.submit(0, key, 1.05) is None  # frame 0's key, 50 ms after its deadline
@@ -159,5 +162,7 @@ def test_a_first_key_that_comes_late_still_ends_the_fair_start():
         (late,) = messages.viewer_frame(s)["late"]  # the next frame message carries it
         assert (late["frame"], late["provenance"], late["received_action"]) == (0, "late", key)
         assert messages.viewer_frame(s)["previous"]["frame"] == 1
+        # After the person's first key a frame with none is the fallback's, shown so.
+        assert not s.last_report.fair_start and s.last_report.shown_source == "fallback"
 
     asyncio.run(main())

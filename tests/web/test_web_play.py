@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rtplan import games
-from support import env_server, get_json, post_session, write_checkpoints
+from support import env_server, get_json, near, post_session, write_checkpoints
 
 GAMES = ("snake-rt-v0", "pacman-rt-v0", "speed-hex-v0")
 #: The server's countdown before a person's frame 0 (`--human-countdown-s`).
@@ -55,6 +55,31 @@ def test_snake_does_not_move_before_the_countdown_ends(server, page):
     assert waited >= COUNTDOWN_S * 1e3 + 1e3 / 9 - 400, waited
     assert moved_at > joined
     page.wait_for_function("document.getElementById('result').hidden", timeout=5_000)
+
+
+def test_a_persons_fair_start_is_shown_as_the_reflex_and_no_empty_planner_panels(server, page):
+    created = post_session(server.base, game="snake-rt-v0", agent="human", fps=9.0)
+    join(page, server.base, created)
+    page.wait_for_function(
+        "window.rtplanViewer.frames.some(m => m.previous && m.previous.frame >= 2)",
+        timeout=15_000,
+    )
+    first = page.evaluate("window.rtplanViewer.frames.find(m => m.previous).previous")
+    # No key yet: the reflex played the frame, and the report says so (not a missed deadline).
+    assert (first["provenance"], first["source"]) == ("fallback", "reflex"), first
+    assert "the reflex steers" in page.inner_text("#play-status")
+    # The provenance strip's first column is drawn in the reflex's colour, not the fallback's.
+    (rgb,) = page.evaluate(
+        """() => { const c = document.getElementById('strip'), dpr = c.width / Number(c.dataset.w);
+            return [[...c.getContext('2d').getImageData(Math.round(dpr), Math.round(4 * dpr), 1, 1)
+                .data.slice(0, 3)]]; }"""
+    )
+    assert near(rgb, "#8a96a3") and not near(rgb, "#ffb347"), rgb
+    # No planner plays a person's Snake: its panels are not shown empty.
+    for selector in ("#thinking", "#kchart", "#latchart"):
+        assert not page.is_visible(selector), selector
+    assert page.text_content("#planner-title") == "Frames"
+    assert page.is_visible("#strip")
 
 
 def test_a_human_hex_game_at_1_plus_1_lasts_at_least_its_clock(server, page):
