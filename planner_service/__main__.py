@@ -33,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the service; returns the process exit status."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    # The level in each line: `rtplan demo` shows a person its services' warnings and errors,
+    # not their INFO lines (its own progress lines say what those do).
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     try:
         settings = PlannerServiceSettings(**settings_overrides(PlannerServiceSettings, args))
     except ValidationError as e:

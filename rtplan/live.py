@@ -376,11 +376,14 @@ def _say(text: str) -> None:
 
 
 #: Lines of its services the web demo leaves out (`--verbose` shows them): uvicorn's start-up
-#: and shutdown, and the planner services' ports, which the demo reads and never needs to show.
+#: and shutdown, the planner services' ports, which the demo reads and never needs to show, and
+#: the planner services' INFO and DEBUG log lines ("2026-12-07 20:44:33,713 INFO name ...": what
+#: they compile, said by the demo's own progress lines; a library's first-run notes).
 _QUIET = re.compile(
     r"^(?:INFO: +(?:Started server process|Waiting for application (?:startup|shutdown)\.|"
     r"Application (?:startup|shutdown) complete\.|Shutting down|Finished server process)"
-    r"|planner service (?:bound to|listening on) )"
+    r"|planner service (?:bound to|listening on) "
+    r"|\d{4}-\d\d-\d\d [\d:,.]+ (?:INFO|DEBUG) )"
 )
 #: Lines inside a Python traceback after its first: its frames (indented), blank lines and the
 #: sentences that chain two exceptions; ... and those that may follow an exception's line.

@@ -167,6 +167,10 @@ def test_the_demo_shows_a_services_traceback_as_its_errors_line_and_leaves_out_n
         "INFO:     Started server process [1]",
         "INFO:     Application startup complete.",
         "planner service bound to 127.0.0.1:5 (compiling)",
+        "2026-12-07 20:44:32,551 INFO matplotlib.font_manager generated new fontManager",
+        "2026-12-07 20:44:33,713 INFO planner_service compiling 5 options and gates of snake-rt-v0",
+        "2026-12-07 20:49:01,002 WARNING planner_service planner service: Plan: the caller had "
+        "gone",
         "ERROR rtplan.server: session 1 failed",
         *chained.splitlines(),
         "planner service: snake-rt-v0 ready in 3 s (1/1 games)",
@@ -179,6 +183,8 @@ def test_the_demo_shows_a_services_traceback_as_its_errors_line_and_leaves_out_n
         echo("env-server" if "planner service" not in line else "planner", line)
     hint = "  (rtplan demo --verbose shows the traceback)"
     assert capsys.readouterr().out.splitlines() == [
+        "[planner] 2026-12-07 20:49:01,002 WARNING planner_service planner service: Plan: the "
+        "caller had gone",
         "[env-server] ERROR rtplan.server: session 1 failed",
         f"[env-server] ValueError: the session's planner went away{hint}",
         "rtplan demo: snake-rt-v0 ready in 3 s (1/1 games)",
