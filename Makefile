@@ -8,8 +8,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP_RUN := $(VENV)/.stamp-run
 STAMP_DEV := $(VENV)/.stamp-dev
-# Debian packages the tests need: chromium for the browser tests (tests/web/test_web.py).
-APT_TEST_PACKAGES := chromium
+# Debian packages the tests need: chromium for the browser tests (tests/web/test_web.py),
+# postgresql for the arena's storage against a real server (tests/arena/conftest.py).
+APT_TEST_PACKAGES := chromium postgresql
 
 .PHONY: demo test test-slow lint bench compose-check clean
 

@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+    """The subcommands of a command group (`rtplan arena`), or None for a plain command."""
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -97,11 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return USAGE
     (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    chosen = sub.choices.get(argv[0]) if argv else None
+    chosen, depth = sub.choices.get(argv[0]) if argv else None, 1
+    while chosen is not None and depth < len(argv) and (group := _subcommands(chosen)):
+        # A command group (`rtplan arena serve`): its subcommand is the one that runs.
+        chosen, depth = group.choices.get(argv[depth]), depth + 1
     if chosen is not None and chosen.get_default("forward"):
         # A service parses its own flags: argparse would stop at the first `--flag` here.
-        args = argparse.Namespace(command=argv[0], args=argv[1:])
-        return run_command(argv[0], chosen.get_default("handler"), args)
+        name = " ".join(argv[:depth])
+        args = argparse.Namespace(command=name, args=argv[depth:])
+        return run_command(name, chosen.get_default("handler"), args)
     helper = chosen.get_default("help_parser") if chosen is not None else None
     if helper is not None and {"-h", "--help"} & set(argv[1:]):
         # A command whose flags depend on another one's value (`train-gate --game G`): the

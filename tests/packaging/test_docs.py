@@ -85,6 +85,11 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
     return dict(sub.choices)
 
 
+def _group(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+    """The subcommands of a command group (`rtplan arena`), or None."""
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
 def _options(parser: argparse.ArgumentParser) -> set[str] | None:
     """A subcommand's long options, or None when it forwards its arguments (the services)."""
     if any(a.nargs == argparse.REMAINDER for a in parser._actions):
@@ -129,7 +134,14 @@ def test_documented_commands_exist():
                 if name not in subcommands:
                     problems.append(f"{_rel(page)}: `rtplan {name}` is not a subcommand")
                     continue
-                options = _options(subcommands[name])
+                parser, words = subcommands[name], rest.split()
+                group = _group(parser)  # a command group's subcommand: `rtplan arena register`
+                if group is not None and words and words[0] in group.choices:
+                    parser = group.choices[words[0]]
+                elif group is not None and words and not words[0].startswith("-"):
+                    problems.append(f"{_rel(page)}: `rtplan {name} {words[0]}` is no subcommand")
+                    continue
+                options = _options(parser)
                 for flag in _FLAG.findall(rest) if options is not None else []:
                     if flag not in options:
                         problems.append(f"{_rel(page)}: `rtplan {name}` has no {flag}")
@@ -150,3 +162,5 @@ def test_checks_catch_breakage(tmp_path: Path):
     assert "--max-frames" in _options(subcommands["cross-eval"])
     assert "--no-such-flag" not in _options(subcommands["cross-eval"])
     assert _options(subcommands["env-server"]) is None  # its own parser checks its flags
+    arena = _group(subcommands["arena"]).choices
+    assert "--version" in _options(arena["register"]) and _options(arena["serve"]) is None

@@ -7,15 +7,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The packages the wheel ships (pyproject's `packages.find`) and the benchmarks.
-TOP = ("bench", "games", "gate", "harness", "planner", "planner_service", "rtplan", "server")
+TOP = (
+    "arena",
+    "bench",
+    "games",
+    "gate",
+    "harness",
+    "planner",
+    "planner_service",
+    "rtplan",
+    "server",
+)
 
 
 def _modules() -> list[str]:
-    """Every module and package under `TOP`, but scripts (`__main__`) and generated stubs."""
+    """Every module and package under `TOP`, but scripts (`__main__`, the `env.py` Alembic
+    runs) and generated stubs."""
     found = []
     for top in TOP:
         for path in sorted((ROOT / top).rglob("*.py")):
-            if path.name == "__main__.py" or path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+            if path.name in ("__main__.py", "env.py") or path.name.endswith(
+                ("_pb2.py", "_pb2_grpc.py")
+            ):
                 continue
             parts = path.relative_to(ROOT).with_suffix("").parts
             found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))

@@ -42,7 +42,15 @@ def test_every_package_is_checked_and_shipped_under_one_name():
     the wheel takes rtplan alone; bench/ joins the contracts only (it runs from a checkout)
     and nothing shipped may import it."""
     assert PACKAGES == ["rtplan", "bench"]
-    assert set(CORE) == {"games", "gate", "harness", "planner", "planner_service", "server"}
+    assert set(CORE) == {
+        "arena",
+        "games",
+        "gate",
+        "harness",
+        "planner",
+        "planner_service",
+        "server",
+    }
     for name in CORE:
         link = ROOT / "rtplan" / name
         assert link.is_symlink() and link.readlink() == Path("..", name), name
@@ -106,7 +114,12 @@ def tree_copy(tmp_path_factory) -> Path:
         ("rtplan/_breach.py", "import jax", set()),  # not the agent library: allowed
         ("rtplan/client.py", "from rtplan import via_services", {"layers", "client-no-jax"}),
         ("rtplan/live.py", "from rtplan.commands import SECTIONS", {"layers", "acyclic"}),
-        ("rtplan/processes/_services.py", "import rtplan.server", {"layers", "over-the-wire"}),
+        # (and a cycle: the env server imports rtplan.processes for `bind_error`)
+        (
+            "rtplan/processes/_services.py",
+            "import rtplan.server",
+            {"layers", "over-the-wire", "acyclic"},
+        ),
         ("rtplan/jax_setup.py", "from rtplan import client", set()),  # below it: allowed
         ("server/_breach.py", "from rtplan import processes", set()),  # above it: allowed
         ("rtplan/client.py", "import jax", {"client-no-jax"}),
@@ -130,6 +143,25 @@ def tree_copy(tmp_path_factory) -> Path:
             {"over-the-wire"},
         ),
         ("rtplan/deploy/_play.py", "import rtplan.planner_service", {"over-the-wire"}),
+        # The arena: a service of its own, over the wire to the others, storage in one module.
+        ("arena/_breach.py", "import rtplan.server", {"layers", "arena-over-the-wire"}),
+        (
+            "arena/agents.py",
+            "from rtplan.planner_service import engine",
+            {"layers", "arena-over-the-wire"},
+        ),
+        ("server/_breach.py", "from rtplan.arena import agents", {"layers"}),
+        ("planner_service/_breach.py", "import rtplan.arena", {"layers"}),
+        ("games/_breach.py", "import rtplan.arena", {"layers", "core-no-services"}),
+        ("harness/_breach.py", "import sqlalchemy", {"core-no-services"}),
+        ("rtplan/client.py", "from rtplan.arena import identity", {"layers"}),
+        ("arena/agents.py", "import sqlalchemy", {"arena-storage"}),
+        ("arena/_routes_agents.py", "from alembic import command", {"arena-storage"}),
+        ("arena/app.py", "import psycopg", {"arena-storage"}),
+        ("arena/repository.py", "from rtplan.arena import app", {"acyclic"}),
+        ("arena/_breach.py", "from rtplan import client, v1, wire", set()),  # the wire: allowed
+        ("arena/_breach.py", "from rtplan.harness import stats", set()),  # below it: allowed
+        ("rtplan/commands/arena.py", "from rtplan.arena import app", set()),  # above: allowed
     ],
 )
 def test_a_breach_fails_its_contract(tree_copy, module, line, broken):

@@ -1,0 +1,59 @@
+"""The arena's public errors: each kind, its HTTP status, and what its OpenAPI entry says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+#: kind -> (HTTP status, when it is answered). The REST API answers every error as `ErrorBody`
+#: and its OpenAPI document declares, per route, the statuses its kinds take (`responses`).
+KINDS: dict[str, tuple[int, str]] = {
+    "invalid_request": (422, "a parameter or the body is not as the schema says"),
+    "token_required": (401, "no token given: Authorization: Bearer <token>"),
+    "wrong_token": (403, "the token is not the current token of the version (or agent) it is for"),
+    "revoked_token": (403, "the version's token was revoked: register a new version"),
+    "unknown_agent": (404, "no agent has this name"),
+    "unknown_version": (404, "the agent has no such version"),
+    "duplicate_version": (409, "the agent already has this version"),
+    "not_found": (404, "no such route"),
+    "method_not_allowed": (405, "the route takes another method"),
+    "storage_unavailable": (503, "the arena's database cannot be reached"),
+}
+
+
+class ErrorBody(BaseModel):
+    """Every error the arena's REST API answers."""
+
+    error: str = Field(description="the error's kind: " + ", ".join(KINDS))
+    detail: str = Field(description="one line saying what is wrong and what to do instead")
+
+
+class ArenaError(Exception):
+    """A public error of the arena, answered as `ErrorBody` with its kind's status.
+
+    Args:
+        kind: a key of `KINDS`.
+        message: one line: what is wrong and, where it helps, what to do instead.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = KINDS[kind][0]
+        self.message = message
+
+
+def responses(*kinds: str) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route that can answer `kinds` (plus `invalid_request` and
+    `storage_unavailable`, which every route can): one entry per status, naming its kinds."""
+    by_status: dict[int, list[str]] = {}
+    for kind in (*kinds, "invalid_request", "storage_unavailable"):
+        by_status.setdefault(KINDS[kind][0], []).append(kind)
+    return {
+        status: {
+            "model": ErrorBody,
+            "description": "; ".join(f"{k}: {KINDS[k][1]}" for k in listed),
+        }
+        for status, listed in sorted(by_status.items())
+    }

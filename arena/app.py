@@ -1,0 +1,79 @@
+"""The arena's FastAPI app factory: its storage on `app.state`, its one error model, its routers."""
+
+from __future__ import annotations
+
+import contextlib
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rtplan import __version__
+from rtplan.arena import _routes_agents, _routes_health
+from rtplan.arena._errors import ArenaError
+from rtplan.arena.agents import Agents
+from rtplan.arena.repository import Repository, StorageError
+from rtplan.arena.settings import ArenaSettings
+
+
+def _error(status: int, kind: str, detail: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": kind, "detail": detail})
+
+
+def _explain(errors: list[dict]) -> str:
+    """Pydantic's validation errors in one line: `where: what` for each."""
+    parts = []
+    for e in errors:
+        where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def create_app(settings: ArenaSettings | None = None, *, repository: Repository | None = None):
+    """The arena app.
+
+    Args:
+        settings: the arena's settings (default: from the environment).
+        repository: its storage, open (the caller closes it); default: `settings.database`,
+            opened (migrated) when the app starts and closed when it stops.
+
+    Returns:
+        The FastAPI app; `app.state` holds the settings and, once started, `agents` (the
+        registry over the repository) that the routers read by `Depends`.
+    """
+    settings = ArenaSettings() if settings is None else settings
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        repo = repository or Repository.open(settings.database)
+        app.state.agents = Agents(repo)
+        try:
+            yield
+        finally:
+            if repository is None:
+                repo.close()
+
+    app = FastAPI(title="rtplan arena", version=__version__, lifespan=lifespan)
+    app.state.settings = settings
+
+    @app.exception_handler(ArenaError)
+    async def arena_error(request: Request, exc: ArenaError):
+        return _error(exc.status, exc.kind, exc.message)
+
+    @app.exception_handler(StorageError)
+    async def storage_error(request: Request, exc: StorageError):
+        return _error(503, "storage_unavailable", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        return _error(422, "invalid_request", _explain(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(exc.status_code, kind, str(exc.detail))
+
+    for module in (_routes_agents, _routes_health):
+        app.include_router(module.router)
+    return app

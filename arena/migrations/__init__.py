@@ -1,0 +1,1 @@
+"""The arena's Alembic migrations (`env.py`, `versions/`), run by `repository.migrate`."""

@@ -1,0 +1,1 @@
+"""The arena's schema revisions, oldest first; a released one is never edited."""

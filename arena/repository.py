@@ -1,0 +1,423 @@
+"""The arena's storage: the one module that opens, migrates, reads and writes its database.
+
+SQLite (a file; the embedded default) or PostgreSQL (`postgresql://...`, over psycopg 3),
+through SQLAlchemy 2 Core. `Repository.open` brings the schema to the newest migration
+(`alembic upgrade head`, run here in-process) and refuses a database a newer rtplan migrated.
+Callers get frozen records, never a connection or a row: what the database holds stays here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text, update
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+
+from rtplan.arena._schema import agent_versions, agents
+from rtplan.arena.identity import StoredToken
+
+#: The Alembic scripts: `env.py` and `versions/`.
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+#: PostgreSQL advisory lock held while migrating: arenas sharing a database start one by one.
+_MIGRATION_LOCK = 0x72746C616E61
+#: Seconds a SQLite writer waits for another's lock before it fails.
+_SQLITE_BUSY_S = 30.0
+
+
+class StorageError(Exception):
+    """The database cannot be used: a bad URL, unreachable, or a schema this code cannot read."""
+
+
+class SchemaTooNew(StorageError):
+    """The database's schema revision is not one of this code's: a newer rtplan migrated it."""
+
+
+class Conflict(StorageError):
+    """A write broke a uniqueness rule: `what` is "agent" (the name exists) or "version"."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} exists")
+        self.what = what
+
+
+class Stale(StorageError):
+    """A token changed (regenerated or revoked) between its check and the write that needed
+    it unchanged."""
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """One version of an agent, with what is stored of its token.
+
+    Attributes:
+        id: the version's row id.
+        name: the agent's name; `kind` its kind ("agent" or "reference").
+        version: the version's label.
+        created_at: when it was registered (UTC).
+        token: what is stored of its current token (`identity.StoredToken`).
+        token_created_at: when that token was made (UTC).
+        revoked_at: when its token was revoked (UTC), or None while it is live.
+    """
+
+    id: int
+    name: str
+    kind: str
+    version: str
+    created_at: dt.datetime
+    token: StoredToken
+    token_created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """An agent and its versions, oldest first."""
+
+    name: str
+    kind: str
+    created_at: dt.datetime
+    versions: tuple[VersionRecord, ...]
+
+    def version(self, label: str) -> VersionRecord | None:
+        return next((v for v in self.versions if v.version == label), None)
+
+
+def database_url(value: str) -> URL:
+    """The SQLAlchemy URL of a `--database` value: a SQLite file path, `sqlite:///PATH`, or
+    `postgresql://USER@HOST:PORT/DB` (psycopg 3 is its driver; `postgresql+psycopg://` too).
+
+    Raises:
+        StorageError: any other scheme or driver, an in-memory SQLite, or no such URL shape.
+    """
+    text_value = value.strip()
+    if "://" not in text_value:  # a plain path
+        if not text_value:
+            raise StorageError("--database is empty: give a SQLite file or a postgresql:// URL")
+        return URL.create("sqlite", database=str(Path(text_value).expanduser()))
+    try:
+        url = make_url(text_value)
+    except ArgumentError:
+        raise StorageError(f"--database {_hidden(text_value)} is not a database URL") from None
+    if url.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
+        return url.set(drivername="postgresql+psycopg")
+    if url.drivername in ("sqlite", "sqlite+pysqlite"):
+        if not url.database or url.database == ":memory:":
+            raise StorageError(
+                "--database sqlite:// is in memory and keeps nothing: give a file "
+                "(sqlite:///PATH or a plain path)"
+            )
+        return url.set(drivername="sqlite")
+    raise StorageError(
+        f"--database {_hidden(text_value)}: the arena stores in SQLite (a file path or "
+        "sqlite:///PATH) or PostgreSQL (postgresql://USER@HOST:PORT/DB), not "
+        f"{url.drivername}"
+    )
+
+
+def _hidden(value: str) -> str:
+    """A URL as it may be shown (logs, errors): its password starred."""
+    try:
+        return make_url(value).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(a value that is no URL)"
+
+
+def schema_head() -> str:
+    """The newest schema revision this code knows (`migrations/versions/`)."""
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    # SQLite hands back the naive UTC time it stored; PostgreSQL an aware one.
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=dt.UTC)
+
+
+class Repository:
+    """The arena's database; `Repository.open(url)` to use one (migrated, checked).
+
+    Args:
+        url: a `--database` value (`database_url`).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = database_url(url)
+        self.migrated_from: str | None = None
+        self.dialect = self.url.get_backend_name()
+        if self.dialect == "sqlite":
+            Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
+            self._engine = create_engine(self.url, connect_args={"timeout": _SQLITE_BUSY_S})
+            _sqlite_transactions(self._engine)
+        else:
+            self._engine = create_engine(self.url, pool_pre_ping=True)
+
+    @classmethod
+    def open(cls, url: str) -> Repository:
+        """A repository whose schema is at `schema_head()` (migrated now if it was older).
+
+        Raises:
+            SchemaTooNew: a newer rtplan migrated the database.
+            StorageError: the database cannot be reached or opened.
+        """
+        repo = cls(url)
+        try:
+            repo.migrate()
+        except BaseException:
+            repo.close()
+            raise
+        return repo
+
+    @property
+    def shown_url(self) -> str:
+        """The URL, its password starred (what logs and errors may show)."""
+        return self.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def migrate(self) -> str:
+        """Runs the migrations up to the head (`alembic upgrade head`), in one transaction.
+
+        Returns:
+            The schema revision now in the database.
+
+        Raises:
+            SchemaTooNew: the database is at a revision this code does not know.
+        """
+        config = _alembic_config()
+        known = {s.revision for s in ScriptDirectory.from_config(config).walk_revisions()}
+        with self._writing() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+            current = MigrationContext.configure(conn).get_current_revision()
+            if current is not None and current not in known:
+                raise SchemaTooNew(
+                    f"the database at {self.shown_url} has schema revision {current!r}, which "
+                    f"this rtplan does not know (its newest is {schema_head()!r}): a newer "
+                    "rtplan migrated it. Run that rtplan, upgrade this one, or pass another "
+                    "--database"
+                )
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+        #: The revision the database was at before (None: it was empty), for the start-up line.
+        self.migrated_from = current
+        return self.revision()
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None before any migration)."""
+        with self._reading() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+        except OperationalError as e:
+            raise StorageError(f"database {self.shown_url}: {_first_line(e)}") from e
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        # SQLite: BEGIN IMMEDIATE takes the write lock first, so two writers queue (busy
+        # timeout) instead of one failing when its snapshot goes stale.
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(sqlite_immediate=True)
+                with conn.begin():
+                    yield conn
+        except OperationalError as e:
+            raise StorageError(f"database {self.shown_url}: {_first_line(e)}") from e
+
+    # ---- agents and versions ----
+
+    def find_agent(self, name: str) -> AgentRecord | None:
+        """The agent called `name` with its versions, or None."""
+        with self._reading() as conn:
+            found = self._agents(conn, agents.c.name == name)
+        return found[0] if found else None
+
+    def find_token(self, token_id: str) -> VersionRecord | None:
+        """The version whose current token has the public id `token_id`, or None."""
+        with self._reading() as conn:
+            rows = conn.execute(_VERSIONS.where(agent_versions.c.token_id == token_id)).mappings()
+            found = [_version(r) for r in rows]
+        return found[0] if found else None
+
+    def list_agents(self, *, offset: int = 0, limit: int = 100) -> tuple[list[AgentRecord], int]:
+        """A page of the agents by name, and how many there are."""
+        with self._reading() as conn:
+            total = conn.execute(select(func.count()).select_from(agents)).scalar_one()
+            names = select(agents.c.id).order_by(agents.c.name).offset(offset).limit(limit)
+            return self._agents(conn, agents.c.id.in_(names)), total
+
+    def add_version(
+        self, name: str, version: str, token: StoredToken, *, new_agent: bool, kind: str = "agent"
+    ) -> VersionRecord:
+        """Stores a new version of agent `name`, and the agent too when `new_agent`.
+
+        Raises:
+            Conflict: "agent" when `new_agent` and the name exists (or, not `new_agent`, when
+                it does not), "version" when that version exists.
+        """
+        now = _now()
+        try:
+            with self._writing() as conn:
+                if new_agent:
+                    agent_id = conn.execute(
+                        agents.insert()
+                        .values(name=name, kind=kind, created_at=now)
+                        .returning(agents.c.id)
+                    ).scalar_one()
+                else:
+                    agent_id = conn.execute(
+                        select(agents.c.id).where(agents.c.name == name)
+                    ).scalar_one_or_none()
+                    if agent_id is None:
+                        raise Conflict("agent")
+                conn.execute(
+                    agent_versions.insert().values(
+                        agent_id=agent_id,
+                        version=version,
+                        created_at=now,
+                        token_created_at=now,
+                        **_token_columns(token),
+                    )
+                )
+        except IntegrityError:
+            # Another registration won the race (the constraint's wording differs by database).
+            raise Conflict(self._which_conflict(name, version)) from None
+        found = self.find_agent(name)
+        return found.version(version)
+
+    def _which_conflict(self, name: str, version: str) -> str:
+        agent = self.find_agent(name)
+        return "version" if agent is not None and agent.version(version) else "agent"
+
+    def replace_token(self, version_id: int, old_token_id: str, token: StoredToken) -> None:
+        """Replaces a live version's token, if it is still `old_token_id`.
+
+        Raises:
+            Stale: the token was regenerated or revoked meanwhile.
+        """
+        self._change(version_id, old_token_id, token_created_at=_now(), **_token_columns(token))
+
+    def revoke(self, version_id: int, old_token_id: str) -> dt.datetime:
+        """Revokes a live version's token, if it is still `old_token_id`; returns when.
+
+        Raises:
+            Stale: the token was regenerated or revoked meanwhile.
+        """
+        now = _now()
+        self._change(version_id, old_token_id, revoked_at=now)
+        return now
+
+    def _change(self, version_id: int, old_token_id: str, **values) -> None:
+        with self._writing() as conn:
+            changed = conn.execute(
+                update(agent_versions)
+                .where(
+                    agent_versions.c.id == version_id,
+                    agent_versions.c.token_id == old_token_id,
+                    agent_versions.c.revoked_at.is_(None),
+                )
+                .values(**values)
+            ).rowcount
+        if changed != 1:
+            raise Stale("the token changed meanwhile")
+
+    @staticmethod
+    def _agents(conn: Connection, where) -> list[AgentRecord]:
+        heads = conn.execute(select(agents).where(where).order_by(agents.c.name)).mappings()
+        listed = {r["id"]: r for r in heads}
+        versions: dict[int, list[VersionRecord]] = {i: [] for i in listed}
+        if listed:
+            for r in conn.execute(
+                _VERSIONS.where(agent_versions.c.agent_id.in_(list(listed))).order_by(
+                    agent_versions.c.id
+                )
+            ).mappings():
+                versions[r["agent_id"]].append(_version(r))
+        return [
+            AgentRecord(r["name"], r["kind"], _utc(r["created_at"]), tuple(versions[i]))
+            for i, r in listed.items()
+        ]
+
+
+_VERSIONS = select(agent_versions, agents.c.name, agents.c.kind.label("agent_kind")).join_from(
+    agent_versions, agents
+)
+
+
+def _version(row) -> VersionRecord:
+    return VersionRecord(
+        id=row["id"],
+        name=row["name"],
+        kind=row["agent_kind"],
+        version=row["version"],
+        created_at=_utc(row["created_at"]),
+        token=StoredToken(
+            row["token_id"],
+            bytes(row["token_salt"]),
+            bytes(row["token_digest"]),
+            row["token_scheme"],
+        ),
+        token_created_at=_utc(row["token_created_at"]),
+        revoked_at=_utc(row["revoked_at"]),
+    )
+
+
+def _token_columns(token: StoredToken) -> dict:
+    return {
+        "token_id": token.token_id,
+        "token_salt": token.salt,
+        "token_digest": token.digest,
+        "token_scheme": token.scheme,
+    }
+
+
+def _first_line(error: Exception) -> str:
+    orig = getattr(error, "orig", None) or error
+    return " ".join(str(orig).split("\n")[0].split())
+
+
+def _sqlite_transactions(engine: Engine) -> None:
+    """SQLite as a database: foreign keys on, WAL (readers never wait for the writer, and a
+    killed process loses no committed transaction), and real transactions: Python's sqlite3
+    would commit DDL on its own (a half-run migration) and starts no transaction on SELECT."""
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None  # SQLAlchemy's "begin" below says when
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("sqlite_immediate", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

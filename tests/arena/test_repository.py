@@ -1,0 +1,208 @@
+"""The arena's storage (arena/repository.py) on a SQLite file and on a real PostgreSQL server:
+migrations from empty, the newer-schema refusal, versions and tokens, the schema's rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from rtplan.arena import _schema, identity
+from rtplan.arena.agents import Agents
+from rtplan.arena.repository import (
+    Conflict,
+    Repository,
+    SchemaTooNew,
+    Stale,
+    StorageError,
+    database_url,
+    schema_head,
+)
+
+TABLES = {"agents", "agent_versions", "runs", "episodes", "alembic_version"}
+
+
+@pytest.fixture
+def repo(db_url):
+    repository = Repository.open(db_url)
+    yield repository
+    repository.close()
+
+
+def _engine(repo: Repository) -> sa.Engine:
+    return sa.create_engine(repo.url)
+
+
+def test_migrations_build_the_code_s_schema_from_an_empty_database(db_url):
+    engine = sa.create_engine(database_url(db_url))
+    assert sa.inspect(engine).get_table_names() == []
+    repository = Repository.open(db_url)
+    try:
+        assert repository.revision() == schema_head() == "0001"
+        assert repository.migrated_from is None
+        with engine.connect() as conn:
+            assert set(sa.inspect(conn).get_table_names()) == TABLES
+            # The migrations and the tables the code reads (_schema) agree, column by column.
+            diff = compare_metadata(MigrationContext.configure(conn), _schema.metadata)
+            assert diff == []
+        again = Repository.open(db_url)  # at the head: nothing to run
+        assert again.migrated_from == "0001" and again.revision() == "0001"
+        again.close()
+    finally:
+        repository.close()
+        engine.dispose()
+
+
+def test_a_database_a_newer_rtplan_migrated_is_refused(repo, db_url):
+    agents = Agents(repo)
+    agents.register("alice", "1")
+    engine = _engine(repo)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0002_from_the_future'"))
+    with pytest.raises(SchemaTooNew) as refused:
+        Repository.open(db_url)
+    message = str(refused.value)
+    assert "'0002_from_the_future'" in message and "newer rtplan" in message
+    assert "its newest is '0001'" in message
+    with engine.connect() as conn:  # left as it was: nothing ran on it
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == (
+            "0002_from_the_future"
+        )
+        assert conn.execute(sa.text("SELECT count(*) FROM agents")).scalar_one() == 1
+    engine.dispose()
+
+
+def test_versions_their_tokens_and_the_races_the_writes_refuse(repo):
+    _, first = identity.new_token()
+    record = repo.add_version("alice", "1", first, new_agent=True)
+    assert (record.name, record.version, record.kind, record.revoked) == (
+        "alice",
+        "1",
+        "agent",
+        False,
+    )
+    assert record.token == first and record.created_at.tzinfo is not None
+    with pytest.raises(Conflict) as taken:
+        repo.add_version("alice", "2", identity.new_token()[1], new_agent=True)
+    assert taken.value.what == "agent"
+    with pytest.raises(Conflict) as duplicate:
+        repo.add_version("alice", "1", identity.new_token()[1], new_agent=False)
+    assert duplicate.value.what == "version"
+    repo.add_version("alice", "2", identity.new_token()[1], new_agent=False)
+    assert [v.version for v in repo.find_agent("alice").versions] == ["1", "2"]
+    assert repo.find_agent("bob") is None
+
+    _, second = identity.new_token()
+    repo.replace_token(record.id, first.token_id, second)
+    assert repo.find_token(second.token_id).id == record.id
+    assert repo.find_token(first.token_id) is None
+    with pytest.raises(Stale):  # the token it was checked against is gone
+        repo.replace_token(record.id, first.token_id, identity.new_token()[1])
+    revoked_at = repo.revoke(record.id, second.token_id)
+    assert repo.find_token(second.token_id).revoked_at == revoked_at
+    with pytest.raises(Stale):  # revoked for good
+        repo.replace_token(record.id, second.token_id, identity.new_token()[1])
+    with pytest.raises(Stale):
+        repo.revoke(record.id, second.token_id)
+
+
+def test_agents_list_by_name_in_pages(repo):
+    for name in ("carol", "alice", "bob"):
+        repo.add_version(name, "1", identity.new_token()[1], new_agent=True)
+    page, total = repo.list_agents(offset=1, limit=1)
+    assert total == 3 and [a.name for a in page] == ["bob"]
+    assert [a.name for a in repo.list_agents()[0]] == ["alice", "bob", "carol"]
+
+
+def test_the_schema_holds_one_running_run_per_version_and_one_finished_attempt_per_episode(repo):
+    """The rules item 3 and 8 of issue 56 need, kept by the database itself (partial unique
+    indexes), so several arena processes sharing it keep them too."""
+    version = repo.add_version("alice", "1", identity.new_token()[1], new_agent=True)
+    now = dt.datetime.now(dt.UTC)
+    run = dict(
+        agent_version_id=version.id,
+        fps=9.0,
+        seed_set="ranked-v1",
+        episodes_planned=10,
+        created_at=now,
+        updated_at=now,
+    )
+    engine = _engine(repo)
+    with engine.begin() as conn:
+        conn.execute(
+            _schema.runs.insert().values(
+                game_id="tetris-rt-v0", tier="standard", status="running", **run
+            )
+        )
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:  # a second running run
+        conn.execute(
+            _schema.runs.insert().values(
+                game_id="snake-rt-v0", tier="standard", status="running", **run
+            )
+        )
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:  # the same game and tier
+        conn.execute(
+            _schema.runs.insert().values(
+                game_id="tetris-rt-v0", tier="standard", status="finished", **run
+            )
+        )
+    with engine.begin() as conn:  # another game, not running: allowed
+        conn.execute(
+            _schema.runs.insert().values(
+                game_id="snake-rt-v0", tier="fast", status="interrupted", **run
+            )
+        )
+        run_id = conn.execute(sa.select(sa.func.min(_schema.runs.c.id))).scalar_one()
+    episode = dict(run_id=run_id, episode_index=0, seed=2**63 - 1, started_at=now)
+    with engine.begin() as conn:
+        conn.execute(_schema.episodes.insert().values(attempt=1, status="cut_short", **episode))
+        conn.execute(_schema.episodes.insert().values(attempt=2, status="finished", **episode))
+        assert conn.execute(sa.select(_schema.episodes.c.seed)).scalars().all() == [2**63 - 1] * 2
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
+        conn.execute(_schema.episodes.insert().values(attempt=3, status="finished", **episode))
+    engine.dispose()
+
+
+def test_the_sqlite_file_never_holds_a_token(tmp_path):
+    """Only the salted hash is stored: no token, nor its secret, is in any byte the database
+    wrote (the file, its write-ahead log), through registration and regeneration."""
+    repository = Repository.open(str(tmp_path / "arena.db"))
+    agents = Agents(repository)
+    tokens = [agents.register("alice", "1")[1]]
+    tokens.append(agents.register("alice", "2", owner_token=tokens[0])[1])
+    tokens.append(agents.regenerate("alice", "1", tokens[0])[1])
+    live = repository.find_token(identity.token_id(tokens[-1]))
+    repository.close()
+    written = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert live.token.digest in written  # what is stored is in these bytes
+    for token in tokens:
+        assert token.encode() not in written
+        assert token.split("_", 2)[2].encode() not in written
+
+
+def test_a_database_url_is_sqlite_or_postgresql(tmp_path):
+    assert database_url(str(tmp_path / "a.db")).drivername == "sqlite"
+    assert database_url("sqlite:////tmp/a.db").database == "/tmp/a.db"
+    pg = database_url("postgresql://u:secret@db:5432/arena")
+    assert pg.drivername == "postgresql+psycopg" and pg.host == "db"
+    assert database_url("postgres://u@db/arena").drivername == "postgresql+psycopg"
+    for bad, said in [
+        ("mysql://u@db/arena", "not mysql"),
+        ("sqlite://", "in memory"),
+        ("sqlite:///:memory:", "in memory"),
+        ("", "is empty"),
+        ("postgresql+asyncpg://u:secret@db/arena", r"not postgresql\+asyncpg"),
+    ]:
+        with pytest.raises(StorageError, match=said) as refused:
+            database_url(bad)
+        assert "secret" not in str(refused.value)  # a password is never shown
+
+
+def test_an_unreachable_postgresql_is_one_clear_error():
+    from support import free_port
+
+    with pytest.raises(StorageError, match=r"database postgresql\+psycopg://u:\*\*\*@127"):
+        Repository.open(f"postgresql://u:secret@127.0.0.1:{free_port()}/arena")
