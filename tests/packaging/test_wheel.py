@@ -104,8 +104,11 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     info = next(t for t in tops if t.endswith(".dist-info"))
     assert tops == {"rtplan", info}
     assert zipfile.ZipFile(wheel).read(f"{info}/top_level.txt").decode().split() == ["rtplan"]
-    for package in ("games", "harness", "planner", "gate", "planner_service", "server"):
+    for package in ("games", "harness", "planner", "gate", "planner_service", "server", "arena"):
         assert f"rtplan/{package}/__init__.py" in names, package
+    # The arena migrates its database on start: its Alembic scripts ship as modules.
+    for script in ("env.py", "versions/0001_initial.py"):
+        assert f"rtplan/arena/migrations/{script}" in names, script
     assert "rtplan/examples/random_agent.py" in names  # `python -m rtplan.examples.random_agent`
 
 
