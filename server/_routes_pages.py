@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rtplan.harness.assets import shipped_dir
 from rtplan.server._config import SessionError
+from rtplan.server._errors import errors
 
 log = logging.getLogger("rtplan.server")
 
@@ -71,25 +72,31 @@ def _lobby(request: Request) -> Path:
     return request.app.state.web_dir / "index.html"
 
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter()
+
+#: A page's answers: the HTML page, or a 404 where the server has no pages.
+_PAGE = {
+    "response_class": FileResponse,
+    "responses": {200: {"content": {"text/html": {"schema": {"type": "string"}}}}, **errors(404)},
+}
 
 
-@router.get("/")
+@router.get("/", **_PAGE)
 async def lobby(page: Annotated[Path, Depends(_lobby)]) -> FileResponse:
     return FileResponse(page)
 
 
-@router.get("/watch")
+@router.get("/watch", **_PAGE)
 async def watch_page(page: Annotated[Path, Depends(_page("watch.html"))]) -> FileResponse:
     return FileResponse(page)
 
 
-@router.get("/tv")
+@router.get("/tv", **_PAGE)
 async def tv_page(page: Annotated[Path, Depends(_page("watch.html"))]) -> FileResponse:
     """The watch page in TV mode: it shows the featured game and follows the next (watch.js)."""
     return FileResponse(page)
 
 
-@router.get("/results")
+@router.get("/results", **_PAGE)
 async def results_page(page: Annotated[Path, Depends(_page("results.html"))]) -> FileResponse:
     return FileResponse(page)

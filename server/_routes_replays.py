@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from rtplan.harness.layout import REPLAYS, is_listed
 from rtplan.server._config import SessionError
 from rtplan.server._deps import AppSettings
+from rtplan.server._errors import errors
 from rtplan.server._replay_folder import list_replays, replay_file
 from rtplan.server._replay_view import ReplayView
 from rtplan.server.replay import ReplayError
@@ -22,6 +23,19 @@ from rtplan.server.replay_gif import MAX_GIF_FRAMES, gif_bytes
 MAX_BOARDS = 64
 
 router = APIRouter()
+
+
+class GifResponse(Response):
+    """An animated GIF (`server.replay_gif.gif_bytes`)."""
+
+    media_type = "image/gif"
+
+
+#: A GIF route's answers: the image, or the errors of a replay's load.
+_GIF = {
+    200: {"content": {"image/gif": {"schema": {"type": "string", "format": "binary"}}}},
+    **errors(404, 422),
+}
 
 
 class ReplayCache:
@@ -84,7 +98,7 @@ Replays = Annotated[ReplayCache, Depends(get_replays)]
 MAX_REPLAY_PAGE = 200
 
 
-@router.get("/v1/replays")
+@router.get("/v1/replays", responses=errors(422))
 async def replays(
     settings: AppSettings,
     offset: Annotated[int, Query(ge=0, description="an integer >= 0 (replays skipped)")] = 0,
@@ -131,30 +145,30 @@ async def _boards(view: ReplayView, start: int, count: int) -> dict[str, Any]:
     return {"start": start, "boards": boards}
 
 
-@router.get("/v1/replays/{name}")
+@router.get("/v1/replays/{name}", responses=errors(404, 422))
 async def replay_index(name: str, cache: Replays) -> dict[str, Any]:
     return (await cache.load(name)).index()
 
 
-@router.get("/v1/replays/{name}/boards")
+@router.get("/v1/replays/{name}/boards", responses=errors(404, 422))
 async def replay_boards(name: str, cache: Replays, start: Start = 0, count: Count = 16):
     return await _boards(await cache.load(name), start, count)
 
 
-@router.get("/v1/results/replay")
+@router.get("/v1/results/replay", responses=errors(404, 422))
 async def result_replay_index(path: ResultPath, cache: Replays, settings: AppSettings):
     """A replay of the results folder (an annotated game), as `GET /v1/replays/NAME`."""
     return (await cache.load_result(settings.results_dir, path)).index()
 
 
-@router.get("/v1/results/replay/boards")
+@router.get("/v1/results/replay/boards", responses=errors(404, 422))
 async def result_replay_boards(
     path: ResultPath, cache: Replays, settings: AppSettings, start: Start = 0, count: Count = 16
 ):
     return await _boards(await cache.load_result(settings.results_dir, path), start, count)
 
 
-@router.get("/v1/results/replay/gif")
+@router.get("/v1/results/replay/gif", response_class=GifResponse, responses=_GIF)
 async def result_replay_gif(
     path: ResultPath,
     cache: Replays,
@@ -168,7 +182,7 @@ async def result_replay_gif(
     return await _gif(view, Path(path).name, every, max_frames, fps)
 
 
-@router.get("/v1/replays/{name}/gif")
+@router.get("/v1/replays/{name}/gif", response_class=GifResponse, responses=_GIF)
 async def replay_gif(
     name: str,
     cache: Replays,
@@ -188,4 +202,4 @@ async def _gif(
     data = await asyncio.to_thread(gif_bytes, view, fps=fps, every=every, max_frames=max_frames)
     filename = name.removesuffix(".jsonl") + ".gif"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}
-    return Response(data, media_type="image/gif", headers=headers)
+    return GifResponse(data, headers=headers)

@@ -10,21 +10,41 @@ from typing import Annotated, Any, Literal
 
 import grpc
 from fastapi import APIRouter, Query, WebSocket
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.websockets import WebSocketDisconnect
 
 from rtplan import games
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Manager
+from rtplan.server._errors import errors
 from rtplan.server._human import PlayerLink
+from rtplan.server._manager import MAX_CLOCK_S
 from rtplan.server._viewers import Viewer
 from rtplan.server.env_service import SERVER_VERSION
+from rtplan.server.settings import Settings
 
 router = APIRouter()
+
+#: What a game id looks like (`games.registered_games()`: "snake-rt-v0", "speed-hex-v0").
+GAME_ID = r"^[a-z0-9][a-z0-9._-]*$"
 
 #: Sessions one page lists at most (a server keeps `keep_finished` ended ones and
 #: `max_sessions` live ones).
 MAX_PAGE = 500
+
+
+def _integral(value: Any) -> Any:
+    """A JSON number with no fraction as the integer it is (JSON, like JSON Schema's
+    "integer", does not tell 3.0 from 3); anything else as it came, for the strict check."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field of a JSON body: 3 or 3.0, not "3", true or 3.5.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+#: A planner's budget k.
+Budget = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
 
 
 class CreateSession(BaseModel):
@@ -33,15 +53,18 @@ class CreateSession(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     game: str = Field(
-        max_length=100, description='a game id such as "snake-rt-v0" (GET /v1/games lists them)'
+        min_length=1,
+        max_length=100,
+        pattern=GAME_ID,
+        description='a game id such as "snake-rt-v0" (GET /v1/games lists them)',
     )
-    seed: int = Field(0, ge=0, lt=2**63, description="an integer in [0, 2**63)")
+    seed: JsonInt = Field(0, ge=0, lt=2**63, description="an integer in [0, 2**63)")
     fps: float | None = Field(
         None, gt=0, description="a number > 0 (frames per second; leave it out for the default)"
     )
     agent: Literal["grpc", "reflex", "planner", "human"] = "grpc"
     #: Planner agent: a budget, or a sequence of budgets played in turn.
-    k: int | list[int] | None = Field(
+    k: Budget | Annotated[list[Budget], Field(min_length=1, max_length=1024)] | None = Field(
         None,
         description="a budget (an integer) or a list of budgets played in turn "
         "(leave it out to let the gate pick)",
@@ -56,10 +79,10 @@ class CreateSession(BaseModel):
     #: serves the game, else the reflex when a checkpoint exists, else random.
     opponent: Literal["reflex", "random", "planner", "gate"] | None = None
     #: Planner opponent: its budget k (default the game's largest); alone it implies "planner".
-    opponent_k: int | None = Field(
-        None, ge=1, description="an integer >= 1 (the planner opponent's budget)"
+    opponent_k: Budget | None = Field(
+        None, description="an integer >= 1 (the planner opponent's budget)"
     )
-    max_frames: int = Field(
+    max_frames: JsonInt = Field(
         0, ge=0, description="an integer >= 0 (frames to play; 0: until the game ends)"
     )
     #: Clock games in real time: a time control in seconds, e.g. 1+1 is 60 and 1.
@@ -68,10 +91,15 @@ class CreateSession(BaseModel):
     time_s: float | None = Field(
         None,
         ge=0,
-        description="a number of seconds >= 0 (each side's clock; 0: the game's, in ticks)",
+        le=MAX_CLOCK_S,
+        description=f"a number of seconds in [0, {MAX_CLOCK_S}] (each side's clock; 0: the "
+        "game's, in ticks)",
     )
     increment_s: float | None = Field(
-        None, ge=0, description="a number of seconds >= 0 (given back after each move)"
+        None,
+        ge=0,
+        le=MAX_CLOCK_S,
+        description=f"a number of seconds in [0, {MAX_CLOCK_S}] (given back after each move)",
     )
     #: The session /tv shows first while it is live (the demo's game).
     featured: bool = Field(False, description="true or false")
@@ -92,10 +120,6 @@ class CreateSession(BaseModel):
             ks = (self.k,)
         else:
             ks = tuple(self.k)
-        if isinstance(self.k, list) and not 1 <= len(ks) <= 1024:
-            raise SessionError(
-                grpc.StatusCode.INVALID_ARGUMENT, "k: a k-sequence needs 1 to 1024 budgets"
-            )
         return SessionConfig(
             game_id=self.game,
             seed=self.seed,
@@ -112,6 +136,54 @@ class CreateSession(BaseModel):
             time_s=self.time_s or 0.0,
             increment_s=self.increment_s or 0.0,
         )
+
+
+def _when(condition: dict[str, Any], then: dict[str, Any]) -> dict[str, Any]:
+    return {"if": {"properties": condition, "required": list(condition)}, "then": then}
+
+
+def document_create_session(schema: dict[str, Any], settings: Settings) -> None:
+    """States in the OpenAPI document `schema` what a session's body must be beyond its fields'
+    types, as `SessionManager.resolve` checks it: the registered games, the server's `max_fps`,
+    and the rules that tie fields together (JSON Schema `if`/`then`). What depends on the loaded
+    checkpoints (a planner's budgets) stays a 409 or 422 that names the field."""
+    body = schema["components"]["schemas"]["CreateSession"]
+    ids = list(games.registered_games())
+    clock = [g for g in ids if games.kind_of(g) is games.Kind.CLOCK]
+    body["properties"]["game"]["enum"] = ids
+    body["properties"]["fps"]["anyOf"][0]["maximum"] = settings.max_fps
+    given = {"not": {"type": "null"}}
+    body["allOf"] = [
+        # k and committed "plan" are the planner agent's.
+        _when({"k": given}, {"properties": {"agent": {"const": "planner"}}, "required": ["agent"]}),
+        _when(
+            {"committed": {"const": "plan"}},
+            {
+                "properties": {"agent": {"const": "planner"}, "game": {"not": {"enum": clock}}},
+                "required": ["agent"],
+            },
+        ),
+        # opponent_k is the clock games' planner opponent's.
+        _when(
+            {"opponent_k": given},
+            {
+                "properties": {"opponent": {"enum": ["planner", None]}, "game": {"enum": clock}},
+            },
+        ),
+        # A time control is the clock games' in real time.
+        *(
+            _when(
+                {name: {"not": {"enum": [None, 0]}}},
+                {
+                    "properties": {
+                        "game": {"enum": clock},
+                        "clock": {"not": {"const": "simulated"}},
+                    },
+                },
+            )
+            for name in ("time_s", "increment_s")
+        ),
+    ]
 
 
 def _bearer(authorization: str | None) -> str | None:
@@ -159,7 +231,7 @@ async def list_games(runtimes: GameRuntimes, manager: Manager) -> dict[str, Any]
     }
 
 
-@router.post("/v1/sessions", status_code=201)
+@router.post("/v1/sessions", status_code=201, responses=errors(400, 401, 403, 409, 422, 429))
 async def create_session(
     body: CreateSession,
     manager: Manager,
@@ -183,7 +255,7 @@ async def create_session(
     }
 
 
-@router.get("/v1/sessions")
+@router.get("/v1/sessions", responses=errors(422))
 async def list_sessions(
     manager: Manager,
     offset: Annotated[int, Query(ge=0, description="an integer >= 0 (sessions skipped)")] = 0,
@@ -215,12 +287,12 @@ async def featured_session(manager: Manager) -> dict[str, Any]:
     return {"session": None if s is None else s.summary()}
 
 
-@router.get("/v1/sessions/{session_id}")
+@router.get("/v1/sessions/{session_id}", responses=errors(404))
 async def get_session(session_id: str, manager: Manager) -> dict[str, Any]:
     return manager.get(session_id).details()
 
 
-@router.delete("/v1/sessions/{session_id}")
+@router.delete("/v1/sessions/{session_id}", responses=errors(401, 403, 404, 422))
 async def delete_session(
     session_id: str, manager: Manager, authorization: Authorization = None
 ) -> dict[str, Any]:

@@ -9,12 +9,13 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from rtplan.jax_setup import guard_map_count
 from rtplan.server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
 from rtplan.server._config import SessionError
+from rtplan.server._errors import declare_errors, error_response
 from rtplan.server._invalid import explain
 from rtplan.server._manager import SessionManager
 from rtplan.server._planner_route import open_router
@@ -27,10 +28,6 @@ from rtplan.server.settings import Settings
 __all__ = ["create_app", "find_web_dir"]
 
 log = logging.getLogger("rtplan.server")
-
-
-def _error(status: int, kind: str, detail: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": kind, "detail": detail})
 
 
 @contextlib.asynccontextmanager
@@ -86,6 +83,21 @@ async def _preload(runtimes: Runtimes, game_ids: tuple[str, ...]) -> None:
             log.exception("preloading %s failed", game_id)
 
 
+#: The app's routers, in the order they match.
+_ROUTERS = (_routes_sessions, _routes_pages, _routes_replays, _routes_results)
+
+
+def _allowed(app: FastAPI, scope: dict) -> str:
+    """The methods some route of `app` answers at the path of `scope` (Starlette's 405 names
+    only the first route's, e.g. POST alone for /v1/sessions, where GET answers too)."""
+    methods: set[str] = set()
+    for route in [*app.router.routes, *(r for m in _ROUTERS for r in m.router.routes)]:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The env server app; its lifespan starts the gRPC Env server on the same event loop.
 
@@ -96,21 +108,40 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = Settings() if settings is None else settings
     app = FastAPI(title="rtplan env server", version=SERVER_VERSION, lifespan=_lifespan)
     app.state.settings = settings
+    app.state.results_index = _routes_results.ResultsIndex(settings.results_dir)
 
     @app.exception_handler(SessionError)
     async def session_error(request: Request, exc: SessionError):
-        return _error(exc.http_status, exc.code.name.lower(), exc.message)
+        status = exc.http_status
+        # RFC 9110: a 401 names the scheme that would authenticate.
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return error_response(status, exc.code.name.lower(), exc.message, headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
         route, content_type = request.scope.get("route"), request.headers.get("content-type", "")
-        return _error(422, "invalid_request", explain(exc.errors(), route, content_type))
+        return error_response(422, "invalid_request", explain(exc.errors(), route, content_type))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        return _error(exc.status_code, "http_error", str(exc.detail))
+        headers = exc.headers  # they go out with it
+        if exc.status_code == 405:  # RFC 9110: Allow lists every method of the path
+            headers = {**(headers or {}), "Allow": _allowed(app, request.scope)}
+        return error_response(exc.status_code, "http_error", str(exc.detail), headers)
 
-    for module in (_routes_sessions, _routes_pages, _routes_replays, _routes_results):
+    for module in _ROUTERS:
         app.include_router(module.router)
+
+    def openapi() -> dict:
+        """FastAPI's document, with what its models cannot say (`document_create_session`)
+        and the error body (`declare_errors`)."""
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            _routes_sessions.document_create_session(schema, settings)
+            declare_errors(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
     _routes_pages.mount_pages(app, settings.web_dir)
     return app

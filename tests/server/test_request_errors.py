@@ -97,10 +97,10 @@ WRONG = {
     "max_frames": (1.5, "an integer >= 0 (frames to play; 0: until the game ends)", "1.5"),
     "time_s": (
         "1:00",
-        "a number of seconds >= 0 (each side's clock; 0: the game's, in ticks)",
+        "a number of seconds in [0, 10800] (each side's clock; 0: the game's, in ticks)",
         '"1:00"',
     ),
-    "increment_s": ("+1", "a number of seconds >= 0 (given back after each move)", '"+1"'),
+    "increment_s": ("+1", "a number of seconds in [0, 10800] (given back after each move)", '"+1"'),
 }
 
 

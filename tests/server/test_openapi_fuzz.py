@@ -1,0 +1,122 @@
+"""The env server held to its OpenAPI document: schemathesis (every check, the stateful phase
+too) against a live server, and the parts of the document it relies on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from rtplan import games
+from rtplan.server import Settings, create_app
+from rtplan.server._routes_results import ResultsIndex
+from support import env_server, write_checkpoints
+
+GAME = "snake-rt-v0"
+SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("openapi")
+    root = write_checkpoints(tmp / "ckpt", (GAME,))
+    # Every game compiled up front: a fuzzed session of any of them answers within the timeout.
+    every = games.registered_games()
+    with env_server(tmp, root, (GAME,), "--preload", *every, "--max-sessions", "4") as base:
+        yield base, tmp
+
+
+def schemathesis(base: str, tmp: Path, examples: int) -> subprocess.CompletedProcess:
+    """`schemathesis run` on the server's document: seeded, `examples` per operation, every
+    check and phase (coverage, fuzzing, stateful)."""
+    cmd = [str(SCHEMATHESIS), "run", f"{base}/openapi.json", "--checks", "all"]
+    cmd += ["--seed", "1", "--max-examples", str(examples), "--workers", "1"]
+    cmd += ["--phases", "examples,coverage,fuzzing,stateful", "--request-timeout", "60"]
+    cmd += ["--suppress-health-check", "all", "--no-color"]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, timeout=600)
+
+
+def assert_no_failures(run: subprocess.CompletedProcess) -> None:
+    summary = run.stdout[-3000:]
+    assert run.returncode == 0, run.stdout[-12000:] + run.stderr[-2000:]
+    assert "failures" not in summary.splitlines()[-1] and "passed" in summary, summary
+
+
+def test_schemathesis_finds_nothing_against_a_live_server(live):
+    base, tmp = live
+    assert_no_failures(schemathesis(base, tmp, examples=3))
+
+
+@pytest.mark.slow
+def test_schemathesis_longer_run_finds_nothing(live):
+    base, tmp = live
+    assert_no_failures(schemathesis(base, tmp, examples=200))
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app(Settings()))
+
+
+def test_every_error_is_the_one_error_model(client):
+    doc = client.get("/openapi.json").json()
+    assert "HTTPValidationError" not in str(doc)
+    error = {"$ref": "#/components/schemas/ErrorBody"}
+    assert doc["components"]["schemas"]["ErrorBody"]["required"] == ["error", "detail"]
+    for path, operations in doc["paths"].items():
+        for method, op in operations.items():
+            for status, answer in op["responses"].items():
+                if status.startswith("4"):
+                    assert answer["content"] == {"application/json": {"schema": error}}, (
+                        method,
+                        path,
+                        status,
+                    )
+    sessions = doc["paths"]["/v1/sessions"]["post"]["responses"]
+    assert set(sessions) == {"201", "400", "401", "403", "409", "422", "429"}
+    gif = doc["paths"]["/v1/replays/{name}/gif"]["get"]["responses"]
+    assert list(gif["200"]["content"]) == ["image/gif"] and set(gif) == {"200", "404", "422"}
+    assert list(doc["paths"]["/watch"]["get"]["responses"]["200"]["content"]) == ["text/html"]
+    game = doc["components"]["schemas"]["CreateSession"]["properties"]["game"]
+    assert game["minLength"] == 1 and GAME in game["enum"]
+
+
+def test_a_405_names_every_method_of_the_path(client):
+    answer = client.request("OPTIONS", "/v1/sessions")
+    assert answer.status_code == 405 and answer.headers["allow"] == "GET, POST"
+    assert answer.json() == {"error": "http_error", "detail": "Method Not Allowed"}
+    assert client.request("TRACE", "/v1/sessions/x").headers["allow"] == "DELETE, GET"
+
+
+def test_a_session_body_takes_an_integral_number_and_refuses_an_empty_game(live):
+    base, _ = live
+    answer = httpx.post(f"{base}/v1/sessions", json={"game": ""}, timeout=60)
+    assert answer.status_code == 422 and answer.json()["error"] == "invalid_request"
+    assert "game must be" in answer.json()["detail"], answer.json()
+    # JSON does not tell 7.0 from 7 (nor does the document's "integer"): both are the seed 7.
+    body = {"game": GAME, "seed": 7.0, "max_frames": 1.0, "agent": "reflex", "fps": 50.0}
+    created = httpx.post(f"{base}/v1/sessions", json=body, timeout=60)
+    assert created.status_code == 201, created.text
+    assert created.json()["session"]["config"]["seed"] == 7
+    # A 401 names its scheme (RFC 9110).
+    refused = httpx.delete(f"{base}/v1/sessions/{created.json()['id']}", timeout=60)
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+
+
+def test_the_results_index_is_built_once_and_again_on_change(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.csv").write_text("a,b\n")
+    index = ResultsIndex(tmp_path)
+    first = index.groups()
+    assert [g["title"] for g in first] == ["a"]
+    assert index.groups() is first  # unchanged: not rebuilt
+    (tmp_path / "a" / "y.png").write_bytes(b"png")
+    assert [e["name"] for e in index.groups()[0]["figures"]] == ["y.png"]
+    time.sleep(0.01)
+    (tmp_path / "a" / "x.csv").write_text("a,b,c\n")  # rewritten: a new size
+    assert index.groups() is not first
