@@ -124,3 +124,28 @@ def test_the_openapi_document_declares_each_route_s_errors(client):
             schema = responses[status]["content"]["application/json"]["schema"]
             assert schema == {"$ref": error_ref}, (path, method, status)
     assert "HTTPValidationError" not in doc["components"]["schemas"]
+
+
+def test_a_database_gone_is_a_503_in_the_error_model(postgres_server):
+    """The arena's PostgreSQL database dropped under it: each request is `storage_unavailable`
+    (503) in one line, its password starred."""
+    import psycopg
+
+    from rtplan.arena import ArenaSettings, Repository, create_app
+    from support import uvicorn_app
+
+    name = "arena_gone"
+    server = postgres_server.replace("rtplan@", "rtplan:pw@")
+    with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    repository = Repository.open(f"{server}/{name}")
+    app = create_app(ArenaSettings(database=f"{server}/{name}"), repository=repository)
+    with uvicorn_app(app) as base, httpx.Client(base_url=base, timeout=30) as c:
+        assert _register(c, "gil", "1").status_code == 201
+        with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        detail = _error(c.get("/v1/agents"), 503, "storage_unavailable")
+        assert "pw" not in detail and "***" in detail and "\n" not in detail
+        _error(_register(c, "gil", "2"), 503, "storage_unavailable")
+    repository.close()

@@ -206,3 +206,28 @@ def test_an_unreachable_postgresql_is_one_clear_error():
 
     with pytest.raises(StorageError, match=r"database postgresql\+psycopg://u:\*\*\*@127"):
         Repository.open(f"postgresql://u:secret@127.0.0.1:{free_port()}/arena")
+
+
+def test_registrations_racing_for_one_name_leave_one_owner(repo):
+    """Four registrations of a new name at once: one gets it, the others are told it needs its
+    owner's token; four of one name and version: one gets it, three are duplicates."""
+    import concurrent.futures
+
+    from rtplan.arena import ArenaError
+
+    agents = Agents(repo)
+
+    def race(name: str, versions: list[str]) -> list[str]:
+        def one(version: str) -> str:
+            try:
+                agents.register(name, version)
+                return "registered"
+            except ArenaError as e:
+                return e.kind
+
+        with concurrent.futures.ThreadPoolExecutor(len(versions)) as pool:
+            return sorted(pool.map(one, versions))
+
+    assert race("zeda", ["1", "2", "3", "4"]) == ["registered"] + ["token_required"] * 3
+    assert race("zedb", ["1"] * 4) == ["duplicate_version"] * 3 + ["registered"]
+    assert [len(repo.find_agent(n).versions) for n in ("zeda", "zedb")] == [1, 1]
