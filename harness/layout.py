@@ -254,6 +254,13 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan eval --game {game} --tune-midpeak --episodes 12",
         2,
     ),
+    # In clock-eval/ a name's own kind must come before the folder's "clock-eval/*.csv".
+    "clock-eval/midpeak-*.csv": ResultKind(
+        "midpeak's plan tuned per T0 on the tuning openings: each (centre, width) against each "
+        "opponent of the pool, score over the games of a cell",
+        "rtplan eval --game {game} --tune-midpeak --episodes 12",
+        2,
+    ),
     "clock-eval/fixed-*.csv": ResultKind(
         "the clock-aware bar's tuning: each fixed budget against each opponent of the pool per "
         "T0 on tuning openings, score over the games of a cell",
@@ -266,12 +273,50 @@ RESULT_KINDS: dict[str, ResultKind] = {
         "rtplan eval --game {game} --tune-fixed",
         2,
     ),
+    # The clock games' splits (docs/preregistration.md): eval-* the pre-registered evaluation,
+    # holdout-* Speed Hex's pre-registered replication, tuning-* the openings that choose.
+    "clock-eval/eval-*.csv": ResultKind(
+        "the clock game's pre-registered evaluation (docs/preregistration.md, Clock games) on the "
+        "eval split's first 50 openings, both colours, 3,000 games per player: expected score "
+        "of each player against the pool per T0 (all games and unique games), paired "
+        "differences against the best fixed budget and the best heuristic",
+        "rtplan eval --game {game}",
+        1,
+    ),
+    "clock-eval/eval-*.json": ResultKind(
+        "the same scores as eval-scores.csv (the eval split, pre-registered), as JSON",
+        "rtplan eval --game {game}",
+        2,
+    ),
+    "clock-eval/eval-*.png": ResultKind(
+        "the clock game's figures on the eval split (pre-registered): score per T0, the strategy "
+        "profile (budget per normalised move) and the remaining clock over the game",
+        "rtplan report",
+        1,
+    ),
+    "clock-eval/tuning-*.csv": ResultKind(
+        "the clock game's scores on the tuning openings (not pre-registered: they choose "
+        "among gates and settings), per player and T0",
+        "rtplan eval --game {game} --split tuning",
+        2,
+    ),
+    "clock-eval/tuning-*.json": ResultKind(
+        "the same tuning-opening scores as tuning-scores.csv (not pre-registered), as JSON",
+        "rtplan eval --game {game} --split tuning",
+        2,
+    ),
     "clock-eval/*.csv": ResultKind(
         "the clock game's evaluation: expected score of each player against the pool per T0 "
         "(all games and unique games), paired differences against the best fixed budget and "
         "the best heuristic",
         "rtplan eval --game {game}",
         1,
+    ),
+    "clock-eval/holdout-*.json": ResultKind(
+        "the same scores as holdout-scores.csv (the holdout split, a pre-registered "
+        "replication), as JSON",
+        "rtplan eval --game {game} --split holdout",
+        2,
     ),
     "clock-eval/*.json": ResultKind(
         "the same scores as the CSV beside it, as JSON", "rtplan eval --game {game}", 2
@@ -289,8 +334,9 @@ RESULT_KINDS: dict[str, ResultKind] = {
         2,
     ),
     "clock-eval/holdout-*.csv": ResultKind(
-        "the clock game's holdout scores (a pre-registered second look): per player and T0, and "
-        "every gate minus every player, paired (holdout-pairs.csv)",
+        "the clock game's holdout scores (a pre-registered replication on the holdout split's "
+        "first 50 openings, docs/preregistration.md): per player and T0, and every gate minus "
+        "every player, paired (holdout-pairs.csv)",
         "rtplan eval --game {game} --split holdout",
         2,
     ),

@@ -1,9 +1,10 @@
 // The results page, a report of what GET /v1/results lists: the pre-registered results first
-// (the committed games' holdout, from holdout-summary.json, and the clock games' gates, from
-// their clock-eval/eval-scores.json), then the evaluation seeds' headline (summary.json) and
-// each game's gate figures, then the
-// planners' strength, then the details and training logs. Each figure and table says what it
-// shows and the command that made it; numbers are rounded; CSV tables and raw JSON fold away.
+// (the committed games' holdout, from holdout-summary.json; the clock games' gates on the eval
+// split, from their clock-eval/eval-scores.json; Speed Hex's replication on the holdout split,
+// from clock-eval/holdout-scores.json), then the evaluation seeds' headline (summary.json), then
+// a folded section per game whose folders fold too (#game/folder opens one). Each figure and
+// table says what it shows and the command that made it; a figure shows at up to its natural
+// size and a click opens it full size; numbers are rounded; CSV tables and raw JSON fold away.
 
 import { el, getJSON } from "./api.js";
 
@@ -141,26 +142,18 @@ async function headline(entry, title = "Headline: the gate against the best fixe
   return section;
 }
 
-/** The clock games' headline (pre-registered): per game, from its clock evaluation's
- * `eval-scores.json` (`rtplan report`), the gate's expected score against the pool averaged
- * over T0, against the best fixed budget and the best heuristic, paired; null without one. */
+/** The clock games' pre-registered evaluation (docs/preregistration.md, "Clock games"): per
+ * game, from its `clock-eval/eval-scores.json` (`rtplan report`; the eval split), the gate's
+ * expected score against the pool averaged over T0, against the best fixed budget and the best
+ * heuristic, paired; null without one. */
 async function clockHeadline(entries) {
   const out = [["game", "gate", "best fixed budget", "best heuristic", "gate − best fixed", "gate − best heuristic", "games per player"]];
-  const named = (r, name) => (r ? `${name}: ${pm({ mean: r.score, se: r.se })}` : "–");
-  const minus = (r, key) => (r && r[key] != null ? pm({ mean: r[key], se: r[`${key}_se`] }) : "–");
   for (const [game, entry] of entries) {
-    let players;
-    try {
-      players = (await (await fetch(entry.url)).json()).players;
-    } catch {
-      continue;
-    }
-    if (!Array.isArray(players)) continue;
-    const mean = players.filter((r) => r.t0 === "mean");
-    const gate = mean.find((r) => r.player === "gate");
+    const rows = await clockRows(entry);
+    const gate = rows && rows.find((r) => r.player === "gate");
     if (!gate) continue;
-    const fixed = mean.find((r) => r.best_fixed);
-    const heur = mean.find((r) => r.best_heuristic);
+    const fixed = rows.find((r) => r.best_fixed);
+    const heur = rows.find((r) => r.best_heuristic);
     out.push([game, pm({ mean: gate.score, se: gate.se }), named(fixed, gate.best_fixed_name),
       named(heur, gate.best_heuristic_name), minus(gate, "minus_best_fixed"),
       minus(gate, "minus_best_heuristic"), String(gate.games)]);
@@ -168,11 +161,55 @@ async function clockHeadline(entries) {
   if (out.length === 1) return null;
   const section = el("section", null, { class: "headline" });
   section.dataset.headline = "clock";
-  section.append(el("h2", "Pre-registered: the clock games' gates against the pool"));
+  section.append(el("h2", "Pre-registered, eval split: the clock games' gates against the pool"));
   const p = el("p", null, { class: "muted" });
-  p.append("Expected score ± SE against the pool (policy-only, always-k, random option), averaged over T0, ",
-    "both colours; the differences are paired. Made by ", el("code", "rtplan report"), " from ",
-    el("code", "rtplan eval"), "'s clock evaluation (", el("code", "clock-eval/eval-scores.json"), ").");
+  p.append("The clock games' pre-registered evaluation (", el("code", "docs/preregistration.md"),
+    ", \"Clock games\"): the eval split's first 50 openings, both colours, at five clocks T0 ",
+    "against the pool (policy-only, always-k, random option): 3,000 games per player. Expected ",
+    "score ± SE averaged over T0; the differences are paired. Made by ", el("code", "rtplan report"),
+    " from ", el("code", "rtplan eval"), "'s cells; the file: ",
+    el("code", "results/<game>/clock-eval/eval-scores.json"), ".");
+  section.append(p, tableBox(out.map((r) => r.map(String))));
+  return section;
+}
+
+const named = (r, name) => (r ? `${name}: ${pm({ mean: r.score, se: r.se })}` : "–");
+const minus = (r, key) => (r && r[key] != null ? pm({ mean: r[key], se: r[`${key}_se`] }) : "–");
+
+/** The rows averaged over T0 (`t0: "mean"`) of a clock evaluation's scores file, else null. */
+async function clockRows(entry) {
+  let players;
+  try {
+    players = (await (await fetch(entry.url)).json()).players;
+  } catch {
+    return null;
+  }
+  return Array.isArray(players) ? players.filter((r) => r.t0 === "mean") : null;
+}
+
+/** The pre-registered replication on the holdout openings (docs/preregistration.md, amendment
+ * 2026-11-26: Speed Hex's gates against bars fixed on the eval split): per game with a
+ * `clock-eval/holdout-scores.json`, every gate played there against those bars; null without. */
+async function clockHoldout(entries) {
+  const out = [["game", "gate", "score", "− best fixed budget (bar)", "− best heuristic (bar)", "games"]];
+  for (const [game, entry] of entries) {
+    const rows = await clockRows(entry);
+    for (const r of (rows || []).filter((r) => r.player.startsWith("gate"))) {
+      out.push([game, r.player, pm({ mean: r.score, se: r.se }),
+        `${r.best_fixed_name}: ${minus(r, "minus_best_fixed")}`,
+        `${r.best_heuristic_name}: ${minus(r, "minus_best_heuristic")}`, String(r.games)]);
+    }
+  }
+  if (out.length === 1) return null;
+  const section = el("section", null, { class: "headline" });
+  section.dataset.headline = "clock-holdout";
+  section.append(el("h2", "Pre-registered replication, holdout split: Speed Hex's gates on openings no one had seen"));
+  const p = el("p", null, { class: "muted" });
+  p.append("The amendment of 2026-11-26 (", el("code", "docs/preregistration.md"),
+    "): the holdout split's first 50 openings, both colours, the same clocks and pool: 3,000 ",
+    "games per player; each gate minus the bars fixed from the eval split, paired. Made by ",
+    el("code", "rtplan report"), " from ", el("code", "rtplan eval --split holdout"),
+    "'s cells; the file: ", el("code", "results/<game>/clock-eval/holdout-scores.json"), ".");
   section.append(p, tableBox(out.map((r) => r.map(String))));
   return section;
 }
@@ -190,11 +227,13 @@ async function headlines(groups) {
     pre.dataset.headline = "holdout";
     out.push(pre);
   }
-  const clocks = groups
+  const scores = (name) => groups
     .filter((g) => g.folder.endsWith("/clock-eval"))
-    .flatMap((g) => g.tables.filter((t) => t.name === "eval-scores.json").map((t) => [g.folder.split("/")[1], t]));
-  const clock = await clockHeadline(clocks);
+    .flatMap((g) => g.tables.filter((t) => t.name === name).map((t) => [g.folder.split("/")[1], t]));
+  const clock = await clockHeadline(scores("eval-scores.json"));
   if (clock) out.push(clock);
+  const replication = await clockHoldout(scores("holdout-scores.json"));
+  if (replication) out.push(replication);
   const json = file("summary.json");
   const evals = json && (await headline(json, pre ? "Evaluation seeds: the gate against the best fixed budget" : undefined,
     pre ? "Mean return ± SE per game over the evaluation seeds (not pre-registered: the holdout above is the test); the difference is paired, seed by seed." : undefined));
@@ -223,11 +262,52 @@ function replayList(replays) {
   return box;
 }
 
-/** A figure with its caption, linking to the image. */
+/** A figure is never drawn below this share of its natural width where the screen allows:
+ * rtplan's figures draw 10-pt text at 100-110 dpi (14-15 px), so their axis text stays >= 9 px. */
+export const MIN_SCALE = 0.6;
+
+/** Sizes a figure's box from its image's natural width `w`: it may shrink to MIN_SCALE of it
+ * beside another figure and grows to its natural size, never wider (nor wider than the page). */
+function sizeFigure(fig, w) {
+  fig.style.flex = `1 1 ${Math.round(MIN_SCALE * w)}px`;
+  fig.style.maxWidth = `min(100%, ${w}px)`;
+}
+
+let viewer = null; // the one <dialog> that shows a figure at its natural size
+
+/** Opens figure `f` at its natural size in a dialog (it scrolls where the screen is smaller). */
+function openFull(f) {
+  if (!viewer) {
+    viewer = el("dialog", null, { class: "figure-full" });
+    viewer.addEventListener("click", (e) => e.target === viewer && viewer.close());
+    document.body.append(viewer);
+  }
+  const close = el("button", "close", { type: "button" });
+  close.addEventListener("click", () => viewer.close());
+  const cap = el("p");
+  caption(f, cap);
+  cap.append(" ", el("a", "(file)", { href: f.url }));
+  viewer.replaceChildren(close, cap, el("img", null, { src: f.url, alt: f.shows || f.name }));
+  viewer.showModal();
+}
+
+/** A figure with its caption: shown at up to its natural size, a click opens it full size. */
 function figureOf(f) {
   const fig = el("figure");
-  const link = el("a", null, { href: f.url });
-  link.append(el("img", null, { src: f.url, alt: f.shows || f.name, class: "figure", loading: "lazy" }));
+  fig.dataset.file = f.name;
+  const img = el("img", null, { src: f.url, alt: f.shows || f.name, class: "figure", loading: "lazy" });
+  if (f.width && f.height) {
+    img.width = f.width; // the box is reserved before the lazy image loads
+    img.height = f.height;
+    sizeFigure(fig, f.width);
+  } else img.addEventListener("load", () => sizeFigure(fig, img.naturalWidth), { once: true });
+  const link = el("a", null, { href: f.url, title: "open at full size" });
+  link.addEventListener("click", (e) => {
+    if (e.button || e.ctrlKey || e.metaKey || e.shiftKey) return; // a new tab: the file itself
+    e.preventDefault();
+    openFull(f);
+  });
+  link.append(img);
   fig.append(link);
   const cap = el("figcaption");
   caption(f, cap);
@@ -235,75 +315,126 @@ function figureOf(f) {
   return fig;
 }
 
-/** A closed <details> for a detail or training-log group, its summary counting what it holds. */
-function folded(g) {
-  const body = el("details", null, { class: "group" });
+const plural = (n, what) => `${n} ${what}${n > 1 ? "s" : ""}`;
+
+/** What a group holds, for its summary line: "2 figures, 3 files, 4 annotated games". */
+function holds(g) {
   const what = [];
-  if (g.figures.length) what.push(`${g.figures.length} figure${g.figures.length > 1 ? "s" : ""}`);
-  if (g.tables.length) what.push(`${g.tables.length} file${g.tables.length > 1 ? "s" : ""}`);
+  if (g.figures.length) what.push(plural(g.figures.length, "figure"));
+  if (g.tables.length) what.push(plural(g.tables.length, "file"));
   const games = (g.replays || []).length;
-  if (games) what.push(`${games} annotated game${games > 1 ? "s" : ""}`);
-  body.append(el("summary", `show ${what.join(", ")}`));
-  return body;
+  if (games) what.push(plural(games, "annotated game"));
+  return what.join(", ");
 }
 
-/** Detail groups three or more folders deep (a player's cells of a clock evaluation, a forced
- * budget's deployment) gather under one section per game and topic, at the place of the first:
- * the page lists each topic once, and a sub-folder opens inside it. */
-function nestDeep(groups) {
-  const out = [];
-  const nests = new Map();
-  for (const g of groups) {
-    const parts = g.title.split(" · ");
-    if (parts.length < 3 || g.rank < 2) {
-      out.push(g);
-      continue;
-    }
-    const key = parts.slice(0, 2).join(" · ");
-    if (!nests.has(key)) {
-      const nest = { nested: true, title: key, rank: g.rank, members: [] };
-      nests.set(key, nest);
-      out.push(nest);
-    }
-    nests.get(key).members.push({ ...g, sub: parts.slice(2).join(" · ") });
-  }
-  return out;
-}
-
-/** A section's heading: the group's title and its rank. */
-function heading(title, rank) {
-  const h = el("h2", title);
-  h.append(" ", el("span", RANKS[rank] || "other", { class: `rank rank${rank}` }));
-  return h;
-}
-
-/** The folded <details> of a detail group, holding its figures, annotated games and files. */
-async function foldedGroup(g) {
-  const body = folded(g);
+/** A group's figures, annotated games and files (each file folded, a short headline or
+ * strength CSV open), appended to `into`. */
+async function fillGroup(into, g) {
   if (g.figures.length) {
     const figures = el("div", null, { class: "figures" });
     for (const f of g.figures) figures.append(figureOf(f));
-    body.append(figures);
+    into.append(figures);
   }
-  if (g.replays && g.replays.length) body.append(replayList(g.replays));
-  for (const t of g.tables) body.append(await tableOf(t));
+  if (g.replays && g.replays.length) into.append(replayList(g.replays));
+  for (const t of g.tables) into.append(await tableOf(t));
+}
+
+/** The folder of a group relative to results/ ("tetris-rt-v0/deploy"; "results" the root): the
+ * page's deep link to it is `#` and this. */
+const folderKey = (g) => (g.folder === "results" ? "results" : g.folder.slice("results/".length));
+
+/** A folded folder: its summary names it, its rank and what it holds; its body the files. */
+function folderDetails(name, rank, what, key, title) {
+  const body = el("details", null, { class: "group folder" });
+  body.dataset.folder = key;
+  if (title) body.dataset.group = title;
+  const summary = el("summary");
+  summary.append(el("b", name), " ", el("span", RANKS[rank] || "other", { class: `rank rank${rank}` }));
+  if (what) summary.append(" ", el("span", what, { class: "muted" }));
+  body.append(summary);
   return body;
 }
 
-/** The section of a nest: one folded group holding a folded group per sub-folder. */
-async function nestSection(nest) {
-  const section = el("section");
-  section.dataset.nest = nest.title;
-  section.append(heading(`${nest.title} · ${nest.members.length} folders`, nest.rank));
-  const outer = el("details", null, { class: "group" });
-  outer.append(el("summary", `show ${nest.members.map((m) => m.sub).join(", ")}`));
-  for (const m of nest.members) {
-    const inner = await foldedGroup(m);
-    inner.querySelector("summary").prepend(`${m.sub}: `);
-    outer.append(inner);
+/** The listing's groups by game (the first folder) and topic (the second): per game its own
+ * folder (the gate's headline figures), then its topics by rank, each topic's deeper folders
+ * (a player's cells of a clock evaluation, a forced budget's deployment) inside it. */
+function byGame(groups) {
+  const games = new Map();
+  for (const g of groups) {
+    const parts = folderKey(g).split("/");
+    if (!games.has(parts[0])) games.set(parts[0], { name: parts[0], own: null, topics: new Map() });
+    const game = games.get(parts[0]);
+    if (parts.length === 1) {
+      game.own = g;
+      continue;
+    }
+    if (!game.topics.has(parts[1])) game.topics.set(parts[1], { name: parts[1], group: null, members: [], rank: 9 });
+    const topic = game.topics.get(parts[1]);
+    if (parts.length === 2) topic.group = g;
+    else topic.members.push({ ...g, sub: parts.slice(2).join("/") });
+    topic.rank = Math.min(topic.rank, g.rank);
   }
-  section.append(outer);
+  for (const game of games.values()) {
+    game.topics = [...game.topics.values()].sort((a, b) => a.rank - b.rank); // stable: by name within a rank
+    game.rank = Math.min(game.own ? game.own.rank : 9, ...game.topics.map((t) => t.rank));
+  }
+  return [...games.values()];
+}
+
+/** A game's section: folded, its summary naming its folders; opened, the game's own figures
+ * and one folded line per topic. */
+async function gameSection(game) {
+  const section = el("section", null, { class: "game" });
+  section.dataset.game = game.name;
+  const body = el("details", null, { class: "group" });
+  body.dataset.folder = game.name;
+  if (game.own) body.dataset.group = game.own.title;
+  const summary = el("summary");
+  const h2 = el("h2", game.name);
+  h2.append(" ", el("span", RANKS[game.rank] || "other", { class: `rank rank${game.rank}` }));
+  summary.append(h2);
+  const what = [];
+  if (game.own) what.push(holds(game.own));
+  if (game.topics.length) what.push(`${plural(game.topics.length, "folder")}: ${game.topics.map((t) => t.name).join(", ")}`);
+  summary.append(el("span", what.join("; "), { class: "muted" }));
+  body.append(summary);
+  if (game.own) await fillGroup(body, game.own);
+  for (const topic of game.topics) {
+    const g = topic.group;
+    const what = [g ? holds(g) : "", topic.members.length ? plural(topic.members.length, "folder") : ""];
+    const key = `${game.name}/${topic.name}`;
+    const details = folderDetails(topic.name, topic.rank, what.filter(Boolean).join(", "), key, g && g.title);
+    if (g) {
+      details.append(el("p", g.folder, { class: "muted folder" }));
+      await fillGroup(details, g);
+    }
+    for (const m of topic.members) {
+      const inner = folderDetails(m.sub, m.rank, holds(m), folderKey(m), m.title);
+      inner.append(el("p", m.folder, { class: "muted folder" }));
+      await fillGroup(inner, m);
+      details.append(inner);
+    }
+    body.append(details);
+  }
+  section.append(body);
   return section;
+}
+
+/** Opens the folder the URL's hash names (`#tetris-rt-v0/deploy/k1`, or its nearest listed
+ * parent) and every section around it, and scrolls to it. */
+function openHash() {
+  let key = decodeURIComponent(location.hash.slice(1));
+  while (key) {
+    const target = document.querySelector(`details[data-folder="${CSS.escape(key)}"]`);
+    if (target) {
+      const chain = [];
+      for (let d = target; d; d = d.parentElement && d.parentElement.closest("details")) chain.push(d);
+      for (const d of chain.reverse()) d.open = true; // the target last: its toggle sets the address
+      target.scrollIntoView();
+      return;
+    }
+    key = key.includes("/") ? key.slice(0, key.lastIndexOf("/")) : "";
+  }
 }
 
 async function init() {
@@ -315,36 +446,16 @@ async function init() {
       status.textContent = "No figures yet: `rtplan calibrate --game GAME` and `rtplan report` write them.";
       return;
     }
-    status.textContent = "What results/ holds, the headline first: the gate against fixed budgets, then the planners' strength, then details and training logs. Each figure says what it shows and the command that made it.";
+    status.textContent = "What results/ holds, the pre-registered results first; then each game's folders, folded (a click opens one; the address's #game/folder opens it too). Each figure says what it shows and the command that made it; a click shows it full size.";
     for (const section of await headlines(body.groups)) main.append(section);
-    for (const g of nestDeep(body.groups)) {
-      if (g.nested) {
-        main.append(await nestSection(g));
-        continue;
-      }
-      const section = el("section");
-      section.dataset.group = g.title;
-      section.append(heading(g.title, g.rank), el("p", g.folder, { class: "muted folder" }));
-      // Details and training logs fold away (the page reads as a report); the headline and
-      // the strength figures stay open, and an open group folds its own detail files.
-      if (g.rank >= 2) {
-        section.append(await foldedGroup(g));
-        main.append(section);
-        continue;
-      }
-      const open = g.figures.filter((f) => f.rank < 2);
-      const figures = el("div", null, { class: "figures" });
-      for (const f of open) figures.append(figureOf(f));
-      if (open.length) section.append(figures);
-      if (g.replays && g.replays.length) section.append(replayList(g.replays));
-      const detail = { figures: g.figures.filter((f) => !open.includes(f)), tables: [] };
-      for (const t of g.tables) {
-        if (t.rank >= 2) detail.tables.push(t);
-        else section.append(await tableOf(t));
-      }
-      if (detail.figures.length || detail.tables.length) section.append(await foldedGroup(detail));
-      main.append(section);
-    }
+    for (const game of byGame(body.groups)) main.append(await gameSection(game));
+    // An opened folder's address is its deep link (replaceState: no jump, no history entry).
+    main.addEventListener("toggle", (e) => {
+      const d = e.target;
+      if (d.open && d.dataset && d.dataset.folder) history.replaceState(null, "", `#${d.dataset.folder}`);
+    }, true);
+    addEventListener("hashchange", openHash);
+    openHash();
     main.dataset.ready = "true"; // every group is on the page
   } catch (e) {
     status.textContent = `cannot list the results: ${e.message}`;

@@ -657,17 +657,20 @@ def test_results_page_lists_the_calibration_figures(server, page):
     assert titles == ["results", "snake-rt-v0 · calibration"], titles
     page.goto(f"{server.base}/")
     page.click("text=results")
-    section = page.locator('section[data-group="snake-rt-v0 · calibration"]')
-    section.wait_for(timeout=10_000)
+    # Each game's section and each of its folders fold to a line; a click opens them.
+    page.locator("section[data-game='snake-rt-v0'] > details > summary").click()
+    section = page.locator('details[data-group="snake-rt-v0 · calibration"]')
+    section.locator("> summary").click()
     img = section.locator("img")
     assert img.get_attribute("src").endswith("/calibration.png")
     caption = section.locator("figcaption").inner_text()
     assert "made by rtplan calibrate --game snake-rt-v0" in caption
     page.wait_for_function(
-        "document.querySelector('section[data-group] img').naturalWidth > 0", timeout=10_000
+        "document.querySelector('details[data-group] img').naturalWidth > 0", timeout=10_000
     )
     rows = (ROOT / "results" / CALIBRATION / "calibration.csv").read_text().strip().splitlines()
     table = section.locator('details[data-file="calibration.csv"] tr')
     assert table.count() == len(rows)
     assert table.first.locator("th").all_inner_texts() == rows[0].split(",")
-    assert "summary.json" in page.inner_text('section[data-group="results"]')
+    page.locator("section[data-game='results'] > details > summary").click()
+    assert "summary.json" in page.inner_text('details[data-group="results"]')
