@@ -131,7 +131,7 @@ def list_agents(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="agents listed at most")] = 100,
 ) -> AgentPage:
     """A page of the agents by name, each with its versions (never a token)."""
-    listed, total = agents.repository.list_agents(offset=offset, limit=limit)
+    listed, total = agents.page(offset=offset, limit=limit)
     return AgentPage(agents=[_view(a) for a in listed], total=total, offset=offset, limit=limit)
 
 

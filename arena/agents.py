@@ -143,6 +143,10 @@ class Agents:
         except Stale:
             raise _changed(name, version) from None
 
+    def page(self, *, offset: int, limit: int) -> tuple[list[AgentRecord], int]:
+        """A page of the agents by name, and how many there are."""
+        return self.repository.list_agents(offset=offset, limit=limit)
+
     def agent(self, name: str) -> AgentRecord:
         """Agent `name` and its versions.
 
