@@ -389,6 +389,19 @@ RESULT_KINDS: dict[str, ResultKind] = {
         _LADDER,
         2,
     ),
+    "deploy/*.jsonl": ResultKind(
+        "one FPS of the deployment experiment as logs: a line per frame (fps_F.jsonl: action, "
+        "budget, landing, provenance, latency, slack) or per episode (fps_F.episodes.jsonl: "
+        "the inputs, the return, the session's counters)",
+        _LADDER,
+        2,
+    ),
+    "deploy/**.jsonl": ResultKind(
+        "a forced budget's (k<K>/) or a gate file's (gate-<sha256>/) deployment at the breaking "
+        "point's FPS as logs: a line per frame (fps_F.jsonl) or per episode (fps_F.episodes.jsonl)",
+        _AT_BREAK,
+        2,
+    ),
     "deploy/**.png": ResultKind(
         "the same experiment for one forced budget (k<K>/) or one gate file (gate-<sha256>/) at "
         "the breaking point's FPS: the latency a latency-aware gate is trained against, or the "
@@ -435,6 +448,15 @@ RESULT_KINDS: dict[str, ResultKind] = {
         for side in ("before", "after")
         for suffix in (".csv", ".json")
     },
+    **{
+        f"{side}/*.jsonl": ResultKind(
+            f"one side ({side}) of the deploy ladder before and after the no-cliff work, one FPS "
+            "as logs: a line per frame (fps_F.jsonl) or per episode (fps_F.episodes.jsonl)",
+            "python -m bench.deploy_ladder",
+            2,
+        )
+        for side in ("before", "after")
+    },
     "games/*.jsonl": ResultKind(
         "a clock-evaluation game where the gate spent big, re-played from its cell with each "
         "move annotated (budget, the gate's probabilities, both clocks, the planner's value, "
@@ -471,6 +493,23 @@ def describe_result(rel: str) -> ResultKind | None:
     return ResultKind(kind.shows, kind.command.replace("{game}", game), kind.rank)
 
 
+#: The folder `rtplan annotate-games` writes its annotated games (the replay page's) into.
+REPLAY_TOPIC = "games"
+
+
+def is_replay(rel: str) -> bool:
+    """Whether the results file at `rel` is an annotated game the replay page shows: a
+    `.jsonl` in a `games/` folder. Other `.jsonl` files are logs (`rtplan deploy`'s frames and
+    episodes), listed as files."""
+    path = Path(rel)
+    return path.suffix in REPLAYS and path.parent.name == REPLAY_TOPIC
+
+
+def is_log(rel: str) -> bool:
+    """Whether the results file at `rel` is a `.jsonl` log (not an annotated game)."""
+    return Path(rel).suffix in REPLAYS and not is_replay(rel)
+
+
 def result_index(root: str | os.PathLike) -> list[ResultGroup]:
     """Every folder under `root` (the root first, then depth first in name order) that holds
     figures or tables. Titles are the folder's path with " · " between parts ("results" for
@@ -492,8 +531,8 @@ def result_index(root: str | os.PathLike) -> list[ResultGroup]:
                 title=" · ".join(rel.parts) or RESULTS,
                 folder=here,
                 figures=[p for p in as_rel if Path(p).suffix in FIGURES],
-                tables=[p for p in as_rel if Path(p).suffix in TABLES],
-                replays=[p for p in as_rel if Path(p).suffix in REPLAYS],
+                tables=[p for p in as_rel if Path(p).suffix in TABLES or is_log(p)],
+                replays=[p for p in as_rel if is_replay(p)],
             )
         )
     return groups

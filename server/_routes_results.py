@@ -25,6 +25,7 @@ from rtplan.harness.layout import (
     TABLES,
     describe_result,
     is_listed,
+    is_replay,
     result_index,
 )
 from rtplan.server._config import SessionError
@@ -100,7 +101,7 @@ def _entry(root: Path, rel: str) -> dict[str, Any]:
             size = _png_size(path, path.stat().st_mtime_ns)
             if size:
                 entry["width"], entry["height"] = size
-    if rel.endswith(REPLAYS):  # the replay page shows it (`GET /v1/results/replay?path=`)
+    if is_replay(rel):  # the replay page shows it (`GET /v1/results/replay?path=`)
         path = root / rel
         with contextlib.suppress(OSError):
             entry["title"] = _replay_title(path, path.stat().st_mtime_ns)
