@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 #: kind -> (HTTP status, when it is answered). The REST API answers every error as `ErrorBody`
 #: and its OpenAPI document declares, per route, the statuses its kinds take (`responses`).
 KINDS: dict[str, tuple[int, str]] = {
+    "malformed_body": (400, "the body is not JSON"),
     "invalid_request": (422, "a parameter or the body is not as the schema says"),
     "token_required": (401, "no token given: Authorization: Bearer <token>"),
     "wrong_token": (403, "the token is not the current token of the version (or agent) it is for"),

@@ -15,8 +15,8 @@ from rtplan.arena.repository import AgentRecord
 
 router = APIRouter(tags=["agents"])
 
-#: Agents one page lists at most.
-MAX_PAGE = 500
+#: Agents one page lists at most, and the most a page may skip (a database's integer).
+MAX_PAGE, MAX_OFFSET = 500, 2**31 - 1
 
 _NAME = dict(
     min_length=1,
@@ -110,7 +110,9 @@ def _view(agent: AgentRecord) -> AgentView:
 @router.post(
     "/v1/agents",
     status_code=201,
-    responses=responses("duplicate_version", "token_required", "wrong_token", "revoked_token"),
+    responses=responses(
+        "malformed_body", "duplicate_version", "token_required", "wrong_token", "revoked_token"
+    ),
 )
 def register(body: Register, agents: Registry, token: Token = None) -> Issued:
     """Registers a version of an agent and answers its token, this once. A new version of an
@@ -127,7 +129,7 @@ def register(body: Register, agents: Registry, token: Token = None) -> Issued:
 @router.get("/v1/agents", responses=responses())
 def list_agents(
     agents: Registry,
-    offset: Annotated[int, Query(ge=0, description="agents skipped")] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="agents skipped")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="agents listed at most")] = 100,
 ) -> AgentPage:
     """A page of the agents by name, each with its versions (never a token)."""

@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from rtplan import __version__
 from rtplan.arena import _routes_agents, _routes_health
@@ -17,8 +18,10 @@ from rtplan.arena.repository import Repository, StorageError
 from rtplan.arena.settings import ArenaSettings
 
 
-def _error(status: int, kind: str, detail: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": kind, "detail": detail})
+def _error(status: int, kind: str, detail: str, headers=None) -> JSONResponse:
+    return JSONResponse(
+        status_code=status, content={"error": kind, "detail": detail}, headers=headers
+    )
 
 
 def _explain(errors: list[dict]) -> str:
@@ -28,6 +31,22 @@ def _explain(errors: list[dict]) -> str:
         where = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         parts.append(f"{where}: {e.get('msg', 'invalid')}")
     return "; ".join(parts)
+
+
+#: The app's routers, in the order they match.
+_ROUTERS = (_routes_agents, _routes_health)
+
+
+def _allowed(app: FastAPI, scope: dict) -> str:
+    """The methods some route of `app` answers at the path of `scope` (Starlette's 405 names
+    only the first matching route's: POST alone for /v1/agents, where GET answers too)."""
+    methods: set[str] = set()
+    # The routers' own routes: the app holds each included router as one route of no methods.
+    for route in [*app.router.routes, *(r for m in _ROUTERS for r in m.router.routes)]:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 def create_app(settings: ArenaSettings | None = None, *, repository: Repository | None = None):
@@ -59,7 +78,9 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
 
     @app.exception_handler(ArenaError)
     async def arena_error(request: Request, exc: ArenaError):
-        return _error(exc.status, exc.kind, exc.message)
+        # A 401 names the scheme it wants (RFC 9110).
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _error(exc.status, exc.kind, exc.message, headers)
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, exc: StorageError):
@@ -71,9 +92,13 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, kind, str(exc.detail))
+        kinds = {400: "malformed_body", 404: "not_found", 405: "method_not_allowed"}
+        kind = kinds.get(exc.status_code, "http_error")
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # RFC 9110: Allow lists every method of the path
+            headers = {**(headers or {}), "Allow": _allowed(app, request.scope)}
+        return _error(exc.status_code, kind, str(exc.detail), headers)
 
-    for module in (_routes_agents, _routes_health):
+    for module in _ROUTERS:
         app.include_router(module.router)
     return app

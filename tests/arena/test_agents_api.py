@@ -91,6 +91,12 @@ def test_each_error_is_the_one_error_model(client):
         detail = _error(client.post("/v1/agents", json=body), 422, "invalid_request")
         assert "\n" not in detail
     _error(client.get("/v1/agents", params={"limit": 0}), 422, "invalid_request")
+    _error(client.get("/v1/agents", params={"offset": 2**31}), 422, "invalid_request")
+    assert client.get("/v1/agents", params={"offset": 2**31 - 1}).json()["agents"] == []
+    malformed = client.post(
+        "/v1/agents", content=b"\xff", headers={"Content-Type": "application/json"}
+    )
+    _error(malformed, 400, "malformed_body")
     _error(client.get("/v1/nothing"), 404, "not_found")
     _error(client.put("/v1/agents"), 405, "method_not_allowed")
 
