@@ -169,7 +169,11 @@ class Repository:
         self.migrated_from: str | None = None
         self.dialect = self.url.get_backend_name()
         if self.dialect == "sqlite":
-            Path(self.url.database).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(self.url.database).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StorageError(f"cannot make the database's folder {folder}: {e}") from None
             self._engine = create_engine(self.url, connect_args={"timeout": _SQLITE_BUSY_S})
             _sqlite_transactions(self._engine)
         else:

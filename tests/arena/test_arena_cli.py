@@ -98,3 +98,12 @@ def test_serve_refuses_a_newer_database_and_a_bad_url_in_one_line(tmp_path):
     (line,) = err.strip().splitlines()
     assert line.startswith("arena: bad settings: database:") and "SQLite" in line
     assert "pw" not in line
+
+
+def test_serve_refuses_a_database_folder_it_cannot_make_in_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    refused = _serve("--database", str(tmp_path / "a-file" / "arena.db"))
+    out, err = refused.communicate(timeout=60)
+    assert refused.returncode == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("arena: cannot make the database's folder") and "a-file" in line
