@@ -79,6 +79,31 @@ def test_serve_migrates_its_database_and_answers(tmp_path):
     repository.close()
 
 
+def test_serve_on_postgresql(postgres_server):
+    """`--database postgresql://...` on a real server: migrated on start, what it stores is
+    there after it stops; the start-up line stars the password."""
+    import psycopg
+
+    with psycopg.connect(f"{postgres_server}/postgres", autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS "arena_serve"')
+        conn.execute('CREATE DATABASE "arena_serve"')
+    url = postgres_server.replace("rtplan@", "rtplan:pw@") + "/arena_serve"
+    proc = _serve("--database", url)
+    try:
+        line = proc.stdout.readline()
+        assert "database postgresql+psycopg://rtplan:***@127.0.0.1:" in line, line
+        assert "schema 0001, migrated from an empty database" in line and "pw" not in line
+        port = int(line.split("127.0.0.1:")[1].split()[0])
+        made = httpx.post(f"http://127.0.0.1:{port}/v1/agents", json={"name": "g", "version": "1"})
+        assert made.status_code == 201, made.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    repository = Repository.open(url)
+    assert repository.find_agent("g").version("1") is not None
+    repository.close()
+
+
 def test_serve_refuses_a_newer_database_and_a_bad_url_in_one_line(tmp_path):
     db = tmp_path / "arena.db"
     Repository.open(str(db)).close()
