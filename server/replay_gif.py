@@ -155,6 +155,10 @@ def frame_numbers(total: int, *, every: int = 1, max_frames: int | None = None) 
     return list(range(0, total, every))[:max_frames]
 
 
+#: The longest delay a GIF frame can hold (65535 hundredths of a second).
+MAX_DELAY_MS = 655_350
+
+
 def gif_bytes(
     view: ReplayView,
     *,
@@ -190,7 +194,8 @@ def gif_bytes(
         img.paste(strip_image(rows, n, width), (0, board.height))
         images.append(img.quantize(colors=64, dither=Image.Dither.NONE))
     out = io.BytesIO()
-    duration = max(20, round(1000 / fps))
+    # A GIF delay is 16 bits of 10 ms: at most 655.35 s a frame (a slow fps or a large every).
+    duration = min(max(20, round(1000 / fps)), MAX_DELAY_MS)
     images[0].save(
         out,
         format="GIF",
