@@ -39,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _no_connection_lines(record: logging.LogRecord) -> bool:
+    """Leaves out uvicorn's lines per websocket ('... "WebSocket /v1/sessions/ID/ws" [accepted]',
+    'connection open', 'connection closed'), which `access_log` does not cover: the access log's
+    kin, a few per open page, shown with --access-log only."""
+    message = record.getMessage()
+    return message not in ("connection open", "connection closed") and '"WebSocket ' not in message
+
+
 async def _serve(settings: Settings, log_level: str, *, access_log: bool = False) -> int:
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     # Both ports are tried before the app loads anything: one taken is one line, not a
@@ -59,6 +67,8 @@ async def _serve(settings: Settings, log_level: str, *, access_log: bool = False
     app = create_app(settings)
     http_port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=access_log)
+    if not access_log:  # after the Config, which sets uvicorn's loggers up
+        logging.getLogger("uvicorn.error").addFilter(_no_connection_lines)
     server = uvicorn.Server(config)
 
     async def announce() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -103,6 +104,10 @@ def _serve_and_get(tmp_path: Path, *flags: str) -> str:
         for _ in range(2):
             assert get_json(base, "/healthz")["status"] == "ok"
             get_json(base, "/v1/games")
+        # A page's websocket: uvicorn's lines per connection are the access log's too.
+        ws_url = base.replace("http", "ws") + "/v1/sessions/0000000000000000/ws"
+        with connect(ws_url) as ws, contextlib.suppress(ConnectionClosed):
+            ws.recv(timeout=10)
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
@@ -119,11 +124,13 @@ def test_the_access_log_is_off_unless_asked_for(tmp_path):
     --access-log, even at log level info."""
     quiet = _serve_and_get(tmp_path)
     assert not ACCESS_LINE.search(quiet), quiet
+    assert "WebSocket" not in quiet and "connection open" not in quiet, quiet
     assert "Uvicorn running" in quiet or "Application startup complete" in quiet, quiet
     logged = _serve_and_get(tmp_path, "--access-log")
     hits = [line for line in logged.splitlines() if ACCESS_LINE.search(line)]
     assert sum('"GET /healthz HTTP/1.1" 200' in line for line in hits) == 2, logged
     assert sum('"GET /v1/games HTTP/1.1" 200' in line for line in hits) == 2, logged
+    assert '"WebSocket /v1/sessions/0000000000000000/ws"' in logged, logged
 
 
 @pytest.mark.parametrize("flag", ["--http-port", "--grpc-port"])
