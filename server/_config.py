@@ -60,6 +60,10 @@ class Pace:
 #: in the clock gate's trained range of T0s, and the planner never runs out on a loaded
 #: machine). At the server's 9 FPS and the game's 300 ticks a game was over in ~6 s.
 WATCHED = Pace(fps=1.0, time_s=60.0, increment_s=1.0)
+#: A person's clock-game session in real time that names no frame rate and no time control:
+#: 3+2 at 9 FPS, the lobby's default for a person (a game of minutes, as on chess sites). The
+#: game's own 300 ticks at 32 ticks a frame were ~1 s of a person's thinking.
+PLAYED = Pace(fps=9.0, time_s=180.0, increment_s=2.0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from rtplan.server._config import (
     CLOCKS,
     FALLBACKS,
     OPPONENTS,
+    PLAYED,
     WATCHED,
     SessionConfig,
     SessionError,
@@ -232,7 +233,8 @@ class SessionManager:
         k plays the largest budget the service plans (else the game's largest, which `create`
         refuses). Unless a frame rate or a time control was asked for (`pace_given`), a
         built-in agent (reflex, planner) in real time plays at the pace a person can watch
-        (`WATCHED`). Nothing is checked here (`create` does).
+        (`WATCHED`), and a person on a clock of minutes (`PLAYED`). Nothing is checked here
+        (`create` does).
         """
         try:
             game, checkpoint, budgets, _ = self.runtimes.info(cfg.game_id)
@@ -240,9 +242,10 @@ class SessionManager:
             return cfg  # `create` names the registered games
         if games.kind_of(game) is not games.Kind.CLOCK:
             return cfg
-        if not pace_given and cfg.agent in ("reflex", "planner") and not cfg.simulated:
+        pace = {"reflex": WATCHED, "planner": WATCHED, "human": PLAYED}.get(cfg.agent)
+        if not pace_given and pace is not None and not cfg.simulated:
             cfg = dataclasses.replace(
-                cfg, fps=WATCHED.fps, time_s=WATCHED.time_s, increment_s=WATCHED.increment_s
+                cfg, fps=pace.fps, time_s=pace.time_s, increment_s=pace.increment_s
             )
         if opponent_given:
             if cfg.opponent == "planner" and not cfg.opponent_k and budgets:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rtplan.server._config import WATCHED
+from rtplan.server._config import PLAYED, WATCHED
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The time control as the lobby and the docs write it: minutes a side + seconds back.
@@ -33,6 +33,16 @@ def test_a_built_in_agents_clock_game_is_paced_to_be_watched(client):
     assert (WATCHED.fps, WATCHED.time_s, WATCHED.increment_s) == (1.0, 60.0, 1.0)
     cfg = _config(client, agent="reflex")
     assert (cfg["fps"], cfg["time_s"], cfg["increment_s"]) == (1.0, 60.0, 1.0)
+
+
+def test_a_persons_clock_game_is_a_clock_of_minutes(client):
+    """`{"game": "speed-go-v0", "agent": "human"}` gets the lobby's 3+2 at 9 FPS; the game's
+    300 ticks at 32 ticks a frame were about a second of a person's thinking."""
+    assert (PLAYED.fps, PLAYED.time_s, PLAYED.increment_s) == (9.0, 180.0, 2.0)
+    cfg = _config(client, agent="human", opponent="random")
+    assert (cfg["fps"], cfg["time_s"], cfg["increment_s"]) == (9.0, 180.0, 2.0)
+    lobby = (ROOT / "web" / "lobby.js").read_text()
+    assert f'"{PLAYED.time_s / 60:g}+{PLAYED.increment_s:g}"' in lobby
 
 
 @pytest.mark.parametrize(
