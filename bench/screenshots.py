@@ -12,8 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-#: Headless Chromium's flags on these machines (docs: ../shared cpu-notes; tests/web/test_web.py).
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+from bench._page import FLAGS
 
 
 def main() -> int:
@@ -46,8 +45,7 @@ def main() -> int:
         page.select_option('select[name="agent"]', "human")
         page.select_option('select[name="time_control"]', "1+1")
         page.click("form#start button")
-        page.wait_for_selector("#start-result a", timeout=60_000)
-        page.click("#start-result a")
+        page.wait_for_url("**/watch?session=*", timeout=60_000)  # the lobby opens the game
         page.wait_for_function(
             "(() => { const v = window.rtplanViewer; return v && v.player && v.state"
             " && !document.querySelector('#result.countdown'); })()",

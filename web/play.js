@@ -81,9 +81,27 @@ export function startPlaying(msg, sendMessage) {
       const scale = viewer.layout.width / box.width; // a board shown smaller (a phone's screen)
       const [x, y] = [(event.clientX - box.left) * scale, (event.clientY - box.top) * scale];
       const action = at(x, y, st, viewer.layout, view());
-      if (action >= 0) sendAction(action);
+      if (action < 0) return;
+      // A stone already there: a slip of the finger, not a move (sent, it would be judged
+      // illegal and the fallback would play for the person).
+      const cell = cellOf(view().board, action);
+      if (cell && st.board[cell[0]][cell[1]] !== ".") {
+        setText("play-status", `${names[action]} is taken: choose an empty cell`);
+        $("play-status").className = "invalid";
+        return;
+      }
+      sendAction(action);
     });
   }
+}
+
+/** [row, column] of the cell of `board` (the description's `view.board`) that plays `action`. */
+function cellOf(board, action) {
+  for (let r = 0; r < board.actions.length; r++) {
+    const c = board.actions[r].indexOf(action);
+    if (c >= 0) return [r, c];
+  }
+  return null;
 }
 
 let clickHelp = () => {}; // sets the help line of a game played by clicks, once a frame says your colour
