@@ -25,6 +25,9 @@ from rtplan.server.settings import Settings
 
 router = APIRouter()
 
+#: The largest seed (`SessionConfig.seed`).
+MAX_SEED = 2**63 - 1
+
 #: What a game id looks like (`games.registered_games()`: "snake-rt-v0", "speed-hex-v0").
 GAME_ID = r"^[a-z0-9][a-z0-9._-]*$"
 
@@ -58,7 +61,7 @@ class CreateSession(BaseModel):
         pattern=GAME_ID,
         description='a game id such as "snake-rt-v0" (GET /v1/games lists them)',
     )
-    seed: JsonInt = Field(0, ge=0, lt=2**63, description="an integer in [0, 2**63)")
+    seed: JsonInt = Field(0, ge=0, le=MAX_SEED, description="an integer in [0, 2**63)")
     fps: float | None = Field(
         None, gt=0, description="a number > 0 (frames per second; leave it out for the default)"
     )
@@ -152,6 +155,9 @@ def document_create_session(schema: dict[str, Any], settings: Settings) -> None:
     clock = [g for g in ids if games.kind_of(g) is games.Kind.CLOCK]
     body["properties"]["game"]["enum"] = ids
     body["properties"]["fps"]["anyOf"][0]["maximum"] = settings.max_fps
+    # Exact: pydantic writes the bound as a float (2**63), which a client (or the fuzzer's
+    # generator) takes for a bound past the largest seed.
+    body["properties"]["seed"].update(minimum=0, maximum=MAX_SEED)
     given = {"not": {"type": "null"}}
     body["allOf"] = [
         # k and committed "plan" are the planner agent's.

@@ -195,7 +195,7 @@ def gif_bytes(
         images.append(img.quantize(colors=64, dither=Image.Dither.NONE))
     out = io.BytesIO()
     # A GIF delay is 16 bits of 10 ms: at most 655.35 s a frame (a slow fps or a large every).
-    duration = min(max(20, round(1000 / fps)), MAX_DELAY_MS)
+    duration = max(20, round(min(1000 / fps, MAX_DELAY_MS)))  # 1000 / 5e-324 is inf
     images[0].save(
         out,
         format="GIF",
