@@ -192,6 +192,29 @@ def document_create_session(schema: dict[str, Any], settings: Settings) -> None:
     ]
 
 
+#: POST /v1/sessions' answers: the session, with the links to read it and end it (the
+#: stateful fuzz follows them), or why not.
+_CREATED: dict[int | str, dict[str, Any]] = {
+    201: {
+        "description": "the session: its id, token, viewer path and details",
+        "links": {
+            "GetSession": {
+                "operationId": "get_session_v1_sessions__session_id__get",
+                "parameters": {"session_id": "$response.body#/id"},
+            },
+            "DeleteSession": {
+                "operationId": "delete_session_v1_sessions__session_id__delete",
+                "parameters": {
+                    "session_id": "$response.body#/id",
+                    "header.authorization": "Bearer {$response.body#/token}",
+                },
+            },
+        },
+    },
+    **errors(400, 401, 403, 409, 422, 429),
+}
+
+
 def _bearer(authorization: str | None) -> str | None:
     if authorization is None:
         return None
@@ -237,7 +260,7 @@ async def list_games(runtimes: GameRuntimes, manager: Manager) -> dict[str, Any]
     }
 
 
-@router.post("/v1/sessions", status_code=201, responses=errors(400, 401, 403, 409, 422, 429))
+@router.post("/v1/sessions", status_code=201, responses=_CREATED)
 async def create_session(
     body: CreateSession,
     manager: Manager,
