@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proto_statuses import declared, declared_numbers
 from rtplan import games, wire
 from rtplan.v1 import env_pb2
 from support import AgentStream
@@ -25,6 +26,8 @@ FUZZ = settings(
 )
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
+#: The codes a Play stream's error messages may carry (env.proto's "Stream errors:" list).
+PLAY_ERRORS = declared_numbers("Env", "Play")
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +58,9 @@ def assert_healthy(srv) -> None:
     assert {g.game_id for g in stub_games.games} == set(games.registered_games())
 
 
-def bad_join():
-    """Joins that can never succeed: wrong protocol, unknown game, or unknown session."""
+def bad_join(sid: str):
+    """Joins that can never succeed: wrong protocol, unknown game, unknown session, or the
+    waiting session `sid` with a wrong token."""
     text = st.text(max_size=40)
     wrong_version = st.builds(
         lambda v, g, s: env_pb2.Join(protocol_version=v, game_id=g, seed=s),
@@ -88,11 +92,17 @@ def bad_join():
         text.filter(bool),
         text,
     )
-    return st.one_of(wrong_version, unknown_game, bad_settings, unknown_session)
+    wrong_token = st.builds(
+        lambda tok: env_pb2.Join(protocol_version=wire.PROTOCOL_VERSION, session_id=sid, token=tok),
+        text,
+    )
+    return st.one_of(wrong_version, unknown_game, bad_settings, unknown_session, wrong_token)
 
 
 def test_fuzz_joins_get_errors_and_the_stream_stays_open(srv):
-    _, address = srv
+    client, address = srv
+    waiting = client.post("/v1/sessions", json={"game": GAME, "agent": "grpc"}).json()
+    seen = set()
 
     def send(joins) -> int:
         agent = AgentStream(address, timeout=60)
@@ -104,12 +114,18 @@ def test_fuzz_joins_get_errors_and_the_stream_stays_open(srv):
             agent.act(int(np.random.randint(-5, 5)), 1)  # actions before any join
         for _ in range(2 * len(joins)):
             err, skipped = agent.expect("error", timeout=30)
-            assert not skipped and err.code in (3, 5, 9) and err.message
+            assert not skipped and err.code in (3, 5, 7, 9) and err.message
+            assert err.code in PLAY_ERRORS, err  # declared in env.proto
+            seen.add(err.code)
         agent.close()
         return 2 * len(joins)
 
-    joins = st.lists(st.one_of(bad_join(), st.none()), min_size=10, max_size=30)
+    joins = st.lists(st.one_of(bad_join(waiting["id"]), st.none()), min_size=10, max_size=30)
     assert fuzz(FUZZ, send, joins=joins) >= 500
+    assert seen == {3, 5, 7, 9}, seen  # invalid, not found, wrong token, precondition
+    client.delete(
+        f"/v1/sessions/{waiting['id']}", headers={"Authorization": f"Bearer {waiting['token']}"}
+    )
     assert_healthy(srv)
 
 
@@ -165,6 +181,7 @@ def test_fuzz_actions_get_errors_and_the_game_goes_on(srv, joined):
             else:
                 frames.append(msg.frame)
         assert all(e.code == 3 or "already joined" in e.message for e in errors), errors
+        assert all(e.code in PLAY_ERRORS for e in errors), errors  # declared in env.proto
         nxt = agent.next(timeout=30) if msg is not None else None
         if nxt is not None:  # the game goes on (unless it just ended)
             assert nxt.WhichOneof("message") == "frame", nxt
@@ -183,15 +200,25 @@ def test_fuzz_garbage_bytes_never_hurt_the_server(srv):
         request_serializer=lambda b: b,
         response_deserializer=env_pb2.ServerMessage.FromString,
     )
+    list_games = channel.unary_unary("/rtplan.v1.Env/ListGames")
     rng = np.random.default_rng(0)
     for _ in range(40):
         blobs = [rng.bytes(int(rng.integers(1, 200))) for _ in range(5)]
         call = play(iter(blobs), timeout=10)
         try:
-            for _ in call:
-                pass
+            for msg in call:
+                assert msg.WhichOneof("message") != "error" or msg.error.code in PLAY_ERRORS
+            code = grpc.StatusCode.OK
         except grpc.RpcError as e:
-            assert e.code() != grpc.StatusCode.DEADLINE_EXCEEDED, "a garbage stream hung"
+            code = e.code()
+        assert code != grpc.StatusCode.DEADLINE_EXCEEDED, "a garbage stream hung"
+        assert code in declared("Env", "Play"), code  # declared in env.proto
+        try:
+            list_games(blobs[0], timeout=10)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        assert code in declared("Env", "ListGames"), code
     channel.close()
     assert_healthy(srv)
 
