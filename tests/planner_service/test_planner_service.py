@@ -26,6 +26,7 @@ from google.protobuf import any_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proto_statuses import declared
 from rtplan import games, wire
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner import Planner, default_config
@@ -204,6 +205,7 @@ def _call(stub, request, timeout: float = 20.0):
         for r in call:
             responses.append(r)
     except grpc.RpcError as e:
+        assert e.code() in declared("Planner", "Plan"), e  # every test's statuses: planner.proto
         return e.code(), e.details(), dict(e.trailing_metadata() or ()), responses
     return grpc.StatusCode.OK, "", dict(call.trailing_metadata() or ()), responses
 
@@ -803,6 +805,7 @@ def _fuzz_call(service, request_bytes: bytes, method: str = "Plan") -> None:
         except grpc.RpcError as e:
             code = e.code()
     assert code in PROPER, code
+    assert code in declared("Planner", method), (method, code)  # declared in planner.proto
 
 
 _tensors = st.builds(
@@ -877,6 +880,7 @@ def test_fuzz_broken_states(service):
     def send(request):
         code, *_ = _call(service.stub, request, timeout=10)
         assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ABORTED), code
+        assert code in declared("Planner", "Plan"), code  # declared in planner.proto
 
     _fuzz(service, 350, send, request=_broken_states())
 
