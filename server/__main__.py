@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from rtplan.harness.config import add_settings_flags, settings_overrides
 from rtplan.processes import bind_error
+from rtplan.server._human import MAX_READ_BYTES
 from rtplan.server.app import create_app
 from rtplan.server.settings import Settings
 
@@ -66,7 +67,13 @@ async def _serve(settings: Settings, log_level: str, *, access_log: bool = False
         return _taken(settings.host, settings.grpc_port, taken, "--grpc-port", "GRPC_PORT")
     app = create_app(settings)
     http_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=access_log)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        lifespan="on",
+        access_log=access_log,
+        ws_max_size=MAX_READ_BYTES,  # a viewer's message; the app's limit is 4 KiB (1009)
+    )
     if not access_log:  # after the Config, which sets uvicorn's loggers up
         logging.getLogger("uvicorn.error").addFilter(_no_connection_lines)
     server = uvicorn.Server(config)

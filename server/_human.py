@@ -96,14 +96,35 @@ def player_hello(
     return messages.player_message(player=player, clicks=clicks, keys=view["keys"], tick_ms=tick_ms)
 
 
+#: Close codes of a viewer websocket whose client sent what no page sends (RFC 6455, 7.4.1).
+CLOSE_UNSUPPORTED = 1003  # a binary message: the protocol is JSON text
+CLOSE_INVALID = 1007  # not JSON, not an object, an unknown type, or a field of the wrong type
+CLOSE_TOO_BIG = 1009  # above MAX_MESSAGE_BYTES
+#: Longest message a page may send, in UTF-8 bytes (an action is ~50, a play ~80).
+MAX_MESSAGE_BYTES = 4096
+#: Most uvicorn reads of one message before it closes the socket itself (1009, its own reason):
+#: a client cannot make the server hold megabytes to judge them.
+MAX_READ_BYTES = 64 * 1024
+
+
+class MalformedMessage(Exception):
+    """A client message no page sends: the websocket closes with `code` and the message as its
+    reason; the session and its other viewers go on."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        # A close frame's reason holds at most 123 bytes.
+        self.reason = reason.encode()[:123].decode(errors="ignore")
+
+
 class PlayerLink:
     """The player side of one watch-page websocket: `{"type": "play", "token": T}` makes the
     page the session's player (T is the session token); then each
     `{"type": "action", "frame": n, "action": a}` goes to `Session.submit` with its arrival
-    time. Replies (the player hello, errors) go out through `send`, in order with the frames."""
-
-    #: Longest message a page may send (an action is ~50 bytes).
-    MAX_TEXT = 1000
+    time. Replies (the player hello, errors a person can act on: a wrong token, an illegal
+    action) go out through `send`, in order with the frames; a malformed or oversized message
+    raises `MalformedMessage` (the websocket closes)."""
 
     def __init__(self, session, send: Callable[[dict[str, Any]], None]) -> None:
         """
@@ -118,29 +139,46 @@ class PlayerLink:
     def _error(self, message: str, **about: int) -> None:
         self._send(messages.error_message(message, **about))
 
-    def receive(self, text: str, at: float) -> None:
-        """One text message from the page, received at monotonic time `at`."""
-        if len(text) > self.MAX_TEXT:
-            self._error(f"message of {len(text)} characters; at most {self.MAX_TEXT}")
-            return
+    def receive(self, text: str | bytes, at: float) -> None:
+        """One message from the page, received at monotonic time `at`.
+
+        Raises:
+            MalformedMessage: binary, oversized, not a JSON object of a known type, or a field
+                of the wrong type.
+        """
+        if isinstance(text, bytes):
+            raise MalformedMessage(CLOSE_UNSUPPORTED, "binary message: send JSON text")
+        size = len(text.encode(errors="replace"))
+        if size > MAX_MESSAGE_BYTES:
+            raise MalformedMessage(
+                CLOSE_TOO_BIG, f"message of {size} bytes; at most {MAX_MESSAGE_BYTES}"
+            )
         try:
             msg = json.loads(text)
         except ValueError:
-            self._error('not JSON: send {"type": "play" | "action", ...}')
-            return
-        kind = msg.get("type") if isinstance(msg, dict) else None
+            raise MalformedMessage(
+                CLOSE_INVALID, 'not JSON: send {"type": "play" | "action", ...}'
+            ) from None
+        if not isinstance(msg, dict):
+            raise MalformedMessage(CLOSE_INVALID, f"not a JSON object: {type(msg).__name__}")
+        kind = msg.get("type")
         if kind == "play":
-            self._play(msg.get("token"))
+            token = msg.get("token")
+            if not isinstance(token, str):
+                raise MalformedMessage(CLOSE_INVALID, f"token must be a string, got {token!r}")
+            self._play(token)
         elif kind == "action":
             self._action(msg, at)
         else:
-            self._error(f"unknown message type {kind!r}: expected 'play' or 'action'")
+            raise MalformedMessage(
+                CLOSE_INVALID, f"unknown message type {kind!r}: expected 'play' or 'action'"
+            )
 
-    def _play(self, token: Any) -> None:
+    def _play(self, token: str) -> None:
         s = self.session
         if s.config.agent != "human":
             self._error(f"session {s.id} is played by the {s.config.agent} agent, not a person")
-        elif not isinstance(token, str) or not s.check_token(token):
+        elif not s.check_token(token):
             self._error(f"wrong token for session {s.id}: only its creator may play it")
         elif not s.live:
             self._error(f"session {s.id} is {s.status}")
@@ -154,14 +192,13 @@ class PlayerLink:
             self._send(player_hello(spec, tick_ms=s.tick_s * 1e3, player=AGENT_PLAYER))
 
     def _action(self, msg: dict, at: float) -> None:
-        if not self.playing:
-            self._error('send {"type": "play", "token": ...} before actions')
-            return
         frame, action = msg.get("frame"), msg.get("action")
         for name, value in (("frame", frame), ("action", action)):
             if not isinstance(value, int) or isinstance(value, bool):
-                self._error(f"{name} must be an integer, got {value!r}")
-                return
+                raise MalformedMessage(CLOSE_INVALID, f"{name} must be an integer, got {value!r}")
+        if not self.playing:
+            self._error('send {"type": "play", "token": ...} before actions')
+            return
         error = self.session.submit(frame, action, at)
         if error is not None:
             self._error(error.message, frame=frame, action=action)

@@ -17,7 +17,7 @@ from rtplan import games
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Manager
 from rtplan.server._errors import errors
-from rtplan.server._human import PlayerLink
+from rtplan.server._human import MalformedMessage, PlayerLink
 from rtplan.server._manager import MAX_CLOCK_S
 from rtplan.server._viewers import Viewer
 from rtplan.server.env_service import SERVER_VERSION
@@ -360,26 +360,35 @@ async def watch(websocket: WebSocket, session_id: str) -> None:
 
 async def _serve_viewer(websocket: WebSocket, viewer: Viewer, player: PlayerLink) -> None:
     """Sends the viewer's queue until the session ends or the viewer leaves; what the page
-    sends goes to `player` (a human session's player page sends its actions; other messages
-    get an error reply)."""
+    sends goes to `player` (a human session's player page sends its actions; a message a
+    person can act on gets an error reply; a malformed one closes the websocket with a code
+    and a reason: `MalformedMessage`)."""
 
     async def send() -> None:
         while (text := await viewer.get()) is not None:
             await websocket.send_text(text)
         await websocket.close()
 
-    async def drain() -> None:
+    async def drain() -> MalformedMessage | None:
         while (msg := await websocket.receive())["type"] != "websocket.disconnect":
             at = time.monotonic()  # the arrival time the frame rule judges
-            if msg.get("text") is not None:
-                player.receive(msg["text"], at)
+            data = msg.get("text") if msg.get("text") is not None else msg.get("bytes")
+            if data is not None:
+                try:
+                    player.receive(data, at)
+                except MalformedMessage as e:
+                    return e
+        return None
 
-    tasks = [asyncio.create_task(send()), asyncio.create_task(drain())]
+    sending, reading = asyncio.create_task(send()), asyncio.create_task(drain())
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait((sending, reading), return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             if not task.cancelled() and task.exception() is not None:
                 raise task.exception()
     finally:
-        for task in tasks:
+        for task in (sending, reading):
             task.cancel()
+    if reading in done and (malformed := reading.result()) is not None:
+        await asyncio.wait((sending,))  # its cancel taken: nothing else sends now
+        await websocket.close(code=malformed.code, reason=malformed.reason)
