@@ -109,7 +109,8 @@ function connect() {
   ws.onclose = (event) => {
     if (ws !== socket) return; // a session the TV page has left
     if (!model.end) {
-      model.error = event.code === 4404 ? `no session ${sessionId}` : `connection closed (${event.code})`;
+      const why = event.reason ? `: ${event.reason}` : "";
+      model.error = event.code === 4404 ? `no session ${sessionId}` : `connection closed (${event.code}${why})`;
     }
     model.dirty = true;
   };
