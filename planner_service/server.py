@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import gc
 import logging
@@ -20,7 +19,6 @@ from typing import Any
 
 import grpc
 import numpy as np
-from google.protobuf.message import DecodeError
 
 import rtplan
 from rtplan import games, wire
@@ -66,25 +64,6 @@ class RequestError(eng.InvalidRequestError):
     """A request that breaks the protocol: does not parse, misses a field, bad field value."""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Unparsed:
-    """What the lenient deserializer hands over for bytes that are not the request message."""
-
-    error: str
-
-
-def _lenient(message_cls):
-    """A deserializer that never raises, so garbage bytes get INVALID_ARGUMENT, not INTERNAL."""
-
-    def parse(data: bytes):
-        try:
-            return message_cls.FromString(data)
-        except (DecodeError, RuntimeError, ValueError) as e:
-            return _Unparsed(f"request is not a valid {message_cls.DESCRIPTOR.full_name}: {e}")
-
-    return parse
-
-
 #: What a refusal (or a failure) of each call means for play, for the service's one-line reports.
 _MEANS = {
     "Plan": "the session played its fallback for that frame",
@@ -127,7 +106,7 @@ def _statuses(handler):
     @functools.wraps(handler)
     async def wrapped(self, request, context: grpc.aio.ServicerContext):
         try:
-            if isinstance(request, _Unparsed):
+            if isinstance(request, wire.Unparsed):
                 raise RequestError(request.error)
             return await handler(self, request, context)
         except (eng.EngineError, games.UnknownGameError, AdmissionError) as e:
@@ -369,7 +348,7 @@ class PlannerServicer(planner_pb2_grpc.PlannerServicer):
 
 
 def _handlers(servicer: PlannerServicer) -> grpc.GenericRpcHandler:
-    """The service's method handlers, with lenient request parsing (see `_lenient`)."""
+    """The service's method handlers, with lenient request parsing (see `wire.lenient`)."""
     methods: dict[str, Any] = {}
     for name, kind, req, resp in (
         ("Plan", grpc.unary_stream_rpc_method_handler, pb.PlanRequest, pb.PlanResponse),
@@ -384,7 +363,7 @@ def _handlers(servicer: PlannerServicer) -> grpc.GenericRpcHandler:
     ):
         methods[name] = kind(
             getattr(servicer, name),
-            request_deserializer=_lenient(req),
+            request_deserializer=wire.lenient(req),
             response_serializer=resp.SerializeToString,
         )
     return grpc.method_handlers_generic_handler(SERVICE_NAME, methods)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from rtplan.v1 import tensor_pb2
 
@@ -28,6 +30,28 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 KEEPALIVE_TIME_MS = 2000
 KEEPALIVE_TIMEOUT_MS = 2000
 KEEPALIVE_MIN_INTERVAL_MS = KEEPALIVE_TIME_MS // 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Unparsed:
+    """What `lenient` hands a servicer for bytes that are not its request message."""
+
+    error: str
+
+
+def lenient(message_cls):
+    """A gRPC request deserializer that never raises: bytes that are not a `message_cls` give
+    an `Unparsed` naming why, so the servicer answers INVALID_ARGUMENT (gRPC's own answer to a
+    request that does not parse is UNKNOWN or INTERNAL, and ends a stream)."""
+
+    def parse(data: bytes):
+        try:
+            return message_cls.FromString(data)
+        except (DecodeError, RuntimeError, ValueError) as e:
+            return Unparsed(f"request is not a valid {message_cls.DESCRIPTOR.full_name}: {e}")
+
+    return parse
+
 
 _DTYPES = {
     tensor_pb2.DTYPE_FLOAT32: np.dtype("<f4"),

@@ -94,6 +94,8 @@ class EnvService(env_pb2_grpc.EnvServicer):
         self._agent_queue = agent_queue
 
     async def ListGames(self, request, context) -> env_pb2.ListGamesResponse:
+        if isinstance(request, wire.Unparsed):
+            await context.abort(_INVALID, request.error)
         specs = [self._manager.runtimes.spec(g) for g in games.registered_games()]
         return env_pb2.ListGamesResponse(games=specs)
 
@@ -128,6 +130,8 @@ class EnvService(env_pb2_grpc.EnvServicer):
             stream.link.close()
 
     async def _handle(self, msg: env_pb2.AgentMessage, stream: _Stream, now: float) -> None:
+        if isinstance(msg, wire.Unparsed):
+            raise SessionError(_INVALID, msg.error)
         kind = msg.WhichOneof("message")
         if kind == "join":
             if stream.session is not None:
@@ -191,6 +195,24 @@ class EnvService(env_pb2_grpc.EnvServicer):
         stream.session = session
 
 
+def _handlers(service: EnvService) -> grpc.GenericRpcHandler:
+    """The Env service's method handlers, parsing requests leniently (`wire.lenient`): bytes
+    that are not a message get INVALID_ARGUMENT (in a Play stream, an error; the game goes on)."""
+    methods = {
+        "Play": grpc.stream_stream_rpc_method_handler(
+            service.Play,
+            request_deserializer=wire.lenient(env_pb2.AgentMessage),
+            response_serializer=env_pb2.ServerMessage.SerializeToString,
+        ),
+        "ListGames": grpc.unary_unary_rpc_method_handler(
+            service.ListGames,
+            request_deserializer=wire.lenient(env_pb2.ListGamesRequest),
+            response_serializer=env_pb2.ListGamesResponse.SerializeToString,
+        ),
+    }
+    return grpc.method_handlers_generic_handler("rtplan.v1.Env", methods)
+
+
 async def start_grpc_server(
     service: EnvService, host: str, port: int
 ) -> tuple[grpc.aio.Server, int]:
@@ -202,7 +224,7 @@ async def start_grpc_server(
             ("grpc.max_send_message_length", wire.MAX_MESSAGE_BYTES),
         ]
     )
-    env_pb2_grpc.add_EnvServicer_to_server(service, server)
+    server.add_generic_rpc_handlers((_handlers(service),))
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise RuntimeError(f"cannot bind the gRPC Env server to {host}:{port}")

@@ -202,12 +202,14 @@ def test_fuzz_garbage_bytes_never_hurt_the_server(srv):
     )
     list_games = channel.unary_unary("/rtplan.v1.Env/ListGames")
     rng = np.random.default_rng(0)
+    errors = []
     for _ in range(40):
         blobs = [rng.bytes(int(rng.integers(1, 200))) for _ in range(5)]
         call = play(iter(blobs), timeout=10)
         try:
-            for msg in call:
-                assert msg.WhichOneof("message") != "error" or msg.error.code in PLAY_ERRORS
+            for msg in call:  # a blob that is no AgentMessage gets INVALID_ARGUMENT
+                assert msg.WhichOneof("message") == "error", msg
+                errors.append(msg.error)
             code = grpc.StatusCode.OK
         except grpc.RpcError as e:
             code = e.code()
@@ -220,6 +222,9 @@ def test_fuzz_garbage_bytes_never_hurt_the_server(srv):
             code = e.code()
         assert code in declared("Env", "ListGames"), code
     channel.close()
+    assert all(e.code in PLAY_ERRORS for e in errors), errors  # declared in env.proto
+    unparsed = [e for e in errors if "not a valid rtplan.v1.AgentMessage" in e.message]
+    assert len(unparsed) > 100 and all(e.code == 3 for e in unparsed), errors
     assert_healthy(srv)
 
 
