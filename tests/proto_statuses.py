@@ -42,6 +42,18 @@ def _lists() -> dict[tuple[str, str, str], frozenset[grpc.StatusCode]]:
     return out
 
 
+def rpcs() -> set[tuple[str, str]]:
+    """(service, rpc) of every rpc the .proto files define."""
+    out, service = set(), None
+    for path in sorted(PROTO.glob("*.proto")):
+        for line in path.read_text().splitlines():
+            if m := _SERVICE.match(line):
+                service = m.group(1)
+            elif m := _RPC.match(line):
+                out.add((service, m.group(1)))
+    return out
+
+
 def declared(service: str, rpc: str, *, stream: bool = False) -> frozenset[grpc.StatusCode]:
     """The statuses `service.rpc` may end with (OK included), or with `stream` the codes its
     stream's error messages may carry, as its .proto comment lists them."""

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proto_statuses import declared, declared_numbers
+from proto_statuses import declared, declared_numbers, rpcs
 from rtplan import games, wire
 from rtplan.v1 import env_pb2
 from support import AgentStream
@@ -49,6 +49,16 @@ def fuzz(settings_, send, **strategies) -> int:
 
     run()
     return sum(sent)
+
+
+def test_every_rpc_declares_its_statuses():
+    """Each rpc of the .proto files lists its statuses (the fuzz below holds the servers to
+    them); Play, whose errors travel in its stream, lists those too."""
+    assert {("Env", "Play"), ("Planner", "Plan")} <= rpcs()
+    for service, rpc in rpcs():
+        assert declared(service, rpc) >= {grpc.StatusCode.OK}
+        assert grpc.StatusCode.INTERNAL not in declared(service, rpc)  # a bug, never declared
+    assert grpc.StatusCode.INVALID_ARGUMENT in declared("Env", "Play", stream=True)
 
 
 def assert_healthy(srv) -> None:
