@@ -23,7 +23,8 @@ RUN = ROOT / "bench" / "gpu" / "run.sh"
 
 
 def _name(req: str) -> str:
-    return re.sub(r"[-_.]+", "-", req.split("==")[0]).lower()
+    """A requirement's distribution name, normalised (PEP 503), without its extras."""
+    return re.sub(r"[-_.]+", "-", req.split("==")[0].split("[")[0]).lower()
 
 
 def test_the_tiny_run_measures_every_step_and_names_the_device(tmp_path):

@@ -143,8 +143,10 @@ def test_the_committed_frames_follow_the_plan_while_each_action_is_legal():
     legal and the plan reaches, else the reflex, and a plan once left is never taken up. Each
     committed frame names its source: "plan" when it followed the plan, else "reflex"."""
     agent = PlannerAgent(None, plan_timeout_s=1.0)
-    info = types.SimpleNamespace(legal=np.array([1, 1, 0, 1], bool), reflex=0)
-    host = types.SimpleNamespace(info=info, published_at=0.0)
+    legal = np.array([1, 1, 0, 1], bool)
+    info = types.SimpleNamespace(legal=legal, reflex=0, reflex_for=lambda served: 0)
+    config = types.SimpleNamespace(served=False)
+    host = types.SimpleNamespace(info=info, published_at=0.0, config=config)
 
     def committed(plan, frames):
         agent._option = _Option(1, decision_frame=10, k=4, landing=13, sent_at=0.0, plan=plan)

@@ -248,6 +248,9 @@ json_value = st.recursive(
     ),
     max_leaves=8,
 )
+#: Numbers with a fraction (or not finite): a whole number written as a float (7.0) is the
+#: integer it names, for the integer fields (the OpenAPI document's `integer`, as JSON Schema).
+fractional = st.floats().filter(lambda x: not math.isfinite(x) or x != int(x))
 BAD_FIELDS = {
     "game": st.one_of(st.text().filter(lambda g: g not in games.registered_games()), json_value),
     "seed": st.one_of(st.integers(max_value=-1), st.integers(min_value=2**63), st.text()),
@@ -256,12 +259,12 @@ BAD_FIELDS = {
     "k": st.one_of(st.integers(), st.lists(st.integers(), max_size=3), st.text()),
     "fallback": st.text().filter(lambda a: a not in ("game", "reflex")),
     "clock": st.text().filter(lambda a: a not in ("real_time", "real-time", "simulated")),
-    "record": st.one_of(st.text(), st.integers(), st.floats()),
+    "record": st.one_of(st.text(), st.integers(), fractional),
     "opponent": st.one_of(
         st.text().filter(lambda a: a not in ("reflex", "random", "planner")), st.integers()
     ),
-    "opponent_k": st.one_of(st.integers(max_value=0), st.text(), st.floats(), st.booleans()),
-    "max_frames": st.one_of(st.integers(max_value=-1), st.text(), st.floats()),
+    "opponent_k": st.one_of(st.integers(max_value=0), st.text(), fractional, st.booleans()),
+    "max_frames": st.one_of(st.integers(max_value=-1), st.text(), fractional),
     "junk": json_value,
 }
 

@@ -403,7 +403,9 @@ class GatedHost(FakeHost):
 
     def __init__(self) -> None:
         super().__init__()
-        self.info, self.published_at = type("Info", (), {"reflex": 0})(), 0.0
+        info = {"reflex": 0, "reflex_for": lambda self, served: 0}  # `HostInfo.reflex_for`
+        self.info, self.published_at = type("Info", (), info)(), 0.0
+        self.config = type("Config", (), {"served": False})()
 
     def plan_sent(self, k):
         self.events.append(("sent", k))
