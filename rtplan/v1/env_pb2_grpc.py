@@ -26,7 +26,12 @@ if _version_not_supported:
 
 
 class EnvStub:
-    """Missing associated documentation comment in .proto file."""
+    """Each rpc lists every status it may end with ("Errors:", besides OK) and, for Play, every
+    code a ServerMessage.error may carry ("Stream errors:"); tests/server/test_server_fuzz.py
+    holds the server to these lists. Any call may also end with gRPC's own transport statuses
+    (UNAVAILABLE: no connection; DEADLINE_EXCEEDED or CANCELLED: the client's deadline or
+    cancel; RESOURCE_EXHAUSTED: a message above 4 MiB).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -47,10 +52,29 @@ class EnvStub:
 
 
 class EnvServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Each rpc lists every status it may end with ("Errors:", besides OK) and, for Play, every
+    code a ServerMessage.error may carry ("Stream errors:"); tests/server/test_server_fuzz.py
+    holds the server to these lists. Any call may also end with gRPC's own transport statuses
+    (UNAVAILABLE: no connection; DEADLINE_EXCEEDED or CANCELLED: the client's deadline or
+    cancel; RESOURCE_EXHAUSTED: a message above 4 MiB).
+    """
 
     def Play(self, request_iterator, context):
         """One stream per agent: Join, then Actions; the server streams Handshake, then Frames.
+        The stream ends OK when the agent leaves or closes its side, or the session ends. A bad
+        agent message gets a ServerMessage.error; the game goes on.
+        Errors: none.
+        Stream errors:
+        INVALID_ARGUMENT: bytes that are not an AgentMessage, a malformed message (empty
+        AgentMessage, wrong protocol_version, unknown game, bad fps/seed/fallback/clock), or an
+        action out of range, illegal, for a past frame or too far ahead, or too many for one
+        frame.
+        FAILED_PRECONDITION: an action before Join, a second Join, a session played by a
+        built-in agent, already ended or already joined by another agent, or a fallback or
+        planner the server cannot provide.
+        PERMISSION_DENIED: a wrong session token, or a wrong agent token creating a session.
+        NOT_FOUND: Join names no session of this server.
+        RESOURCE_EXHAUSTED: the server is at its limit of live sessions.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -58,6 +82,8 @@ class EnvServicer:
 
     def ListGames(self, request, context):
         """The games this server runs, with their specs.
+        Errors:
+        INVALID_ARGUMENT: bytes that are not a ListGamesRequest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -85,7 +111,12 @@ def add_EnvServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Env:
-    """Missing associated documentation comment in .proto file."""
+    """Each rpc lists every status it may end with ("Errors:", besides OK) and, for Play, every
+    code a ServerMessage.error may carry ("Stream errors:"); tests/server/test_server_fuzz.py
+    holds the server to these lists. Any call may also end with gRPC's own transport statuses
+    (UNAVAILABLE: no connection; DEADLINE_EXCEEDED or CANCELLED: the client's deadline or
+    cancel; RESOURCE_EXHAUSTED: a message above 4 MiB).
+    """
 
     @staticmethod
     def Play(request_iterator,

@@ -26,7 +26,12 @@ if _version_not_supported:
 
 
 class PlannerStub:
-    """Missing associated documentation comment in .proto file."""
+    """Each rpc lists every status it may end with besides OK ("Errors:"); the fuzz in
+    tests/planner_service/test_planner_service.py holds the service to these lists. INTERNAL is a
+    bug of the service (its log says which). Any call may also end with gRPC's own transport
+    statuses (UNAVAILABLE: no connection; DEADLINE_EXCEEDED or CANCELLED: the client's deadline
+    or cancel; RESOURCE_EXHAUSTED: a message above 4 MiB).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -57,10 +62,25 @@ class PlannerStub:
 
 
 class PlannerServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Each rpc lists every status it may end with besides OK ("Errors:"); the fuzz in
+    tests/planner_service/test_planner_service.py holds the service to these lists. INTERNAL is a
+    bug of the service (its log says which). Any call may also end with gRPC's own transport
+    statuses (UNAVAILABLE: no connection; DEADLINE_EXCEEDED or CANCELLED: the client's deadline
+    or cancel; RESOURCE_EXHAUSTED: a message above 4 MiB).
+    """
 
     def Plan(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Errors:
+        INVALID_ARGUMENT: bytes that are not a PlanRequest, a missing or malformed field (game_id,
+        state, budget, stream_id, frame_clock, extension, gate_state, plan), an unknown game, a
+        forced k that is not one of the game's budgets, or a state of another game.
+        FAILED_PRECONDITION: a game with no checkpoint loaded, budget.gate without a gate
+        checkpoint, or a forced k of a game this service plans gated only.
+        UNAVAILABLE: the game's budgets are still compiling.
+        DEADLINE_EXCEEDED: the search could not finish (or, with frame_clock, land) in time.
+        ABORTED: superseded by a newer request of the same stream_id.
+        RESOURCE_EXHAUSTED: at the service's limit of searches (trailing metadata retry-after-ms).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -68,19 +88,25 @@ class PlannerServicer:
     def Health(self, request, context):
         """SERVING only after every budget of every loaded game is compiled; a game plans as soon as
         its own budgets are (ListGames says which are still compiling).
+        Errors:
+        INVALID_ARGUMENT: bytes that are not a HealthRequest.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListGames(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Errors:
+        INVALID_ARGUMENT: bytes that are not a ListPlannerGamesRequest.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Version(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Errors:
+        INVALID_ARGUMENT: bytes that are not a VersionRequest.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -117,7 +143,12 @@ def add_PlannerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Planner:
-    """Missing associated documentation comment in .proto file."""
+    """Each rpc lists every status it may end with besides OK ("Errors:"); the fuzz in
+    tests/planner_service/test_planner_service.py holds the service to these lists. INTERNAL is a
+    bug of the service (its log says which). Any call may also end with gRPC's own transport
+    statuses (UNAVAILABLE: no connection; DEADLINE_EXCEEDED or CANCELLED: the client's deadline
+    or cancel; RESOURCE_EXHAUSTED: a message above 4 MiB).
+    """
 
     @staticmethod
     def Plan(request,
