@@ -64,13 +64,25 @@ def phone(playwright, chromium_path, tmp_path_factory):
     context.close()
 
 
-@pytest.fixture
-def page(browser):
-    """A fresh tab whose console errors and page errors fail the test."""
-    tab = browser.new_page()
+def checked_tab(context):
+    """A fresh tab of browser `context` whose console errors and page errors fail the test
+    (a generator for a fixture to yield from)."""
+    tab = context.new_page()
     errors: list[str] = []
     tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     tab.on("pageerror", lambda e: errors.append(str(e)))
     yield tab
     tab.close()
     assert errors == [], errors
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh tab whose console errors and page errors fail the test."""
+    yield from checked_tab(browser)
+
+
+@pytest.fixture
+def phone_tab(phone):
+    """A fresh phone tab whose console errors and page errors fail the test."""
+    yield from checked_tab(phone)
