@@ -13,10 +13,16 @@ from collections.abc import Sequence
 import uvicorn
 from pydantic import ValidationError
 
-from rtplan.arena.app import create_app
+from rtplan.arena.app import api_keys, create_app
 from rtplan.arena.repository import Repository, StorageError
 from rtplan.arena.settings import ArenaSettings
 from rtplan.harness.config import add_settings_flags, settings_overrides
+from rtplan.processes import KeyFileError, exposure_refusal, exposure_warning, is_loopback
+
+#: Settings that are no flags: a secret does not belong on a command line (`ps` shows it).
+_NOT_FLAGS = ("admin_token", "env_key")
+#: What an admin key guards (the refusal and the --open warning say it).
+_GUARDED = "call its administration routes"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,14 +31,15 @@ def _parser() -> argparse.ArgumentParser:
         description="The arena: agents' registration and identity over REST (docs/arena.md). "
         "Flags override the RTPLAN_ARENA_* environment variables.",
     )
-    add_settings_flags(parser, ArenaSettings)
+    add_settings_flags(parser, ArenaSettings, exclude=_NOT_FLAGS)
     parser.add_argument("--log-level", default="info", help="logging level (default info)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the arena until interrupted; returns the exit code (2: bad settings, a port in use
-    or a database it cannot use)."""
+    """Runs the arena until interrupted; returns the exit code (2: bad settings, a key file
+    that cannot serve, a host that is not loopback with no key and no --open, a port in use or
+    a database it cannot use)."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     # Alembic says "Context impl ..." at each look at the schema: the start-up line says it once.
@@ -42,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as e:
         lines = [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()]
         print(f"arena: bad settings: {'; '.join(lines)}", file=sys.stderr)
+        return 2
+    refused = _refusal(settings)
+    if refused is not None:
+        print(refused, file=sys.stderr)
         return 2
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     try:
@@ -68,6 +79,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         sock.close()
         repository.close()
+
+
+def _refusal(settings: ArenaSettings) -> str | None:
+    """One line when the arena must not start: a key file that cannot serve, or a host that is
+    not loopback with no admin key and no --open (which gets its WARNING here instead)."""
+    try:
+        keys = api_keys(settings)
+    except KeyFileError as e:
+        return f"arena: {e}; fix it or pass another --api-key-file"
+    refused = exposure_refusal(
+        "arena",
+        settings.host,
+        keys,
+        open_on_purpose=settings.open,
+        guarded=_GUARDED,
+        token_variable="RTPLAN_ARENA_ADMIN_TOKEN",
+    )
+    if refused is None and not keys.required and not is_loopback(settings.host):
+        warning = exposure_warning("arena", settings.host, _GUARDED)
+        logging.getLogger("rtplan.arena").warning(warning)
+    return refused
 
 
 async def _serve(

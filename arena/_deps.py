@@ -6,11 +6,17 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from rtplan.arena._errors import ArenaError
 from rtplan.arena.agents import Agents
+from rtplan.processes import ApiKeys, Verdict
 
 
 def get_agents(request: Request) -> Agents:
     return request.app.state.agents
+
+
+def get_keys(request: Request) -> ApiKeys:
+    return request.app.state.keys
 
 
 def bearer_token(
@@ -28,3 +34,33 @@ def bearer_token(
 
 Registry = Annotated[Agents, Depends(get_agents)]
 Token = Annotated[str | None, Depends(bearer_token)]
+
+
+def require_admin(
+    keys: Annotated[ApiKeys, Depends(get_keys)], token: Annotated[str | None, Depends(bearer_token)]
+) -> None:
+    """An administration route's guard (`dependencies=[Admin]`, its `responses` naming
+    `ADMIN_ERRORS`): refuses a call without a key of the arena (its admin token, its API key
+    file's lines) when it has keys; the messages never repeat what was presented.
+
+    Raises:
+        ArenaError: `admin_key_required` (401) with no key, `wrong_admin_key` (403) with
+            another.
+    """
+    verdict = keys.verdict(token)
+    if verdict is Verdict.MISSING:
+        raise ArenaError(
+            "admin_key_required",
+            "an administration route needs a key of this arena (its admin token or a line of "
+            "its API key file): Authorization: Bearer <key>",
+        )
+    if verdict is Verdict.WRONG:
+        raise ArenaError(
+            "wrong_admin_key",
+            "wrong key: neither this arena's admin token nor a key of its API key file",
+        )
+
+
+#: The errors `require_admin` answers (an administration route's `responses(*ADMIN_ERRORS)`).
+ADMIN_ERRORS = ("admin_key_required", "wrong_admin_key")
+Admin = Depends(require_admin)

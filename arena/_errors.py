@@ -14,6 +14,8 @@ KINDS: dict[str, tuple[int, str]] = {
     "token_required": (401, "no token given: Authorization: Bearer <token>"),
     "wrong_token": (403, "the token is not the current token of the version (or agent) it is for"),
     "revoked_token": (403, "the version's token was revoked: register a new version"),
+    "admin_key_required": (401, "an administration route and no key: Authorization: Bearer <key>"),
+    "wrong_admin_key": (403, "neither the admin token nor a key of the arena's API key file"),
     "unknown_agent": (404, "no agent has this name"),
     "unknown_version": (404, "the agent has no such version"),
     "duplicate_version": (409, "the agent already has this version"),

@@ -16,6 +16,7 @@ from rtplan.arena._errors import ArenaError
 from rtplan.arena.agents import Agents
 from rtplan.arena.repository import Repository, StorageError
 from rtplan.arena.settings import ArenaSettings
+from rtplan.processes import ApiKeys
 
 
 def _error(status: int, kind: str, detail: str, headers=None) -> JSONResponse:
@@ -49,6 +50,17 @@ def _allowed(app: FastAPI, scope: dict) -> str:
     return ", ".join(sorted(methods))
 
 
+def api_keys(settings: ArenaSettings) -> ApiKeys:
+    """The keys that open the administration routes: the admin token and the API key file's
+    lines.
+
+    Raises:
+        KeyFileError: the key file cannot serve (the arena refuses to start).
+    """
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return ApiKeys(token=token, key_file=settings.api_key_file)
+
+
 def create_app(settings: ArenaSettings | None = None, *, repository: Repository | None = None):
     """The arena app.
 
@@ -58,8 +70,9 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
             opened (migrated) when the app starts and closed when it stops.
 
     Returns:
-        The FastAPI app; `app.state` holds the settings and, once started, `agents` (the
-        registry over the repository) that the routers read by `Depends`.
+        The FastAPI app; `app.state` holds the settings, the admin keys (`keys`: `api_keys`,
+        which `_deps.require_admin` checks) and, once started, `agents` (the registry over the
+        repository) that the routers read by `Depends`.
     """
     settings = ArenaSettings() if settings is None else settings
 
@@ -75,6 +88,7 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
 
     app = FastAPI(title="rtplan arena", version=__version__, lifespan=lifespan)
     app.state.settings = settings
+    app.state.keys = api_keys(settings)
 
     @app.exception_handler(ArenaError)
     async def arena_error(request: Request, exc: ArenaError):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtplan.arena._address import PORT
 from rtplan.harness.layout import user_data_dir
+from rtplan.processes import check_key
 
 #: The database file in the per-user data directory: the embedded default.
 DATABASE_FILE = "arena.db"
@@ -25,9 +28,16 @@ class ArenaSettings(BaseSettings):
     (`harness.config.add_settings_flags`).
     """
 
-    model_config = SettingsConfigDict(env_prefix="RTPLAN_ARENA_", frozen=True)
+    # An error never shows the value it refused: the admin token's would be a secret.
+    model_config = SettingsConfigDict(
+        env_prefix="RTPLAN_ARENA_", frozen=True, hide_input_in_errors=True
+    )
 
-    host: str = Field("127.0.0.1", description="interface the arena's HTTP server binds")
+    host: str = Field(
+        "127.0.0.1",
+        description="interface the arena's HTTP server binds; one that is not loopback needs "
+        "an admin key (--api-key-file, RTPLAN_ARENA_ADMIN_TOKEN) or --open",
+    )
     port: int = Field(PORT, ge=0, le=65535, description="the arena's HTTP port, 0: any free")
     database: str = Field(
         default_factory=default_database,
@@ -35,6 +45,30 @@ class ArenaSettings(BaseSettings):
         "PostgreSQL (postgresql://USER@HOST:PORT/DB; a password belongs in the environment "
         "variable or ~/.pgpass, not on a command line)",
     )
+
+    admin_token: SecretStr | None = Field(
+        None,
+        description="a key: when set, the administration routes need it or a key of the API "
+        "key file (`Authorization: Bearer`); >= 16 visible ASCII characters",
+    )
+    api_key_file: Path | None = Field(
+        None,
+        description="a file of admin keys, one a line (# comments), any of which opens the "
+        "administration routes; read again when it changes, so keys rotate without a restart",
+    )
+    open: bool = Field(
+        False,
+        description="serve a host that is not loopback with no admin key, on purpose: anyone "
+        "who reaches the port can call the administration routes (without it the arena "
+        "refuses to start)",
+    )
+
+    @field_validator("admin_token")
+    @classmethod
+    def _check_admin_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_key(value.get_secret_value(), "the admin token")
+        return value
 
     @field_validator("database")
     @classmethod

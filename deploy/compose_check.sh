@@ -5,10 +5,16 @@
 #   2. image   rtplan:cpu built with BuildKit from the Dockerfile (the compose file's cpu args)
 #   3. up      the cpu profile up; waits until both services are healthy
 #   4. uid     both services' processes run as uid 1000
-#   5. play    a planner session created over REST, its websocket watched from the host
-#   6. restart the stack down and up again (volumes kept); the replay is still served
-#   7. deploy  one short rung of the cpu-deploy profile into the results volume
-#   8. down    containers, network and volumes removed (also on failure; the images stay)
+#   5. keys    the env server's image refuses to serve 0.0.0.0 with no key (exit 2, one line)
+#   6. play    creating a session with no key is 401, a wrong key 403; with the key (the
+#              compose secret) a planner session is created, its websocket watched from the host
+#   7. restart the stack down and up again (volumes kept); the replay is still served
+#   8. deploy  one short rung of the cpu-deploy profile (its key from the same secret)
+#   9. logs    no key appears in any container's log, the probe's output or the deploy's
+#  10. down    containers, network and volumes removed (also on failure; the images stay)
+# The keys are a random file made for the run in its private work folder (mode 0644 there, so
+# the containers' uid 1000 reads the bind-mounted secret), never committed; docker-compose.yml
+# mounts it as the secret rtplan_api_keys (RTPLAN_HOST_API_KEY_FILE names it).
 # Needs a Docker engine, a compose (`docker compose` or Debian's docker-compose), BuildKit
 # (`docker buildx`, or a Docker client older than 23 with DOCKER_BUILDKIT=1) and the checkout's
 # venv for the host side (deploy/compose_probe.py). Settings (environment):
@@ -62,6 +68,14 @@ else
     fail "neither 'docker compose' nor 'docker-compose' is installed"
 fi
 [ -x "$PY" ] || fail "$PY is missing: make the venv first (make test, or PYTHON=...)"
+
+# Two random keys for this run (the env server accepts either; the probe and deploy present
+# the first), in the work folder only this user can enter; docker-compose.yml's secret.
+keys="$work/api_keys"
+"$PY" -c 'import secrets; print(f"# compose-check keys\n{secrets.token_urlsafe(32)}\n{secrets.token_urlsafe(32)}")' >"$keys"
+chmod 700 "$work"
+chmod 644 "$keys"
+export RTPLAN_HOST_API_KEY_FILE="$keys"
 
 override="$work/games.override.yml"
 if [ "$GAMES" = all ]; then
@@ -226,14 +240,27 @@ for svc in planner-cpu env-server-cpu; do
     fi
 done
 
-# --- 5. play --------------------------------------------------------------------------------
-step play "a recorded planner session over REST, its websocket watched from the host"
+# --- 5. keys --------------------------------------------------------------------------------
+step keys "the env server's command with no key refuses to serve 0.0.0.0"
+# The service's own command line without its --api-key-file: one line on stderr, exit 2.
+set +e
+compose run --rm --no-deps -T env-server-cpu rtplan env-server --host=0.0.0.0 --http-port=0 \
+    --grpc-port=0 >"$work/no-key.log" 2>&1
+rc=$?
+set -e
+cat "$work/no-key.log"
+[ "$rc" = 2 ] || fail "the env server with no key on 0.0.0.0 exited $rc, not 2"
+grep -q "refusing to serve 0.0.0.0, which is not loopback, with no key" "$work/no-key.log" ||
+    fail "the env server with no key did not say why it refused"
+
+# --- 6. play --------------------------------------------------------------------------------
+step play "no key 401, a wrong key 403; a recorded planner session with the key, watched"
 game="${GAMES%%,*}"
 [ "$game" != all ] || game=snake-rt-v0
-"$PY" deploy/compose_probe.py play --http "$HTTP" --game "$game" --k 2 --frames 60 \
-    --out "$work/play.json" || fail "the session check failed"
+"$PY" deploy/compose_probe.py play --http "$HTTP" --api-key-file "$keys" --game "$game" --k 2 \
+    --frames 60 --out "$work/play.json" | tee "$work/play.log" || fail "the session check failed"
 
-# --- 6. restart -----------------------------------------------------------------------------
+# --- 7. restart -----------------------------------------------------------------------------
 step restart "down (volumes kept) and up again; the replay is still in its volume"
 compose down >"$work/down-restart.log" 2>&1 || fail "compose down failed"
 bring_up
@@ -243,12 +270,12 @@ compose exec -T env-server-cpu ls -ln /app/replays | grep -F "$replay" ||
 "$PY" deploy/compose_probe.py replay --http "$HTTP" --expect "$work/play.json" ||
     fail "the env server does not serve the replay after the restart"
 
-# --- 7. one rung of cpu-deploy --------------------------------------------------------------
+# --- 8. one rung of cpu-deploy --------------------------------------------------------------
 step deploy "one short rung of the cpu-deploy profile (8 FPS, 1 episode, 60 frames)"
 out=/app/results/$game/deploy-check
 if ! compose run --rm -T deploy-cpu rtplan deploy --remote=http://env-server:8000 \
     --planner=planner:50051 --game="$game" --fps 8 --episodes=1 --max-frames=60 \
-    --out="$out" >"$work/deploy.log" 2>&1; then
+    --api-key-file=/run/secrets/rtplan/api_keys --out="$out" >"$work/deploy.log" 2>&1; then
     tail -30 "$work/deploy.log"
     fail "the deploy rung failed (log: $work/deploy.log)"
 fi
@@ -260,4 +287,22 @@ echo "$listing"
 if echo "$listing" | awk '$1 != 1000 {bad=1} END {exit !bad}'; then
     fail "a deploy output file is not owned by uid 1000"
 fi
+
+# --- 9. no key in any log -------------------------------------------------------------------
+step logs "no key in the containers' logs, the probe's output or the deploy's"
+compose logs --no-color --timestamps >"$work/services.log" 2>&1 || fail "compose logs failed"
+grep -q "rtplan env server: http on" "$work/services.log" ||
+    fail "the env server's log is not in compose logs (nothing to search)"
+n=0
+while read -r key; do
+    case "$key" in "" | "#"*) continue ;; esac
+    n=$((n + 1))
+    for f in services.log no-key.log play.log play.json deploy.log; do
+        if grep -qF -- "$key" "$work/$f"; then
+            fail "key $n of the key file appears in $f"
+        fi
+    done
+done <"$keys"
+[ "$n" = 2 ] || fail "read $n keys from $keys, not 2"
+log "neither key appears in $(wc -l <"$work/services.log") lines of logs and the probe's files"
 step down "all checks passed"

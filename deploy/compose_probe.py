@@ -1,7 +1,9 @@
-"""The host side of `make compose-check` (deploy/compose_check.sh): plays a planner session
-over REST and watches its websocket, then finds its replay after the stack restarts.
+"""The host side of `make compose-check` (deploy/compose_check.sh): checks that creating a
+session needs a key, plays a planner session over REST with one and watches its websocket,
+then finds its replay after the stack restarts.
 
-    python deploy/compose_probe.py play --http http://127.0.0.1:8000 --out play.json
+    python deploy/compose_probe.py play --http http://127.0.0.1:8000 --api-key-file KEYS \
+        --out play.json
     python deploy/compose_probe.py replay --http http://127.0.0.1:8000 --expect play.json
 
 Each prints one line of what it saw and exits non-zero, with the reason, when a check fails.
@@ -16,23 +18,40 @@ import sys
 import time
 from pathlib import Path
 
-from rtplan.processes import http_json
+from rtplan.processes import HTTPStatusError, first_key, http_json
 
 
 def _ws_url(http: str) -> str:
     return "ws" + http.removeprefix("http")
 
 
-def play(http: str, *, game: str, k: int, fps: float, frames: int, timeout_s: float) -> dict:
-    """Creates a recorded planner session of `frames` frames, watches its websocket to the
-    end, and returns what was seen (frames, provenance counts, the replay's file name)."""
+def refusals(http: str, body: dict) -> dict[str, int]:
+    """The statuses of creating a session with no key and with a wrong one (the env server
+    must answer 401 and 403 before it creates anything)."""
+    seen = {}
+    for name, key in (("no_key", None), ("wrong_key", "not-a-key-of-this-server")):
+        try:
+            http_json("POST", f"{http}/v1/sessions", body, key)
+            seen[name] = 201
+        except HTTPStatusError as e:
+            seen[name] = e.status
+    return seen
+
+
+def play(
+    http: str, *, key: str, game: str, k: int, fps: float, frames: int, timeout_s: float
+) -> dict:
+    """Creates a recorded planner session of `frames` frames with `key` (after checking that
+    no key and a wrong one are refused), watches its websocket to the end, and returns what
+    was seen (the refusals' statuses, frames, provenance counts, the replay's file name)."""
     from websockets.exceptions import ConnectionClosedOK
     from websockets.sync.client import connect
 
     body = {"game": game, "agent": "planner", "k": k, "fps": fps, "record": True}
     body["max_frames"] = frames
+    refused = refusals(http, body)
     # The env server compiles the game's step at its first session: minutes on a loaded CPU.
-    created = http_json("POST", f"{http}/v1/sessions", body, timeout=timeout_s)
+    created = http_json("POST", f"{http}/v1/sessions", body, key, timeout=timeout_s)
     sid = created["id"]
     seen: collections.Counter[str] = collections.Counter()
     planned = 0
@@ -61,6 +80,7 @@ def play(http: str, *, game: str, k: int, fps: float, frames: int, timeout_s: fl
             break
         time.sleep(0.5)
     return {
+        "refused": refused,
         "session": sid,
         "game": game,
         "frames_seen": sum(seen.values()),
@@ -83,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("play", help="play and watch one recorded planner session")
     p.add_argument("--http", required=True, help="the env server, http://HOST:PORT")
+    p.add_argument(
+        "--api-key-file", type=Path, required=True, help="the env server's keys (its first)"
+    )
     p.add_argument("--game", default="snake-rt-v0")
     p.add_argument("--k", type=int, default=2, help="the planner's budget on every option")
     p.add_argument("--fps", type=float, default=9.0)
@@ -104,6 +127,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "play":
         seen = play(
             args.http,
+            key=first_key(args.api_key_file),
             game=args.game,
             k=args.k,
             fps=args.fps,
@@ -112,6 +136,8 @@ def _run(args: argparse.Namespace) -> int:
         )
         args.out.write_text(json.dumps(seen, indent=1))
         print("compose_probe play: " + json.dumps(seen, sort_keys=True))
+        if seen["refused"] != {"no_key": 401, "wrong_key": 403}:
+            return _fail(f"creating a session with no key or a wrong one: {seen['refused']}")
         if seen["frames_seen"] < args.frames // 2:
             return _fail(f"the websocket showed {seen['frames_seen']} of {args.frames} frames")
         if seen["planner_on_time"] == 0:

@@ -14,9 +14,15 @@ import uvicorn
 from pydantic import ValidationError
 
 from rtplan.harness.config import add_settings_flags, settings_overrides
-from rtplan.processes import bind_error
+from rtplan.processes import (
+    KeyFileError,
+    bind_error,
+    exposure_refusal,
+    exposure_warning,
+    is_loopback,
+)
 from rtplan.server._human import MAX_READ_BYTES
-from rtplan.server.app import create_app
+from rtplan.server.app import api_keys, create_app
 from rtplan.server.settings import Settings
 
 #: Settings that are no flags: a secret does not belong on a command line (`ps` shows it).
@@ -108,6 +114,32 @@ def _taken(host: str, port: int, reason: str, flag: str, variable: str) -> int:
     return 2
 
 
+#: What a key guards on this server (the refusal and the --open warning say it).
+_GUARDED = "create sessions"
+
+
+def _refusal(settings: Settings) -> str | None:
+    """One line when the server must not start: a key file that cannot serve, or a host that
+    is not loopback with no key and no --open (which gets its WARNING here instead)."""
+    try:
+        keys = api_keys(settings)
+    except KeyFileError as e:
+        return f"env server: {e}; fix it or pass another --api-key-file"
+    refused = exposure_refusal(
+        "env server",
+        settings.host,
+        keys,
+        open_on_purpose=settings.open,
+        guarded=_GUARDED,
+        token_variable="RTPLAN_SERVER_AGENT_TOKEN",
+    )
+    if refused is None and not keys.required and not is_loopback(settings.host):
+        logging.getLogger("rtplan.server").warning(
+            exposure_warning("env server", settings.host, _GUARDED)
+        )
+    return refused
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the server until interrupted; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -116,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings(**settings_overrides(Settings, args))
     except ValidationError as e:
         print(f"env server: bad settings:\n{e}", file=sys.stderr)
+        return 2
+    refused = _refusal(settings)
+    if refused is not None:
+        print(refused, file=sys.stderr)
         return 2
     try:
         return asyncio.run(_serve(settings, args.log_level, access_log=args.access_log))

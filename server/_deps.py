@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from rtplan.processes import ApiKeys
 from rtplan.server._manager import SessionManager
 from rtplan.server._runtime import Runtimes
 from rtplan.server.settings import Settings
@@ -28,8 +29,13 @@ def get_grpc_port(request: Request) -> int:
     return request.app.state.grpc_port
 
 
+def get_keys(request: Request) -> ApiKeys:
+    return request.app.state.keys
+
+
 AppSettings = Annotated[Settings, Depends(get_settings)]
 Manager = Annotated[SessionManager, Depends(get_manager)]
 GameRuntimes = Annotated[Runtimes, Depends(get_runtimes)]
 GrpcPort = Annotated[int, Depends(get_grpc_port)]
+Keys = Annotated[ApiKeys, Depends(get_keys)]
 Authorization = Annotated[str | None, Header(max_length=1000)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
 from typing import Annotated, Any, Literal
@@ -14,8 +13,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.websockets import WebSocketDisconnect
 
 from rtplan import games
+from rtplan.processes import ApiKeys, Verdict
 from rtplan.server._config import SessionConfig, SessionError
-from rtplan.server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Manager
+from rtplan.server._deps import AppSettings, Authorization, GameRuntimes, GrpcPort, Keys, Manager
 from rtplan.server._errors import errors
 from rtplan.server._human import MalformedMessage, PlayerLink
 from rtplan.server._manager import MAX_CLOCK_S
@@ -222,18 +222,21 @@ def _bearer(authorization: str | None) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def _check_agent_token(settings: AppSettings, authorization: str | None) -> None:
-    """Refuses a session's creation without the server's agent token, when it has one."""
-    if settings.agent_token is None:
-        return
-    given = _bearer(authorization)
-    if given is None:
+def _check_key(keys: ApiKeys, authorization: str | None) -> None:
+    """Refuses a session's creation without a key of the server, when it has keys (its agent
+    token, its API key file's lines); the messages never repeat what was presented."""
+    verdict = keys.verdict(_bearer(authorization))
+    if verdict is Verdict.MISSING:
         raise SessionError(
             grpc.StatusCode.UNAUTHENTICATED,
-            "creating a session needs the server's agent token: Authorization: Bearer <token>",
+            "creating a session needs a key of this server (its agent token or a line of its "
+            "API key file): Authorization: Bearer <key>",
         )
-    if not hmac.compare_digest(given.encode(), settings.agent_token.get_secret_value().encode()):
-        raise SessionError(grpc.StatusCode.PERMISSION_DENIED, "wrong agent token")
+    if verdict is Verdict.WRONG:
+        raise SessionError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "wrong key: neither this server's agent token nor a key of its API key file",
+        )
 
 
 @router.get("/healthz")
@@ -266,9 +269,10 @@ async def create_session(
     manager: Manager,
     settings: AppSettings,
     grpc_port: GrpcPort,
+    keys: Keys,
     authorization: Authorization = None,
 ) -> dict[str, Any]:
-    _check_agent_token(settings, authorization)
+    _check_key(keys, authorization)
     cfg = await manager.resolve(
         body.config(settings.default_fps),
         opponent_given=body.opponent_given,

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from rtplan.jax_setup import guard_map_count
+from rtplan.processes import ApiKeys
 from rtplan.server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
 from rtplan.server._config import SessionError
 from rtplan.server._errors import declare_errors, error_response
@@ -44,10 +45,9 @@ async def _lifespan(app: FastAPI):
         # One channel per planner service; each game's Plan calls go to the one serving it.
         router, channels = open_router(settings.planner_address)
     manager = SessionManager(settings, runtimes, router)
-    token = settings.agent_token.get_secret_value() if settings.agent_token else None
     service = EnvService(
         manager,
-        agent_token=token,
+        keys=app.state.keys,
         default_fps=settings.default_fps,
         agent_queue=settings.agent_queue,
     )
@@ -98,16 +98,29 @@ def _allowed(app: FastAPI, scope: dict) -> str:
     return ", ".join(sorted(methods))
 
 
+def api_keys(settings: Settings) -> ApiKeys:
+    """The keys that create sessions: the agent token and the API key file's lines.
+
+    Raises:
+        KeyFileError: the key file cannot serve (the server refuses to start).
+    """
+    token = settings.agent_token.get_secret_value() if settings.agent_token else None
+    return ApiKeys(token=token, key_file=settings.api_key_file)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The env server app; its lifespan starts the gRPC Env server on the same event loop.
 
-    `app.state` holds the settings and the pages' folder (`web_dir`), and once the lifespan
+    `app.state` holds the settings, the keys that create sessions (`keys`: `api_keys`; a key
+    file that cannot serve raises `KeyFileError` here) and the pages' folder (`web_dir`), and
+    once the lifespan
     runs the game runtimes, the session manager, the planner channel, the replay cache and the
     gRPC server (with `grpc_port`, the port it bound). The routers read them by `Depends`.
     """
     settings = Settings() if settings is None else settings
     app = FastAPI(title="rtplan env server", version=SERVER_VERSION, lifespan=_lifespan)
     app.state.settings = settings
+    app.state.keys = api_keys(settings)
     app.state.results_index = _routes_results.ResultsIndex(settings.results_dir)
 
     @app.exception_handler(SessionError)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 
@@ -11,6 +10,7 @@ import grpc
 
 import rtplan
 from rtplan import games, wire
+from rtplan.processes import ApiKeys, Verdict
 from rtplan.server._config import SessionConfig, SessionError
 from rtplan.server._manager import SessionManager
 from rtplan.server._queue import AgentLink
@@ -84,12 +84,12 @@ class EnvService(env_pb2_grpc.EnvServicer):
         self,
         manager: SessionManager,
         *,
-        agent_token: str | None,
+        keys: ApiKeys,
         default_fps: float,
         agent_queue: int = 256,
     ) -> None:
         self._manager = manager
-        self._agent_token = agent_token
+        self._keys = keys
         self._default_fps = default_fps
         self._agent_queue = agent_queue
 
@@ -176,12 +176,11 @@ class EnvService(env_pb2_grpc.EnvServicer):
                 raise SessionError(
                     _INVALID, "Join needs session_id and token, or game_id to create a session"
                 )
-            if self._agent_token is not None and not hmac.compare_digest(
-                join.token.encode(), self._agent_token.encode()
-            ):
+            if self._keys.verdict(join.token) in (Verdict.MISSING, Verdict.WRONG):
                 raise SessionError(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    "creating a session over gRPC needs this server's agent token",
+                    "creating a session over gRPC needs a key of this server (its agent token "
+                    "or a line of its API key file) in Join.token",
                 )
             cfg = await self._manager.resolve(
                 join_config(join, self._default_fps), opponent_given=False

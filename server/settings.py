@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtplan.harness.checkpoint import checkpoint_root
 from rtplan.harness.layout import replays_root, results_root
+from rtplan.processes import check_key
 from rtplan.server._planner_channel import planner_services
 
 
@@ -19,9 +20,16 @@ class Settings(BaseSettings):
     (`harness.config.add_settings_flags`).
     """
 
-    model_config = SettingsConfigDict(env_prefix="RTPLAN_SERVER_", frozen=True)
+    # An error never shows the value it refused: the agent token's would be a secret.
+    model_config = SettingsConfigDict(
+        env_prefix="RTPLAN_SERVER_", frozen=True, hide_input_in_errors=True
+    )
 
-    host: str = Field("127.0.0.1", description="interface both servers bind")
+    host: str = Field(
+        "127.0.0.1",
+        description="interface both servers bind; one that is not loopback needs a key "
+        "(--api-key-file, RTPLAN_SERVER_AGENT_TOKEN) or --open",
+    )
     http_port: int = Field(8000, ge=0, le=65535, description="REST + websocket port, 0: any free")
     grpc_port: int = Field(50052, ge=0, le=65535, description="gRPC Env API port, 0: any free")
     planner_address: str | None = Field(
@@ -47,8 +55,18 @@ class Settings(BaseSettings):
     )
     agent_token: SecretStr | None = Field(
         None,
-        description="when set, creating a session needs it (REST `Authorization: Bearer`, "
-        "gRPC Join.token)",
+        description="a key: when set, creating a session needs it or a key of the API key "
+        "file (REST `Authorization: Bearer`, gRPC Join.token); >= 16 visible ASCII characters",
+    )
+    api_key_file: Path | None = Field(
+        None,
+        description="a file of keys, one a line (# comments), any of which creates sessions as "
+        "the agent token does; read again when it changes, so keys rotate without a restart",
+    )
+    open: bool = Field(
+        False,
+        description="serve a host that is not loopback with no key, on purpose: anyone who "
+        "reaches the ports can create sessions (without it the server refuses to start)",
     )
     record_dir: Path = Field(
         default_factory=replays_root,
@@ -128,6 +146,13 @@ class Settings(BaseSettings):
         description="folder of the browser pages served at / (default: the checkout's web/ "
         "beside the packages, else the installed package's copy)",
     )
+
+    @field_validator("agent_token")
+    @classmethod
+    def _check_agent_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_key(value.get_secret_value(), "the agent token")
+        return value
 
     @field_validator("planner_address")
     @classmethod

@@ -67,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --remote: the planner service's address, checked SERVING and recorded",
     )
     p.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        default=None,
+        help="with --remote: a file of the env server's keys (its first key creates the "
+        "sessions; one a line, # comments), where the server has keys",
+    )
+    p.add_argument(
         "--checkpoint-dir",
         default=None,
         help="the services' checkpoints (default: the shipped ones); not with --remote",
@@ -103,6 +110,8 @@ def _experiment(args: argparse.Namespace):
         raise CommandError(f"--until-miss-rate must be in [0, 1), got {args.until_miss_rate}")
     if args.remote is None and args.planner is not None:
         raise CommandError("--planner names the planner of a --remote env server")
+    if args.remote is None and args.api_key_file is not None:
+        raise CommandError("--api-key-file holds the keys of a --remote env server")
     if args.remote is not None and args.checkpoint_dir is not None:
         raise CommandError("--checkpoint-dir is for the services deploy starts, not --remote")
     if args.gate is not None and (args.k is not None or args.remote is not None):
@@ -133,17 +142,30 @@ def _deploy(args: argparse.Namespace) -> int:
     try:
         if args.remote is not None:
             base = (args.remote if "://" in args.remote else f"http://{args.remote}").rstrip("/")
+            key = _key(args.api_key_file)  # a file that cannot serve: refused before a call
             print(env_health(base))
             if args.planner is not None:
                 print(planner_health(args.planner))
             ident = {"env_server": base, "planner": args.planner}
-            deploy.run(base, exp, out, services=ident)
+            deploy.run(base, exp, out, services=ident, key=key)
             return 0
         return _local(args, exp, out)
     except CheckpointError:  # a missing checkpoint is bad input (USAGE), not a failed run
         raise
     except RuntimeError as e:  # a service did not start or a session failed: its log's tail
         raise CommandError(f"{e}", FAILED) from e
+
+
+def _key(path: str | None) -> str | None:
+    """The key a remote env server gets (`--api-key-file`'s first), None without the flag."""
+    from rtplan.processes import KeyFileError, first_key
+
+    if path is None:
+        return None
+    try:
+        return first_key(path)
+    except KeyFileError as e:  # bad input (USAGE), before anything is played
+        raise CommandError(f"--api-key-file: {e}") from e
 
 
 def _local(args: argparse.Namespace, exp, out: Path) -> int:

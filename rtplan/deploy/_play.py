@@ -51,8 +51,11 @@ def served_game(http: str, exp: Experiment) -> dict:
     return spec
 
 
-def _live_episode(http: str, exp: Experiment, fps: float, seed: int) -> tuple[dict, list[dict]]:
-    """One recorded real-time session of the planner agent; its final details and frame rows."""
+def _live_episode(
+    http: str, exp: Experiment, fps: float, seed: int, key: str | None
+) -> tuple[dict, list[dict]]:
+    """One recorded real-time session of the planner agent (created with `key`, where the env
+    server has keys); its final details and frame rows."""
     body = {
         "game": exp.game,
         "agent": "planner",
@@ -62,7 +65,7 @@ def _live_episode(http: str, exp: Experiment, fps: float, seed: int) -> tuple[di
         "max_frames": exp.max_frames,
         **({} if exp.k is None else {"k": exp.k}),
     }
-    sid = create_session(http, body)
+    sid = create_session(http, body, key)
     while (info := http_json("GET", f"{http}/v1/sessions/{sid}"))["status"] in (
         "waiting",
         "running",
@@ -82,7 +85,9 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
-def _simulated(http: str, exp: Experiment, out: Path, inputs: dict, log: Callable) -> dict:
+def _simulated(
+    http: str, exp: Experiment, out: Path, inputs: dict, log: Callable, key: str | None
+) -> dict:
     """The simulated-clock returns on the same seeds (`via_services.play_sessions`): played once
     per experiment, kept in `simulated.json` while the inputs match."""
     path = out / "simulated.json"
@@ -93,7 +98,7 @@ def _simulated(http: str, exp: Experiment, out: Path, inputs: dict, log: Callabl
     start = time.perf_counter()
     log(f"simulated clock: {exp.episodes} episodes of {exp.game} ({exp.agent})")
     ended = play_sessions(
-        http, exp.game, exp.seeds, lambda line: None, k=exp.k, max_frames=exp.max_frames
+        http, exp.game, exp.seeds, lambda line: None, k=exp.k, max_frames=exp.max_frames, key=key
     )
     ks = collections.Counter()
     for info in ended:
@@ -120,6 +125,7 @@ def run(
     out: Path,
     *,
     services: dict,
+    key: str | None = None,
     log: Callable = print,
     progress: bool = True,
 ) -> dict:
@@ -137,6 +143,7 @@ def run(
         out: the output folder.
         services: what identifies the services (checkpoint digests, or their addresses), part
             of the inputs a kept file must match; `placement` in it is recorded, not matched.
+        key: a key of the env server that creates its sessions, where it has keys.
 
     Returns:
         `deploy.json`'s content.
@@ -158,7 +165,7 @@ def run(
         },
     }
     out.mkdir(parents=True, exist_ok=True)
-    sim = _simulated(http, exp, out, inputs, log)
+    sim = _simulated(http, exp, out, inputs, log, key)
     budgets = spec["planner"]["budgets"]
     bar = tqdm(
         total=len(exp.fps) * exp.episodes,
@@ -173,7 +180,9 @@ def run(
         while todo:
             fps = todo.pop(0)
             try:
-                summary = _fps(http, exp, fps, out, inputs, sim, budgets, bar, log, placement)
+                summary = _fps(
+                    http, exp, fps, out, inputs, sim, budgets, bar, log, placement, key=key
+                )
             except HTTPStatusError as e:
                 if not added or e.status != 422:
                     raise
@@ -212,6 +221,8 @@ def _fps(
     bar,
     log: Callable,
     placement: dict | None,
+    *,
+    key: str | None,
 ) -> dict:
     """One FPS: kept when its summary holds the same inputs, else its N episodes played."""
     path = out / f"{fps_name(fps)}.json"
@@ -232,7 +243,7 @@ def _fps(
     for seed in exp.seeds.tolist():
         if seed in done:
             continue
-        info, ep_rows = _live_episode(http, exp, fps, seed)
+        info, ep_rows = _live_episode(http, exp, fps, seed, key)
         done[seed] = ({"inputs": inputs, "seed": seed, **{k: info[k] for k in _KEPT}}, ep_rows)
         _append(episodes_path, frames_path, *done[seed])
         bar.update(1)

@@ -72,7 +72,8 @@ class EnvServicer:
         FAILED_PRECONDITION: an action before Join, a second Join, a session played by a
         built-in agent, already ended or already joined by another agent, or a fallback or
         planner the server cannot provide.
-        PERMISSION_DENIED: a wrong session token, or a wrong agent token creating a session.
+        PERMISSION_DENIED: a wrong session token, or no key or a wrong one creating a session
+        on a server with keys (its agent token, its API key file's lines).
         NOT_FOUND: Join names no session of this server.
         RESOURCE_EXHAUSTED: the server is at its limit of live sessions.
         """

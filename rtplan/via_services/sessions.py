@@ -64,15 +64,16 @@ def serving_folder(tmp: Path, game_id: str, planner_file: str, gate_file: str) -
     return root
 
 
-def create_session(http: str, body: dict) -> str:
-    """Creates a session; retries while the env server cannot reach the planner service yet.
+def create_session(http: str, body: dict, key: str | None = None) -> str:
+    """Creates a session (`key`: a key of the env server, where it has keys); retries while
+    the env server cannot reach the planner service yet.
 
     A gated session asks the planner service for its gate first; on a loaded machine a fresh
     connection can time out (UNAVAILABLE) although the service is up, so try a few times.
     """
     for attempt in range(CREATE_TRIES):
         try:
-            return http_json("POST", f"{http}/v1/sessions", body)["id"]
+            return http_json("POST", f"{http}/v1/sessions", body, key)["id"]
         except RuntimeError as e:
             if "UNAVAILABLE" not in str(e) or attempt == CREATE_TRIES - 1:
                 raise
@@ -113,11 +114,13 @@ def play_sessions(
     max_frames: int = 0,
     opponent: str | None = None,
     committed: str = "reflex",
+    key: str | None = None,
 ) -> list[dict]:
     """One simulated-clock planner-agent session per seed, recorded, to the episode's end (or
     `max_frames`), `PARALLEL` at a time; the gate picks each option's k unless `k` forces one.
     Clock games: `opponent` is the built-in opponent (e.g. "reflex"). `committed`: what the
     sessions' committed frames play ("plan": the planner service's plans, which it must play).
+    `key`: a key of the env server, where it has keys (`create_session`).
 
     Returns:
         Each session's final details (`GET /v1/sessions/ID`: episode_return, frame, reason,
@@ -143,7 +146,7 @@ def play_sessions(
                 **({} if opponent is None else {"opponent": opponent}),
                 **({} if committed == "reflex" else {"committed": committed}),
             }
-            sid = create_session(http, body)
+            sid = create_session(http, body, key)
             if k is None and not http_json("GET", f"{http}/v1/sessions/{sid}")["gated"]:
                 raise RuntimeError(f"session {sid} (seed {seed}) does not play the gate")
             live[sid] = (seed, -1, time.monotonic())

@@ -5,11 +5,13 @@ The default suite needs no Docker engine (`make compose-check`, deploy/compose_c
 the cpu profile in real containers), so the compose file is checked by what it means: each
 profile's commands parse with the real command-line parsers into valid settings, the env server
 reaches the planner by its network alias and port, the health checks run `rtplan health` against
-the ports the services bind, only the gpu profile reserves GPUs, and the images install an extra
-that exists. Where `docker-compose` (or `docker compose`) is installed, it validates the file
-against its schema too, offline. Last, the cpu profile's command lines and health checks run as
-plain processes: the planner fails its check while compiling and passes once SERVING, then the
-env server starts, passes its own and reaches the planner.
+the ports the services bind, only the gpu profile reserves GPUs, the images install an extra
+that exists, and the env server and the deploy profiles read their keys from one secret whose
+file no commit holds. Where `docker-compose` (or `docker compose`) is installed, it validates
+the file against its schema too, offline. Last, the cpu profile's command lines and health
+checks run as plain processes: the planner fails its check while compiling and passes once
+SERVING, then the env server starts with a key file, passes its own check, reaches the planner,
+and creates a session only for a key.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from rtplan.cli import build_parser as rtplan_parser
 from rtplan.commands.health import TIMEOUT_S
 from rtplan.planner_service.__main__ import build_parser as planner_parser
 from rtplan.planner_service.settings import PlannerServiceSettings
-from rtplan.processes import Child, stop_all
+from rtplan.processes import Child, HTTPStatusError, http_json, stop_all
 from rtplan.processes._services import _ENV_BOUND, _PLANNER_BOUND
 from rtplan.server.__main__ import _parser as server_parser
 from rtplan.server.settings import Settings
@@ -127,6 +129,12 @@ def _filled(value: str, variables: dict[str, str]) -> str:
 #: The variables a person sets to move the env server's host ports, and the base image.
 HOST_PORTS = {"RTPLAN_HOST_HTTP_PORT": "http_port", "RTPLAN_HOST_GRPC_PORT": "grpc_port"}
 BASE_IMAGE = "RTPLAN_BASE_IMAGE"
+#: The variable that names the host's file of API keys (the secret rtplan_api_keys), and that
+#: secret's name in the file.
+KEY_FILE = "RTPLAN_HOST_API_KEY_FILE"
+SECRET = "rtplan_api_keys"
+#: A key file's stand-in for the compose runs that only read the file (`config`).
+SOME_KEYS = str(ROOT / "README.md")
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -163,7 +171,11 @@ def test_the_host_ports_and_the_base_image_move_with_their_variables(profile, mo
         ):
             clean = {k: v for k, v in os.environ.items() if k not in {*moved, BASE_IMAGE}}
             done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=60, env={**clean, **variables}
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**clean, KEY_FILE: SOME_KEYS, **variables},
             )
             assert done.returncode == 0, done.stderr
             services = yaml.safe_load(done.stdout)["services"]
@@ -283,6 +295,7 @@ def test_docker_compose_validates_the_file_offline():
     tools = _compose_tools()
     if not tools:
         pytest.skip("neither docker-compose nor the docker compose plugin is installed")
+    env = {**os.environ, KEY_FILE: SOME_KEYS}
     for tool in tools:
         argv = [
             *tool,
@@ -293,7 +306,9 @@ def test_docker_compose_validates_the_file_offline():
             "--profile",
             "cpu",
         ]
-        done = subprocess.run([*argv, "config", "-q"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [*argv, "config", "-q"], capture_output=True, text=True, timeout=60, env=env
+        )
         assert done.returncode == 0, f"{' '.join(tool)} config: {done.stderr}"
         # ... and the checker does check: a key the schema does not know is refused.
         bad = compose_file()
@@ -304,8 +319,72 @@ def test_docker_compose_validates_the_file_offline():
             capture_output=True,
             text=True,
             timeout=60,
+            env=env,
         )
         assert done.returncode != 0 and "start_perod" in done.stderr, done.stderr
+
+
+def _secret_file(service: dict) -> str:
+    """Where `service` mounts the secret rtplan_api_keys (its only secret)."""
+    (secret,) = service["secrets"]
+    assert secret["source"] == SECRET, secret
+    return secret["target"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_env_server_and_deploy_read_their_keys_from_one_secret(profile, monkeypatch):
+    """The env server binds 0.0.0.0 and so needs a key: its `--api-key-file` is where the secret
+    rtplan_api_keys is mounted (it has no --open, and without the key the same command is
+    refused), and the deploy profile presents a key of the same file. The secret's file is
+    `${RTPLAN_HOST_API_KEY_FILE:?...}`, required and named by no commit."""
+    from rtplan.processes import ApiKeys, exposure_refusal
+
+    planner, env = compose_profile(profile)
+    e = service_settings(Settings, server_parser, env, monkeypatch)
+    assert e.host == "0.0.0.0" and not e.open and e.agent_token is None
+    target = _secret_file(env)
+    assert str(e.api_key_file) == target and target.startswith("/run/secrets/")
+    assert "secrets" not in planner  # it creates no session
+    without = [a for a in env["command"] if not a.startswith("--api-key-file")]
+    bare = service_settings(Settings, server_parser, {**env, "command": without}, monkeypatch)
+    refused = exposure_refusal(
+        "env server",
+        bare.host,
+        ApiKeys(),
+        open_on_purpose=bare.open,
+        guarded="create sessions",
+        token_variable="RTPLAN_SERVER_AGENT_TOKEN",
+    )
+    assert refused and "--api-key-file" in refused and "--open" in refused
+    deploy = compose_file()["services"][f"deploy-{profile}"]
+    args = rtplan_parser().parse_args(deploy["command"][1:])
+    assert args.api_key_file == _secret_file(deploy) == target
+    secret = compose_file()["secrets"][SECRET]
+    assert set(secret) == {"file"}
+    found = re.fullmatch(r"\$\{(\w+):\?([^}]+)\}", secret["file"])
+    assert found and found[1] == KEY_FILE and KEY_FILE in found[2], secret
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [t for t in tracked if "api_key" in Path(t).name], "a key file is committed"
+
+
+def test_compose_refuses_to_run_without_the_key_file_variable():
+    """Where compose is installed: the file names no default, so any command without
+    RTPLAN_HOST_API_KEY_FILE fails at once, naming it; with it, the secret is that file."""
+    tools = _compose_tools()
+    if not tools:
+        pytest.skip("neither docker-compose nor the docker compose plugin is installed")
+    clean = {k: v for k, v in os.environ.items() if k != KEY_FILE}
+    for tool in tools:
+        argv = [*tool, "-f", str(ROOT / "docker-compose.yml"), "--profile", "cpu", "config"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=clean)
+        assert done.returncode != 0 and KEY_FILE in done.stderr, done.stderr
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, env={**clean, KEY_FILE: SOME_KEYS}
+        )
+        assert done.returncode == 0, done.stderr
+        assert yaml.safe_load(done.stdout)["secrets"][SECRET]["file"] == SOME_KEYS
 
 
 # The cpu profile as plain processes ---------------------------------------------------------
@@ -366,15 +445,19 @@ def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_p
         assert runs[0].returncode == 1 and "is NOT_SERVING (compiling: " in runs[0].stderr
         assert "is SERVING (2 executables compiled) on cpu" in runs[-1].stdout
 
-        # The env server's folders: the container's mount points, as folders here.
+        # The env server's folders: the container's mount points, as folders here; the
+        # secret, a file of two keys.
         folders = {k: str(tmp_path / Path(v).name) for k, v in env["environment"].items()}
         e = service_settings(Settings, server_parser, {**env, "environment": folders}, monkeypatch)
+        keys = tmp_path / "api_keys"
+        keys.write_text(f"# the compose secret\n{'k' * 32}\n{'j' * 32}\n")
         argv = _local(
             env["command"],
             http_port=0,
             grpc_port=0,
             planner_address=f"127.0.0.1:{port}",
             checkpoint_dir=ckpt,
+            api_key_file=keys,
         )
         server = Child("env-server", argv, echo=False)
         children.append(server)
@@ -387,5 +470,15 @@ def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_p
             games = {g["id"]: g for g in json.loads(resp.read())["games"]}
         snake = games["snake-rt-v0"]["planner"]
         assert snake["available"] and snake["budgets"] == [2], snake
+
+        # Creating a session: no key 401, a wrong one 403, the file's second key 201.
+        body = {"game": "snake-rt-v0", "agent": "planner", "k": 2, "max_frames": 3}
+        for key, status in ((None, 401), ("x" * 32, 403), ("j" * 32, 201)):
+            try:
+                http_json("POST", f"http://127.0.0.1:{http}/v1/sessions", body, key, timeout=120)
+                got = 201
+            except HTTPStatusError as err:
+                got = err.status
+            assert got == status, (key, got)
     finally:
         stop_all(children[::-1])

@@ -7,8 +7,10 @@ little of kustomize these files use, and each resource is validated strictly (an
 an error) against the schemas kubernetes-validate ships for the oldest and newest Kubernetes it
 knows, without network. Then the variants are compared with their compose profile: the same
 commands (parsed by the real parsers into valid settings), environment, images, ports, health
-checks and mount points; and checked for what only Kubernetes has: a headless Service over the
-planner replicas, an autoscaler on them, the Dockerfile's user, GPUs in the gpu variant only.
+checks and mount points, and the env server's keys read from a Secret where compose mounts its
+secret; and checked for what only Kubernetes has: a headless Service over the planner replicas,
+an autoscaler on them, the Dockerfile's user, GPUs in the gpu variant only, and a Secret that no
+file here holds (the command that makes it is documented).
 Where kubectl is installed, its own kustomize builds the same resources (offline too).
 """
 
@@ -42,6 +44,8 @@ VARIANTS = {"base": "cpu", "gpu": "gpu"}
 SCHEMA_VERSIONS = ("1.25", "1.37")
 PLANNER, ENV_SERVER = "rtplan-planner", "rtplan-env-server"
 GPU = "nvidia.com/gpu"
+#: The Secret of the env server's API keys (made with kubectl, never committed) and its key.
+KEYS_SECRET, KEYS_ITEM = "rtplan-api-keys", "api_keys"
 
 Resources = dict[tuple[str, str], dict]
 
@@ -373,11 +377,16 @@ def test_pods_run_as_the_images_user_and_mount_composes_volumes(variant, monkeyp
         assert security["runAsUser"] == security["runAsGroup"] == security["fsGroup"] == uid
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
-        # Every compose mount point, each a folder the image made for its user.
+        # Every compose mount point, each a folder the image made for its user (the keys'
+        # Secret aside: compose mounts it as a secret, test_the_env_server_reads_its_keys...).
         compose = compose_profile(VARIANTS[variant])[service]
         want = {m.split(":")[1]: m.split(":")[0] for m in compose["volumes"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
-        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        mounts = {
+            m["mountPath"]: m["name"]
+            for m in container["volumeMounts"]
+            if "secret" not in volumes[m["name"]]
+        }
         assert mounts == want and set(mounts) <= made and set(want.values()) <= compose_volumes
         for mount, volume in want.items():
             claim = volumes[volume].get("persistentVolumeClaim")
@@ -397,6 +406,43 @@ def test_pods_run_as_the_images_user_and_mount_composes_volumes(variant, monkeyp
     at = {m["mountPath"]: claims.get(m["name"]) for m in env["volumeMounts"]}
     assert at[str(e.record_dir)] == "rtplan-replays"
     assert at[str(e.results_dir)] == "rtplan-results"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_env_server_reads_its_keys_from_a_secret_that_no_file_holds(variant, monkeypatch):
+    """The env server binds 0.0.0.0, so it needs a key: its `--api-key-file` is the file the
+    Secret rtplan-api-keys puts where compose mounts its secret, in a folder mount (a subPath
+    would never see the Secret's updates, so keys could not rotate without a restart), read
+    by the pod's group and nobody else. The Secret is no resource here (no key is committed):
+    the manifest and docs/services.md give the `kubectl create secret` that makes it."""
+    resources = _resources(variant)
+    pod, env = _pod(resources, ENV_SERVER)
+    as_service = {"command": env["command"], "environment": _env(env)}
+    e = service_settings(Settings, server_parser, as_service, monkeypatch)
+    assert e.host == "0.0.0.0" and not e.open and e.api_key_file is not None
+    _, compose_env = compose_profile(VARIANTS[variant])
+    (secret,) = compose_env["secrets"]
+    assert str(e.api_key_file) == secret["target"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = [m for m in env["volumeMounts"] if "secret" in volumes[m["name"]]]
+    assert mount["mountPath"] == str(e.api_key_file.parent) and mount["readOnly"] is True
+    assert "subPath" not in mount
+    source = volumes[mount["name"]]["secret"]
+    assert source["secretName"] == KEYS_SECRET
+    assert source["items"] == [{"key": KEYS_ITEM, "path": e.api_key_file.name}]
+    assert source["defaultMode"] == 0o440 and pod["securityContext"]["fsGroup"]
+    # Only the env server holds it, and no file here holds a Secret.
+    _, planner = _pod(resources, PLANNER)
+    assert all(
+        "secret" not in v
+        for v in resources["Deployment", PLANNER]["spec"]["template"]["spec"]["volumes"]
+    )
+    assert "--api-key-file" not in str(planner["command"])
+    assert not [key for key in resources if key[0] == "Secret"]
+    make = f"kubectl create secret generic {KEYS_SECRET} --from-file={KEYS_ITEM}="
+    manifest = (K8S / "base" / "env-server.yaml").read_text()
+    docs = " ".join((ROOT / "docs" / "services.md").read_text().split())
+    assert make in manifest and make in docs
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

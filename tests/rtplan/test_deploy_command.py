@@ -182,6 +182,15 @@ def test_deploy_against_remote_services(root, tmp_path, capsys):
             ["--game", GAME, "--fps", "9", "--remote", "http://127.0.0.1:9"],
             "env server at http://127.0.0.1:9/healthz is unreachable",
         ),
+        (
+            ["--game", GAME, "--fps", "9", "--api-key-file", "keys"],
+            "--api-key-file holds the keys of a --remote env server",
+        ),
+        (
+            ["--game", GAME, "--fps", "9", "--remote", "http://127.0.0.1:9"]
+            + ["--api-key-file", "/nonexistent/keys"],
+            "--api-key-file: cannot read the API key file /nonexistent/keys",
+        ),
     ],
 )
 def test_bad_input_is_one_line(extra, message, tmp_path, capsys):
@@ -210,7 +219,7 @@ def _fake_sessions(monkeypatch, miss_at):
     `miss_at(fps, seed, option)`; the simulated return is 5, the live one 5 minus the misses."""
     played = []
 
-    def live(http, exp, fps, seed):
+    def live(http, exp, fps, seed, key=None):
         played.append((fps, seed))
         rows, misses = [], 0
         for f in range(10):
@@ -235,7 +244,7 @@ def _fake_sessions(monkeypatch, miss_at):
         }
         return info, rows
 
-    def sim(http, game, seeds, log, *, k, max_frames):
+    def sim(http, game, seeds, log, *, k, max_frames, key=None):
         stats = {"k_histogram": {"2": 5}}
         return [
             {"episode_return": 5.0, "frame": 10, "reason": "terminated", "stats": stats}
@@ -286,10 +295,10 @@ def test_an_interrupted_fps_resumes_at_its_next_episode(monkeypatch, tmp_path):
     live = _play._live_episode
     seeds = seeds_of("eval", 3).tolist()
 
-    def interrupted(http, exp, fps, seed):
+    def interrupted(http, exp, fps, seed, key):
         if seed == seeds[2]:
             raise KeyboardInterrupt
-        return live(http, exp, fps, seed)
+        return live(http, exp, fps, seed, key)
 
     monkeypatch.setattr(_play, "_live_episode", interrupted)
     exp = deploy.Experiment(game=GAME, fps=(9,), episodes=3)
@@ -314,10 +323,10 @@ def test_ladder_ends_where_the_server_refuses_the_fps(monkeypatch, tmp_path):
     played = _fake_sessions(monkeypatch, lambda fps, seed, o: False)
     live = _play._live_episode
 
-    def capped(http, exp, fps, seed):
+    def capped(http, exp, fps, seed, key):
         if fps > 11:
             raise HTTPStatusError(f"POST /v1/sessions: 422 fps {fps} above max_fps 11", 422)
-        return live(http, exp, fps, seed)
+        return live(http, exp, fps, seed, key)
 
     monkeypatch.setattr(_play, "_live_episode", capped)
     exp = deploy.Experiment(game=GAME, fps=(9, 10), episodes=1, until_miss_rate=0.05)

@@ -303,7 +303,7 @@ def test_agent_token_guards_session_creation(tmp_path):
         agent = AgentStream(address)
         agent.join(game_id=GAME, token="wrong")
         err, _ = agent.expect("error")
-        assert "needs this server's agent token" in err.message
+        assert "needs a key of this server (its agent token" in err.message
         agent.close()
         # Without a checkpoint the reflex is unavailable, with a clear reason.
         auth = {"Authorization": "Bearer s3cret-agent-token"}
