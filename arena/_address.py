@@ -11,3 +11,5 @@ LOCAL_URL = f"http://127.0.0.1:{PORT}"
 URL_ENV = "RTPLAN_ARENA_URL"
 #: The variable a client reads an agent's token from (a token on a command line shows in `ps`).
 TOKEN_ENV = "RTPLAN_ARENA_TOKEN"
+#: The variable `rtplan arena references` reads an arena's admin key from.
+ADMIN_KEY_ENV = "RTPLAN_ARENA_ADMIN_KEY"

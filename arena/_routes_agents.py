@@ -111,9 +111,10 @@ def _view(agent: AgentRecord) -> AgentView:
     "/v1/agents",
     status_code=201,
     responses=responses(
-        "malformed_body", "duplicate_version", "token_required", "wrong_token", "revoked_token"
+        "malformed_body", "duplicate_version", "reserved_name", "token_required", "wrong_token",
+        "revoked_token",
     ),
-)
+)  # fmt: skip
 def register(body: Register, agents: Registry, token: Token = None) -> Issued:
     """Registers a version of an agent and answers its token, this once. A new version of an
     existing agent needs a live token of one of its versions (`Authorization: Bearer`)."""

@@ -90,6 +90,13 @@ runs = Table(
     # Which pre-registered seed set (docs/preregistration.md) and how many of its seeds.
     Column("seed_set", String(64), nullable=False),
     Column("episodes_planned", Integer, nullable=False),
+    # A reference run's player, built into the env server (`ranked.REFERENCE_PLAYERS`: the
+    # reflex, the planner at a fixed budget, the gate); None: an outside agent joins each
+    # episode over the Env API.
+    Column("player", String(64), nullable=True),
+    # The seeds in the order this run plays them: the seed set shuffled when the run was
+    # entered, so an episode's place in the run does not tell its seed.
+    Column("seed_order", JSON, nullable=True),
     Column("status", String(16), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
@@ -109,9 +116,11 @@ runs = Table(
     ),
 )
 
-#: One attempt at one episode of a run, committed in its own transaction when it ends. An
-#: episode cut short (its env server died) keeps its row, `cut_short` with a note, and is played
-#: again from the same seed as the next attempt; a run's episode has one `finished` attempt.
+#: One attempt at one episode of a run: `playing` from its session's creation (so an arena that
+#: restarts finds it), then committed in its own transaction when it ends. An episode cut short
+#: (its env server died) keeps its row, `cut_short` with a note, and is played again from the
+#: same seed as the next attempt; one whose agent never joined is `no_show` (nothing was shown:
+#: played again too). A run's episode has one `finished` attempt; a run one `playing` attempt.
 episodes = Table(
     "episodes",
     metadata,
@@ -146,7 +155,7 @@ episodes = Table(
     UniqueConstraint(
         "run_id", "episode_index", "attempt", name="uq_episodes_run_id_episode_index_attempt"
     ),
-    CheckConstraint("status IN ('finished', 'cut_short')", name="status"),
+    CheckConstraint("status IN ('playing', 'finished', 'cut_short', 'no_show')", name="status"),
     Index(
         "ix_episodes_one_finished",
         "run_id",
@@ -154,5 +163,12 @@ episodes = Table(
         unique=True,
         sqlite_where=text("status = 'finished'"),
         postgresql_where=text("status = 'finished'"),
+    ),
+    Index(
+        "ix_episodes_one_playing",
+        "run_id",
+        unique=True,
+        sqlite_where=text("status = 'playing'"),
+        postgresql_where=text("status = 'playing'"),
     ),
 )

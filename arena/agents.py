@@ -6,6 +6,7 @@ import datetime as dt
 
 from rtplan.arena import identity
 from rtplan.arena._errors import ArenaError
+from rtplan.arena.ranked import REFERENCE_PREFIX
 from rtplan.arena.repository import AgentRecord, Conflict, Repository, Stale, VersionRecord
 
 
@@ -40,6 +41,12 @@ class Agents:
             ArenaError: duplicate_version; token_required, wrong_token or revoked_token for a
                 new version of an agent without a live token of it.
         """
+        if name.startswith(REFERENCE_PREFIX):
+            raise ArenaError(
+                "reserved_name",
+                f"names starting {REFERENCE_PREFIX!r} are the arena's reference players': "
+                "choose another",
+            )
         for _ in range(2):  # once more when another registration created the agent meanwhile
             agent = self.repository.find_agent(name)
             if agent is not None:
@@ -60,6 +67,23 @@ class Agents:
                 continue
             return record, token
         raise ArenaError("duplicate_version", f"agent {name} changed meanwhile: try again")
+
+    def reference(self, name: str, version: str) -> VersionRecord:
+        """Version `version` of the reference agent `name` (one the arena enters itself),
+        registered on first use; its token is thrown away (the arena plays reference runs on
+        its own authority)."""
+        for _ in range(2):
+            agent = self.repository.find_agent(name)
+            if agent is not None and agent.version(version) is not None:
+                return agent.version(version)
+            _, stored = identity.new_token()
+            try:
+                return self.repository.add_version(
+                    name, version, stored, new_agent=agent is None, kind="reference"
+                )
+            except Conflict:
+                continue
+        raise ArenaError("duplicate_version", f"reference {name} changed meanwhile: try again")
 
     def _check_owner(self, agent: AgentRecord, token: str | None) -> None:
         if token is None:

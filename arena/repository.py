@@ -19,10 +19,11 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, event, func, select, text, update
+from sqlalchemy import true as sa_true
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
-from rtplan.arena._schema import agent_versions, agents
+from rtplan.arena._schema import agent_versions, agents, episodes, runs
 from rtplan.arena.identity import StoredToken
 
 #: The Alembic scripts: `env.py` and `versions/`.
@@ -93,6 +94,92 @@ class AgentRecord:
 
     def version(self, label: str) -> VersionRecord | None:
         return next((v for v in self.versions if v.version == label), None)
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One attempt at one episode of a run (`_schema.episodes`): `status` "playing",
+    "finished", "cut_short" or "no_show"; the timing profile once it finished."""
+
+    id: int
+    run_id: int
+    episode_index: int
+    attempt: int
+    seed: int
+    status: str
+    note: str | None
+    outcome: str | None
+    episode_return: float | None
+    frames: int
+    on_time: int
+    late: int
+    fallback: int
+    invalid: int
+    slack_median_ms: float | None
+    slack_p5_ms: float | None
+    frame_share_mean: float | None
+    frame_share_hist: tuple[int, ...] | None
+    env_server: str | None
+    session_id: str | None
+    replay: str | None
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A ranked run (`_schema.runs`) with the agent version it is, and its episode attempts
+    in play order."""
+
+    id: int
+    agent_version_id: int
+    agent: str
+    agent_kind: str
+    version: str
+    game_id: str
+    tier: str
+    fps: float
+    seed_set: str
+    episodes_planned: int
+    player: str | None
+    seed_order: tuple[int, ...]
+    status: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    finished_at: dt.datetime | None
+    attempts: tuple[EpisodeRecord, ...] = ()
+
+    @property
+    def finished_episodes(self) -> dict[int, EpisodeRecord]:
+        """Episode index -> its finished attempt."""
+        return {e.episode_index: e for e in self.attempts if e.status == "finished"}
+
+    @property
+    def by_seed(self) -> dict[int, EpisodeRecord]:
+        """Seed -> its finished episode (what two runs of a seed set pair on)."""
+        return {e.seed: e for e in self.attempts if e.status == "finished"}
+
+    @property
+    def playing(self) -> EpisodeRecord | None:
+        return next((e for e in self.attempts if e.status == "playing"), None)
+
+
+#: The columns an attempt's end writes (`Repository.end_attempt`).
+ENDING = (
+    "note",
+    "outcome",
+    "episode_return",
+    "frames",
+    "on_time",
+    "late",
+    "fallback",
+    "invalid",
+    "slack_median_ms",
+    "slack_p5_ms",
+    "frame_share_mean",
+    "frame_share_hist",
+    "replay",
+)
 
 
 def database_url(value: str) -> URL:
@@ -353,6 +440,203 @@ class Repository:
         if changed != 1:
             raise Stale("the token changed meanwhile")
 
+    # ---- runs and their episodes ----
+
+    def create_run(
+        self,
+        version_id: int,
+        *,
+        game_id: str,
+        tier: str,
+        fps: float,
+        seed_set: str,
+        episodes_planned: int,
+        seed_order: list[int],
+        player: str | None = None,
+    ) -> RunRecord:
+        """A new running run of version `version_id`.
+
+        Raises:
+            Conflict: "run" when the version has a run of this game and tier, "running" when
+                it has another run running.
+        """
+        now = _now()
+        try:
+            with self._writing() as conn:
+                run_id = conn.execute(
+                    runs.insert()
+                    .values(
+                        agent_version_id=version_id,
+                        game_id=game_id,
+                        tier=tier,
+                        fps=fps,
+                        seed_set=seed_set,
+                        episodes_planned=episodes_planned,
+                        player=player,
+                        seed_order=list(seed_order),
+                        status="running",
+                        created_at=now,
+                        updated_at=now,
+                    )
+                    .returning(runs.c.id)
+                ).scalar_one()
+        except IntegrityError:
+            same = self.find_run(version_id, game_id=game_id, tier=tier)
+            raise Conflict("run" if same is not None else "running") from None
+        return self.run(run_id)
+
+    def find_run(self, version_id: int, *, game_id: str, tier: str) -> RunRecord | None:
+        """Version `version_id`'s run of `game_id` at `tier`, or None."""
+        where = (
+            (runs.c.agent_version_id == version_id)
+            & (runs.c.game_id == game_id)
+            & (runs.c.tier == tier)
+        )
+        found = self.runs_where(where)
+        return found[0] if found else None
+
+    def running_run(self, version_id: int) -> RunRecord | None:
+        """The run version `version_id` has running, or None."""
+        found = self.runs_where(
+            (runs.c.agent_version_id == version_id) & (runs.c.status == "running")
+        )
+        return found[0] if found else None
+
+    def runs_where_running_references(self) -> list[RunRecord]:
+        """The reference runs still running (what an arena that restarts plays on)."""
+        return self.runs_where((runs.c.status == "running") & runs.c.player.is_not(None))
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """Run `run_id` with its attempts, or None."""
+        found = self.runs_where(runs.c.id == run_id)
+        return found[0] if found else None
+
+    def list_runs(
+        self, *, game_id: str | None = None, tier: str | None = None, seed_set: str | None = None
+    ) -> list[RunRecord]:
+        """The runs (with their attempts), oldest first, of a game, tier and seed set if given."""
+        where = sa_true()
+        for column, value in (
+            (runs.c.game_id, game_id),
+            (runs.c.tier, tier),
+            (runs.c.seed_set, seed_set),
+        ):
+            if value is not None:
+                where = where & (column == value)
+        return self.runs_where(where)
+
+    def runs_where(self, where) -> list[RunRecord]:
+        with self._reading() as conn:
+            heads = list(
+                conn.execute(
+                    select(
+                        runs,
+                        agents.c.name.label("agent"),
+                        agents.c.kind.label("agent_kind"),
+                        agent_versions.c.version,
+                    )
+                    .join_from(runs, agent_versions)
+                    .join(agents)
+                    .where(where)
+                    .order_by(runs.c.id)
+                ).mappings()
+            )
+            ids = [r["id"] for r in heads]
+            attempts: dict[int, list[EpisodeRecord]] = {i: [] for i in ids}
+            if ids:
+                rows = conn.execute(
+                    select(episodes)
+                    .where(episodes.c.run_id.in_(ids))
+                    .order_by(episodes.c.run_id, episodes.c.episode_index, episodes.c.attempt)
+                ).mappings()
+                for r in rows:
+                    attempts[r["run_id"]].append(_episode(r))
+        return [_run(r, attempts[r["id"]]) for r in heads]
+
+    def set_run_status(self, run_id: int, status: str) -> None:
+        """Sets run `run_id`'s status ("finished" also stamps `finished_at`)."""
+        now = _now()
+        values = {"status": status, "updated_at": now}
+        if status == "finished":
+            values["finished_at"] = now
+        with self._writing() as conn:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+
+    def start_attempt(
+        self, run_id: int, episode_index: int, attempt: int, seed: int
+    ) -> EpisodeRecord:
+        """A `playing` attempt at episode `episode_index` of run `run_id` (no session yet).
+
+        Raises:
+            Conflict: "playing" when the run has an attempt playing or this attempt exists.
+        """
+        try:
+            with self._writing() as conn:
+                episode_id = conn.execute(
+                    episodes.insert()
+                    .values(
+                        run_id=run_id,
+                        episode_index=episode_index,
+                        attempt=attempt,
+                        seed=seed,
+                        status="playing",
+                        started_at=_now(),
+                    )
+                    .returning(episodes.c.id)
+                ).scalar_one()
+                conn.execute(update(runs).where(runs.c.id == run_id).values(updated_at=_now()))
+        except IntegrityError:
+            raise Conflict("playing") from None
+        return self.attempt(episode_id)
+
+    def attempt(self, episode_id: int) -> EpisodeRecord | None:
+        with self._reading() as conn:
+            row = (
+                conn.execute(select(episodes).where(episodes.c.id == episode_id)).mappings().first()
+            )
+        return None if row is None else _episode(row)
+
+    def place_attempt(self, episode_id: int, *, env_server: str, session_id: str) -> None:
+        """Where a playing attempt plays: its env server and session."""
+        with self._writing() as conn:
+            conn.execute(
+                update(episodes)
+                .where(episodes.c.id == episode_id)
+                .values(env_server=env_server, session_id=session_id)
+            )
+
+    def end_attempt(self, episode_id: int, status: str, **values) -> bool:
+        """Ends a playing attempt as `status` ("finished", "cut_short" or "no_show") with the
+        `ENDING` columns in `values`, in one transaction; False when it was no longer playing
+        (another process ended it)."""
+        unknown = set(values) - set(ENDING)
+        if unknown:
+            raise ValueError(f"not an ending column: {sorted(unknown)}")
+        if "frame_share_hist" in values and values["frame_share_hist"] is not None:
+            values["frame_share_hist"] = list(values["frame_share_hist"])
+        with self._writing() as conn:
+            changed = conn.execute(
+                update(episodes)
+                .where(episodes.c.id == episode_id, episodes.c.status == "playing")
+                .values(status=status, finished_at=_now(), **values)
+            ).rowcount
+        return changed == 1
+
+    def drop_attempt(self, episode_id: int) -> None:
+        """Forgets a playing attempt that never got a session (its creation failed)."""
+        with self._writing() as conn:
+            conn.execute(
+                episodes.delete().where(episodes.c.id == episode_id, episodes.c.status == "playing")
+            )
+
+    def playing_attempts(self) -> list[EpisodeRecord]:
+        """Every attempt still playing (what an arena that restarts watches again)."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                select(episodes).where(episodes.c.status == "playing").order_by(episodes.c.id)
+            ).mappings()
+            return [_episode(r) for r in rows]
+
     @staticmethod
     def _agents(conn: Connection, where) -> list[AgentRecord]:
         heads = conn.execute(select(agents).where(where).order_by(agents.c.name)).mappings()
@@ -391,6 +675,37 @@ def _version(row) -> VersionRecord:
         ),
         token_created_at=_utc(row["token_created_at"]),
         revoked_at=_utc(row["revoked_at"]),
+    )
+
+
+def _episode(row) -> EpisodeRecord:
+    hist = row["frame_share_hist"]
+    return EpisodeRecord(
+        **{
+            k: row[k]
+            for k in EpisodeRecord.__dataclass_fields__
+            if k not in _TIMES + ("frame_share_hist",)
+        },
+        frame_share_hist=None if hist is None else tuple(int(v) for v in hist),
+        started_at=_utc(row["started_at"]),
+        finished_at=_utc(row["finished_at"]),
+    )
+
+
+_TIMES = ("started_at", "finished_at", "created_at", "updated_at")
+
+
+def _run(row, attempts: list[EpisodeRecord]) -> RunRecord:
+    fields = [
+        k for k in RunRecord.__dataclass_fields__ if k not in (*_TIMES, "attempts", "seed_order")
+    ]
+    return RunRecord(
+        **{k: row[k] for k in fields},
+        seed_order=tuple(int(v) for v in row["seed_order"] or ()),
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+        finished_at=_utc(row["finished_at"]),
+        attempts=tuple(attempts),
     )
 
 

@@ -107,6 +107,14 @@ class SessionConfig:
     #: Clock games in real time: seconds given back after each move made on the clock with
     #: time left (a Fischer increment; "1+1" is time_s 60, increment_s 1).
     increment_s: float = 0.0
+    #: A ranked episode's (the arena's): no API shows the seed before the session ends (its
+    #: views show `seed: null`, its replay file appears when it ends), so the agent cannot look
+    #: up what the seed decides. The state the agent plays from is the game's whole state, as
+    #: always (docs/arena.md says what that reveals).
+    sealed: bool = False
+    #: An outside agent's session created over REST: stop it when no agent joined within this
+    #: many seconds (0: wait for ever), so a slot a no-show holds comes back by itself.
+    join_within_s: float = 0.0
 
     @property
     def period(self) -> float:
@@ -140,7 +148,10 @@ class SessionConfig:
         """The clock games' opponent is the planner with the service's clock gate."""
         return self.opponent == "gate"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, reveal: bool = True) -> dict[str, Any]:
+        """The settings as JSON; `reveal` False: a sealed session's seed is None."""
         d = dataclasses.asdict(self)
         d["ks"] = list(self.ks)
+        if self.sealed and not reveal:
+            d["seed"] = None
         return d

@@ -182,11 +182,14 @@ class SessionManager:
         s = self.settings
         return Retention(max_count=s.replay_keep, max_age_s=s.replay_max_age_days * 86400.0)
 
-    def prune_replays(self) -> list[str]:
-        """Deletes the replay files beyond the retention policy (never a recording in progress);
-        blocking (a folder scan): call it off the event loop. Returns the names deleted."""
+    def prune_replays(self, *, orphans: bool = False) -> list[str]:
+        """Deletes the replay files beyond the retention policy (never a recording in progress),
+        and with `orphans` (at start-up) what dead servers' sealed recordings left; blocking (a
+        folder scan): call it off the event loop. Returns the names deleted."""
         recording = {s.replay_path.name for s in self._sessions.values() if s.replay_path}
-        return prune_replays(self.settings.record_dir, self.retention, keep=recording)
+        return prune_replays(
+            self.settings.record_dir, self.retention, keep=recording, orphans=orphans
+        )
 
     def __len__(self) -> int:
         return len(self._sessions)

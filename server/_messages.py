@@ -65,6 +65,9 @@ class Shown(Protocol):
     def viewer_path(self) -> str: ...
 
     @property
+    def live(self) -> bool: ...
+
+    @property
     def starts_in_s(self) -> float: ...
 
     @property
@@ -320,12 +323,18 @@ def past_json(log: PlayedLog | None) -> PastJson:
 
 
 def hello_message(
-    session: SessionSummary, config: SessionConfig, spec: dict, past: PlayedLog | None = None
+    session: SessionSummary,
+    config: SessionConfig,
+    spec: dict,
+    past: PlayedLog | None = None,
+    *,
+    reveal: bool = True,
 ) -> HelloMessage:
+    """`reveal` False: a sealed session's seed is not shown (`SessionConfig.sealed`)."""
     return {
         "type": "hello",
         "session": session,
-        "config": config.to_dict(),
+        "config": config.to_dict(reveal=reveal),
         "spec": spec,
         "past": past_json(past),
     }
@@ -423,16 +432,24 @@ def details(s: Shown) -> dict[str, Any]:
     """JSON view with settings and statistics (GET /v1/sessions/{id})."""
     return {
         **summary(s),
-        "config": s.config.to_dict(),
+        "config": s.config.to_dict(reveal=not s.live),
         "clocks": list(s.info.clocks),
         "done": s.info.done,
         "stats": stats(s),
-        "replay": str(s.replay_path) if s.replay_path else None,
+        # A sealed session's file appears when it ends (its header holds the seed).
+        "replay": str(s.replay_path) if s.replay_path and not sealed(s) else None,
     }
 
 
+def sealed(s: Shown) -> bool:
+    """The session hides its seed now: sealed, and not ended."""
+    return s.config.sealed and s.live
+
+
 def viewer_hello(s: Shown) -> HelloMessage:
-    return hello_message(summary(s), s.config, s.runtime.describe(), s.played)
+    return hello_message(
+        summary(s), s.config, s.runtime.describe(), s.played, reveal=not s.live
+    )
 
 
 def viewer_frame(s: Shown) -> FrameMessage:

@@ -153,10 +153,15 @@ def prune_replays(
     *,
     keep: Collection[str] = (),
     now: float | None = None,
+    orphans: bool = False,
 ) -> list[str]:
     """Deletes the replay files of `record_dir` beyond `retention`: the oldest beyond its count
     and those older than its age (by modification time). Files named in `keep` (recordings in
     progress) stay, and count first towards the limit.
+
+    With `orphans` (at start-up, when nothing records), the dot-named files of sealed
+    recordings (`replay.Recorder`) go too: a server that died left them, and their episodes
+    never ended.
 
     Returns:
         The names deleted, oldest first.
@@ -171,6 +176,9 @@ def prune_replays(
         too_old = retention.max_age_s and now - mtime_ns / 1e9 > retention.max_age_s
         if too_many or too_old:
             doomed.append(name)
+    # A sealed recording a dead server left (`replay.Recorder`): its episode never ended.
+    if orphans:
+        doomed += _orphan_sealed(Path(record_dir), keep)
     deleted = []
     for name in reversed(doomed):
         try:
@@ -179,3 +187,15 @@ def prune_replays(
         except FileNotFoundError:
             pass
     return deleted
+
+
+def _orphan_sealed(folder: Path, keep: Collection[str]) -> list[str]:
+    """The dot-named files of sealed recordings not in progress (`keep` names the files they
+    will have)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries if e.name.startswith(".") and e.name.endswith(".jsonl")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [n for n in names if n[1:] not in keep]
+

@@ -89,7 +89,7 @@ class ReplayView:
             elif 0 <= item.report.frame < len(rows) - 1:
                 row = rows[item.report.frame + 1]
                 if row[0].provenance is Provenance.FALLBACK:
-                    stats.came_late()
+                    stats.came_late(item.report.slack_ms)
                 row[0] = item.report
         session = rf.header.get("session") or self.path.stem
         period = messages.period_ms(config)

@@ -12,14 +12,18 @@ from rtplan.server._ticker import Tick
 
 #: Latencies kept for the quantiles (the most recent ones).
 _WINDOW = 4096
+#: Equal bins of the share of the frame period an answer used, over [0, 1); one more counts
+#: answers at or past the deadline (`SessionStats.frame_share`).
+SHARE_BINS = 20
 
 
 def _quantiles(values) -> dict[str, float | None]:
     if not values:
-        return {"mean": None, "p50": None, "p95": None, "max": None}
+        return {"mean": None, "p5": None, "p50": None, "p95": None, "max": None}
     a = np.asarray(values, np.float64)
     return {
         "mean": round(float(a.mean()), 3),
+        "p5": round(float(np.percentile(a, 5)), 3),
         "p50": round(float(np.percentile(a, 50)), 3),
         "p95": round(float(np.percentile(a, 95)), 3),
         "max": round(float(a.max()), 3),
@@ -33,7 +37,16 @@ class SessionStats:
     it reports (`to_dict`, `brief`), so each number has one owner.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, period_ms: float | None = None) -> None:
+        """`period_ms`: the fixed frame period of a committed-action game in real time, whose
+        answers' share of it is counted (`frame_share`); None where frames have no fixed
+        period (the simulated clock, a clock game's chess clock)."""
+        self.period_ms = period_ms
+        #: Answered frames (late ones too) by the share of the period used, (arrival -
+        #: publication) / period:
+        #: `SHARE_BINS` equal bins over [0, 1), then one at or past the deadline.
+        self.share_counts = [0] * (SHARE_BINS + 1)
+        self.share_total = 0.0
         #: Frames by final provenance: frames == on_time + late + fallback + invalid.
         self.provenance: collections.Counter[Provenance] = collections.Counter()
         self.ticks = 0
@@ -65,11 +78,21 @@ class SessionStats:
         self.provenance[provenance] += 1
         if slack_ms is not None:
             self.slack_ms.append(slack_ms)
+            self._share(slack_ms)
 
-    def came_late(self) -> None:
-        """A frame decided FALLBACK got its action after the deadline: it is LATE after all."""
+    def _share(self, slack_ms: float) -> None:
+        if self.period_ms:
+            share = max(0.0, 1.0 - slack_ms / self.period_ms)
+            self.share_counts[min(int(share * SHARE_BINS), SHARE_BINS)] += 1
+            self.share_total += share
+
+    def came_late(self, slack_ms: float) -> None:
+        """A frame decided FALLBACK got its action after the deadline (`slack_ms` < 0): it is
+        LATE after all."""
         self.provenance[Provenance.FALLBACK] -= 1
         self.provenance[Provenance.LATE] += 1
+        self.slack_ms.append(slack_ms)
+        self._share(slack_ms)
 
     def ticked(self, tick: Tick, late_after: float) -> None:
         """The tick that is a frame's deadline fired (`late_after`: seconds of lag that make
@@ -115,6 +138,19 @@ class SessionStats:
     def _counts(self) -> dict[str, int]:
         return {p.label: self.provenance[p] for p in Provenance}
 
+    def _frame_share(self) -> dict[str, Any] | None:
+        """How much of the frame period the answers used: `counts` per bin (`SHARE_BINS` equal
+        bins over [0, 1), the last one at or past the deadline) and their `mean` share; None
+        without a fixed period."""
+        if not self.period_ms:
+            return None
+        n = sum(self.share_counts)
+        return {
+            "bins": SHARE_BINS,
+            "counts": list(self.share_counts),
+            "mean": round(self.share_total / n, 4) if n else None,
+        }
+
     def brief(self, *, viewer_drops: int) -> dict[str, Any]:
         """The few counters a viewer shows each frame."""
         return {
@@ -147,6 +183,7 @@ class SessionStats:
             "latency_ms": _quantiles(self.latency_ms),
             "search_ms": _quantiles(self.search_ms),
             "slack_ms": _quantiles(self.slack_ms),
+            "frame_share": self._frame_share(),
             "viewer_drops": viewer_drops,
             "agent_drops": self.agent_drops + link_drops,
             "errors_sent": self.errors_sent,

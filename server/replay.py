@@ -86,7 +86,11 @@ class Recorder:
     def _open(self, path: Path, header: dict[str, Any]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
+        # A sealed session's file holds its seed: it is written under a dot-name, which the
+        # replay folder neither lists nor serves, and takes its name when the session ends.
+        sealed = bool((header.get("settings") or {}).get("sealed"))
+        self._writing = self.path.with_name(f".{self.path.name}") if sealed else self.path
+        self._file: IO[str] | None = self._writing.open("w", encoding="utf-8")
         self._write(header)
 
     @classmethod
@@ -131,6 +135,8 @@ class Recorder:
             self._write({"type": "end", **line, "reason": end["reason"], "stats": end["stats"]})
         self._file.close()
         self._file = None
+        if self._writing != self.path:
+            self._writing.replace(self.path)
 
 
 # Reading --------------------------------------------------------------------------------------

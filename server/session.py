@@ -101,7 +101,9 @@ class Session:
         self.created = time.time()
         self.status = "waiting"
         self.reason = ""
-        self.stats = SessionStats()
+        # The share of a frame an answer used is counted where frames have a fixed period.
+        fixed = not config.simulated and self.kind is not games.Kind.CLOCK
+        self.stats = SessionStats(config.period * 1e3 if fixed else None)
         self.viewers = ViewerHub(viewer_queue)
         self.late_tick_ms = late_tick_ms
         self.tick_s = config.period / clock_ticks_per_frame
@@ -262,7 +264,7 @@ class Session:
             frame, arrival, current=self.frame, num_actions=num_actions, legal=legal
         )
         if verdict.late is not None:
-            self.stats.came_late()
+            self.stats.came_late(verdict.late.slack_ms)
             self.agent.came_late(frame, arrival)
             if self.recorder is not None:
                 self.recorder.late(verdict.late)
@@ -298,7 +300,9 @@ class Session:
     async def run(self) -> None:
         """The frame loop: waits for an agent (grpc), then plays until the game ends."""
         try:
-            await self.agent.ready()
+            if not await self._joined():
+                self._finish("stopped", self.reason)
+                return
             self.starts_at = countdown_start(time.monotonic(), self.countdown_s)
             self.status = "running"
             if self.config.simulated:
@@ -317,6 +321,17 @@ class Session:
             self._finish("failed", f"{type(e).__name__}: {e}")
         else:
             self._finish("finished", self.reason)
+
+    async def _joined(self) -> bool:
+        """Waits for the agent to be ready; False when none joined within the session's
+        `join_within_s`."""
+        limit = self.config.join_within_s
+        try:
+            await asyncio.wait_for(self.agent.ready(), limit or None)
+        except TimeoutError:
+            self.reason = f"no agent joined within {limit:g} s"
+            return False
+        return True
 
     def _over(self) -> bool:
         if self.info.done:

@@ -1,15 +1,18 @@
-"""Arena commands: `arena serve` (the arena service) and `arena register` (a version's token)."""
+"""Arena commands: `arena serve` (the arena service), `arena register` (a version's token),
+`arena references` (the reference rows) and `arena export` (a run's episodes as CSV)."""
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 
-from rtplan.arena._address import LOCAL_URL, TOKEN_ENV, URL_ENV
+from rtplan.arena._address import ADMIN_KEY_ENV, LOCAL_URL, TOKEN_ENV, URL_ENV
 from rtplan.commands._errors import FAILED, CommandError
 
 #: Seconds a request to the arena waits for its answer (a registration hashes one token).
@@ -49,6 +52,40 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"the arena's address (default ${URL_ENV}, else {LOCAL_URL})",
     )
     reg.set_defaults(handler=_register, command="arena register")
+    refs = own.add_parser(
+        "references",
+        help="enter the reference players (policy-only, fixed budgets, the gate) in ranked runs "
+        "the arena plays itself, and follow them",
+    )
+    refs.add_argument("--game", required=True, help="a ranked game, e.g. tetris-rt-v0")
+    refs.add_argument("--tier", default="standard", choices=["standard", "fast"])
+    refs.add_argument(
+        "--players",
+        default="policy-only,k1,k2,k3,k4,gate",
+        help="comma-separated reference players (default policy-only,k1,k2,k3,k4,gate)",
+    )
+    refs.add_argument("--no-wait", action="store_true", help="enter them and return at once")
+    _arena_flag(refs)
+    refs.set_defaults(handler=_references, command="arena references")
+    export = own.add_parser("export", help="write a run's episodes as CSV (stdout or --out)")
+    export.add_argument("run", type=int, help="the run's id")
+    export.add_argument("--out", default=None, help="the CSV file (default stdout)")
+    _arena_flag(export)
+    export.set_defaults(handler=_export, command="arena export")
+
+
+def _arena_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--arena",
+        default=None,
+        metavar="URL",
+        help=f"the arena's address (default ${URL_ENV}, else {LOCAL_URL})",
+    )
+
+
+def _base(args: argparse.Namespace) -> str:
+    base = (args.arena or os.environ.get(URL_ENV) or LOCAL_URL).rstrip("/")
+    return base if "://" in base else f"http://{base}"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -58,8 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _register(args: argparse.Namespace) -> int:
-    base = (args.arena or os.environ.get(URL_ENV) or LOCAL_URL).rstrip("/")
-    base = base if "://" in base else f"http://{base}"
+    base = _base(args)
     headers = {"Content-Type": "application/json"}
     owner = os.environ.get(TOKEN_ENV)
     if owner:  # a new version of an agent already registered: a live token of it
@@ -72,6 +108,71 @@ def _register(args: argparse.Namespace) -> int:
         f"this once: keep it (an agent reads it from ${TOKEN_ENV})",
         file=sys.stderr,
     )
+    return 0
+
+
+def _references(args: argparse.Namespace) -> int:
+    base = _base(args)
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(ADMIN_KEY_ENV)
+    if key:  # an arena with keys: one of them (a key on a command line shows in `ps`)
+        headers["Authorization"] = f"Bearer {key}"
+    players = [p.strip() for p in args.players.split(",") if p.strip()]
+    body = json.dumps({"game": args.game, "tier": args.tier, "players": players}).encode()
+    runs = _call(urllib.request.Request(f"{base}/v1/references", body, headers, method="POST"))
+    ids = [r["id"] for r in runs["runs"]]
+    for r in runs["runs"]:
+        print(f"run {r['id']}: {r['agent']} {r['version']}, {r['game']} at {r['fps']:g} FPS, "
+              f"{r['episodes_finished']}/{r['episodes_planned']} episodes")  # fmt: skip
+    if not ids:
+        print("every reference run asked for has finished", file=sys.stderr)
+    if args.no_wait or not ids:
+        return 0
+    shown: dict[int, int] = {}
+    while ids:
+        time.sleep(2.0)
+        for run_id in list(ids):
+            run = _call(urllib.request.Request(f"{base}/v1/runs/{run_id}"))
+            if shown.get(run_id) != run["episodes_finished"]:
+                shown[run_id] = run["episodes_finished"]
+                mean = "" if run["mean_return"] is None else f", mean {run['mean_return']:.2f}"
+                print(f"run {run_id} {run['agent']}: {run['episodes_finished']}/"
+                      f"{run['episodes_planned']}{mean}", flush=True)  # fmt: skip
+            if run["status"] != "running":
+                ids.remove(run_id)
+    return 0
+
+
+#: `arena export`'s columns: an episode's attempt, how it ended and its timing profile.
+EXPORT_COLUMNS = (
+    "run", "agent", "version", "game", "tier", "fps", "seed_set", "episode", "attempt", "status",
+    "seed", "outcome", "note", "episode_return", "frames", "on_time", "late", "fallback",
+    "invalid", "slack_median_ms", "slack_p5_ms", "frame_share_mean", "replay", "started_at",
+    "finished_at",
+)  # fmt: skip
+
+
+def _export(args: argparse.Namespace) -> int:
+    run = _call(urllib.request.Request(f"{_base(args)}/v1/runs/{args.run}"))
+    out = sys.stdout if args.out is None else open(args.out, "w", newline="")  # noqa: SIM115
+    try:
+        writer = csv.DictWriter(out, EXPORT_COLUMNS)
+        writer.writeheader()
+        for e in run["episodes"]:
+            timing = e["timing"] or {}
+            writer.writerow({
+                "run": run["id"], "agent": run["agent"], "version": run["version"],
+                "game": run["game"], "tier": run["tier"], "fps": run["fps"],
+                "seed_set": run["seed_set"], **{k: e[k] for k in (
+                    "episode", "attempt", "status", "seed", "outcome", "note", "episode_return",
+                    "frames", "replay", "started_at", "finished_at")},
+                **{k: timing.get(k) for k in (
+                    "on_time", "late", "fallback", "invalid", "slack_median_ms", "slack_p5_ms",
+                    "frame_share_mean")},
+            })  # fmt: skip
+    finally:
+        if out is not sys.stdout:
+            out.close()
     return 0
 
 

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from rtplan.arena import Repository
 from rtplan.arena.agents import Agents
+from rtplan.arena.repository import schema_head
 from support import ROOT
 
 
@@ -64,10 +65,10 @@ def test_serve_migrates_its_database_and_answers(tmp_path):
     try:
         line = proc.stdout.readline()
         assert line.startswith("rtplan arena: http on 127.0.0.1:"), line + proc.stderr.read()
-        assert "schema 0001, migrated from an empty database" in line
+        assert f"schema {schema_head()}, migrated from an empty database" in line
         port = int(line.split("127.0.0.1:")[1].split()[0])
         health = httpx.get(f"http://127.0.0.1:{port}/healthz").json()
-        assert health["status"] == "ok" and health["schema_revision"] == "0001"
+        assert health["status"] == "ok" and health["schema_revision"] == schema_head()
         made = httpx.post(f"http://127.0.0.1:{port}/v1/agents", json={"name": "f", "version": "1"})
         assert made.status_code == 201
     finally:
@@ -92,7 +93,9 @@ def test_serve_on_postgresql(postgres_server):
     try:
         line = proc.stdout.readline()
         assert "database postgresql+psycopg://rtplan:***@127.0.0.1:" in line, line
-        assert "schema 0001, migrated from an empty database" in line and "pw" not in line
+        assert (
+            f"schema {schema_head()}, migrated from an empty database" in line and "pw" not in line
+        )
         port = int(line.split("127.0.0.1:")[1].split()[0])
         made = httpx.post(f"http://127.0.0.1:{port}/v1/agents", json={"name": "g", "version": "1"})
         assert made.status_code == 201, made.text

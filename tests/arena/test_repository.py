@@ -41,7 +41,7 @@ def test_migrations_build_the_code_s_schema_from_an_empty_database(db_url):
     assert sa.inspect(engine).get_table_names() == []
     repository = Repository.open(db_url)
     try:
-        assert repository.revision() == schema_head() == "0001"
+        assert repository.revision() == schema_head() == "0002"
         assert repository.migrated_from is None
         with engine.connect() as conn:
             assert set(sa.inspect(conn).get_table_names()) == TABLES
@@ -49,8 +49,28 @@ def test_migrations_build_the_code_s_schema_from_an_empty_database(db_url):
             diff = compare_metadata(MigrationContext.configure(conn), _schema.metadata)
             assert diff == []
         again = Repository.open(db_url)  # at the head: nothing to run
-        assert again.migrated_from == "0001" and again.revision() == "0001"
+        assert again.migrated_from == "0002" and again.revision() == "0002"
         again.close()
+    finally:
+        repository.close()
+        engine.dispose()
+
+
+def test_a_database_of_the_first_release_migrates_and_keeps_its_rows(db_url):
+    from alembic import command
+
+    from rtplan.arena.repository import _alembic_config
+
+    engine = sa.create_engine(database_url(db_url))
+    with engine.begin() as conn:  # the database as the first release left it
+        config = _alembic_config()
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+    repository = Repository.open(db_url)
+    try:
+        assert repository.migrated_from == "0001" and repository.revision() == "0002"
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), _schema.metadata) == []
     finally:
         repository.close()
         engine.dispose()
@@ -61,15 +81,15 @@ def test_a_database_a_newer_rtplan_migrated_is_refused(repo, db_url):
     agents.register("alice", "1")
     engine = _engine(repo)
     with engine.begin() as conn:
-        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0002_from_the_future'"))
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
     with pytest.raises(SchemaTooNew) as refused:
         Repository.open(db_url)
     message = str(refused.value)
-    assert "'0002_from_the_future'" in message and "newer rtplan" in message
-    assert "its newest is '0001'" in message
+    assert "'0099_from_the_future'" in message and "newer rtplan" in message
+    assert "its newest is '0002'" in message
     with engine.connect() as conn:  # left as it was: nothing ran on it
         assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == (
-            "0002_from_the_future"
+            "0099_from_the_future"
         )
         assert conn.execute(sa.text("SELECT count(*) FROM agents")).scalar_one() == 1
     engine.dispose()

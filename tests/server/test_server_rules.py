@@ -307,7 +307,7 @@ def test_four_agent_behaviours_get_exact_reports_under_a_fake_clock():
         arrival = Arrival(action, at)
         got = window.admit(frame, arrival, current=current, num_actions=4, legal=LEGAL)
         if got.late is not None:
-            stats.came_late()
+            stats.came_late(got.late.slack_ms)
             reports[got.late.frame] = got.late
         elif got.keep:
             assert agent.receive(frame, arrival)
@@ -498,14 +498,27 @@ def test_a_fallback_frame_takes_a_late_action_for_max_frames_late_frames():
     assert window.admit(2, Arrival(0, 99.0), **kw).late.provenance is Provenance.LATE
 
 
+def test_the_frame_share_histogram_counts_every_judged_answer_once():
+    stats = SessionStats(period_ms=100.0)
+    stats.frame(Provenance.ON_TIME, slack_ms=85.0)  # used 15% of the frame
+    stats.frame(Provenance.ON_TIME, slack_ms=1.0)  # 99%
+    stats.frame(Provenance.FALLBACK, slack_ms=None)
+    stats.came_late(-30.0)  # the fallback frame's action came 30 ms after the deadline
+    share = stats.to_dict(viewer_drops=0, link_drops=0)["frame_share"]
+    assert share["counts"][3] == 1 and share["counts"][19] == 1 and share["counts"][20] == 1
+    assert sum(share["counts"]) == 3 and share["mean"] == pytest.approx((0.15 + 0.99 + 1.3) / 3, abs=1e-4)
+
+
 def test_stats_keep_one_count_per_frame_and_per_drop():
     stats = SessionStats()
     for p in (Provenance.ON_TIME, Provenance.FALLBACK, Provenance.FALLBACK, Provenance.INVALID):
         stats.frame(p, slack_ms=None if p is Provenance.FALLBACK else 1.0)
-    stats.came_late()
+    stats.came_late(-5.0)
     d = stats.to_dict(viewer_drops=4, link_drops=2)
     assert (d["frames"], d["on_time"], d["late"], d["fallback"], d["invalid"]) == (4, 1, 1, 1, 1)
-    assert d["slack_ms"]["max"] == 1.0 and d["viewer_drops"] == 4 and d["agent_drops"] == 2
+    assert d["slack_ms"]["max"] == 1.0 and d["slack_ms"]["p5"] < 0
+    assert d["viewer_drops"] == 4 and d["agent_drops"] == 2
+    assert d["frame_share"] is None  # no fixed frame period given: nothing to share out
     stats.link_ended(3)  # the streams that ended count theirs once
     assert stats.to_dict(viewer_drops=0, link_drops=0)["agent_drops"] == 3
     assert stats.brief(viewer_drops=4)["viewer_drops"] == 4

@@ -1,0 +1,415 @@
+"""The runs router: enter a ranked run, take its episodes one by one, read or abandon it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from rtplan.arena import ranked
+from rtplan.arena._deps import ADMIN_ERRORS, Admin, Registry, RunBook, Token
+from rtplan.arena._errors import ArenaError, responses
+from rtplan.arena.agents import Agents
+from rtplan.arena.repository import EpisodeRecord, RunRecord, VersionRecord
+from rtplan.arena.runs import Assignment
+from rtplan.arena.standings import Row, board
+from rtplan.harness.stats import standard_error
+
+router = APIRouter(tags=["runs"])
+
+RunId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a run's id")]
+TierName = Literal["standard", "fast"]
+#: A ranked game: the document lists them (an enum); the server answers any other string with
+#: its own error, `unknown_game`.
+_GAME = dict(
+    min_length=1,
+    max_length=64,
+    description="a ranked game: " + ", ".join(ranked.GAMES),
+    json_schema_extra={"enum": list(ranked.GAMES)},
+)
+RankedGame = Annotated[str, Field(**_GAME)]
+#: A reference player (listed in the document; any other string: `unknown_player`).
+ReferencePlayer = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        description="a reference player",
+        json_schema_extra={"enum": list(ranked.REFERENCE_PLAYERS)},
+    ),
+]
+#: The kinds any call with an agent's token can answer.
+_AUTH = ("token_required", "wrong_token", "revoked_token")
+
+
+class EnterRun(BaseModel):
+    """Body of POST /v1/runs."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    game: RankedGame
+    tier: TierName = Field(
+        "standard",
+        description="standard: "
+        + f"{ranked.TIERS['standard'].fps:g} FPS, fast: {ranked.TIERS['fast'].fps:g} FPS",
+    )
+
+
+class Timing(BaseModel):
+    """How an episode's agent used its time: frames by how their action came, the slack it
+    left (deadline - arrival, ms) and the share of each frame's period it used."""
+
+    on_time: int
+    late: int
+    fallback: int
+    invalid: int
+    slack_median_ms: float | None
+    slack_p5_ms: float | None
+    frame_share_mean: float | None
+    frame_share_hist: list[int] | None = Field(
+        description="answered frames by the share of the period used: equal bins over [0, 1), "
+        "the last one at or past the deadline"
+    )
+
+
+class EpisodeView(BaseModel):
+    """One attempt at one episode; its seed only once the episode has been played."""
+
+    episode: int
+    attempt: int
+    status: str = Field(description="playing, finished, cut_short (played again) or no_show")
+    seed: int | None = Field(description="null until the episode has a finished attempt")
+    outcome: str | None
+    note: str | None
+    episode_return: float | None
+    frames: int
+    timing: Timing | None
+    env_server: str | None
+    replay: str | None = Field(description="the replay's URL on its env server, once ended")
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+class RunView(BaseModel):
+    """A ranked run and its episodes."""
+
+    id: int
+    agent: str
+    version: str
+    kind: str = Field(description='"agent", or "reference" for a row the arena enters itself')
+    game: str
+    tier: str
+    fps: float
+    seed_set: str
+    episodes_planned: int
+    episodes_finished: int
+    status: str = Field(description="running, finished or abandoned")
+    mean_return: float | None = Field(description="over the finished episodes")
+    se_return: float | None = Field(description="its standard error")
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    episodes: list[EpisodeView]
+
+
+class RunPage(BaseModel):
+    runs: list[RunView]
+
+
+class EnvAddress(BaseModel):
+    grpc: str = Field(description="the env server's Env API, HOST:PORT: Join there")
+    http: str = Field(description="its REST API and pages")
+
+
+class EpisodeAssignment(BaseModel):
+    """Where to play a ranked episode: join `session_id` with `session_token` on the env
+    server's Env API (Join{session_id, token}) within `join_within_s` seconds."""
+
+    run: int
+    episode: int
+    of: int = Field(description="episodes in the run")
+    attempt: int
+    game: str
+    tier: str
+    fps: float
+    max_frames: int = Field(description="the episode stops after this many frames")
+    env: EnvAddress
+    session_id: str
+    session_token: str = Field(description="the session's token: for this agent alone")
+    join_within_s: float
+    viewer_path: str = Field(description="the env server's websocket that streams the episode")
+
+
+def _timing(e: EpisodeRecord) -> Timing | None:
+    if e.status != "finished":
+        return None
+    return Timing(
+        on_time=e.on_time,
+        late=e.late,
+        fallback=e.fallback,
+        invalid=e.invalid,
+        slack_median_ms=e.slack_median_ms,
+        slack_p5_ms=e.slack_p5_ms,
+        frame_share_mean=e.frame_share_mean,
+        frame_share_hist=None if e.frame_share_hist is None else list(e.frame_share_hist),
+    )
+
+
+def run_view(run: RunRecord) -> RunView:
+    played = run.finished_episodes
+    returns = [played[i].episode_return or 0.0 for i in sorted(played)]
+    return RunView(
+        id=run.id,
+        agent=run.agent,
+        version=run.version,
+        kind=run.agent_kind,
+        game=run.game_id,
+        tier=run.tier,
+        fps=run.fps,
+        seed_set=run.seed_set,
+        episodes_planned=run.episodes_planned,
+        episodes_finished=len(played),
+        status=run.status,
+        mean_return=sum(returns) / len(returns) if returns else None,
+        se_return=standard_error(returns) if returns else None,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        episodes=[
+            EpisodeView(
+                episode=e.episode_index,
+                attempt=e.attempt,
+                status=e.status,
+                # Hidden until played: a cut-short or no-show episode is played again.
+                seed=e.seed if e.episode_index in played else None,
+                outcome=e.outcome,
+                note=e.note,
+                episode_return=e.episode_return,
+                frames=e.frames,
+                timing=_timing(e),
+                env_server=e.env_server,
+                replay=f"{e.env_server}/v1/replays/{e.replay}" if e.replay else None,
+                started_at=e.started_at,
+                finished_at=e.finished_at,
+            )
+            for e in run.attempts
+        ],
+    )
+
+
+def _assignment(a: Assignment) -> EpisodeAssignment:
+    return EpisodeAssignment(
+        run=a.run.id,
+        episode=a.episode.episode_index,
+        of=a.run.episodes_planned,
+        attempt=a.episode.attempt,
+        game=a.run.game_id,
+        tier=a.run.tier,
+        fps=a.run.fps,
+        max_frames=a.max_frames,
+        env=EnvAddress(grpc=a.env_grpc, http=a.env_url),
+        session_id=a.session_id,
+        session_token=a.session_token,
+        join_within_s=a.join_within_s,
+        viewer_path=f"/v1/sessions/{a.session_id}/ws",
+    )
+
+
+async def _version(agents: Agents, token: str | None) -> VersionRecord:
+    if token is None:
+        raise ArenaError(
+            "token_required", "ranked runs need the agent version's token: Authorization: Bearer"
+        )
+    # scrypt (~50 ms) off the event loop.
+    return await asyncio.to_thread(agents.authenticate_token, token)
+
+
+@router.post(
+    "/v1/runs",
+    status_code=201,
+    responses={
+        200: {"description": "the version's unfinished run of this game and tier, to go on"},
+        201: {
+            "description": "the new run",
+            "links": {
+                "GetRun": {
+                    "operationId": "get_run_v1_runs__run_id__get",
+                    "parameters": {"run_id": "$response.body#/id"},
+                }
+            },
+        },
+        **responses(
+            "malformed_body", *_AUTH, "unknown_game", "run_in_progress", "run_finished",
+            "run_abandoned",
+        ),
+    },
+)  # fmt: skip
+async def enter_run(
+    body: EnterRun, agents: Registry, runs: RunBook, response: Response, token: Token = None
+) -> RunView:
+    """Enters the token's version in a ranked run of a game at a tier (201), or answers its
+    unfinished one (200). One run per version, game and tier; one running run per token."""
+    version = await _version(agents, token)
+    run, created = runs.enter(version, body.game, body.tier)
+    response.status_code = 201 if created else 200
+    return run_view(run)
+
+
+@router.get("/v1/runs", responses=responses())
+def list_runs(
+    runs: RunBook,
+    game: Annotated[str | None, Query(max_length=64, description="a game id")] = None,
+    tier: Annotated[TierName | None, Query(description="standard or fast")] = None,
+) -> RunPage:
+    """The runs, oldest first, of a game and tier when given."""
+    listed = runs.repository.list_runs(game_id=game, tier=tier)
+    return RunPage(runs=[run_view(r) for r in listed])
+
+
+@router.get("/v1/runs/{run_id}", responses=responses("unknown_run"))
+def get_run(run_id: RunId, runs: RunBook) -> RunView:
+    """A run and its episode attempts (a seed shows once its episode has been played)."""
+    return run_view(runs.run(run_id))
+
+
+@router.post(
+    "/v1/runs/{run_id}/episodes",
+    status_code=201,
+    responses=responses(
+        *_AUTH, "unknown_run", "run_finished", "run_abandoned", "episode_in_progress",
+        "env_refused", "env_unavailable",
+    ),
+)  # fmt: skip
+async def next_episode(
+    run_id: RunId, agents: Registry, runs: RunBook, token: Token = None
+) -> EpisodeAssignment:
+    """Creates the run's next episode on an env server and answers where to join it. One
+    episode at a time: the next is handed out once this one has ended."""
+    version = await _version(agents, token)
+    return _assignment(await runs.next_episode(version, run_id))
+
+
+@router.delete("/v1/runs/{run_id}", responses=responses(*_AUTH, "unknown_run", "run_finished"))
+async def abandon_run(
+    run_id: RunId, agents: Registry, runs: RunBook, token: Token = None
+) -> RunView:
+    """Abandons the run for good: it never ranks, and the version may enter another run."""
+    version = await _version(agents, token)
+    return run_view(runs.abandon(version, run_id))
+
+
+class EnterReferences(BaseModel):
+    """Body of POST /v1/references."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    game: RankedGame
+    tier: TierName = "standard"
+    players: list[ReferencePlayer] = Field(
+        min_length=1,
+        max_length=len(ranked.REFERENCE_PLAYERS),
+        description="reference players: " + ", ".join(ranked.REFERENCE_PLAYERS),
+    )
+
+
+@router.post(
+    "/v1/references",
+    status_code=202,
+    dependencies=[Admin],
+    responses=responses(
+        "malformed_body", *ADMIN_ERRORS, "unknown_game", "unknown_player", "run_finished"
+    ),
+)
+def enter_references(body: EnterReferences, agents: Registry, runs: RunBook) -> RunPage:
+    """Enters reference players in ranked runs of a game at a tier (an administration call):
+    the arena plays them itself, one run at a time, through the same sessions as any agent's.
+    A player whose run is finished is left out."""
+    entered = []
+    for player in dict.fromkeys(body.players):
+        try:
+            run, _ = runs.enter_reference(agents, body.game, body.tier, player)
+        except ArenaError as e:
+            if e.kind != "run_finished" or len(body.players) == 1:
+                raise
+            continue
+        entered.append(run_view(run))
+    return RunPage(runs=entered)
+
+
+class BoardRow(BaseModel):
+    """A finished run on the leaderboard."""
+
+    run: int
+    agent: str
+    version: str
+    kind: str
+    episodes: int
+    mean_return: float
+    se_return: float
+    vs_best_reference: float | None = Field(
+        description="mean per-seed return difference to the best reference (null: none, or it)"
+    )
+    vs_best_reference_se: float | None = Field(description="its paired standard error")
+    best_reference: str | None
+    frames: int
+    on_time: float = Field(description="share of the frames answered on time")
+    late: float
+    fallback: float
+    invalid: float
+    slack_median_ms: float | None
+    slack_p5_ms: float | None
+    frame_share_mean: float | None = Field(description="mean share of the frame used")
+
+
+class Board(BaseModel):
+    game: str
+    tier: str
+    seed_set: str
+    rows: list[BoardRow]
+
+
+def _board_row(row: Row) -> BoardRow:
+    vs = row.vs_best or (None, None)
+    t = row.timing
+    return BoardRow(
+        run=row.run.id,
+        agent=row.run.agent,
+        version=row.run.version,
+        kind=row.run.agent_kind,
+        episodes=len(row.returns),
+        mean_return=row.mean,
+        se_return=row.se,
+        vs_best_reference=vs[0],
+        vs_best_reference_se=vs[1],
+        best_reference=row.best_reference,
+        frames=t.frames,
+        on_time=t.on_time,
+        late=t.late,
+        fallback=t.fallback,
+        invalid=t.invalid,
+        slack_median_ms=t.slack_median_ms,
+        slack_p5_ms=t.slack_p5_ms,
+        frame_share_mean=t.frame_share_mean,
+    )
+
+
+@router.get("/v1/leaderboard", responses=responses("unknown_game"))
+def leaderboard(
+    runs: RunBook,
+    game: Annotated[str, Query(**_GAME)],
+    tier: Annotated[TierName, Query(description="standard or fast")] = "standard",
+    seed_set: Annotated[
+        str, Query(min_length=1, max_length=64, description="a seed set")
+    ] = "ranked-v1",
+) -> Board:
+    """The finished runs of a game, tier and seed set, best mean return first, each paired
+    against the best reference on the same seeds, with its timing profile."""
+    if game not in ranked.GAMES:
+        raise ArenaError(
+            "unknown_game", f"{game!r} is not ranked here: one of {', '.join(ranked.GAMES)}"
+        )
+    listed = runs.repository.list_runs(game_id=game, tier=tier, seed_set=seed_set)
+    return Board(
+        game=game, tier=tier, seed_set=seed_set, rows=[_board_row(r) for r in board(listed)]
+    )
