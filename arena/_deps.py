@@ -8,11 +8,16 @@ from fastapi import Depends, Header, Request
 
 from rtplan.arena._errors import ArenaError
 from rtplan.arena.agents import Agents
+from rtplan.arena.runs import Runs
 from rtplan.processes import ApiKeys, Verdict
 
 
 def get_agents(request: Request) -> Agents:
     return request.app.state.agents
+
+
+def get_runs(request: Request) -> Runs:
+    return request.app.state.runs
 
 
 def get_keys(request: Request) -> ApiKeys:
@@ -33,6 +38,7 @@ def bearer_token(
 
 
 Registry = Annotated[Agents, Depends(get_agents)]
+RunBook = Annotated[Runs, Depends(get_runs)]
 Token = Annotated[str | None, Depends(bearer_token)]
 
 

@@ -11,10 +11,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from rtplan import __version__
-from rtplan.arena import _routes_agents, _routes_health
+from rtplan.arena import _routes_agents, _routes_health, _routes_runs
 from rtplan.arena._errors import ArenaError
 from rtplan.arena.agents import Agents
+from rtplan.arena.envs import EnvServers
 from rtplan.arena.repository import Repository, StorageError
+from rtplan.arena.runs import Runs
 from rtplan.arena.settings import ArenaSettings
 from rtplan.processes import ApiKeys
 
@@ -35,7 +37,7 @@ def _explain(errors: list[dict]) -> str:
 
 
 #: The app's routers, in the order they match.
-_ROUTERS = (_routes_agents, _routes_health)
+_ROUTERS = (_routes_agents, _routes_runs, _routes_health)
 
 
 def _allowed(app: FastAPI, scope: dict) -> str:
@@ -80,9 +82,19 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
     async def lifespan(app: FastAPI):
         repo = repository or Repository.open(settings.database)
         app.state.agents = Agents(repo)
+        key = settings.env_key.get_secret_value() if settings.env_key else None
+        app.state.runs = Runs(
+            repo,
+            EnvServers(settings.env.split(",") if settings.env else [], key),
+            seed_set=settings.seed_set,
+            join_within_s=settings.join_within_s,
+            lost_after_s=settings.lost_after_s,
+        )
+        await app.state.runs.start()
         try:
             yield
         finally:
+            await app.state.runs.stop()
             if repository is None:
                 repo.close()
 

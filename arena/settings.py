@@ -70,6 +70,48 @@ class ArenaSettings(BaseSettings):
             check_key(value.get_secret_value(), "the admin token")
         return value
 
+    env: str = Field(
+        "",
+        description="the env servers ranked episodes are played on: their REST URLs, "
+        "comma-separated (http://HOST:PORT,...); none: the arena registers agents only",
+    )
+    env_key: SecretStr | None = Field(
+        None,
+        description="the key the env servers ask of whoever creates sessions (their agent "
+        "token or one of their API keys)",
+    )
+    seed_set: str = Field(
+        "ranked-v1",
+        description="the pre-registered seed set new runs play (docs/preregistration.md): "
+        "ranked-v1, the leaderboard's; smoke, 2 short episodes for trying the protocol",
+    )
+    join_within_s: float = Field(
+        30.0, gt=0, le=3600, description="seconds an agent has to join its episode's session"
+    )
+    lost_after_s: float = Field(
+        15.0,
+        gt=0,
+        le=3600,
+        description="seconds an env server may be unreachable before its episode is cut short "
+        "(and played again from its seed)",
+    )
+
+    @field_validator("seed_set")
+    @classmethod
+    def _check_seed_set(cls, value: str) -> str:
+        from rtplan.arena.ranked import SEED_SETS
+
+        if value not in SEED_SETS:
+            raise ValueError(f"{value!r} is no seed set: one of {', '.join(SEED_SETS)}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, value: str) -> str:
+        from rtplan.arena.envs import parse_urls
+
+        return ",".join(parse_urls(value))
+
     @field_validator("database")
     @classmethod
     def _check_database(cls, value: str) -> str:

@@ -106,6 +106,16 @@ class CreateSession(BaseModel):
     )
     #: The session /tv shows first while it is live (the demo's game).
     featured: bool = Field(False, description="true or false")
+    #: A ranked episode (the arena's): the seed stays hidden until the session ends.
+    sealed: bool = Field(False, description="true or false (hide the seed until the session ends)")
+    #: An outside agent's session: stopped when no agent joined within this many seconds.
+    join_within_s: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_CLOCK_S,
+        description=f"a number of seconds in [0, {MAX_CLOCK_S}] (stop the session when no "
+        "agent joined by then; 0: wait for ever)",
+    )
 
     @property
     def opponent_given(self) -> bool:
@@ -138,6 +148,8 @@ class CreateSession(BaseModel):
             max_frames=self.max_frames,
             time_s=self.time_s or 0.0,
             increment_s=self.increment_s or 0.0,
+            sealed=self.sealed,
+            join_within_s=self.join_within_s,
         )
 
 

@@ -58,7 +58,7 @@ async def _lifespan(app: FastAPI):
     app.state.replays = ReplayCache(settings.record_dir)
     app.state.grpc_server = server
     app.state.grpc_port = port
-    pruned = await asyncio.to_thread(manager.prune_replays)
+    pruned = await asyncio.to_thread(manager.prune_replays, orphans=True)
     if pruned:
         log.info("deleted %d replay files beyond the retention policy", len(pruned))
     # Compiled while the server already answers (the lobby is up at once); a session of a game
