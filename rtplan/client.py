@@ -1,11 +1,17 @@
-"""Python client of the Env API: join a live game, read frames, send actions."""
+"""Python client of the Env API: join a live game, read frames, send actions; and of the
+arena's ranked runs (`ranked_run`), whose episodes are played through the same API."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import queue
 import threading
-from collections.abc import Iterator
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -255,3 +261,103 @@ class EnvClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# ---- the arena's ranked runs ----
+
+
+class ArenaError(RuntimeError):
+    """The arena refused a call: `kind` is its error's kind (e.g. "run_finished"), `status` its
+    HTTP status."""
+
+    def __init__(self, status: int, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.status = status
+        self.kind = kind
+        self.detail = detail
+
+
+def _arena_call(
+    arena: str, method: str, path: str, token: str, body: dict | None = None
+) -> dict[str, Any]:
+    request = urllib.request.Request(
+        arena.rstrip("/") + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        try:
+            error = json.loads(e.read())
+            kind, detail = error["error"], error["detail"]
+        except (ValueError, KeyError, TypeError):
+            kind, detail = "http_error", f"{e.code} {e.reason}"
+        raise ArenaError(e.code, kind, detail) from None
+
+
+def ranked_run(
+    arena: str,
+    token: str,
+    game: str,
+    play: Callable[[Episode, dict[str, Any]], None],
+    *,
+    tier: str = "standard",
+    on_episode: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Plays the token's ranked run of `game` at `tier` to its end (docs/arena.md): enters it
+    (or goes on with the version's unfinished one), then asks for each episode and plays it
+    through the Env API with `play(episode, assignment)`, which answers the episode's frames
+    (iterate `episode`, `episode.act(...)`) until they stop.
+
+    Args:
+        arena: the arena's URL, e.g. "http://127.0.0.1:8100".
+        token: the agent version's token (`rtplan arena register`).
+        game: a ranked game, e.g. "tetris-rt-v0".
+        play: plays one episode; returning early leaves it (the fallback plays it out: the
+            return still counts).
+        tier: "standard" (9 FPS) or "fast" (30 FPS).
+        on_episode: called after each episode with (its assignment, the run as the arena
+            has it then).
+
+    Returns:
+        The finished run (GET /v1/runs/{id}): its episodes, mean return and standard error.
+
+    Raises:
+        ArenaError: the arena refused (e.g. `run_finished`: the version has played this run).
+        EnvError: an env server refused the episode's stream.
+    """
+    run = _arena_call(arena, "POST", "/v1/runs", token, {"game": game, "tier": tier})
+    path = f"/v1/runs/{run['id']}"
+    waits = 0
+    while True:
+        try:
+            assignment = _arena_call(arena, "POST", f"{path}/episodes", token)
+        except ArenaError as e:
+            if e.kind == "run_finished":
+                break
+            # The one just played is still being read (another client of the token would
+            # hold it longer: then this one gives up after 10 s).
+            if e.kind == "episode_in_progress" and waits < 50:
+                waits += 1
+                time.sleep(0.2)
+                continue
+            raise
+        waits = 0
+        with EnvClient(assignment["env"]["grpc"]) as client:
+            joined = client.play(
+                session_id=assignment["session_id"], token=assignment["session_token"]
+            )
+            with joined as episode:
+                play(episode, assignment)
+        if on_episode is not None:
+            on_episode(assignment, _arena_call(arena, "GET", path, token))
+    # The last episode is committed once the arena has read its end (within a poll).
+    for _ in range(100):
+        run = _arena_call(arena, "GET", path, token)
+        if run["status"] != "running":
+            break
+        time.sleep(0.1)
+    return run

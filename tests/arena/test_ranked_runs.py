@@ -294,3 +294,24 @@ def test_references_play_the_same_seeds_and_the_board_pairs_against_the_best(are
     # A name of the arena's references is not for anyone else.
     taken = call(arena, "POST", "/v1/agents", body={"name": "rtplan-k3", "version": "1"})
     assert taken[0] == 422 and taken[1]["error"] == "reserved_name"
+
+
+def test_the_example_agent_plays_a_ranked_run_with_the_client_s_helper(arena, tmp_path):
+    token = register(arena, "example")
+    out = subprocess.run(
+        [sys.executable, "-m", "rtplan.examples.random_agent", "--ranked", "--arena", arena,
+         "--game", GAME, "--tier", "fast"],
+        env={**os.environ, "RTPLAN_ARENA_TOKEN": token, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"episode {SMOKE.episodes}/{SMOKE.episodes} played" in out.stdout
+    assert "finished: 2 episodes, mean return" in out.stdout and token not in out.stdout
+    # Its version has played this run: a second try is refused in one line.
+    again = subprocess.run(
+        [sys.executable, "-m", "rtplan.examples.random_agent", "--ranked", "--arena", arena,
+         "--game", GAME, "--tier", "fast"],
+        env={**os.environ, "RTPLAN_ARENA_TOKEN": token, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 1 and "run_finished" in again.stderr, again.stderr
