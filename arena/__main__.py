@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import uvicorn
 from pydantic import ValidationError
 
-from rtplan.arena.app import api_keys, create_app
+from rtplan.arena.app import api_keys, create_app, env_key
 from rtplan.arena.repository import Repository, StorageError
 from rtplan.arena.settings import ArenaSettings
 from rtplan.harness.config import add_settings_flags, settings_overrides
@@ -88,6 +88,10 @@ def _refusal(settings: ArenaSettings) -> str | None:
         keys = api_keys(settings)
     except KeyFileError as e:
         return f"arena: {e}; fix it or pass another --api-key-file"
+    try:
+        env_key(settings)
+    except KeyFileError as e:
+        return f"arena: {e}; fix it or pass another --env-key-file"
     refused = exposure_refusal(
         "arena",
         settings.host,

@@ -18,7 +18,7 @@ from rtplan.arena.envs import EnvServers
 from rtplan.arena.repository import Repository, StorageError
 from rtplan.arena.runs import Runs
 from rtplan.arena.settings import ArenaSettings
-from rtplan.processes import ApiKeys
+from rtplan.processes import ApiKeys, first_key
 
 
 def _error(status: int, kind: str, detail: str, headers=None) -> JSONResponse:
@@ -63,6 +63,18 @@ def api_keys(settings: ArenaSettings) -> ApiKeys:
     return ApiKeys(token=token, key_file=settings.api_key_file)
 
 
+def env_key(settings: ArenaSettings) -> str | None:
+    """The key the arena presents to its env servers: `env_key`, else the first of
+    `env_key_file`, else none.
+
+    Raises:
+        KeyFileError: the key file cannot serve.
+    """
+    if settings.env_key is not None:
+        return settings.env_key.get_secret_value()
+    return None if settings.env_key_file is None else first_key(settings.env_key_file)
+
+
 def create_app(settings: ArenaSettings | None = None, *, repository: Repository | None = None):
     """The arena app.
 
@@ -82,7 +94,7 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
     async def lifespan(app: FastAPI):
         repo = repository or Repository.open(settings.database)
         app.state.agents = Agents(repo)
-        key = settings.env_key.get_secret_value() if settings.env_key else None
+        key = env_key(settings)
         app.state.runs = Runs(
             repo,
             EnvServers(settings.env.split(",") if settings.env else [], key),

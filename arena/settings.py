@@ -80,6 +80,11 @@ class ArenaSettings(BaseSettings):
         description="the key the env servers ask of whoever creates sessions (their agent "
         "token or one of their API keys)",
     )
+    env_key_file: Path | None = Field(
+        None,
+        description="a key file whose first key the arena presents to the env servers when "
+        "it creates sessions (instead of RTPLAN_ARENA_ENV_KEY; e.g. their own API key file)",
+    )
     seed_set: str = Field(
         "ranked-v1",
         description="the pre-registered seed set new runs play (docs/preregistration.md): "

@@ -106,3 +106,35 @@ def test_slack_quantiles_come_from_the_summed_histograms():
     t = timing(eps, fps=10.0)  # a 100 ms frame
     assert t.slack_median_ms == pytest.approx(85.0) and t.slack_p5_ms == pytest.approx(5.5)
     assert t.frame_share_mean == pytest.approx(0.525) and t.on_time == 1.0
+
+
+def test_the_arena_presents_the_first_key_of_its_env_key_file(tmp_path):
+    """What the env servers ask of whoever creates sessions: `--env-key-file`'s first key (the
+    compose file gives the arena the env server's own key file), sent as a bearer token."""
+    import asyncio
+
+    from fastapi import FastAPI, Header
+
+    from rtplan.arena.app import env_key
+    from rtplan.arena.envs import EnvServers
+    from rtplan.arena.settings import ArenaSettings
+    from support import uvicorn_app
+
+    keys = tmp_path / "api_keys"
+    keys.write_text(
+        "# rotated 2026-12-07\nfirst-key-0123456789abcdef\nsecond-key-0123456789abcdef\n"
+    )
+    settings = ArenaSettings(database=str(tmp_path / "a.db"), env_key_file=keys)
+    assert env_key(settings) == "first-key-0123456789abcdef"
+    assert "first-key" not in repr(settings) + str(settings)
+    seen = []
+    app = FastAPI()
+
+    @app.post("/v1/sessions", status_code=201)
+    def create(authorization: str | None = Header(None)) -> dict:
+        seen.append(authorization)
+        return {"id": "s1", "token": "t", "grpc_port": 50052, "session": {}}
+
+    with uvicorn_app(app) as base:
+        server, answer = asyncio.run(EnvServers([base], env_key(settings)).create({"game": "x"}))
+    assert seen == ["Bearer first-key-0123456789abcdef"] and server.grpc == "127.0.0.1:50052"
