@@ -10,7 +10,8 @@
 #              compose secret) a planner session is created, its websocket watched from the host
 #   7. restart the stack down and up again (volumes kept); the replay is still served
 #   8. deploy  one short rung of the cpu-deploy profile (its key from the same secret)
-#   9. logs    no key appears in any container's log, the probe's output or the deploy's
+#   9. logs    no key appears in any container's log (before the restart and after), the
+#              probe's output or the deploy's
 #  10. down    containers, network and volumes removed (also on failure; the images stay)
 # The keys are a random file made for the run in its private work folder (mode 0644 there, so
 # the containers' uid 1000 reads the bind-mounted secret), never committed; docker-compose.yml
@@ -262,6 +263,8 @@ game="${GAMES%%,*}"
 
 # --- 7. restart -----------------------------------------------------------------------------
 step restart "down (volumes kept) and up again; the replay is still in its volume"
+# What the containers said so far goes with them: kept for step 9's search.
+compose logs --no-color --timestamps >"$work/services-first.log" 2>&1 || fail "compose logs failed"
 compose down >"$work/down-restart.log" 2>&1 || fail "compose down failed"
 bring_up
 replay="$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['replay'])" "$work/play.json")"
@@ -291,18 +294,21 @@ fi
 # --- 9. no key in any log -------------------------------------------------------------------
 step logs "no key in the containers' logs, the probe's output or the deploy's"
 compose logs --no-color --timestamps >"$work/services.log" 2>&1 || fail "compose logs failed"
-grep -q "rtplan env server: http on" "$work/services.log" ||
-    fail "the env server's log is not in compose logs (nothing to search)"
+for f in services-first.log services.log; do
+    grep -q "rtplan env server: http on" "$work/$f" ||
+        fail "the env server's log is not in $f (nothing to search)"
+done
 n=0
 while read -r key; do
     case "$key" in "" | "#"*) continue ;; esac
     n=$((n + 1))
-    for f in services.log no-key.log play.log play.json deploy.log; do
+    for f in services-first.log services.log no-key.log play.log play.json deploy.log; do
         if grep -qF -- "$key" "$work/$f"; then
             fail "key $n of the key file appears in $f"
         fi
     done
 done <"$keys"
 [ "$n" = 2 ] || fail "read $n keys from $keys, not 2"
-log "neither key appears in $(wc -l <"$work/services.log") lines of logs and the probe's files"
+lines=$(cat "$work/services-first.log" "$work/services.log" | wc -l)
+log "neither key appears in $lines lines of container logs, the probe's files or the deploy's"
 step down "all checks passed"

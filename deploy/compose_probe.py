@@ -20,6 +20,9 @@ from pathlib import Path
 
 from rtplan.processes import HTTPStatusError, first_key, http_json
 
+#: Session creations tried while the env server cannot reach the planner service yet.
+CREATE_TRIES = 5
+
 
 def _ws_url(http: str) -> str:
     return "ws" + http.removeprefix("http")
@@ -50,8 +53,18 @@ def play(
     body = {"game": game, "agent": "planner", "k": k, "fps": fps, "record": True}
     body["max_frames"] = frames
     refused = refusals(http, body)
-    # The env server compiles the game's step at its first session: minutes on a loaded CPU.
-    created = http_json("POST", f"{http}/v1/sessions", body, key, timeout=timeout_s)
+    # The env server compiles the game's step at its first session: minutes on a loaded CPU;
+    # its first call to the planner may time out while the connection opens (a 409 that says
+    # UNAVAILABLE), as `via_services.create_session` retries it.
+    for attempt in range(CREATE_TRIES):
+        try:
+            created = http_json("POST", f"{http}/v1/sessions", body, key, timeout=timeout_s)
+            break
+        except HTTPStatusError as e:
+            if "UNAVAILABLE" not in str(e) or attempt == CREATE_TRIES - 1:
+                raise
+            print(f"compose_probe play: try {attempt + 1}: {e}; again in 5 s", file=sys.stderr)
+            time.sleep(5.0)
     sid = created["id"]
     seen: collections.Counter[str] = collections.Counter()
     planned = 0
