@@ -13,6 +13,7 @@ from rtplan.arena import ranked
 from rtplan.arena._deps import ADMIN_ERRORS, Admin, Registry, RunBook, Token
 from rtplan.arena._errors import ArenaError, responses
 from rtplan.arena.agents import Agents
+from rtplan.arena.identity import NAME_LEN, NAME_PATTERN
 from rtplan.arena.repository import EpisodeRecord, RunRecord, VersionRecord
 from rtplan.arena.runs import Assignment
 from rtplan.arena.standings import Row, board
@@ -88,6 +89,9 @@ class EpisodeView(BaseModel):
     frames: int
     timing: Timing | None
     env_server: str | None
+    session_id: str | None = Field(
+        description="its session on the env server (watched live at {env_server}/watch?session=ID)"
+    )
     replay: str | None = Field(description="the replay's URL on its env server, once ended")
     started_at: dt.datetime
     finished_at: dt.datetime | None
@@ -189,6 +193,7 @@ def run_view(run: RunRecord) -> RunView:
                 frames=e.frames,
                 timing=_timing(e),
                 env_server=e.env_server,
+                session_id=e.session_id,
                 replay=f"{e.env_server}/v1/replays/{e.replay}" if e.replay else None,
                 started_at=e.started_at,
                 finished_at=e.finished_at,
@@ -261,9 +266,15 @@ def list_runs(
     runs: RunBook,
     game: Annotated[str | None, Query(max_length=64, description="a game id")] = None,
     tier: Annotated[TierName | None, Query(description="standard or fast")] = None,
+    agent: Annotated[
+        str | None,
+        Query(
+            min_length=1, max_length=NAME_LEN, pattern=NAME_PATTERN, description="an agent's name"
+        ),
+    ] = None,
 ) -> RunPage:
-    """The runs, oldest first, of a game and tier when given."""
-    listed = runs.repository.list_runs(game_id=game, tier=tier)
+    """The runs, oldest first, of a game, tier and agent when given."""
+    listed = runs.repository.list_runs(game_id=game, tier=tier, agent=agent)
     return RunPage(runs=[run_view(r) for r in listed])
 
 
@@ -412,4 +423,50 @@ def leaderboard(
     listed = runs.repository.list_runs(game_id=game, tier=tier, seed_set=seed_set)
     return Board(
         game=game, tier=tier, seed_set=seed_set, rows=[_board_row(r) for r in board(listed)]
+    )
+
+
+class TierView(BaseModel):
+    name: str
+    fps: float
+
+
+class SeedSetView(BaseModel):
+    """A pre-registered seed set: episode i of a run plays seed `first_seed + i`."""
+
+    name: str
+    first_seed: int
+    episodes: int
+    max_frames: int = Field(description="each episode stops after this many frames")
+
+
+class RankedView(BaseModel):
+    """What ranked runs are here: the games, the tiers and the seed sets a leaderboard is
+    drawn for, and the set new runs play."""
+
+    games: list[str]
+    tiers: list[TierView]
+    seed_sets: list[SeedSetView]
+    seed_set: str = Field(description="the seed set new runs play on this arena")
+    env_servers: list[str] = Field(
+        description="the env servers its episodes play on (REST URLs): their lobbies list the "
+        "ranked episodes playing, to watch live"
+    )
+
+
+@router.get("/v1/ranked", responses=responses())
+def ranked_rules(runs: RunBook) -> RankedView:
+    """The games, tiers and seed sets of ranked runs (docs/preregistration.md), the seed set
+    this arena's new runs play, and the env servers they play on."""
+    return RankedView(
+        games=list(ranked.GAMES),
+        tiers=[TierView(name=t.name, fps=t.fps) for t in ranked.TIERS.values()],
+        seed_sets=[
+            SeedSetView(
+                name=s.name, first_seed=s.first_seed, episodes=s.episodes, max_frames=s.max_frames
+            )
+            for s in ranked.SEED_SETS.values()
+        ],
+        seed_set=runs.seed_set.name,
+        env_servers=[s.url for s in runs.envs.servers],
     )

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from rtplan import __version__
-from rtplan.arena import _routes_agents, _routes_health, _routes_runs
+from rtplan.arena import _routes_agents, _routes_health, _routes_pages, _routes_runs
 from rtplan.arena._errors import ArenaError
 from rtplan.arena.agents import Agents
 from rtplan.arena.envs import EnvServers
@@ -37,7 +37,7 @@ def _explain(errors: list[dict]) -> str:
 
 
 #: The app's routers, in the order they match.
-_ROUTERS = (_routes_agents, _routes_runs, _routes_health)
+_ROUTERS = (_routes_agents, _routes_runs, _routes_health, _routes_pages)
 
 
 def _allowed(app: FastAPI, scope: dict) -> str:
@@ -85,8 +85,9 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
 
     Returns:
         The FastAPI app; `app.state` holds the settings, the admin keys (`keys`: `api_keys`,
-        which `_deps.require_admin` checks) and, once started, `agents` (the registry over the
-        repository) that the routers read by `Depends`.
+        which `_deps.require_admin` checks), the pages' folder (`web_dir`, served at /arena
+        and /web/) and, once started, `agents` (the registry over the repository) that the
+        routers read by `Depends`.
     """
     settings = ArenaSettings() if settings is None else settings
 
@@ -139,4 +140,5 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
 
     for module in _ROUTERS:
         app.include_router(module.router)
+    _routes_pages.mount_pages(app, settings.web_dir)
     return app

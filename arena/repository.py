@@ -512,14 +512,21 @@ class Repository:
         return found[0] if found else None
 
     def list_runs(
-        self, *, game_id: str | None = None, tier: str | None = None, seed_set: str | None = None
+        self,
+        *,
+        game_id: str | None = None,
+        tier: str | None = None,
+        seed_set: str | None = None,
+        agent: str | None = None,
     ) -> list[RunRecord]:
-        """The runs (with their attempts), oldest first, of a game, tier and seed set if given."""
+        """The runs (with their attempts), oldest first, of a game, tier, seed set and agent
+        (its name) if given."""
         where = sa_true()
         for column, value in (
             (runs.c.game_id, game_id),
             (runs.c.tier, tier),
             (runs.c.seed_set, seed_set),
+            (agents.c.name, agent),
         ):
             if value is not None:
                 where = where & (column == value)

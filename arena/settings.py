@@ -101,6 +101,12 @@ class ArenaSettings(BaseSettings):
         "(and played again from its seed)",
     )
 
+    web_dir: Path | None = Field(
+        None,
+        description="folder of the browser pages served at /arena (default: the checkout's "
+        "web/ beside the packages, else the installed package's copy)",
+    )
+
     @field_validator("seed_set")
     @classmethod
     def _check_seed_set(cls, value: str) -> str:

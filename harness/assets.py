@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 from pathlib import Path
 
 # A checkout (or its editable install) keeps the folders at its root, beside the packages. A
@@ -19,7 +19,7 @@ ASSETS = "_assets"
 def shipped_dir(name: str, package: str) -> Path:
     """The shipped folder `name`: the checkout's `<root>/name` when the code runs from a
     checkout (that folder exists beside the packages), else the package data of the installed
-    `package` (`<package>/_assets/name`, through importlib.resources). The path may not exist
+    `package` (`<package>/_assets/name`, found without importing it). The path may not exist
     (an install without it): a caller that finds nothing there names it and its override flag.
 
     Args:
@@ -29,5 +29,10 @@ def shipped_dir(name: str, package: str) -> Path:
     checkout = CHECKOUT / name
     if checkout.is_dir():
         return checkout
-    # A wheel installs unpacked, so the package's resources are a real folder.
-    return Path(str(importlib.resources.files(package) / ASSETS / name))
+    # A wheel installs unpacked, so the package's data is a real folder. Its spec names the
+    # folder without running the package: the arena finds the pages the env server's package
+    # carries without loading the env server.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"no package {package!r}", name=package)
+    return Path(next(iter(spec.submodule_search_locations))) / ASSETS / name

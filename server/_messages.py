@@ -164,6 +164,7 @@ class SessionSummary(TypedDict):
     viewers: int
     viewer_path: str
     starts_in_ms: float  # the countdown before frame 0's clock (a person's game); 0 after
+    sealed: bool  # its seed hidden until it ends: an arena's ranked episode
 
 
 class MoveJson(TypedDict):
@@ -307,6 +308,7 @@ def session_summary(
         "viewers": viewers,
         "viewer_path": viewer_path,
         "starts_in_ms": round(starts_in_s * 1e3, 1),
+        "sealed": config.sealed,
     }
 
 

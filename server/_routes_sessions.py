@@ -259,6 +259,7 @@ async def healthz(manager: Manager, settings: AppSettings, grpc_port: GrpcPort) 
         "live_sessions": manager.live_count(),
         "grpc_port": grpc_port,
         "planner_address": settings.planner_address,
+        "arena_url": settings.arena_url,  # the lobby's link to an arena, or null
     }
 
 

@@ -146,6 +146,11 @@ class Settings(BaseSettings):
         description="folder of the browser pages served at / (default: the checkout's web/ "
         "beside the packages, else the installed package's copy)",
     )
+    arena_url: str | None = Field(
+        None,
+        description="an arena's address (http://HOST:PORT), which the lobby links to (its "
+        "leaderboard, /arena); unset: no link",
+    )
 
     @field_validator("agent_token")
     @classmethod
@@ -153,6 +158,16 @@ class Settings(BaseSettings):
         if value is not None:
             check_key(value.get_secret_value(), "the agent token")
         return value
+
+    @field_validator("arena_url")
+    @classmethod
+    def _check_arena_url(cls, value: str | None) -> str | None:
+        # A page puts it in a link: an http(s) address or nothing (blank: unset).
+        if value is None or not value.strip():
+            return None
+        if not value.strip().startswith(("http://", "https://")):
+            raise ValueError("an arena's address starts http:// or https://")
+        return value.strip().rstrip("/")
 
     @field_validator("planner_address")
     @classmethod

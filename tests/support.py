@@ -491,12 +491,12 @@ def env_server(tmp: Path, root: Path, game_ids, *flags: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def uvicorn_app(app) -> Iterator[str]:
-    """Serves ASGI `app` with uvicorn on a free port, on a thread of this process (where a test's
-    registrations hold); yields its base URL and stops it after."""
+def uvicorn_app(app, port: int = 0) -> Iterator[str]:
+    """Serves ASGI `app` with uvicorn on `port` (0: a free one), on a thread of this process
+    (where a test's registrations hold); yields its base URL and stops it after."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, port=0, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

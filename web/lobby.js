@@ -1,5 +1,6 @@
-// The lobby: the server's sessions (GET /v1/sessions, polled, live first, a page at a time), a
-// form that starts one (POST /v1/sessions) and the recorded replays (GET /v1/replays, paged).
+// The lobby: the server's sessions (GET /v1/sessions, polled, live first, a page at a time; an
+// arena's ranked episodes marked), a form that starts one (POST /v1/sessions), the recorded
+// replays (GET /v1/replays, paged) and a link to the arena the server names (/healthz).
 // Tokens of the sessions started here stay in sessionStorage so that this tab can stop them
 // (DELETE needs the token) and play its human sessions on the watch page.
 
@@ -36,8 +37,12 @@ function row(s) {
   const tr = el("tr");
   tr.dataset.session = s.id;
   const live = s.status === "running" || s.status === "waiting";
+  const session = el("span");
+  session.append(watchLink(s.id));
+  // An arena's ranked episode: its seed stays hidden until it ends (a sealed session).
+  if (s.sealed) session.append(" ", el("span", "ranked", { class: "tag", title: "a ranked episode of an arena (its seed hidden until it ends)" }));
   const cells = [
-    watchLink(s.id),
+    session,
     el("span", s.game),
     el("span", agentLabel(s)),
     el("span", s.status + (s.reason ? ` (${s.reason})` : ""), { class: live ? "ok" : "muted" }),
@@ -391,6 +396,11 @@ async function init() {
     const health = await getJSON("/healthz");
     document.getElementById("server").textContent =
       `${health.version} · planner ${health.planner_address || "not connected"}`;
+    if (health.arena_url) {
+      const arena = document.getElementById("arena");
+      arena.href = `${health.arena_url}/arena`;
+      arena.hidden = false;
+    }
     await loadGames();
     setTimeout(pollGames, settling() ? COMPILING_POLL_MS : SETTLED_POLL_MS);
     for (const id of ["sessions-game", "replays-game"]) {

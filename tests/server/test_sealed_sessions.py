@@ -41,6 +41,10 @@ def test_a_sealed_session_shows_its_seed_only_once_it_has_ended(srv):
     # Nothing shows the seed while the session lives: its creation's answer, its details, a
     # viewer's hello, the replay folder (the file is written under a name it does not list).
     assert created["session"]["config"]["seed"] is None and created["session"]["replay"] is None
+    # The lobby marks it ranked (web/lobby.js): its summary says it is sealed.
+    assert created["session"]["sealed"] is True
+    listed = srv.client.get("/v1/sessions").json()["sessions"]
+    assert next(s for s in listed if s["id"] == sid)["sealed"] is True
     assert details(srv, sid)["config"]["seed"] is None
     with srv.client.websocket_connect(f"/v1/sessions/{sid}/ws") as ws:
         hello = ws.receive_json()

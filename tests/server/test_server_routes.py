@@ -7,8 +7,10 @@ import io
 import re
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from PIL import Image, ImageSequence
+from pydantic import ValidationError
 
 from rtplan.server import Settings, create_app
 from rtplan.server.replay_gif import STRIP_CHART, STRIP_TEXT, board_size
@@ -51,6 +53,23 @@ def test_every_route_answers_through_its_router(tmp_path):
         with client.websocket_connect("/v1/sessions/nope/ws") as ws:
             closed = ws.receive()
         assert closed["type"] == "websocket.close" and closed["code"] == 4404
+
+
+def test_the_lobby_links_the_arena_the_settings_name(tmp_path):
+    """`--arena-url` (RTPLAN_SERVER_ARENA_URL) reaches the lobby through /healthz (web/lobby.js
+    shows the link); unset, there is none."""
+    folders = dict(web_dir=WEB, record_dir=tmp_path, results_dir=tmp_path, checkpoint_dir=tmp_path)
+    assert Settings(arena_url="").arena_url is None
+    with pytest.raises(ValidationError, match="http:// or https://"):
+        Settings(arena_url="javascript:alert(1)")
+    for given, shown in (
+        (" http://arena.example:8100/ ", "http://arena.example:8100"),
+        (None, None),
+    ):
+        settings = Settings(http_port=0, grpc_port=0, arena_url=given, **folders)
+        assert settings.arena_url == shown
+        with TestClient(create_app(settings)) as client:
+            assert client.get("/healthz").json()["arena_url"] == shown
 
 
 def _imports(text: str) -> list[str]:
