@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from rtplan.arena._errors import ArenaError
+from rtplan.arena._limits import RateLimits
 from rtplan.arena.agents import Agents
 from rtplan.arena.runs import Runs
 from rtplan.processes import ApiKeys, Verdict
@@ -18,6 +19,15 @@ def get_agents(request: Request) -> Agents:
 
 def get_runs(request: Request) -> Runs:
     return request.app.state.runs
+
+
+def get_limits(request: Request) -> RateLimits:
+    return request.app.state.limits
+
+
+def client_address(request: Request) -> str:
+    """The address a request came from (a proxy's, behind one)."""
+    return request.client.host if request.client else "unknown"
 
 
 def get_keys(request: Request) -> ApiKeys:
@@ -39,6 +49,8 @@ def bearer_token(
 
 Registry = Annotated[Agents, Depends(get_agents)]
 RunBook = Annotated[Runs, Depends(get_runs)]
+Limits = Annotated[RateLimits, Depends(get_limits)]
+Address = Annotated[str, Depends(client_address)]
 Token = Annotated[str | None, Depends(bearer_token)]
 
 

@@ -31,6 +31,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "env_unavailable": (503, "no env server can play an episode now"),
     "not_found": (404, "no such route"),
     "method_not_allowed": (405, "the route takes another method"),
+    "rate_limited": (429, "too many requests: Retry-After says when to try again"),
     "storage_unavailable": (503, "the arena's database cannot be reached"),
 }
 
@@ -59,9 +60,10 @@ class ArenaError(Exception):
 
 def responses(*kinds: str) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI `responses` of a route that can answer `kinds` (plus `invalid_request` and
-    `storage_unavailable`, which every route can): one entry per status, naming its kinds."""
+    `rate_limited` and `storage_unavailable`, which every route can): one entry per status,
+    naming its kinds."""
     by_status: dict[int, list[str]] = {}
-    for kind in (*kinds, "invalid_request", "storage_unavailable"):
+    for kind in (*kinds, "invalid_request", "rate_limited", "storage_unavailable"):
         by_status.setdefault(KINDS[kind][0], []).append(kind)
     return {
         status: {

@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from rtplan.arena._deps import Registry, Token
+from rtplan.arena._deps import Address, Limits, Registry, Token
 from rtplan.arena._errors import responses
 from rtplan.arena.identity import NAME_LEN, NAME_PATTERN, VERSION_LEN
+from rtplan.arena.ranked import REFERENCE_PREFIX
 from rtplan.arena.repository import AgentRecord
 
 router = APIRouter(tags=["agents"])
@@ -41,7 +42,8 @@ class Register(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: str = Field(**_NAME)
+    # A name starting `ranked.REFERENCE_PREFIX` is the arena's references' (`reserved_name`).
+    name: str = Field(**_NAME, json_schema_extra={"not": {"pattern": f"^{REFERENCE_PREFIX}"}})
     version: str = Field(**_VERSION)
 
 
@@ -115,9 +117,12 @@ def _view(agent: AgentRecord) -> AgentView:
         "revoked_token",
     ),
 )  # fmt: skip
-def register(body: Register, agents: Registry, token: Token = None) -> Issued:
+def register(
+    body: Register, agents: Registry, limits: Limits, address: Address, token: Token = None
+) -> Issued:
     """Registers a version of an agent and answers its token, this once. A new version of an
     existing agent needs a live token of one of its versions (`Authorization: Bearer`)."""
+    limits.hit("registration", address)
     record, issued = agents.register(body.name, body.version, owner_token=token)
     return Issued(
         name=record.name,

@@ -9,9 +9,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from rtplan.arena import ranked
-from rtplan.arena._deps import ADMIN_ERRORS, Admin, Registry, RunBook, Token
+from rtplan.arena import identity, ranked
+from rtplan.arena._deps import ADMIN_ERRORS, Admin, Limits, Registry, RunBook, Token
 from rtplan.arena._errors import ArenaError, responses
+from rtplan.arena._limits import RateLimits
 from rtplan.arena.agents import Agents
 from rtplan.arena.identity import NAME_LEN, NAME_PATTERN
 from rtplan.arena.repository import EpisodeRecord, RunRecord, VersionRecord
@@ -221,11 +222,13 @@ def _assignment(a: Assignment) -> EpisodeAssignment:
     )
 
 
-async def _version(agents: Agents, token: str | None) -> VersionRecord:
+async def _version(agents: Agents, limits: RateLimits, token: str | None) -> VersionRecord:
     if token is None:
         raise ArenaError(
             "token_required", "ranked runs need the agent version's token: Authorization: Bearer"
         )
+    # Counted by the token's public id (never its secret), before its hash is checked.
+    limits.hit("token", identity.token_id(token) or "malformed")
     # scrypt (~50 ms) off the event loop.
     return await asyncio.to_thread(agents.authenticate_token, token)
 
@@ -251,11 +254,16 @@ async def _version(agents: Agents, token: str | None) -> VersionRecord:
     },
 )  # fmt: skip
 async def enter_run(
-    body: EnterRun, agents: Registry, runs: RunBook, response: Response, token: Token = None
+    body: EnterRun,
+    agents: Registry,
+    runs: RunBook,
+    limits: Limits,
+    response: Response,
+    token: Token = None,
 ) -> RunView:
     """Enters the token's version in a ranked run of a game at a tier (201), or answers its
     unfinished one (200). One run per version, game and tier; one running run per token."""
-    version = await _version(agents, token)
+    version = await _version(agents, limits, token)
     run, created = runs.enter(version, body.game, body.tier)
     response.status_code = 201 if created else 200
     return run_view(run)
@@ -293,20 +301,20 @@ def get_run(run_id: RunId, runs: RunBook) -> RunView:
     ),
 )  # fmt: skip
 async def next_episode(
-    run_id: RunId, agents: Registry, runs: RunBook, token: Token = None
+    run_id: RunId, agents: Registry, runs: RunBook, limits: Limits, token: Token = None
 ) -> EpisodeAssignment:
     """Creates the run's next episode on an env server and answers where to join it. One
     episode at a time: the next is handed out once this one has ended."""
-    version = await _version(agents, token)
+    version = await _version(agents, limits, token)
     return _assignment(await runs.next_episode(version, run_id))
 
 
 @router.delete("/v1/runs/{run_id}", responses=responses(*_AUTH, "unknown_run", "run_finished"))
 async def abandon_run(
-    run_id: RunId, agents: Registry, runs: RunBook, token: Token = None
+    run_id: RunId, agents: Registry, runs: RunBook, limits: Limits, token: Token = None
 ) -> RunView:
     """Abandons the run for good: it never ranks, and the version may enter another run."""
-    version = await _version(agents, token)
+    version = await _version(agents, limits, token)
     return run_view(runs.abandon(version, run_id))
 
 

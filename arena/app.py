@@ -12,7 +12,9 @@ from starlette.routing import Match
 
 from rtplan import __version__
 from rtplan.arena import _routes_agents, _routes_health, _routes_pages, _routes_runs
+from rtplan.arena._deps import client_address
 from rtplan.arena._errors import ArenaError
+from rtplan.arena._limits import RateLimited, RateLimits
 from rtplan.arena.agents import Agents
 from rtplan.arena.envs import EnvServers
 from rtplan.arena.repository import Repository, StorageError
@@ -114,12 +116,30 @@ def create_app(settings: ArenaSettings | None = None, *, repository: Repository 
     app = FastAPI(title="rtplan arena", version=__version__, lifespan=lifespan)
     app.state.settings = settings
     app.state.keys = api_keys(settings)
+    app.state.limits = limits = RateLimits(
+        per_address=settings.rate_per_address,
+        registrations=settings.rate_registrations,
+        per_token=settings.rate_per_token,
+    )
+
+    @app.middleware("http")
+    async def per_address(request: Request, call_next):
+        try:
+            limits.hit("address", client_address(request))
+        except RateLimited as e:
+            return _refused(e)
+        return await call_next(request)
+
+    def _refused(exc: ArenaError) -> JSONResponse:
+        # A 401 names the scheme it wants (RFC 9110); a 429 when to come back (RFC 6585).
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        if isinstance(exc, RateLimited):
+            headers = {"Retry-After": str(exc.retry_after)}
+        return _error(exc.status, exc.kind, exc.message, headers)
 
     @app.exception_handler(ArenaError)
     async def arena_error(request: Request, exc: ArenaError):
-        # A 401 names the scheme it wants (RFC 9110).
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return _error(exc.status, exc.kind, exc.message, headers)
+        return _refused(exc)
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, exc: StorageError):

@@ -324,6 +324,7 @@ class Runs:
 
     async def _play_references(self) -> None:
         """Plays the queued reference runs one at a time, episode after episode."""
+        failures = 0
         while True:
             await self._references_waiting.wait()
             if not self._queued:
@@ -332,12 +333,17 @@ class Runs:
             run_id = self._queued[0]
             try:
                 await self._play_reference(run_id)
+                failures = 0
             except ArenaError as e:
-                log.warning("reference run %d stopped: %s", run_id, e.message)
-                await asyncio.sleep(self.poll_s)
+                # Said once a run until it plays again; tried again ever less often (30 s).
+                if not failures:
+                    log.warning("reference run %d waits: %s", run_id, e.message)
+                failures += 1
+                await asyncio.sleep(min(30.0, self.poll_s * 2**failures))
             except Exception:
                 log.exception("reference run %d failed", run_id)
-                await asyncio.sleep(self.poll_s)
+                failures += 1
+                await asyncio.sleep(min(30.0, self.poll_s * 2**failures))
             finally:
                 if self.run(run_id).status != "running" and run_id in self._queued:
                     self._queued.remove(run_id)

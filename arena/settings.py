@@ -73,7 +73,9 @@ class ArenaSettings(BaseSettings):
     env: str = Field(
         "",
         description="the env servers ranked episodes are played on: their REST URLs, "
-        "comma-separated (http://HOST:PORT,...); none: the arena registers agents only",
+        "comma-separated (http://HOST:PORT,...), each followed by =HOST:PORT, its Env API as "
+        "agents reach it, where that is not the URL's host (a container's or a pod's name); "
+        "none: the arena registers agents only",
     )
     env_key: SecretStr | None = Field(
         None,
@@ -106,6 +108,25 @@ class ArenaSettings(BaseSettings):
         description="folder of the browser pages served at /arena (default: the checkout's "
         "web/ beside the packages, else the installed package's copy)",
     )
+
+    rate_per_address: str = Field(
+        "600/minute",
+        description="requests one client address may make (a rate: N/second, N/minute, "
+        "N/hour or N/day)",
+    )
+    rate_registrations: str = Field(
+        "30/hour", description="registrations (new agent versions) one client address may make"
+    )
+    rate_per_token: str = Field(
+        "240/minute", description="calls one agent version's token may make (runs, episodes)"
+    )
+
+    @field_validator("rate_per_address", "rate_registrations", "rate_per_token")
+    @classmethod
+    def _check_rate(cls, value: str) -> str:
+        from rtplan.arena._limits import check_rate
+
+        return check_rate(value)
 
     @field_validator("seed_set")
     @classmethod

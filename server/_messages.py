@@ -449,9 +449,7 @@ def sealed(s: Shown) -> bool:
 
 
 def viewer_hello(s: Shown) -> HelloMessage:
-    return hello_message(
-        summary(s), s.config, s.runtime.describe(), s.played, reveal=not s.live
-    )
+    return hello_message(summary(s), s.config, s.runtime.describe(), s.played, reveal=not s.live)
 
 
 def viewer_frame(s: Shown) -> FrameMessage:

@@ -194,8 +194,9 @@ def _orphan_sealed(folder: Path, keep: Collection[str]) -> list[str]:
     will have)."""
     try:
         with os.scandir(folder) as entries:
-            names = [e.name for e in entries if e.name.startswith(".") and e.name.endswith(".jsonl")]
+            names = [
+                e.name for e in entries if e.name.startswith(".") and e.name.endswith(".jsonl")
+            ]
     except (FileNotFoundError, NotADirectoryError):
         return []
     return [n for n in names if n[1:] not in keep]
-

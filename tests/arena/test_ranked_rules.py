@@ -138,3 +138,38 @@ def test_the_arena_presents_the_first_key_of_its_env_key_file(tmp_path):
     with uvicorn_app(app) as base:
         server, answer = asyncio.run(EnvServers([base], env_key(settings)).create({"game": "x"}))
     assert seen == ["Bearer first-key-0123456789abcdef"] and server.grpc == "127.0.0.1:50052"
+
+
+def test_rate_limits_answer_429_with_retry_after_per_address_registration_and_token(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from rtplan.arena.app import create_app
+    from rtplan.arena.settings import ArenaSettings
+
+    settings = ArenaSettings(
+        database=str(tmp_path / "a.db"),
+        rate_per_address="10/minute",
+        rate_registrations="2/hour",
+        rate_per_token="3/minute",
+    )
+    with TestClient(create_app(settings)) as client:
+        tokens = [
+            client.post("/v1/agents", json={"name": f"a{i}", "version": "1"}).json()["token"]
+            for i in range(2)
+        ]
+        third = client.post("/v1/agents", json={"name": "a2", "version": "1"})
+        assert third.status_code == 429 and third.json()["error"] == "rate_limited"
+        assert "registrations from this address" in third.json()["detail"]
+        assert 0 < int(third.headers["Retry-After"]) <= 3600
+        auth = {"Authorization": f"Bearer {tokens[0]}"}
+        for _ in range(3):
+            assert client.get("/v1/runs/1", headers=auth).status_code == 404  # not counted
+            client.post("/v1/runs", json={"game": "nope"}, headers=auth)  # counted
+        over = client.post("/v1/runs", json={"game": "nope"}, headers=auth)
+        assert over.status_code == 429 and "calls with this token" in over.json()["detail"]
+        # Another token has its own count; this address has spent its 10 requests by now.
+        other = {"Authorization": f"Bearer {tokens[1]}"}
+        last = client.post("/v1/runs", json={"game": "nope"}, headers=other)
+        assert last.status_code == 429 and "requests from this address" in last.json()["detail"]
+    with TestClient(create_app(settings)) as client:  # a new arena process: new counts
+        assert [a["name"] for a in client.get("/v1/agents").json()["agents"]] == ["a0", "a1"]

@@ -126,7 +126,8 @@ def test_values_out_of_range_unknown_and_missing_fields(server):
     # Before: "junk: Extra inputs are not permitted".
     assert refused(game=GAME, junk=1) == (
         "unknown field 'junk': the fields are game, seed, fps, agent, k, fallback, committed, "
-        "clock, record, opponent, opponent_k, max_frames, time_s, increment_s, featured, sealed, join_within_s"
+        "clock, record, opponent, opponent_k, max_frames, time_s, increment_s, featured, sealed, "
+        "join_within_s"
     )
     # Before: "game: Field required".
     assert refused(seed=1) == (

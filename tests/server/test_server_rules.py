@@ -506,7 +506,9 @@ def test_the_frame_share_histogram_counts_every_judged_answer_once():
     stats.came_late(-30.0)  # the fallback frame's action came 30 ms after the deadline
     share = stats.to_dict(viewer_drops=0, link_drops=0)["frame_share"]
     assert share["counts"][3] == 1 and share["counts"][19] == 1 and share["counts"][20] == 1
-    assert sum(share["counts"]) == 3 and share["mean"] == pytest.approx((0.15 + 0.99 + 1.3) / 3, abs=1e-4)
+    assert sum(share["counts"]) == 3 and share["mean"] == pytest.approx(
+        (0.15 + 0.99 + 1.3) / 3, abs=1e-4
+    )
 
 
 def test_stats_keep_one_count_per_frame_and_per_drop():
