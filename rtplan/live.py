@@ -15,9 +15,11 @@ from pathlib import Path
 
 from rtplan.harness.checkpoint import checkpoint_root, gate_path, planner_file, planner_path
 from rtplan.processes import (
+    HTTPStatusError,
     Place,
     Placement,
     Stopping,
+    bind_error,
     http_json,
     service_cwd,
     services,
@@ -236,6 +238,13 @@ def _planner_root(checkpoint_dir: Path | None, game: str) -> Path:
 
 #: The web demo's lobby port when none is given (the env server's default).
 DEMO_HTTP_PORT = 8000
+#: The demo's arena port: the arena's own default, so `rtplan arena register` and an agent's
+#: `--ranked` reach it with no flag (any free port when it is taken).
+DEMO_ARENA_PORT = 8100
+#: The reference the demo's arena plays for its game, in the background: the policy-only
+#: player (the network's argmax: no search, so it takes no CPU from the showcase's planner).
+#: `rtplan arena references` plays the planner's budgets and the gate.
+DEMO_REFERENCES = ("policy-only",)
 
 
 def demo_game(checkpoint_dir: Path) -> str:
@@ -306,6 +315,11 @@ def run_web_demo(
         _say(f"rtplan demo: lobby at {addr['http']}/  (Ctrl-C stops)")
         _say(f"rtplan demo: watch at {addr['http']}/tv  (follows each game)")
         _say(
+            f"rtplan demo: arena at {addr['arena']}/arena  (rtplan arena register NAME "
+            "--version 1; then an agent's --ranked: docs/arena.md)"
+        )
+        _enter_references(addr["arena"], game)
+        _say(
             f"rtplan demo: the planner agent plays {game} once its planner is ready "
             f"(the other games compile behind it, in a planner service of their own at the "
             "lowest priority)"
@@ -323,6 +337,7 @@ def run_web_demo(
                 gated=demo.gated,
                 placement=demo_placement(),
                 http_port=port,
+                arena_port=0 if bind_error(DEMO_ARENA_PORT) else DEMO_ARENA_PORT,
                 checkpoint_dir=ckpt,
                 record_dir=record_dir,
                 web_dir=web_dir,
@@ -338,6 +353,21 @@ def run_web_demo(
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             _say("\nrtplan demo: stopped")
     return 0
+
+
+def _enter_references(arena: str, game: str) -> None:
+    """Asks the demo's arena to play `DEMO_REFERENCES` on `game`'s standard tier (a ranked
+    game only; a reference that has played its run already is left as it is)."""
+    from rtplan.arena.ranked import GAMES
+
+    if game not in GAMES:
+        return
+    body = {"game": game, "tier": "standard", "players": list(DEMO_REFERENCES)}
+    try:
+        http_json("POST", f"{arena}/v1/references", body)
+    except HTTPStatusError as e:
+        if "run_finished" not in str(e):
+            _say(f"rtplan demo: the arena did not enter its references: {e}")
 
 
 #: The nice value of the demo's planner service for the games besides the showcase

@@ -21,6 +21,8 @@ _ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on
 #: ... and where it records its replay files (the settings' `record_dir`, absolute).
 _ENV_REPLAYS = re.compile(r" \(replays in (.+)\)$")
 _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
+#: The arena's start-up line (`arena.__main__`): "rtplan arena: http on HOST:PORT (...".
+_ARENA_BOUND = re.compile(r"rtplan arena: http on \S+:(\d+)")
 #: ... and once a game plans ("planner service: GAME ready in ..."), or its gated requests do
 #: ("... GAME gate ready in ...": its gate compiles before its forced budgets).
 _READY, _GATE_READY = "ready", "gate ready"
@@ -94,6 +96,7 @@ def services(
     web_dir: Path | None = None,
     stopping: Stopping | None = None,
     placement: Placement | None = None,
+    arena_port: int | None = None,
 ) -> Iterator[dict]:
     """Starts the planner service (for `planner_games`, default `game_ids`) and the env server
     (`game_ids` compiled at start-up, the others on first use); yields their addresses once the
@@ -109,6 +112,8 @@ def services(
     the way out both services are stopped together (`stop_all`), and killed at once once
     `stopping.hurry` is set (`stop_on_signals`).
     `placement`: the cores, devices and flags of each (`place_services`; None: anywhere).
+    `arena_port`: also start the arena on this port (0: any free one) over the env server, in
+    its default database (`addr["arena"]` its URL; the env server's lobby links to it).
     `echo`: True prints the services' lines as `[name] line`; a function gets (name, line).
     `on_env`: called with the addresses as soon as the env server answers, before the planner
     service is ready. `background_nice`: the rest of `planner_games` is served by a second
@@ -177,6 +182,10 @@ def services(
             ports[0] = int(_PLANNER_BOUND.search(line).group(1))
             planner_address = ";".join(f"127.0.0.1:{port}" for port in ports)
             env_argv += ["--planner-address", planner_address]
+        if arena_port is not None:
+            # Picked before the env server starts, so its lobby can link to the arena.
+            arena_port = arena_port or _free_port()
+            env_argv += ["--arena-url", f"http://127.0.0.1:{arena_port}"]
         where = placement.env_server
         env_argv += list(where.args)
         env = Child(
@@ -197,6 +206,14 @@ def services(
             "planner": planner_address,
             "replays": None if replays is None else replays.group(1),
         }
+        if arena_port is not None:
+            arena_argv = [*py, "arena", "serve", "--port", str(arena_port), "--env", addr["http"]]
+            arena = Child(
+                "arena", [*arena_argv, "--log-level", "warning"], echo=_echo(echo, "arena")
+            )
+            children.append(arena)
+            line = arena.wait_for("rtplan arena: http on", timeout=120, stopping=stopping)
+            addr["arena"] = f"http://127.0.0.1:{_ARENA_BOUND.search(line).group(1)}"
         if on_env is not None:
             on_env(addr)
         ready = _GATE_READY if gated else _READY

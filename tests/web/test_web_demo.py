@@ -4,6 +4,7 @@ a game that starts again when it ends, the lobby served until Ctrl-C."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import traceback
 import urllib.request
 from pathlib import Path
 
-from support import write_checkpoints
+from support import write_checkpoints, write_planner
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A line of uvicorn's access log: `INFO:     127.0.0.1:PORT - "GET /v1/games HTTP/1.1" 200 OK`.
@@ -22,12 +23,17 @@ ACCESS_LINE = re.compile(r'"(GET|POST|DELETE) /\S* HTTP/1\.1" \d{3}')
 
 
 def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
-    root = write_checkpoints(tmp_path / "ckpt", ("snake-rt-v0", "speed-hex-v0"))
+    # Snake with two budgets (the demo's k=2 and one more), as tests/rtplan/test_deploy_command.py
+    # serves it: its planner service compiles every budget before the demo's game starts.
+    root = write_checkpoints(tmp_path / "ckpt", ("speed-hex-v0",))
+    write_planner(root, "snake-rt-v0", budgets=(1, 2), simulations=(2, 4))
     # Port 0: the env server binds a free port itself and the demo prints the lobby's address.
     cmd = [sys.executable, "-m", "rtplan", "demo", "--port", "0", "--fps", "20"]
     cmd += ["--frames", "6", "--checkpoint-dir", str(root), "--record-dir", str(tmp_path)]
+    # The demo's arena keeps its database in the user data folder: here, the test's.
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
@@ -44,6 +50,19 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             "<title>rtplan · lobby</title>"
             in urllib.request.urlopen(base, timeout=30).read().decode()
         )
+        # The demo's arena, over its env server, in the test's data folder; the lobby links it
+        # and it plays the policy-only reference of the demo's game.
+        said = next(line for line in lines if "arena at" in line)
+        arena = re.search(r"arena at (http://127\.0\.0\.1:\d+)/arena", said).group(1)
+        assert json.load(urllib.request.urlopen(f"{arena}/healthz", timeout=30))["status"] == "ok"
+        assert json.load(urllib.request.urlopen(f"{base}/healthz"))["arena_url"] == arena
+        assert (tmp_path / "data" / "rtplan" / "arena.db").is_file()
+        while not (runs := json.load(urllib.request.urlopen(f"{arena}/v1/runs"))["runs"]):
+            assert time.monotonic() < deadline, "".join(lines)  # entered after the lines above
+            time.sleep(0.2)
+        assert [(r["agent"], r["game"], r["tier"]) for r in runs] == [
+            ("rtplan-policy-only", "snake-rt-v0", "standard")
+        ]
         # Its planner services serve every game with a checkpoint: the demo's game in one (it
         # plays now), Hex in the other; each is offered as "compiling" until it is ready (the
         # lobby's answer may be up to `COMPILING_CACHE_S` old, so even the demo's game may say
@@ -74,7 +93,7 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
         hex_ = [line for line in shown if "speed-hex-v0" in line]
         assert (snake, hex_) == (
             [
-                "rtplan demo: snake-rt-v0 compiling (budgets 1, 2, 3, 4; 5 executables; about "
+                "rtplan demo: snake-rt-v0 compiling (budgets 1, 2; 3 executables; about "
                 "N s on a cold cache)",
                 "rtplan demo: snake-rt-v0 ready in N s (1/1 games)",
             ],
@@ -102,6 +121,8 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             listed = json.load(urllib.request.urlopen(f"{base}/v1/sessions", timeout=30))[
                 "sessions"
             ]
+            # Besides the arena's ranked episodes (its reference's, sealed).
+            listed = [s for s in listed if not s["sealed"]]
             if len(listed) >= 2 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
