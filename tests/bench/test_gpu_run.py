@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support import write_checkpoints
+from support import write_planner
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "bench" / "gpu" / "run.sh"
@@ -28,7 +28,10 @@ def _name(req: str) -> str:
 
 
 def test_the_tiny_run_measures_every_step_and_names_the_device(tmp_path):
-    ckpt = write_checkpoints(tmp_path / "ckpt")
+    # One budget: the tiny run measures only k=1, and the services its deploy step starts
+    # compile every budget of the planner (four would double the run's time). The same planner
+    # as tests/rtplan/test_demo_stop.py's: its programs compile once in a run.
+    ckpt = write_planner(tmp_path / "ckpt", "snake-rt-v0", budgets=(1,), simulations=(2,))
     out = tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable}
     run = subprocess.run(

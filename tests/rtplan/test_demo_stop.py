@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rtplan.processes import Child, stop_all, stop_on_signals
-from support import free_port, write_checkpoints
+from support import free_port, write_planner
 
 ROOT = Path(__file__).resolve().parents[2]
 PROC = Path("/proc")
@@ -195,7 +195,11 @@ def test_stop_all_kills_at_once_when_told_to_hurry():
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    return write_checkpoints(tmp_path_factory.mktemp("ckpt"), ("snake-rt-v0",))
+    # One budget (the demo plays it, --k 1): its planner service compiles every budget before
+    # the game starts, and what is tested here is how the processes stop, not what they plan.
+    # The same planner as tests/bench/test_gpu_run.py's: its programs compile once in a run.
+    root = tmp_path_factory.mktemp("ckpt")
+    return write_planner(root, "snake-rt-v0", budgets=(1,), simulations=(2,))
 
 
 def start_demo(checkpoints: Path, tmp_path: Path):
@@ -204,7 +208,7 @@ def start_demo(checkpoints: Path, tmp_path: Path):
     (the HTTP one is the --port it was given)."""
     port = free_port()
     cmd = [sys.executable, "-m", "rtplan", "demo", "--headless", "--game", "snake-rt-v0"]
-    cmd += ["--fps", "2", "--frames", "0", "--every", "1000", "--port", str(port)]
+    cmd += ["--fps", "2", "--frames", "0", "--every", "1000", "--port", str(port), "--k", "1"]
     cmd += ["--checkpoint-dir", str(checkpoints), "--record-dir", str(tmp_path)]
     proc = subprocess.Popen(
         cmd,

@@ -185,7 +185,8 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
         )
         return ppo_loss(gate_params, algo.net, batch, clip=0.2, vf_coef=0.5, ent_coef=0.01)[0]
 
-    g_gate, g_planner = jax.grad(loss, argnums=(0, 1))(state.params, algo.planner_params)
+    # Jitted: one program, not one per operation of the loss and its gradient.
+    g_gate, g_planner = jax.jit(jax.grad(loss, argnums=(0, 1)))(state.params, algo.planner_params)
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_gate)) > 0
     assert all(float(jnp.abs(g).max()) == 0 for g in jax.tree.leaves(g_planner))
     # The stats change the gate's output only when it sees them.
