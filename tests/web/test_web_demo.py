@@ -22,7 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCESS_LINE = re.compile(r'"(GET|POST|DELETE) /\S* HTTP/1\.1" \d{3}')
 
 
-def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
+def get(url: str) -> dict:
+    return json.load(urllib.request.urlopen(url, timeout=30))
+
+
+def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path, page):
     # Snake with two budgets (the demo's k=2 and one more), as tests/rtplan/test_deploy_command.py
     # serves it: its planner service compiles every budget before the demo's game starts.
     root = write_checkpoints(tmp_path / "ckpt", ("speed-hex-v0",))
@@ -30,8 +34,9 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
     # Port 0: the env server binds a free port itself and the demo prints the lobby's address.
     cmd = [sys.executable, "-m", "rtplan", "demo", "--port", "0", "--fps", "20"]
     cmd += ["--frames", "6", "--checkpoint-dir", str(root), "--record-dir", str(tmp_path)]
-    # The demo's arena keeps its database in the user data folder: here, the test's.
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    # The demo's arena keeps its database in the user data folder: here, the test's; it plays
+    # the short seed set (2 episodes of 30 frames), so a new user's path fits in the test.
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "RTPLAN_ARENA_SEED_SET": "smoke"}
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
@@ -131,6 +136,36 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path):
             ("snake-rt-v0", "planner", (2,))
         }
         assert any(s["status"] in ("finished",) for s in listed), listed
+        # A new user's path (docs/arena.md): register, run the example agent --ranked, and find
+        # its row on /arena beside the reference's, with its timing profile.
+        token = subprocess.run(
+            [sys.executable, "-m", "rtplan", "arena", "register", "newcomer", "--version", "1",
+             "--arena", arena],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=True,
+        ).stdout.strip()  # fmt: skip
+        played = subprocess.run(
+            [sys.executable, "-m", "rtplan.examples.random_agent", "--ranked", "--arena", arena,
+             "--game", "snake-rt-v0"],
+            capture_output=True, text=True, timeout=300, cwd=ROOT,
+            env={**env, "RTPLAN_ARENA_TOKEN": token},
+        )  # fmt: skip
+        assert played.returncode == 0, played.stdout + played.stderr
+        while any(r["status"] == "running" for r in get(f"{arena}/v1/runs")["runs"]):
+            assert time.monotonic() < deadline, get(f"{arena}/v1/runs")
+            time.sleep(0.5)
+        page.goto(f"{arena}/arena?game=snake-rt-v0&tier=standard&seed_set=smoke")
+        page.locator("#board tbody tr").nth(1).wait_for(timeout=20_000)
+        headers = page.locator("#board thead th").all_text_contents()
+        rows = {
+            r[headers.index("agent")]: dict(zip(headers, r, strict=True))
+            for r in (
+                row.locator("td").all_text_contents()
+                for row in page.locator("#board tbody tr").all()
+            )
+        }
+        assert set(rows) == {"newcomer", "rtplan-policy-only"}, rows
+        assert rows["newcomer"]["on time"].endswith("%") and rows["newcomer"]["slack p50 ms"]
+        assert rows["newcomer"]["vs best reference ± SE"].startswith(("+", "-", "−"))
     finally:
         proc.send_signal(signal.SIGINT)
         # The services get 10 s together to stop before they are killed; a clean-up still
