@@ -138,7 +138,7 @@ def test_agents_list_by_name_in_pages(repo):
 
 
 def test_the_schema_holds_one_running_run_per_version_and_one_finished_attempt_per_episode(repo):
-    """The rules item 3 and 8 of issue 56 need, kept by the database itself (partial unique
+    """The rules of ranked runs (docs/arena.md), kept by the database itself (partial unique
     indexes), so several arena processes sharing it keep them too."""
     version = repo.add_version("alice", "1", identity.new_token()[1], new_agent=True)
     now = dt.datetime.now(dt.UTC)
@@ -251,3 +251,42 @@ def test_registrations_racing_for_one_name_leave_one_owner(repo):
     assert race("zeda", ["1", "2", "3", "4"]) == ["registered"] + ["token_required"] * 3
     assert race("zedb", ["1"] * 4) == ["duplicate_version"] * 3 + ["registered"]
     assert [len(repo.find_agent(n).versions) for n in ("zeda", "zedb")] == [1, 1]
+
+
+def test_a_run_s_attempts_one_playing_at_a_time_each_ended_once(repo):
+    """What the arena's ranked runs write, on SQLite and on PostgreSQL: a run with its own seed
+    order, one playing attempt per run, an attempt ended once (a second ender is told), and
+    the finished episodes by seed."""
+    version = repo.add_version("alice", "1", identity.new_token()[1], new_agent=True)
+    run = repo.create_run(
+        version.id, game_id="tetris-rt-v0", tier="standard", fps=9.0, seed_set="smoke",
+        episodes_planned=2, seed_order=[3_100_001, 3_100_000],
+    )  # fmt: skip
+    assert run.seed_order == (3_100_001, 3_100_000) and run.player is None
+    with pytest.raises(Conflict):  # one run per version, game and tier
+        repo.create_run(
+            version.id, game_id="tetris-rt-v0", tier="standard", fps=9.0, seed_set="smoke",
+            episodes_planned=2, seed_order=[1, 2],
+        )  # fmt: skip
+    first = repo.start_attempt(run.id, 0, 1, run.seed_order[0])
+    with pytest.raises(Conflict):  # one playing attempt per run
+        repo.start_attempt(run.id, 1, 1, run.seed_order[1])
+    repo.place_attempt(first.id, env_server="http://e:8000", session_id="s1")
+    assert [a.session_id for a in repo.playing_attempts()] == ["s1"]
+    assert repo.end_attempt(first.id, "cut_short", note="env server unreachable")
+    assert not repo.end_attempt(first.id, "finished")  # ended already: the second is told
+    again = repo.start_attempt(run.id, 0, 2, run.seed_order[0])
+    hist = [0] * 20 + [3]
+    assert repo.end_attempt(
+        again.id, "finished", outcome="max_frames", episode_return=7.5, frames=30,
+        on_time=27, late=3, frame_share_hist=hist, frame_share_mean=1.1,
+    )  # fmt: skip
+    read = repo.run(run.id)
+    assert [(a.episode_index, a.attempt, a.status) for a in read.attempts] == [
+        (0, 1, "cut_short"),
+        (0, 2, "finished"),
+    ]
+    assert read.by_seed == {3_100_001: read.attempts[1]} and read.playing is None
+    assert read.attempts[1].frame_share_hist == tuple(hist)
+    with pytest.raises(ValueError, match="not an ending column"):
+        repo.end_attempt(again.id, "finished", seed=1)
