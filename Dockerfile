@@ -32,10 +32,11 @@ RUN --mount=type=secret,id=pip_cert \
     && rm -rf /tmp/wheel
 # The services run as an unprivileged user that owns the working directory, where relative
 # folders (results/) land, the replays (an installed package's default, the per-user data
-# directory, moved to /app/replays) and its home's cache (JAX's compile cache, ~/.cache). The
-# compose file mounts named volumes there, which start as copies of these (owner included).
+# directory, moved to /app/replays), the arena's SQLite database (/app/arena) and its home's
+# cache (JAX's compile cache, ~/.cache). The compose file mounts named volumes there, which
+# start as copies of these (owner included).
 RUN useradd --create-home --uid 1000 --user-group rtplan \
-    && mkdir -p /app/replays /app/results /home/rtplan/.cache \
+    && mkdir -p /app/replays /app/results /app/arena /home/rtplan/.cache \
     && chown -R rtplan:rtplan /app /home/rtplan
 USER rtplan
 WORKDIR /app

@@ -40,6 +40,9 @@ class EnvServer:
 
     url: str
     grpc: str | None = None
+    #: The Env API's address as agents reach it (`--env URL=HOST:PORT`), where the URL's host
+    #: is a name only the arena resolves (a container's, a pod's); None: the URL's host.
+    public_grpc: str | None = field(default=None, compare=False)
     #: Ranked episodes this arena has playing on it now (placement: fewest first).
     playing: int = field(default=0, compare=False)
 
@@ -48,16 +51,32 @@ class EnvServer:
         return urllib.parse.urlsplit(self.url).hostname or "127.0.0.1"
 
 
-def _normal(url: str) -> str:
+def _normal(item: str) -> str:
+    url, sep, public = item.strip().partition("=")
     url = url.strip().rstrip("/")
     parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{url!r} is not an env server's URL (http://HOST:PORT)")
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return f"{url}={_public(public)}" if sep else url
+
+
+def _public(address: str) -> str:
+    parts = urllib.parse.urlsplit(f"//{address.strip()}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or not port or parts.path or parts.username:
+        raise ValueError(f"{address!r} is not an Env API address for agents (HOST:PORT)")
+    return parts.netloc
 
 
 def parse_urls(value: str | Sequence[str]) -> list[str]:
-    """Env server URLs from a comma-separated string or a list (`HOST:PORT` means http)."""
+    """Env server URLs from a comma-separated string or a list (`HOST:PORT` means http), each
+    with its Env API's public address where one follows an `=` (`http://env-server:8000=
+    localhost:50052`: what agents are told to join, where the URL's host is a name only the
+    arena resolves)."""
     items = value.split(",") if isinstance(value, str) else list(value)
     return [_normal(u) for u in items if u.strip()]
 
@@ -66,13 +85,17 @@ class EnvServers:
     """The env servers of an arena.
 
     Args:
-        urls: their REST base URLs (`http://HOST:PORT`).
+        urls: their REST base URLs (`http://HOST:PORT`), each followed by `=HOST:PORT`, its Env
+            API's address for agents, where they reach it by another name than the arena.
         key: the key an env server asks of whoever creates sessions (its agent token or one
             of its API keys), or None where they ask none.
     """
 
     def __init__(self, urls: Sequence[str], key: str | None = None) -> None:
-        self.servers = [EnvServer(u) for u in parse_urls(urls)]
+        self.servers = []
+        for item in parse_urls(urls):
+            url, _, public = item.partition("=")
+            self.servers.append(EnvServer(url, public_grpc=public or None))
         self._key = key
 
     def __bool__(self) -> bool:
@@ -100,7 +123,7 @@ class EnvServers:
             except EnvUnavailable as e:
                 reasons.append(f"{server.url}: {e}")
                 continue
-            server.grpc = f"{server.host}:{answer['grpc_port']}"
+            server.grpc = server.public_grpc or f"{server.host}:{answer['grpc_port']}"
             return server, answer
         raise EnvUnavailable("; ".join(reasons) or "the arena has no env server (--env)")
 

@@ -3,16 +3,22 @@
 # end, then torn down. Steps (each timed; the first failure stops the run with its reason):
 #   1. base    python:3.11-slim if present or pullable, else a local one (deploy/local_base.sh)
 #   2. image   rtplan:cpu built with BuildKit from the Dockerfile (the compose file's cpu args)
-#   3. up      the cpu profile up; waits until both services are healthy
-#   4. uid     both services' processes run as uid 1000
-#   5. keys    the env server's image refuses to serve 0.0.0.0 with no key (exit 2, one line)
+#   3. up      the cpu profile up; waits until its three services are healthy
+#   4. uid     the services' processes run as uid 1000
+#   5. keys    the env server's and the arena's commands refuse to serve 0.0.0.0 with no key
+#              (exit 2, one line)
 #   6. play    creating a session with no key is 401, a wrong key 403; with the key (the
 #              compose secret) a planner session is created, its websocket watched from the host
-#   7. restart the stack down and up again (volumes kept); the replay is still served
-#   8. deploy  one short rung of the cpu-deploy profile (its key from the same secret)
-#   9. logs    no key appears in any container's log (before the restart and after), the
-#              probe's output or the deploy's
-#  10. down    containers, network and volumes removed (also on failure; the images stay)
+#   7. arena   its /healthz, leaderboard page and API answer on the published :8100; a version
+#              registered enters a ranked run, whose first episode the arena creates on the env
+#              server (with the secret's key) and the host plays through the published Env API
+#              at the address the arena hands out, until the arena records it finished
+#   8. restart the stack down and up again (volumes kept); the replay is still served, the
+#              arena's run still recorded
+#   9. deploy  one short rung of the cpu-deploy profile (its key from the same secret)
+#  10. logs    no key and no token (the version's, the session's) appears in any container's
+#              log (before the restart and after); no key in the probe's output or the deploy's
+#  11. down    containers, network and volumes removed (also on failure; the images stay)
 # The keys are a random file made for the run in its private work folder (mode 0644 there, so
 # the containers' uid 1000 reads the bind-mounted secret), never committed; docker-compose.yml
 # mounts it as the secret rtplan_api_keys (RTPLAN_HOST_API_KEY_FILE names it).
@@ -25,9 +31,9 @@
 #   PIP_CERT            a CA bundle pip in the build trusts (default: host pip's `cert` setting)
 #   BUILD_NETWORK       the build's network (default host; bridge where it routes out)
 #   KEEP=1              leave the stack up at the end (`docker compose -p rtplan-check down -v`)
-#   RTPLAN_HOST_HTTP_PORT, RTPLAN_HOST_GRPC_PORT
-#                       the host ports the env server is published on (default 8000, 50052;
-#                       docker-compose.yml reads the same variables)
+#   RTPLAN_HOST_HTTP_PORT, RTPLAN_HOST_GRPC_PORT, RTPLAN_HOST_ARENA_PORT
+#                       the host ports the env server and the arena are published on (default
+#                       8000, 50052, 8100; docker-compose.yml reads the same variables)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +43,12 @@ PY="${PYTHON:-.venv/bin/python}"
 # The host ports, as docker-compose.yml publishes them (exported: compose reads the same).
 export RTPLAN_HOST_HTTP_PORT="${RTPLAN_HOST_HTTP_PORT:-8000}"
 export RTPLAN_HOST_GRPC_PORT="${RTPLAN_HOST_GRPC_PORT:-50052}"
+export RTPLAN_HOST_ARENA_PORT="${RTPLAN_HOST_ARENA_PORT:-8100}"
+# The arena hands out the Env API as the host reaches it: localhost, as the file's default.
+unset RTPLAN_HOST_NAME
 HTTP="http://127.0.0.1:$RTPLAN_HOST_HTTP_PORT"
+ARENA="http://127.0.0.1:$RTPLAN_HOST_ARENA_PORT"
+SERVICES=(planner-cpu env-server-cpu arena-cpu)
 HEALTH_TIMEOUT_S="${HEALTH_TIMEOUT_S:-3600}"
 work="$(mktemp -d /tmp/rtplan-compose-check.XXXXXX)"
 t0=$(date +%s)
@@ -122,7 +133,7 @@ teardown() {
 trap teardown EXIT
 
 # Ports the cpu profile publishes must be free on the host (another demo on :8000, ...).
-for var in RTPLAN_HOST_HTTP_PORT RTPLAN_HOST_GRPC_PORT; do
+for var in RTPLAN_HOST_HTTP_PORT RTPLAN_HOST_GRPC_PORT RTPLAN_HOST_ARENA_PORT; do
     port="${!var}"
     if "$PY" -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$port))!=0)"; then
         if ! compose ps -q 2>/dev/null | grep -q .; then
@@ -187,11 +198,11 @@ health_said() { # the last line a container's health check printed
     docker inspect -f '{{if .State.Health}}{{json .State.Health.Log}}{{end}}' "$1" 2>/dev/null |
         "$PY" -c 'import json,sys; t=sys.stdin.read().strip(); l=json.loads(t) if t else []; print(l[-1]["Output"].strip().splitlines()[-1] if l and l[-1]["Output"].strip() else "-")' 2>/dev/null || echo -
 }
-wait_healthy() { # waits until both cpu services report healthy; fails on unhealthy or exit
+wait_healthy() { # waits until the cpu services report healthy; fails on unhealthy or exit
     local until=$(($(date +%s) + HEALTH_TIMEOUT_S)) last=0 svc cid status states
     while :; do
         states=""
-        for svc in planner-cpu env-server-cpu; do
+        for svc in "${SERVICES[@]}"; do
             cid="$(compose ps -q "$svc" 2>/dev/null || true)"
             status="${cid:+$(docker inspect -f '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$cid")}"
             states+="$svc=${status:-not-created} "
@@ -203,7 +214,9 @@ wait_healthy() { # waits until both cpu services report healthy; fails on unheal
             esac
         done
         case "$states" in
-        "planner-cpu=running/healthy env-server-cpu=running/healthy ") break ;;
+        "planner-cpu=running/healthy env-server-cpu=running/healthy arena-cpu=running/healthy ")
+            break
+            ;;
         esac
         [ "$(date +%s)" -lt "$until" ] || fail "not healthy after ${HEALTH_TIMEOUT_S} s: $states"
         if [ $(($(date +%s) - last)) -ge 60 ]; then
@@ -216,7 +229,7 @@ wait_healthy() { # waits until both cpu services report healthy; fails on unheal
     log "healthy: $states"
 }
 bring_up() { # `up -d` blocks (compose v1) until the planner is healthy: run it beside the wait
-    compose up -d --no-build planner-cpu env-server-cpu >>"$work/up.log" 2>&1 &
+    compose up -d --no-build "${SERVICES[@]}" >>"$work/up.log" 2>&1 &
     local up_pid=$!
     wait_healthy
     wait "$up_pid" || {
@@ -224,13 +237,13 @@ bring_up() { # `up -d` blocks (compose v1) until the planner is healthy: run it 
         fail "compose up failed"
     }
 }
-step up "cpu profile up (planner serves: $GAMES); healthy = planner SERVING + env /healthz"
+step up "cpu profile up (planner serves: $GAMES); healthy: planner SERVING, env and arena /healthz"
 bring_up
 compose ps
 
 # --- 4. uid ---------------------------------------------------------------------------------
 step uid "the services' processes run as uid 1000"
-for svc in planner-cpu env-server-cpu; do
+for svc in "${SERVICES[@]}"; do
     # PID 1 is the service itself (the command runs without a shell).
     ids="$(compose exec -T "$svc" sh -c 'stat -c %u /proc/1; id -u; id -un')" ||
         fail "cannot exec into $svc"
@@ -242,7 +255,7 @@ for svc in planner-cpu env-server-cpu; do
 done
 
 # --- 5. keys --------------------------------------------------------------------------------
-step keys "the env server's command with no key refuses to serve 0.0.0.0"
+step keys "the env server's and the arena's commands with no key refuse to serve 0.0.0.0"
 # The service's own command line without its --api-key-file: one line on stderr, exit 2.
 set +e
 compose run --rm --no-deps -T env-server-cpu rtplan env-server --host=0.0.0.0 --http-port=0 \
@@ -253,6 +266,15 @@ cat "$work/no-key.log"
 [ "$rc" = 2 ] || fail "the env server with no key on 0.0.0.0 exited $rc, not 2"
 grep -q "refusing to serve 0.0.0.0, which is not loopback, with no key" "$work/no-key.log" ||
     fail "the env server with no key did not say why it refused"
+set +e
+compose run --rm --no-deps -T arena-cpu rtplan arena serve --host=0.0.0.0 --port=0 \
+    --database=sqlite:////tmp/no-key.db >"$work/arena-no-key.log" 2>&1
+rc=$?
+set -e
+cat "$work/arena-no-key.log"
+[ "$rc" = 2 ] || fail "the arena with no key on 0.0.0.0 exited $rc, not 2"
+grep -q "arena: refusing to serve 0.0.0.0, which is not loopback" "$work/arena-no-key.log" ||
+    fail "the arena with no key did not say why it refused"
 
 # --- 6. play --------------------------------------------------------------------------------
 step play "no key 401, a wrong key 403; a recorded planner session with the key, watched"
@@ -261,8 +283,15 @@ game="${GAMES%%,*}"
 "$PY" deploy/compose_probe.py play --http "$HTTP" --api-key-file "$keys" --game "$game" --k 2 \
     --frames 60 --out "$work/play.json" | tee "$work/play.log" || fail "the session check failed"
 
-# --- 7. restart -----------------------------------------------------------------------------
-step restart "down (volumes kept) and up again; the replay is still in its volume"
+# --- 7. arena -------------------------------------------------------------------------------
+step arena "the arena's page and API; one ranked episode made by it, played from the host"
+# The probe writes the tokens it was given to a private file: step 10 searches the logs for them.
+"$PY" deploy/compose_probe.py arena --arena "$ARENA" --grpc "localhost:$RTPLAN_HOST_GRPC_PORT" \
+    --out "$work/arena.json" --secrets-out "$work/arena-tokens" |
+    tee "$work/arena.log" || fail "the arena check failed"
+
+# --- 8. restart -----------------------------------------------------------------------------
+step restart "down (volumes kept) and up again; the replay and the arena's run are kept"
 # What the containers said so far goes with them: kept for step 9's search.
 compose logs --no-color --timestamps >"$work/services-first.log" 2>&1 || fail "compose logs failed"
 compose down >"$work/down-restart.log" 2>&1 || fail "compose down failed"
@@ -272,8 +301,10 @@ compose exec -T env-server-cpu ls -ln /app/replays | grep -F "$replay" ||
     fail "$replay is not in the replays volume after the restart"
 "$PY" deploy/compose_probe.py replay --http "$HTTP" --expect "$work/play.json" ||
     fail "the env server does not serve the replay after the restart"
+"$PY" deploy/compose_probe.py arena-kept --arena "$ARENA" --expect "$work/arena.json" ||
+    fail "the arena lost its run in the restart"
 
-# --- 8. one rung of cpu-deploy --------------------------------------------------------------
+# --- 9. one rung of cpu-deploy --------------------------------------------------------------
 step deploy "one short rung of the cpu-deploy profile (8 FPS, 1 episode, 60 frames)"
 out=/app/results/$game/deploy-check
 if ! compose run --rm -T deploy-cpu rtplan deploy --remote=http://env-server:8000 \
@@ -291,24 +322,37 @@ if echo "$listing" | awk '$1 != 1000 {bad=1} END {exit !bad}'; then
     fail "a deploy output file is not owned by uid 1000"
 fi
 
-# --- 9. no key in any log -------------------------------------------------------------------
-step logs "no key in the containers' logs, the probe's output or the deploy's"
+# --- 10. no key or token in any log ---------------------------------------------------------
+step logs "no key or token in the containers' logs; no key in the probe's output or the deploy's"
 compose logs --no-color --timestamps >"$work/services.log" 2>&1 || fail "compose logs failed"
 for f in services-first.log services.log; do
-    grep -q "rtplan env server: http on" "$work/$f" ||
-        fail "the env server's log is not in $f (nothing to search)"
+    for said in "rtplan env server: http on" "rtplan arena: http on"; do
+        grep -q "$said" "$work/$f" || fail "'$said' is not in $f (nothing to search)"
+    done
 done
 n=0
 while read -r key; do
     case "$key" in "" | "#"*) continue ;; esac
     n=$((n + 1))
-    for f in services-first.log services.log no-key.log play.log play.json deploy.log; do
+    for f in services-first.log services.log no-key.log arena-no-key.log play.log play.json \
+        arena.log arena.json deploy.log; do
         if grep -qF -- "$key" "$work/$f"; then
             fail "key $n of the key file appears in $f"
         fi
     done
 done <"$keys"
 [ "$n" = 2 ] || fail "read $n keys from $keys, not 2"
+t=0
+while read -r token; do
+    [ -n "$token" ] || continue
+    t=$((t + 1))
+    for f in services-first.log services.log; do
+        if grep -qF -- "$token" "$work/$f"; then
+            fail "token $t the arena's run was given (its version's, its session's) appears in $f"
+        fi
+    done
+done <"$work/arena-tokens"
+[ "$t" = 2 ] || fail "read $t tokens from the arena probe, not 2"
 lines=$(cat "$work/services-first.log" "$work/services.log" | wc -l)
-log "neither key appears in $lines lines of container logs, the probe's files or the deploy's"
+log "no key or token in $lines lines of container logs; no key in the probe's or deploy's files"
 step down "all checks passed"

@@ -1,10 +1,14 @@
 """The host side of `make compose-check` (deploy/compose_check.sh): checks that creating a
 session needs a key, plays a planner session over REST with one and watches its websocket,
-then finds its replay after the stack restarts.
+then finds its replay after the stack restarts; plays one episode of a ranked run through the
+arena and the Env API the host reaches, then finds the run after the restart.
 
     python deploy/compose_probe.py play --http http://127.0.0.1:8000 --api-key-file KEYS \
         --out play.json
     python deploy/compose_probe.py replay --http http://127.0.0.1:8000 --expect play.json
+    python deploy/compose_probe.py arena --arena http://127.0.0.1:8100 \
+        --grpc localhost:50052 --out arena.json --secrets-out TOKENS
+    python deploy/compose_probe.py arena-kept --arena http://127.0.0.1:8100 --expect arena.json
 
 Each prints one line of what it saw and exits non-zero, with the reason, when a check fails.
 """
@@ -16,7 +20,11 @@ import collections
 import json
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+import numpy as np
 
 from rtplan.processes import HTTPStatusError, first_key, http_json
 
@@ -106,6 +114,98 @@ def play(
     }
 
 
+def _call(
+    method: str, url: str, body: dict | None = None, token: str | None = None
+) -> tuple[int, dict]:
+    """One REST call to the arena: (its status, its JSON), an error status included."""
+    request = urllib.request.Request(
+        url,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def _page(url: str) -> tuple[int, str, str]:
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        return answer.status, answer.headers.get("Content-Type", ""), answer.read().decode()
+
+
+#: The agent version the probe registers (a fresh database: `down -v` ends every check).
+AGENT = {"name": "compose-check", "version": "1"}
+
+
+def arena(url: str, *, grpc: str, game: str, tier: str, timeout_s: float) -> tuple[dict, list]:
+    """Checks the arena's health, leaderboard page and API; registers a version, enters its
+    ranked run of `game` at `tier`, takes its first episode (created on the env server with the
+    arena's key) and plays it with random legal actions through the Env API at the address the
+    arena hands out (which must be `grpc`, the one the host reaches), then waits until the
+    arena has read its end.
+
+    Returns:
+        (what was seen, the secrets made: the version's token and the session's token).
+    """
+    from rtplan.client import EnvClient
+    from rtplan.examples.random_agent import play as random_play
+
+    seen: dict = {"health": _call("GET", f"{url}/healthz")[1]}
+    status, kind, html = _page(f"{url}/arena?game={game}")
+    seen["page"] = {"status": status, "type": kind, "bytes": len(html)}
+    status, board = _call("GET", f"{url}/v1/leaderboard?game={game}&tier={tier}")
+    seen["leaderboard"] = {"status": status, "rows": len(board.get("rows", []))}
+    status, agent = _call("POST", f"{url}/v1/agents", AGENT)
+    if status != 201:
+        raise RuntimeError(f"POST /v1/agents: {status} {agent}")
+    token = agent["token"]
+    status, run = _call("POST", f"{url}/v1/runs", {"game": game, "tier": tier}, token)
+    seen["run"] = {"status": status, "id": run.get("id"), "seed_set": run.get("seed_set")}
+    if status != 201:
+        raise RuntimeError(f"POST /v1/runs: {status} {run}")
+    status, given = _call("POST", f"{url}/v1/runs/{run['id']}/episodes", None, token)
+    if status != 201:
+        raise RuntimeError(f"POST /v1/runs/{run['id']}/episodes: {status} {given}")
+    seen["episode"] = {
+        "status": status,
+        "session_id": given["session_id"],
+        "grpc": given["env"]["grpc"],
+        "fps": given["fps"],
+        "max_frames": given["max_frames"],
+    }
+    secrets = [token, given["session_token"]]
+    if given["env"]["grpc"] != grpc:
+        raise RuntimeError(f"the arena sends agents to {given['env']['grpc']}, not {grpc}")
+    with (
+        EnvClient(grpc) as client,
+        client.play(session_id=given["session_id"], token=given["session_token"]) as episode,
+    ):
+        provenance, last = random_play(episode, np.random.default_rng(0))
+    seen["played"] = {
+        "frames": last.frame if last else None,
+        "return": last.episode_return if last else None,
+        "provenance": dict(provenance),
+    }
+    # The arena commits the episode once it has read the session's end (within a poll).
+    until = time.monotonic() + timeout_s
+    while True:
+        _, now = _call("GET", f"{url}/v1/runs/{run['id']}")
+        attempts = now.get("episodes", [])
+        if (attempts and attempts[0]["status"] != "playing") or time.monotonic() > until:
+            break
+        time.sleep(1.0)
+    seen["recorded"] = [
+        {k: a[k] for k in ("episode", "attempt", "status", "episode_return", "frames", "seed")}
+        for a in attempts
+    ]
+    return seen, secrets
+
+
 def _fail(message: str) -> int:
     print(f"compose_probe: {message}", file=sys.stderr)
     return 1
@@ -128,6 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("replay", help="find the played session's replay on the env server")
     r.add_argument("--http", required=True)
     r.add_argument("--expect", type=Path, required=True, help="play's --out")
+    a = sub.add_parser("arena", help="play one episode of a ranked run through the arena")
+    a.add_argument("--arena", required=True, help="the arena, http://HOST:PORT")
+    a.add_argument("--grpc", required=True, help="the Env API as the host reaches it, HOST:PORT")
+    a.add_argument("--game", default="snake-rt-v0")
+    a.add_argument("--tier", default="fast", help="fast: 30 FPS, the shortest episodes")
+    a.add_argument("--timeout-s", type=float, default=120.0, help="for the arena to record it")
+    a.add_argument("--out", type=Path, required=True, help="what was seen, as JSON")
+    a.add_argument(
+        "--secrets-out", type=Path, required=True, help="the tokens made, one a line (private)"
+    )
+    k = sub.add_parser("arena-kept", help="find the arena's run after the restart")
+    k.add_argument("--arena", required=True)
+    k.add_argument("--expect", type=Path, required=True, help="arena's --out")
     args = parser.parse_args(argv)
 
     try:
@@ -137,6 +250,37 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "arena":
+        seen, secrets = arena(
+            args.arena, grpc=args.grpc, game=args.game, tier=args.tier, timeout_s=args.timeout_s
+        )
+        args.secrets_out.write_text("".join(f"{s}\n" for s in secrets))
+        args.out.write_text(json.dumps(seen, indent=1))
+        print("compose_probe arena: " + json.dumps(seen, sort_keys=True))
+        if seen["health"].get("status") != "ok":
+            return _fail(f"the arena's /healthz: {seen['health']}")
+        page = seen["page"]
+        if page["status"] != 200 or not page["type"].startswith("text/html"):
+            return _fail(f"GET /arena: {page}")
+        if seen["leaderboard"]["status"] != 200:
+            return _fail(f"GET /v1/leaderboard: {seen['leaderboard']}")
+        if seen["run"]["status"] != 201 or seen["episode"]["status"] != 201:
+            return _fail(f"entering the run or taking its episode: {seen}")
+        if not seen["played"]["frames"]:
+            return _fail("the episode showed no frame over the Env API")
+        if [a["status"] for a in seen["recorded"]] != ["finished"]:
+            return _fail(f"the arena did not record the episode as finished: {seen['recorded']}")
+        return 0
+    if args.command == "arena-kept":
+        expected = json.loads(args.expect.read_text())
+        run_id = expected["run"]["id"]
+        status, run = _call("GET", f"{args.arena}/v1/runs/{run_id}")
+        attempts = [(a["episode"], a["status"]) for a in run.get("episodes", [])]
+        print(f"compose_probe arena-kept: GET /v1/runs/{run_id}: {status}, attempts {attempts}")
+        want = [(a["episode"], a["status"]) for a in expected["recorded"]]
+        if status != 200 or run["agent"] != AGENT["name"] or attempts != want:
+            return _fail(f"run {run_id} after the restart: {status} {attempts}, not {want}")
+        return 0
     if args.command == "play":
         seen = play(
             args.http,

@@ -417,20 +417,31 @@ def compose_file() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-def compose_profile(name: str) -> tuple[dict, dict]:
-    """The (planner, env server) services of a profile: exactly one of each."""
+def compose_services(name: str) -> dict[str, dict]:
+    """A profile's services by the command they run ("planner-service", "env-server",
+    "arena"): exactly one of each."""
     services = [s for s in compose_file()["services"].values() if name in s.get("profiles", ())]
     kinds = {s["command"][1]: s for s in services}
-    assert len(services) == 2 and set(kinds) == {"planner-service", "env-server"}, name
+    assert len(services) == 3 and set(kinds) == {"planner-service", "env-server", "arena"}, name
+    return kinds
+
+
+def compose_profile(name: str) -> tuple[dict, dict]:
+    """The (planner, env server) services of a profile."""
+    kinds = compose_services(name)
     return kinds["planner-service"], kinds["env-server"]
 
 
 def service_settings(cls, parser, service: dict, monkeypatch):
-    """The settings a service's container builds: its environment, then its command's flags."""
+    """The settings a service's container builds: its environment, then its command's flags
+    (after `rtplan` and its subcommand's words: `env-server`, `arena serve`)."""
     for key, value in service.get("environment", {}).items():
         monkeypatch.setenv(key, str(value))
     assert service["command"][0] == "rtplan"
-    args = parser().parse_args(service["command"][2:])
+    argv = service["command"][1:]
+    while argv and not argv[0].startswith("-"):
+        argv = argv[1:]
+    args = parser().parse_args(argv)
     return cls(**settings_overrides(cls, args))
 
 

@@ -1,4 +1,5 @@
-"""Health command: `health`, whether a planner service or an env server is ready (exit 0) or not."""
+"""Health command: `health`, whether a planner service, an env server or an arena is ready (exit
+0) or not."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Adds `health` to the `rtplan` subcommands."""
     p = sub.add_parser(
         "health",
-        help="exit 0 when a planner service is SERVING (every game compiled) or an env server "
-        "answers /healthz, else 1 with one line saying what it answered (a container's health "
-        "check, docker-compose.yml)",
+        help="exit 0 when a planner service is SERVING (every game compiled), or an env server "
+        "or an arena answers /healthz, else 1 with one line saying what it answered (a "
+        "container's health check, docker-compose.yml)",
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -28,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     which.add_argument(
         "--env", metavar="http://HOST:PORT", help="an env server's HTTP address: GET /healthz"
+    )
+    which.add_argument(
+        "--arena", metavar="http://HOST:PORT", help="an arena's HTTP address: GET /healthz"
     )
     p.add_argument(
         "--timeout",
@@ -41,8 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _health(args: argparse.Namespace) -> int:
     if args.planner is not None:
         print(planner_health(args.planner, timeout=args.timeout))
-    else:
+    elif args.env is not None:
         print(env_health(args.env, timeout=args.timeout))
+    else:
+        print(arena_health(args.arena, timeout=args.timeout))
     return 0
 
 
@@ -84,25 +90,46 @@ def env_health(url: str, *, timeout: float = TIMEOUT_S) -> str:
     Raises:
         CommandError: (`FAILED`) an error status, an answer that is not ok, or unreachable.
     """
+    target, body = _healthz("env server", url, timeout)
+    return (
+        f"env server at {target} is ok (version {body.get('version')}, "
+        f"{body.get('live_sessions')} live sessions)"
+    )
+
+
+def arena_health(url: str, *, timeout: float = TIMEOUT_S) -> str:
+    """GET `url`/healthz of an arena (`url`: http://host:port; the scheme may be left out).
+
+    Returns:
+        One line: ok, its version, its database's kind and schema revision.
+
+    Raises:
+        CommandError: (`FAILED`) an error status (503: its database cannot be reached), an
+            answer that is not ok, or unreachable.
+    """
+    target, body = _healthz("arena", url, timeout)
+    return (
+        f"arena at {target} is ok (version {body.get('version')}, {body.get('database')} "
+        f"database at schema {body.get('schema_revision')})"
+    )
+
+
+def _healthz(kind: str, url: str, timeout: float) -> tuple[str, dict]:
+    """GET `url`/healthz of a `kind` of service; returns (the URL asked, its ok answer)."""
     base = url if "://" in url else f"http://{url}"
     target = base.rstrip("/") + "/healthz"
     try:
         with urllib.request.urlopen(target, timeout=timeout) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as e:
-        raise CommandError(f"env server at {target} answered {e.code} {e.reason}", FAILED) from None
+        raise CommandError(f"{kind} at {target} answered {e.code} {e.reason}", FAILED) from None
     except (urllib.error.URLError, OSError, ValueError) as e:
         # URLError wraps a refused connection; a timeout is an OSError; bad JSON a ValueError.
         reason = getattr(e, "reason", e)
-        raise CommandError(
-            f"env server at {target} is unreachable: {_line(reason)}", FAILED
-        ) from None
+        raise CommandError(f"{kind} at {target} is unreachable: {_line(reason)}", FAILED) from None
     if not isinstance(body, dict) or body.get("status") != "ok":
-        raise CommandError(f"env server at {target} is not ok: {_line(body)}", FAILED)
-    return (
-        f"env server at {target} is ok (version {body.get('version')}, "
-        f"{body.get('live_sessions')} live sessions)"
-    )
+        raise CommandError(f"{kind} at {target} is not ok: {_line(body)}", FAILED)
+    return target, body
 
 
 def _line(what: object) -> str:

@@ -1,17 +1,19 @@
-"""docker-compose.yml and the Dockerfile: two profiles (gpu, cpu) of the env server and the planner
-service, ready only when healthy, in an image that runs as a non-root user.
+"""docker-compose.yml and the Dockerfile: two profiles (gpu, cpu) of the env server, the planner
+service and the arena, ready only when healthy, in an image that runs as a non-root user.
 
 The default suite needs no Docker engine (`make compose-check`, deploy/compose_check.sh, runs
 the cpu profile in real containers), so the compose file is checked by what it means: each
 profile's commands parse with the real command-line parsers into valid settings, the env server
-reaches the planner by its network alias and port, the health checks run `rtplan health` against
-the ports the services bind, only the gpu profile reserves GPUs, the images install an extra
-that exists, and the env server and the deploy profiles read their keys from one secret whose
-file no commit holds. Where `docker-compose` (or `docker compose`) is installed, it validates
-the file against its schema too, offline. Last, the cpu profile's command lines and health
-checks run as plain processes: the planner fails its check while compiling and passes once
-SERVING, then the env server starts with a key file, passes its own check, reaches the planner,
-and creates a session only for a key.
+reaches the planner by its network alias and port and the arena the env server, the health
+checks run `rtplan health` against the ports the services bind, only the gpu profile reserves
+GPUs, the images install an extra that exists, and the env server, the arena and the deploy
+profiles read their keys from one secret whose file no commit holds. Where `docker-compose` (or
+`docker compose`) is installed, it validates the file against its schema too, offline. Last,
+the cpu profile's command lines and health checks run as plain processes: the planner fails its
+check while compiling and passes once SERVING, then the env server starts with a key file,
+passes its own check, reaches the planner, and creates a session only for a key; then the
+arena passes its check and hands out a ranked episode, created on the env server with the file's
+key, to be joined at the public address its command names.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rtplan.arena.__main__ import _parser as arena_parser
+from rtplan.arena.__main__ import _refusal as arena_refusal
+from rtplan.arena.envs import EnvServers
+from rtplan.arena.settings import ArenaSettings
 from rtplan.cli import build_parser as rtplan_parser
 from rtplan.commands.health import TIMEOUT_S
 from rtplan.planner_service.__main__ import build_parser as planner_parser
@@ -39,10 +45,19 @@ from rtplan.processes import Child, HTTPStatusError, http_json, stop_all
 from rtplan.processes._services import _ENV_BOUND, _PLANNER_BOUND
 from rtplan.server.__main__ import _parser as server_parser
 from rtplan.server.settings import Settings
-from support import compose_file, compose_profile, compose_seconds, gpu_ids, service_settings
+from support import (
+    compose_file,
+    compose_profile,
+    compose_seconds,
+    compose_services,
+    gpu_ids,
+    service_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ("gpu", "cpu")
+#: The arena's line once it serves (`rtplan arena serve`).
+_ARENA_BOUND = re.compile(r"rtplan arena: http on \S+:(\d+)")
 
 
 def _name(service: dict) -> str:
@@ -51,21 +66,28 @@ def _name(service: dict) -> str:
 
 
 def test_the_profiles_share_one_definition_of_commands_checks_ports_and_volumes():
-    """Both profiles are the shared x-planner / x-env-server definitions (YAML anchors): what a
-    profile sets beyond them is only its image, device, GPU reservation and dependency."""
+    """Both profiles are the shared x-planner / x-env-server / x-arena definitions (YAML
+    anchors): what a profile sets beyond them is only its image, device, GPU reservation and
+    dependency."""
     compose = compose_file()
     assert set(compose["services"]) == {
         "planner-gpu",
         "env-server-gpu",
+        "arena-gpu",
         "planner-cpu",
         "env-server-cpu",
+        "arena-cpu",
         "deploy-gpu",
         "deploy-cpu",
     }
-    shared = {"planner-service": compose["x-planner"], "env-server": compose["x-env-server"]}
+    shared = {
+        "planner-service": compose["x-planner"],
+        "env-server": compose["x-env-server"],
+        "arena": compose["x-arena"],
+    }
     own = {"build", "image", "profiles", "environment", "deploy", "depends_on"}
     for profile in PROFILES:
-        for service in compose_profile(profile):
+        for service in compose_services(profile).values():
             base = shared[service["command"][1]]
             for key, value in base.items():
                 if key != "environment":
@@ -126,7 +148,51 @@ def _filled(value: str, variables: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m[1]) or m[2], value)
 
 
-#: The variables a person sets to move the env server's host ports, and the base image.
+def _arena_settings(arena: dict, monkeypatch, variables: dict[str, str] | None = None):
+    """The arena's settings from its command line, its `${...}`s filled as compose fills them."""
+    filled = {**arena, "command": [_filled(a, variables or {}) for a in arena["command"]]}
+    return service_settings(ArenaSettings, arena_parser, filled, monkeypatch)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_arena_plays_on_its_env_server_and_sends_agents_to_its_published_env_api(
+    profile, monkeypatch
+):
+    """The arena's command parses with its own parser into valid settings: it binds 0.0.0.0 on
+    the port it publishes, keeps its SQLite database in the named volume arena, starts once the
+    env server is healthy, creates sessions at the env server's alias and HTTP port, and tells
+    agents to join at the Env API as this machine publishes it (`localhost` and the port of
+    RTPLAN_HOST_GRPC_PORT; RTPLAN_HOST_NAME for agents on other machines). It runs the
+    profile's image and reserves no GPU."""
+    planner, env = compose_profile(profile)
+    arena = compose_services(profile)["arena"]
+    e = service_settings(Settings, server_parser, env, monkeypatch)
+    a = _arena_settings(arena, monkeypatch)
+    assert a.host == "0.0.0.0" and not a.open
+    (published,) = arena["ports"]
+    found = re.fullmatch(r"\$\{RTPLAN_HOST_ARENA_PORT:-(\d+)\}:(\d+)", published)
+    assert found and int(found[1]) == int(found[2]) == a.port
+    assert "arena" in arena["networks"]["default"]["aliases"]
+    assert arena["depends_on"] == {_name(env): {"condition": "service_healthy"}}
+    assert arena["image"] == env["image"] == planner["image"]
+    assert gpu_ids(arena) == [] and "deploy" not in arena
+    # SQLite in the named volume, mounted at the database's folder.
+    assert a.database.startswith("sqlite:////")
+    folder = str(Path(a.database.removeprefix("sqlite:///")).parent)
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in arena["volumes"]}
+    assert mounts == {folder: "arena"} and "arena" in compose_file()["volumes"]
+    # One env server: its alias and HTTP port for the arena, the host's Env API for agents.
+    (server,) = EnvServers(a.env.split(",")).servers
+    url = urllib.parse.urlsplit(server.url)
+    assert url.hostname in env["networks"]["default"]["aliases"] and url.port == e.http_port
+    assert server.public_grpc == f"localhost:{e.grpc_port}"
+    assert f"${{RTPLAN_HOST_GRPC_PORT:-{e.grpc_port}}}:{e.grpc_port}" in env["ports"]
+    moved = {"RTPLAN_HOST_NAME": "lab-7.example.org", "RTPLAN_HOST_GRPC_PORT": "15052"}
+    (server,) = EnvServers(_arena_settings(arena, monkeypatch, moved).env.split(",")).servers
+    assert server.public_grpc == "lab-7.example.org:15052"
+
+
+#: The variables a person sets to move the services' host ports, and the base image.
 HOST_PORTS = {"RTPLAN_HOST_HTTP_PORT": "http_port", "RTPLAN_HOST_GRPC_PORT": "grpc_port"}
 BASE_IMAGE = "RTPLAN_BASE_IMAGE"
 #: The variable that names the host's file of API keys (the secret rtplan_api_keys), and that
@@ -155,21 +221,31 @@ def test_the_host_ports_and_the_base_image_move_with_their_variables(profile, mo
     assert set(ports) == set(HOST_PORTS)
     moved = {"RTPLAN_HOST_HTTP_PORT": "18000", "RTPLAN_HOST_GRPC_PORT": "15052"}
     assert {_filled(x, moved) for x in env["ports"]} == {"18000:8000", "15052:50052"}
-    for service in (planner, env):
+    arena = compose_services(profile)["arena"]
+    moved["RTPLAN_HOST_ARENA_PORT"] = "18100"
+    assert [_filled(x, moved) for x in arena["ports"]] == ["18100:8100"]
+    for service in (planner, env, arena):
         assert service["build"]["args"]["BASE_IMAGE"] == f"${{{BASE_IMAGE}:-python:3.11-slim}}"
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile
     for tool in _compose_tools():
         argv = [*tool, "-f", str(ROOT / "docker-compose.yml"), "--profile", profile, "config"]
-        for variables, want_ports, want_base in (
-            ({}, {(8000, 8000), (50052, 50052)}, "python:3.11-slim"),
+        for variables, want_ports, want_base, want_env in (
+            (
+                {},
+                {(8000, 8000), (50052, 50052)},
+                "python:3.11-slim",
+                "--env=http://env-server:8000=localhost:50052",
+            ),
             (
                 {**moved, BASE_IMAGE: "rtplan-base:bookworm"},
                 {(18000, 8000), (15052, 50052)},
                 "rtplan-base:bookworm",
+                "--env=http://env-server:8000=localhost:15052",
             ),
         ):
-            clean = {k: v for k, v in os.environ.items() if k not in {*moved, BASE_IMAGE}}
+            unset = {*moved, BASE_IMAGE, "RTPLAN_HOST_NAME"}
+            clean = {k: v for k, v in os.environ.items() if k not in unset}
             done = subprocess.run(
                 argv,
                 capture_output=True,
@@ -181,24 +257,30 @@ def test_the_host_ports_and_the_base_image_move_with_their_variables(profile, mo
             services = yaml.safe_load(done.stdout)["services"]
             got = services[_name(env)]["ports"]
             assert {(int(p["published"]), int(p["target"])) for p in got} == want_ports, got
-            for service in (planner, env):
+            (got,) = services[_name(arena)]["ports"]
+            assert int(got["published"]) == int(variables.get("RTPLAN_HOST_ARENA_PORT", 8100))
+            assert want_env in services[_name(arena)]["command"]
+            for service in (planner, env, arena):
                 assert services[_name(service)]["build"]["args"]["BASE_IMAGE"] == want_base
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_health_checks_run_rtplan_health_against_the_ports_the_services_bind(profile, monkeypatch):
     planner, env = compose_profile(profile)
+    arena = compose_services(profile)["arena"]
     p = service_settings(PlannerServiceSettings, planner_parser, planner, monkeypatch)
     e = service_settings(Settings, server_parser, env, monkeypatch)
-    for service, want in (
-        (planner, f"127.0.0.1:{p.port}"),
-        (env, f"http://127.0.0.1:{e.http_port}"),
+    a = _arena_settings(arena, monkeypatch)
+    for service, which, want in (
+        (planner, "planner", f"127.0.0.1:{p.port}"),
+        (env, "env", f"http://127.0.0.1:{e.http_port}"),
+        (arena, "arena", f"http://127.0.0.1:{a.port}"),
     ):
         check = service["healthcheck"]
         assert check["test"][:2] == ["CMD", "rtplan"]
         args = rtplan_parser().parse_args(check["test"][2:])
         assert args.command == "health"
-        assert (args.planner if service is planner else args.env) == want
+        assert getattr(args, which) == want
         # Docker kills a check that outlives its timeout: the command's own comes first.
         assert compose_seconds(check["timeout"]) > args.timeout == TIMEOUT_S
         assert compose_seconds(check["interval"]) >= 1 and check["retries"] >= 1
@@ -220,7 +302,7 @@ def test_the_images_install_an_extra_that_exists():
     want = {"gpu": "gpu", "cpu": ""}  # "": no extra, JAX as pinned (CPU)
     images = {}
     for profile in PROFILES:
-        for service in compose_profile(profile):
+        for service in compose_services(profile).values():
             assert service["build"]["context"] == "."
             extra = service["build"]["args"]["EXTRAS"]
             assert extra == want[profile] and (extra == "" or extra in extras)
@@ -270,7 +352,7 @@ def test_the_image_runs_as_a_non_root_user_who_owns_what_it_writes():
     targets = {
         m.split(":")[1]
         for profile in PROFILES
-        for service in compose_profile(profile)
+        for service in compose_services(profile).values()
         for m in service.get("volumes", ())
     }
     made = set(re.search(r"mkdir -p ([^&]+)", runs).group(1).split())
@@ -332,11 +414,13 @@ def _secret_file(service: dict) -> str:
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_the_env_server_and_deploy_read_their_keys_from_one_secret(profile, monkeypatch):
+def test_the_env_server_arena_and_deploy_read_their_keys_from_one_secret(profile, monkeypatch):
     """The env server binds 0.0.0.0 and so needs a key: its `--api-key-file` is where the secret
     rtplan_api_keys is mounted (it has no --open, and without the key the same command is
-    refused), and the deploy profile presents a key of the same file. The secret's file is
-    `${RTPLAN_HOST_API_KEY_FILE:?...}`, required and named by no commit."""
+    refused), and the deploy profile presents a key of the same file; so does the arena to the
+    env server (`--env-key-file`), whose admin keys are that file's too (it binds 0.0.0.0: its
+    command without them is refused). The secret's file is `${RTPLAN_HOST_API_KEY_FILE:?...}`,
+    required and named by no commit."""
     from rtplan.processes import ApiKeys, exposure_refusal
 
     planner, env = compose_profile(profile)
@@ -359,6 +443,14 @@ def test_the_env_server_and_deploy_read_their_keys_from_one_secret(profile, monk
     deploy = compose_file()["services"][f"deploy-{profile}"]
     args = rtplan_parser().parse_args(deploy["command"][1:])
     assert args.api_key_file == _secret_file(deploy) == target
+    arena = compose_services(profile)["arena"]
+    a = _arena_settings(arena, monkeypatch)
+    assert str(a.api_key_file) == str(a.env_key_file) == _secret_file(arena) == target
+    assert a.host == "0.0.0.0" and not a.open and a.admin_token is None
+    without = [a for a in arena["command"] if not a.startswith(("--api-key-file", "--env-key"))]
+    bare = _arena_settings({**arena, "command": without}, monkeypatch)
+    refused = arena_refusal(bare)
+    assert refused and "refusing to serve 0.0.0.0" in refused and "--open" in refused
     secret = compose_file()["secrets"][SECRET]
     assert set(secret) == {"file"}
     found = re.fullmatch(r"\$\{(\w+):\?([^}]+)\}", secret["file"])
@@ -426,7 +518,9 @@ def _until_healthy(
 def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_path, monkeypatch):
     """The cpu profile's services started directly (free ports, tiny checkpoints, the volumes as
     folders here): the planner's check fails while it compiles and passes once SERVING, the env
-    server starts then (depends_on: service_healthy), passes its own check and plans with it."""
+    server starts then (depends_on: service_healthy), passes its own check and plans with it;
+    then the arena passes its check and creates a ranked episode on the env server with the
+    secret's first key, to be joined at the Env API's public address its command names."""
     from support import write_planner
 
     planner, env = compose_profile("cpu")
@@ -461,7 +555,8 @@ def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_p
         )
         server = Child("env-server", argv, echo=False)
         children.append(server)
-        http = int(_ENV_BOUND.search(server.wait_for("rtplan env server:", 120)).group(1))
+        bound = _ENV_BOUND.search(server.wait_for("rtplan env server:", 120))
+        http, grpc = int(bound[1]), int(bound[2])
         test = [a.replace(f":{e.http_port}", f":{http}") for a in env["healthcheck"]["test"][1:]]
         runs = _until_healthy(test, compose_seconds(env["healthcheck"]["timeout"]), server, 60)
         assert "/healthz is ok" in runs[-1].stdout
@@ -480,5 +575,35 @@ def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_p
             except HTTPStatusError as err:
                 got = err.status
             assert got == status, (key, got)
+
+        # The arena, its env server's URL and public Env API moved to this test's ports.
+        arena = compose_services("cpu")["arena"]
+        a = _arena_settings(arena, monkeypatch)
+        (item,) = a.env.split(",")
+        public_host = item.partition("=")[2].rpartition(":")[0]
+        argv = _local(
+            arena["command"],
+            port=0,
+            database=f"sqlite:///{tmp_path / 'arena' / 'arena.db'}",
+            env=f"http://127.0.0.1:{http}={public_host}:{grpc}",
+            api_key_file=keys,
+            env_key_file=keys,
+        )
+        (tmp_path / "arena").mkdir()
+        hall = Child("arena", argv, echo=False)
+        children.append(hall)
+        port = int(_ARENA_BOUND.search(hall.wait_for("rtplan arena: http on", 120))[1])
+        test = [x.replace(f":{a.port}", f":{port}") for x in arena["healthcheck"]["test"][1:]]
+        runs = _until_healthy(test, compose_seconds(arena["healthcheck"]["timeout"]), hall, 60)
+        assert "/healthz is ok" in runs[-1].stdout
+        base = f"http://127.0.0.1:{port}"
+        token = http_json("POST", f"{base}/v1/agents", {"name": "compose", "version": "1"})
+        run = http_json(
+            "POST", f"{base}/v1/runs", {"game": "snake-rt-v0", "tier": "fast"}, token["token"]
+        )
+        episode = http_json(
+            "POST", f"{base}/v1/runs/{run['id']}/episodes", None, token["token"], timeout=120
+        )
+        assert episode["session_id"] and episode["env"]["grpc"] == f"{public_host}:{grpc}"
     finally:
         stop_all(children[::-1])

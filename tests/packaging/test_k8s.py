@@ -7,10 +7,11 @@ little of kustomize these files use, and each resource is validated strictly (an
 an error) against the schemas kubernetes-validate ships for the oldest and newest Kubernetes it
 knows, without network. Then the variants are compared with their compose profile: the same
 commands (parsed by the real parsers into valid settings), environment, images, ports, health
-checks and mount points, and the env server's keys read from a Secret where compose mounts its
-secret; and checked for what only Kubernetes has: a headless Service over the planner replicas,
-an autoscaler on them, the Dockerfile's user, GPUs in the gpu variant only, and a Secret that no
-file here holds (the command that makes it is documented).
+checks and mount points, and the env server's and the arena's keys read from a Secret where
+compose mounts its secret; and checked for what only Kubernetes has: a headless Service over the
+planner replicas, an autoscaler on them, the arena reaching the env server through its Service,
+the Dockerfile's user, GPUs in the gpu variant only, and a Secret that no file here holds (the
+command that makes it is documented).
 Where kubectl is installed, its own kustomize builds the same resources (offline too).
 """
 
@@ -20,6 +21,7 @@ import copy
 import re
 import shutil
 import subprocess
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from rtplan.arena.__main__ import _parser as arena_parser
+from rtplan.arena._routes_health import router as arena_health_routes
+from rtplan.arena.envs import EnvServers
+from rtplan.arena.settings import ArenaSettings
 from rtplan.cli import build_parser as rtplan_parser
 from rtplan.commands.health import TIMEOUT_S
 from rtplan.planner_service.__main__ import build_parser as planner_parser
@@ -34,7 +40,14 @@ from rtplan.planner_service.settings import PlannerServiceSettings
 from rtplan.server.__main__ import _parser as server_parser
 from rtplan.server._routes_sessions import router as server_routes
 from rtplan.server.settings import Settings
-from support import compose_file, compose_profile, compose_seconds, gpu_ids, service_settings
+from support import (
+    compose_file,
+    compose_profile,
+    compose_seconds,
+    compose_services,
+    gpu_ids,
+    service_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -42,7 +55,9 @@ K8S = ROOT / "deploy" / "k8s"
 VARIANTS = {"base": "cpu", "gpu": "gpu"}
 #: The oldest and newest Kubernetes whose schemas kubernetes-validate (1.37.0) ships.
 SCHEMA_VERSIONS = ("1.25", "1.37")
-PLANNER, ENV_SERVER = "rtplan-planner", "rtplan-env-server"
+PLANNER, ENV_SERVER, ARENA = "rtplan-planner", "rtplan-env-server", "rtplan-arena"
+#: Each Deployment and the command of the compose service it mirrors.
+COMPOSE_KIND = {PLANNER: "planner-service", ENV_SERVER: "env-server", ARENA: "arena"}
 GPU = "nvidia.com/gpu"
 #: The Secret of the env server's API keys (made with kubectl, never committed) and its key.
 KEYS_SECRET, KEYS_ITEM = "rtplan-api-keys", "api_keys"
@@ -177,6 +192,9 @@ def test_every_resource_validates_against_the_kubernetes_schemas(variant):
         ("Service", ENV_SERVER),
         ("PersistentVolumeClaim", "rtplan-replays"),
         ("PersistentVolumeClaim", "rtplan-results"),
+        ("Deployment", ARENA),
+        ("Service", ARENA),
+        ("PersistentVolumeClaim", "rtplan-arena"),
     }
     for version in SCHEMA_VERSIONS:
         for doc in resources.values():
@@ -274,6 +292,23 @@ def test_the_variants_run_composes_commands_images_environment_and_ports(variant
     (planner_port,) = _service_port(resources, PLANNER, planner).values()
     assert e.planner_address == f"dns:///{PLANNER}:{planner_port}" and planner_port == p.port
 
+    # The arena's command is compose's but for --env: the env server by its Service's name and
+    # HTTP port (compose names its network alias, and the Env API the host publishes).
+    _, arena = _pod(resources, ARENA)
+    arena_c = compose_services(VARIANTS[variant])["arena"]
+    assert arena["image"] == arena_c["image"]
+    assert _env(arena) == {} and "environment" not in arena_c
+    assert [a for a in arena["command"] if not a.startswith("--env=")] == [
+        a for a in arena_c["command"] if not a.startswith("--env=")
+    ]
+    a = service_settings(ArenaSettings, arena_parser, {"command": arena["command"]}, monkeypatch)
+    assert a.host == "0.0.0.0" and _port(arena, "http") == a.port
+    assert _service_port(resources, ARENA, arena) == {"http": a.port}
+    # One URL per env server (the arena places each episode on one and reads it back there).
+    (server,) = EnvServers(a.env.split(",")).servers
+    url = urllib.parse.urlsplit(server.url)
+    assert (url.hostname, url.port) == (ENV_SERVER, e.http_port) and server.public_grpc is None
+
 
 def _probe_seconds(probe: dict) -> tuple[int, int, int]:
     return probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]
@@ -284,9 +319,9 @@ def test_probes_are_composes_health_checks(variant, monkeypatch):
     """Startup waits as long as compose's start_period, readiness checks as often and as
     patiently as its health check, and each asks what `rtplan health` asks."""
     resources = _resources(variant)
-    for (name, service), kind in zip(((PLANNER, 0), (ENV_SERVER, 1)), ("planner", "env")):
+    for name, kind in COMPOSE_KIND.items():
         _, container = _pod(resources, name)
-        check = compose_profile(VARIANTS[variant])[service]["healthcheck"]
+        check = compose_services(VARIANTS[variant])[kind]["healthcheck"]
         startup = container["startupProbe"]
         ready = container["readinessProbe"]
         live = container["livenessProbe"]
@@ -301,23 +336,23 @@ def test_probes_are_composes_health_checks(variant, monkeypatch):
         for probe in (startup, ready, live):
             # The kubelet kills a probe at its timeout: `rtplan health`'s own ends first.
             assert probe["timeoutSeconds"] > TIMEOUT_S
-            if kind == "planner":
+            if name == PLANNER:
                 # Exactly compose's command, which asks the port the planner binds.
                 assert probe["exec"]["command"] == check["test"][1:]
                 args = rtplan_parser().parse_args(probe["exec"]["command"][1:])
                 assert args.command == "health"
                 assert args.planner == f"127.0.0.1:{_port(container, 'grpc')}"
             else:
-                # The route `rtplan health --env` asks, on the port named http.
-                assert check["test"][1:4] == ["rtplan", "health", "--env"]
+                # The route `rtplan health --env` (--arena) asks, on the port named http.
+                which = {ENV_SERVER: "--env", ARENA: "--arena"}[name]
+                assert check["test"][1:4] == ["rtplan", "health", which]
                 assert probe["httpGet"] == {"path": "/healthz", "port": "http"}
         # A live service is never restarted sooner than it would be marked unready.
         assert live["periodSeconds"] * live["failureThreshold"] >= (
             ready["periodSeconds"] * ready["failureThreshold"]
         )
-    assert any(r.path == "/healthz" and "GET" in r.methods for r in server_routes.routes), (
-        "the env server has no GET /healthz"
-    )
+    for routes in (server_routes, arena_health_routes):
+        assert any(r.path == "/healthz" and "GET" in r.methods for r in routes.routes), routes
 
 
 # What only Kubernetes has --------------------------------------------------------------------
@@ -335,12 +370,15 @@ def test_the_planner_is_replicated_behind_a_headless_service_and_autoscaled(vari
     resources = _resources(variant)
     planner = _labels(resources, PLANNER)
     env = _labels(resources, ENV_SERVER)
-    assert planner != env and not (planner.items() >= env.items() or env.items() >= planner.items())
+    arena = _labels(resources, ARENA)
+    for one, other in ((planner, env), (planner, arena), (env, arena)):
+        assert not (one.items() >= other.items() or other.items() >= one.items())
     service = resources["Service", PLANNER]["spec"]
     assert service["clusterIP"] == "None"  # headless: DNS answers every ready replica
     assert service["selector"] == planner
-    assert resources["Service", ENV_SERVER]["spec"]["selector"] == env
-    assert "clusterIP" not in resources["Service", ENV_SERVER]["spec"]
+    for name, labels in ((ENV_SERVER, env), (ARENA, arena)):
+        assert resources["Service", name]["spec"]["selector"] == labels
+        assert "clusterIP" not in resources["Service", name]["spec"]
 
     replicas = resources["Deployment", PLANNER]["spec"]["replicas"]
     hpa = resources["HorizontalPodAutoscaler", PLANNER]
@@ -359,8 +397,11 @@ def test_the_planner_is_replicated_behind_a_headless_service_and_autoscaled(vari
     assert container["resources"]["requests"]["cpu"]
     pdb = resources["PodDisruptionBudget", PLANNER]["spec"]
     assert pdb["selector"] == {"matchLabels": planner} and 0 < pdb["minAvailable"] < replicas
-    # The env server holds its sessions in memory: one replica.
-    assert resources["Deployment", ENV_SERVER]["spec"]["replicas"] == 1
+    # The env server holds its sessions in memory, the arena its SQLite file on a ReadWriteOnce
+    # volume: one replica each, the old pod gone before the new one starts.
+    for name in (ENV_SERVER, ARENA):
+        assert resources["Deployment", name]["spec"]["replicas"] == 1
+        assert resources["Deployment", name]["spec"]["strategy"] == {"type": "Recreate"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -370,7 +411,7 @@ def test_pods_run_as_the_images_user_and_mount_composes_volumes(variant, monkeyp
     made = set(re.search(r"mkdir -p ([^&]+)", dockerfile).group(1).split())
     resources = _resources(variant)
     compose_volumes = set(compose_file()["volumes"])
-    for name, service in ((PLANNER, 0), (ENV_SERVER, 1)):
+    for name, kind in COMPOSE_KIND.items():
         pod, container = _pod(resources, name)
         security = pod["securityContext"]
         assert security["runAsNonRoot"] is True
@@ -379,7 +420,7 @@ def test_pods_run_as_the_images_user_and_mount_composes_volumes(variant, monkeyp
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
         # Every compose mount point, each a folder the image made for its user (the keys'
         # Secret aside: compose mounts it as a secret, test_the_env_server_reads_its_keys...).
-        compose = compose_profile(VARIANTS[variant])[service]
+        compose = compose_services(VARIANTS[variant])[kind]
         want = {m.split(":")[1]: m.split(":")[0] for m in compose["volumes"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
         mounts = {
@@ -390,7 +431,7 @@ def test_pods_run_as_the_images_user_and_mount_composes_volumes(variant, monkeyp
         assert mounts == want and set(mounts) <= made and set(want.values()) <= compose_volumes
         for mount, volume in want.items():
             claim = volumes[volume].get("persistentVolumeClaim")
-            if claim is not None:  # replays and results outlive the pod
+            if claim is not None:  # replays, results and the arena's database outlive the pod
                 assert ("PersistentVolumeClaim", claim["claimName"]) in resources
             else:  # the compile cache: one per pod (see planner.yaml)
                 assert volumes[volume] == {"name": volume, "emptyDir": {}}, mount
@@ -406,6 +447,14 @@ def test_pods_run_as_the_images_user_and_mount_composes_volumes(variant, monkeyp
     at = {m["mountPath"]: claims.get(m["name"]) for m in env["volumeMounts"]}
     assert at[str(e.record_dir)] == "rtplan-replays"
     assert at[str(e.results_dir)] == "rtplan-results"
+    # ... and the arena's where its SQLite database is.
+    pod, arena = _pod(resources, ARENA)
+    a = service_settings(ArenaSettings, arena_parser, {"command": arena["command"]}, monkeypatch)
+    (claim,) = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    (mount,) = [m for m in arena["volumeMounts"] if m["name"] == claim["name"]]
+    database = Path(a.database.removeprefix("sqlite:///"))
+    assert a.database.startswith("sqlite:////") and mount["mountPath"] == str(database.parent)
+    assert claim["persistentVolumeClaim"]["claimName"] == "rtplan-arena"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -413,8 +462,10 @@ def test_the_env_server_reads_its_keys_from_a_secret_that_no_file_holds(variant,
     """The env server binds 0.0.0.0, so it needs a key: its `--api-key-file` is the file the
     Secret rtplan-api-keys puts where compose mounts its secret, in a folder mount (a subPath
     would never see the Secret's updates, so keys could not rotate without a restart), read
-    by the pod's group and nobody else. The Secret is no resource here (no key is committed):
-    the manifest and docs/services.md give the `kubectl create secret` that makes it."""
+    by the pod's group and nobody else. The arena mounts it the same way, as its admin keys and
+    the key it presents to the env server. The Secret is no resource here (no key is
+    committed): the manifest and docs/services.md give the `kubectl create secret` that makes
+    it."""
     resources = _resources(variant)
     pod, env = _pod(resources, ENV_SERVER)
     as_service = {"command": env["command"], "environment": _env(env)}
@@ -431,7 +482,15 @@ def test_the_env_server_reads_its_keys_from_a_secret_that_no_file_holds(variant,
     assert source["secretName"] == KEYS_SECRET
     assert source["items"] == [{"key": KEYS_ITEM, "path": e.api_key_file.name}]
     assert source["defaultMode"] == 0o440 and pod["securityContext"]["fsGroup"]
-    # Only the env server holds it, and no file here holds a Secret.
+    # The arena: the same file for both of its keys, mounted the same way.
+    arena_pod, arena = _pod(resources, ARENA)
+    a = service_settings(ArenaSettings, arena_parser, {"command": arena["command"]}, monkeypatch)
+    assert a.host == "0.0.0.0" and not a.open
+    assert a.api_key_file == a.env_key_file == e.api_key_file
+    arena_volumes = {v["name"]: v for v in arena_pod["volumes"]}
+    (arena_mount,) = [m for m in arena["volumeMounts"] if "secret" in arena_volumes[m["name"]]]
+    assert arena_mount == mount and arena_volumes[mount["name"]] == volumes[mount["name"]]
+    # The planner holds none, and no file here holds a Secret.
     _, planner = _pod(resources, PLANNER)
     assert all(
         "secret" not in v
@@ -448,12 +507,14 @@ def test_the_env_server_reads_its_keys_from_a_secret_that_no_file_holds(variant,
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_only_the_gpu_variant_requests_gpus_one_a_pod(variant):
     resources = _resources(variant)
-    for name in (PLANNER, ENV_SERVER):
+    for name in (PLANNER, ENV_SERVER, ARENA):
         _, container = _pod(resources, name)
         requests, limits = container["resources"]["requests"], container["resources"]["limits"]
         assert requests["cpu"] and requests["memory"] and limits["memory"]
         assert GPU not in requests  # an extended resource's request is its limit
-        assert limits.get(GPU) == (1 if variant == "gpu" else None), name
+        # The arena imports no JAX: the variant's image, no GPU (as in compose).
+        want = 1 if variant == "gpu" and name != ARENA else None
+        assert limits.get(GPU) == want, name
     # As compose's profile: there, each service of the gpu profile has a GPU of its own.
     for compose in compose_profile(VARIANTS[variant]):
         assert len(gpu_ids(compose)) == (1 if variant == "gpu" else 0)

@@ -1,4 +1,5 @@
-"""`rtplan health` against a real planner service (compiling, then SERVING) and env server."""
+"""`rtplan health` against a real planner service (compiling, then SERVING), env server and
+arena."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rtplan.cli import main
+from rtplan.processes import http_json
 from support import free_port, uvicorn_app, write_planner
 
 SNAKE = "snake-rt-v0"
@@ -76,6 +78,21 @@ def test_env_health_passes_when_healthz_answers_ok(services, capsys):
     assert code == 0
 
 
+def test_arena_health_passes_when_healthz_answers_ok(tmp_path, capsys):
+    from rtplan.arena.app import create_app
+    from rtplan.arena.settings import ArenaSettings
+
+    with uvicorn_app(create_app(ArenaSettings(database=str(tmp_path / "arena.db")))) as url:
+        code, out, err = _health(capsys, "--arena", url)
+        said = http_json("GET", f"{url}/healthz")
+    assert code == 0 and err == ""
+    assert out == (
+        f"arena at {url}/healthz is ok (version {said['version']}, sqlite database at schema "
+        f"{said['schema_revision']})\n"
+    )
+    assert said["schema_revision"]
+
+
 def test_an_unreachable_service_fails_in_one_line(capsys):
     port = free_port()
     start = time.monotonic()
@@ -85,6 +102,9 @@ def test_an_unreachable_service_fails_in_one_line(capsys):
     code, out, err = _health(capsys, "--env", f"http://127.0.0.1:{port}", "--timeout", "2")
     assert code == 1 and out == "" and err.count("\n") == 1
     assert f"env server at http://127.0.0.1:{port}/healthz is unreachable: " in err
+    code, out, err = _health(capsys, "--arena", f"127.0.0.1:{port}", "--timeout", "2")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert f"arena at http://127.0.0.1:{port}/healthz is unreachable: " in err
     assert time.monotonic() - start < 10
 
 
@@ -115,6 +135,8 @@ def test_an_env_server_that_is_not_ok_fails_with_what_it_said(capsys):
         assert code == 1 and f"env server at {base}/bad/healthz answered 503 starting" in err
         code, _, err = _health(capsys, "--env", base)
         assert code == 1 and "is not ok: {'status': 'draining'}" in err
+        code, _, err = _health(capsys, "--arena", f"{base}/bad")
+        assert code == 1 and f"arena at {base}/bad/healthz answered 503 starting" in err
     finally:
         server.shutdown()
         server.server_close()
