@@ -25,7 +25,9 @@ T0, K = 12, 2
 def setup():
     planner = Planner(tiny_config(GAME))
     params = planner.init_params(jax.random.PRNGKey(0))
-    runner = OptionRunner(planner, max_batch=32)
+    # Groups pad to 1 or 32 games: a game's result does not depend on its group's size, and
+    # each size is one more compile per budget and batch.
+    runner = OptionRunner(planner, max_batch=32, growth=32.0)
     seeds = np.arange(3)
     states, keys, kept = cc.clock_positions(
         planner, params, runner, seeds, K, initial_time=T0, max_ply=8, rng=np.random.default_rng(1)
