@@ -541,7 +541,7 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
 
     def config(**kw):
         return ClockGateTrainConfig(
-            game_id=GAME, planner=planner_file, num_envs=4, plies=6, chunk=3, minibatches=2,
+            game_id=GAME, planner=planner_file, num_envs=2, plies=6, chunk=3, minibatches=2,
             gate_encoder=8, gate_hidden=8, gate_head=8, eval_every=0, eval_opponent=2, **kw,
         )  # fmt: skip
 
@@ -580,8 +580,8 @@ def test_mixed_training_gives_a_baseline_one_side_and_learns_only_from_the_gate(
     # The baseline's side keeps the state it had (zeros) after its first move.
     after = np.asarray(carries[1]) if len(carries) > 1 else None
     if after is not None:
-        theirs = after[np.arange(4), opp_side]
-        np.testing.assert_array_equal(theirs, before[np.arange(4), opp_side])
+        theirs = after[np.arange(2), opp_side]
+        np.testing.assert_array_equal(theirs, before[np.arange(2), opp_side])
     # Without opponents every game is self-play and every ply is the gate's.
     plain = ClockGatePPO(config())
     psp = plain.init().games
