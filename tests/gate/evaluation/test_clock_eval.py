@@ -56,7 +56,7 @@ def test_fixed_players_on_an_unlimited_clock_equal_the_plain_option():
     every move: the same games as the planner's plain option-k player."""
     planner, params = _planner()
     opts = ClockOptions.of(planner)
-    seeds = seeds_of("eval", 4)
+    seeds = seeds_of("eval", 2)  # 4 games: few group sizes to compile
     big = 10**6
     plain = play_match(planner, params, option_player(planner, 4), REFLEX, seeds, initial_time=big)
     fixed = baseline_players(opts)["k4"]
@@ -72,7 +72,7 @@ def test_pairing_openings_colours_and_clocks():
     both colours; A's clock before each move follows its options; nobody overspends."""
     planner, params = _planner()
     opts = ClockOptions.of(planner)
-    seeds = seeds_of("eval", 4)
+    seeds = seeds_of("eval", 2)  # 4 games: few group sizes to compile
     t0 = 9
     runs = {
         name: play_match(planner, params, p, REFLEX, seeds, initial_time=t0)
@@ -83,7 +83,7 @@ def test_pairing_openings_colours_and_clocks():
         assert ep.seeds.tolist() == [*seeds.tolist(), *seeds.tolist()]
         # A moves first in the first half: its first move is at the opening's (even) ply.
         first = [int(f[0]) for f in ep.decision_frames]
-        assert all(f % 2 == 0 for f in first[:4]) and all(f % 2 == 1 for f in first[4:])
+        assert all(f % 2 == 0 for f in first[:2]) and all(f % 2 == 1 for f in first[2:])
         costs = [0, *opts.simulations]
         budgets = [0, *opts.budgets]
         for ks, clock, end in zip(ep.ks, ep.features["clock"], ep.clocks, strict=True):
@@ -109,7 +109,7 @@ def test_the_carry_changes_on_the_players_own_plies_only():
         return jnp.zeros((batch,), jnp.int32)
 
     counter = ClockPlayer("counter", init, count)
-    ep = play_match(planner, params, counter, REFLEX, seeds_of("eval", 4), initial_time=5)
+    ep = play_match(planner, params, counter, REFLEX, seeds_of("eval", 2), initial_time=5)
     seen["moves"] = ep.decisions
     # The counter's moves are exactly A's moves (its carry is not observable from outside: the
     # test is that a stateful player runs and each game records one option per own move).
