@@ -16,15 +16,18 @@ import pytest
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner.store import load_planner
 from rtplan.server import ReplayError, ReplayFile, replay
-from support import REPLAY_V1, planner_fns, session_ended
+from support import REPLAY_V1, planner_fns, session_ended, write_planner
 
 GAME = "snake-rt-v0"
 SEEDS = (0, 7)
 
 
 @pytest.fixture(scope="module")
-def env(serve):
-    return serve((GAME,), planner=True)
+def env(serve, tmp_path_factory):
+    # The two budgets the tests play: the planner service compiles every budget it serves.
+    root = tmp_path_factory.mktemp("ckpt")
+    write_planner(root, GAME, budgets=(1, 2), simulations=(2, 4))
+    return serve(checkpoint_dir=root, planner=True)
 
 
 def play(client, timeout: float = 120.0, **body) -> tuple[dict, list]:
