@@ -20,7 +20,7 @@ import rtplan
 from rtplan import wire
 from rtplan.server import ReplayFile, Settings, create_app
 from rtplan.v1 import env_pb2, env_pb2_grpc
-from support import AgentStream, start_planner
+from support import AgentStream, start_planner, write_planner
 
 GAME = "snake-rt-v0"
 FPS = 20.0
@@ -53,8 +53,11 @@ class SlowSends:
 
 
 @pytest.fixture(scope="module")
-def srv(serve):
-    return serve((GAME,), planner=True, middleware=SlowSends, viewer_queue=4)
+def srv(serve, tmp_path_factory):
+    # The two budgets the tests play (as test_server_sim's): the planner service compiles
+    # every budget it serves.
+    root = write_planner(tmp_path_factory.mktemp("ckpt"), GAME, budgets=(1, 2), simulations=(2, 4))
+    return serve(checkpoint_dir=root, planner=True, middleware=SlowSends, viewer_queue=4)
 
 
 def session(srv, sid: str) -> dict:
