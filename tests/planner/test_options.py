@@ -382,8 +382,9 @@ def test_planner_builds_every_registered_game(torso):
     for game_id in games.registered_games():
         net = NetworkConfig(torso=torso, channels=4, blocks=1, features=8, value_hidden=8)
         planner = Planner(PlannerConfig(game_id=game_id, network=net))
-        params = planner.init_params(jax.random.PRNGKey(0))
-        states = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(0), 2))
+        # Jitted: one program each, not one per operation of the initialisers.
+        params = jax.jit(planner.init_params)(jax.random.PRNGKey(0))
+        states = jax.jit(jax.vmap(planner.game.init))(jax.random.split(jax.random.PRNGKey(0), 2))
         out = jax.jit(planner.evaluate)(params, states)
         assert out.logits.shape == (2, planner.game.num_actions)
         assert out.features.shape == (2, 8)
