@@ -318,7 +318,6 @@ def run_web_demo(
             f"rtplan demo: arena at {addr['arena']}/arena  (rtplan arena register NAME "
             "--version 1; then an agent's --ranked: docs/arena.md)"
         )
-        _enter_references(addr["arena"], game)
         _say(
             f"rtplan demo: the planner agent plays {game} once its planner is ready "
             f"(the other games compile behind it, in a planner service of their own at the "
@@ -349,6 +348,7 @@ def run_web_demo(
                     "RTPLAN_SERVER_RECORD_DIR moves them)"
                 )
                 _say(f"the planner agent plays {game} at {fps:g} FPS with {demo.played_by}")
+                _enter_references(addr["arena"], game)
                 _games_until_stopped(addr, body, seed, stopping)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the services have stopped
             _say("\nrtplan demo: stopped")

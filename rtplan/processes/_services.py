@@ -21,8 +21,6 @@ _ENV_BOUND = re.compile(r"rtplan env server: http on \S+:(\d+) .*gRPC Env API on
 #: ... and where it records its replay files (the settings' `record_dir`, absolute).
 _ENV_REPLAYS = re.compile(r" \(replays in (.+)\)$")
 _PLANNER_BOUND = re.compile(r"planner service bound to \S+:(\d+)")
-#: The arena's start-up line (`arena.__main__`): "rtplan arena: http on HOST:PORT (...".
-_ARENA_BOUND = re.compile(r"rtplan arena: http on \S+:(\d+)")
 #: ... and once a game plans ("planner service: GAME ready in ..."), or its gated requests do
 #: ("... GAME gate ready in ...": its gate compiles before its forced budgets).
 _READY, _GATE_READY = "ready", "gate ready"
@@ -207,15 +205,17 @@ def services(
             "replays": None if replays is None else replays.group(1),
         }
         if arena_port is not None:
+            # Its port was picked above: the lobby (on_env) can name it before it answers.
             arena_argv = [*py, "arena", "serve", "--port", str(arena_port), "--env", addr["http"]]
             arena = Child(
                 "arena", [*arena_argv, "--log-level", "warning"], echo=_echo(echo, "arena")
             )
             children.append(arena)
-            line = arena.wait_for("rtplan arena: http on", timeout=120, stopping=stopping)
-            addr["arena"] = f"http://127.0.0.1:{_ARENA_BOUND.search(line).group(1)}"
+            addr["arena"] = f"http://127.0.0.1:{arena_port}"
         if on_env is not None:
             on_env(addr)
+        if arena_port is not None:
+            arena.wait_for("rtplan arena: http on", timeout=120, stopping=stopping)
         ready = _GATE_READY if gated else _READY
         for game_id in first if planner else ():
             said = f"planner service: {game_id} {ready} "

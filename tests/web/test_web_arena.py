@@ -12,6 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from decimal import ROUND_HALF_UP, Decimal
 from types import SimpleNamespace
 
 import pytest
@@ -131,15 +132,21 @@ def _table(page, selector: str) -> list[dict]:
     )
 
 
+def _fixed(x: float, digits: int) -> str:
+    """`Number(x).toFixed(digits)` as the browser writes it: the double's exact value, halves
+    rounded up (Python's format rounds 26.25 to 26.2; the page shows 26.3)."""
+    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
 def _pm(mean, se, signed=False) -> str:
     """What the pages show of a number ± its standard error (web/arena.js `pm`)."""
     if mean is None:
         return "—"
-    return f"{'+' if signed and mean > 0 else ''}{mean:.2f} ± {se:.2f}"
+    return f"{'+' if signed and mean > 0 else ''}{_fixed(mean, 2)} ± {_fixed(se, 2)}"
 
 
 def _pct(x) -> str:
-    return f"{x * 100:.1f}%"
+    return f"{_fixed(x * 100, 1)}%"
 
 
 def test_the_leaderboard_shows_the_api_s_numbers_and_sorts_by_a_column(servers, page):
@@ -173,8 +180,8 @@ def test_the_leaderboard_shows_the_api_s_numbers_and_sorts_by_a_column(servers, 
             "late": _pct(api["late"]),
             "fallback": _pct(api["fallback"]),
             "invalid": _pct(api["invalid"]),
-            "slack p50 ms": f"{api['slack_median_ms']:.1f}",
-            "slack p5 ms": f"{api['slack_p5_ms']:.1f}",
+            "slack p50 ms": _fixed(api["slack_median_ms"], 1),
+            "slack p5 ms": _fixed(api["slack_p5_ms"], 1),
             "frame used": _pct(api["frame_share_mean"]),
         }, api
         marked = page.locator(f'#board tr[data-run="{api["run"]}"]').get_attribute("class")

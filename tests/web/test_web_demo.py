@@ -59,7 +59,14 @@ def test_demo_serves_the_lobby_and_restarts_its_game_until_ctrl_c(tmp_path, page
         # and it plays the policy-only reference of the demo's game.
         said = next(line for line in lines if "arena at" in line)
         arena = re.search(r"arena at (http://127\.0\.0\.1:\d+)/arena", said).group(1)
-        assert json.load(urllib.request.urlopen(f"{arena}/healthz", timeout=30))["status"] == "ok"
+        while True:  # named with the lobby, before it answers: it starts beside the planner
+            try:
+                health = get(f"{arena}/healthz")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "".join(lines)
+                time.sleep(0.2)
+        assert health["status"] == "ok"
         assert json.load(urllib.request.urlopen(f"{base}/healthz"))["arena_url"] == arena
         assert (tmp_path / "data" / "rtplan" / "arena.db").is_file()
         while not (runs := json.load(urllib.request.urlopen(f"{arena}/v1/runs"))["runs"]):
