@@ -49,6 +49,13 @@ def _planner(committed: str = "plan", tree_k: int = 0):
     return planner, params, run
 
 
+@functools.cache
+def _jitted(planner):
+    """(reflex action, one game's step) of `planner`, jitted: one program each, not one per
+    operation."""
+    return jax.jit(planner.reflex_action), jax.jit(planner.game.step)
+
+
 def _option(run, params, keys, states, k, plan=None):
     plan, plan_len = (None, None) if plan is None else plan
     return run(params, keys, states, k, None, None, None, "game", plan, plan_len)
@@ -68,20 +75,22 @@ def _same_state(a, b) -> bool:
 def _world(planner, params, state, plan, plan_len, frames):
     """Plays `frames` committed frames from one state as the rule says, by hand: the plan's
     action while j < plan_len, then the reflex. Returns (actions, state after each frame)."""
+    reflex_action, step = _jitted(planner)
     acts, visited = [], [state]
     for j in range(frames):
         if j < plan_len:
             a = int(plan[j])
         else:
-            a = int(planner.reflex_action(params, jax.tree.map(lambda x: x[None], state))[0])
+            a = int(reflex_action(params, jax.tree.map(lambda x: x[None], state))[0])
         acts.append(a)
-        state = planner.game.step(state, a)
+        state = step(state, a)
         visited.append(state)
     return acts, visited
 
 
 def test_committed_frames_follow_the_plan_where_it_reaches_then_the_reflex():
     planner, params, run = _planner()
+    reflex_action, step = _jitted(planner)
     states, keys = start(planner.game, seeds_of("tuning", 3))
     horizon = planner.config.plan_horizon
     # A plan that never plays the reflex: at each state, the first legal action that is not it.
@@ -89,17 +98,17 @@ def test_committed_frames_follow_the_plan_where_it_reaches_then_the_reflex():
     for i in range(3):
         s = _row(states, i)
         for j in range(2):
-            reflex = int(planner.reflex_action(params, jax.tree.map(lambda x: x[None], s))[0])
+            reflex = int(reflex_action(params, jax.tree.map(lambda x: x[None], s))[0])
             mask = np.asarray(s.legal_action_mask)
             plan[i, j] = next(a for a in range(len(mask)) if mask[a] and a != reflex)
-            s = planner.game.step(s, int(plan[i, j]))
+            s = step(s, int(plan[i, j]))
     plan_len = np.array([2, 1, 0], np.int32)
     out, _ = _option(run, params, keys, states, 3, (jnp.asarray(plan), jnp.asarray(plan_len)))
     for i in range(3):
         acts, visited = _world(planner, params, _row(states, i), plan[i], plan_len[i], 2)
         np.testing.assert_array_equal(np.asarray(out.actions[i, :2]), acts)
         assert not np.asarray(out.planned[i, :2]).any() and bool(out.planned[i, 2])
-        after = planner.game.step(visited[-1], int(out.actions[i, 2]))
+        after = step(visited[-1], int(out.actions[i, 2]))
         assert _same_state(_row(out.next_state, i), after)
     # Where the plan reaches, the committed frames are not what the reflex plays.
     assert list(out.actions[0, :2]) == list(plan[0, :2])
