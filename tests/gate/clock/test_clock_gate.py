@@ -173,18 +173,22 @@ def test_gate_choices_do_not_depend_on_the_opponent(gate, planner):
     game = planner.game
     states = jax.vmap(game.init)(jax.random.split(jax.random.PRNGKey(5), 2))
     states = jax.vmap(game.set_initial_time, (0, None))(states, 20)
+    # Jitted: one program each, not one per operation at every ply.
+    step, evaluate = jax.jit(jax.vmap(game.step)), jax.jit(planner.evaluate)
+    inputs, apply = jax.jit(gate.inputs), jax.jit(gate.apply)
     seq, rng = [], np.random.default_rng(1)
     for _ in range(8):  # random legal moves, each charged a random cost
         seq.append(states)
         legal = np.asarray(states.legal_action_mask)
         actions = jnp.asarray([rng.choice(np.flatnonzero(row)) for row in legal])
-        states = jax.vmap(game.step)(states, actions, jnp.asarray(rng.integers(0, 4, 2)))
+        states = step(states, actions, jnp.asarray(rng.integers(0, 4, 2)))
     me = seq[0].current_player  # the gate is the first mover in both games
     player = clock_gate_player(gate, params)
+    choose = jax.jit(player.choose)
     carry, mine = player.init(2), []
     for s in seq:
-        out = planner.evaluate(pparams, s)
-        new, option = player.choose(carry, s, out, jax.random.split(jax.random.PRNGKey(0), 2))
+        out = evaluate(pparams, s)
+        new, option = choose(carry, s, out, jax.random.split(jax.random.PRNGKey(0), 2))
         turn = s.current_player == me
         carry = where(turn, new, carry)
         mine.append(np.where(np.asarray(turn), np.asarray(option), -1))
@@ -192,12 +196,12 @@ def test_gate_choices_do_not_depend_on_the_opponent(gate, planner):
     carry2 = jnp.zeros((2, 2, SMALL.hidden))
     last = -np.ones((2, 2), np.int32)
     for t, s in enumerate(seq):
-        out = planner.evaluate(pparams, s)
+        out = evaluate(pparams, s)
         p = np.asarray(s.current_player)
-        x = gate.inputs(s, out, jnp.asarray(last[np.arange(2), p]))
+        x = inputs(s, out, jnp.asarray(last[np.arange(2), p]))
         h = carry2[jnp.arange(2), p]
         use = np.where(p == np.asarray(me), 0, 1)
-        outs = [gate.apply(w, h, x, gate.mask(s)) for w in (params, other)]
+        outs = [apply(w, h, x, gate.mask(s)) for w in (params, other)]
         h_new = jnp.where(use[:, None] == 0, outs[0][0], outs[1][0])
         logits = jnp.where(use[:, None] == 0, outs[0][1], outs[1][1])
         option = np.asarray(jnp.argmax(logits, -1))
@@ -220,8 +224,9 @@ def test_unaffordable_options_are_masked(gate, planner):
     np.testing.assert_array_equal(mask, [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
     keys = jax.random.split(jax.random.PRNGKey(3), 3)
     player = clock_gate_player(gate, params, greedy=False)
+    choose = jax.jit(player.choose)  # one program, not one per operation of 20 choices
     for i in range(20):
-        _, option = player.choose(gate.zero_carry(3), states, out, jax.random.split(keys[i % 3], 3))
+        _, option = choose(gate.zero_carry(3), states, out, jax.random.split(keys[i % 3], 3))
         assert np.all(np.asarray(mask)[np.arange(3), np.asarray(option)])
     assert int(jnp.argmax(logits[0])) == 0  # an empty clock plays policy-only
 
