@@ -190,9 +190,10 @@ def test_the_gate_sends_no_gradient_to_the_planner(planner_file, stats):
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g_gate)) > 0
     assert all(float(jnp.abs(g).max()) == 0 for g in jax.tree.leaves(g_planner))
     # The stats change the gate's output only when it sees them.
-    x = algo.gate.inputs(algo.planner_params, states)
+    x = jax.jit(algo.gate.inputs)(algo.planner_params, states)
     moved = x.replace(stats=x.stats + 0.5)
-    a, b = algo.gate.apply(state.params, x)[0], algo.gate.apply(state.params, moved)[0]
+    apply = jax.jit(algo.gate.apply)
+    a, b = apply(state.params, x)[0], apply(state.params, moved)[0]
     assert bool(jnp.any(a != b)) == stats
 
 
@@ -226,13 +227,13 @@ def test_init_k_starts_the_policy_at_that_budget(planner_file):
     state, plain_state = algo.init(), plain.init()
     (shard,) = state.actors  # one device
     states = shard.states
-    decision = algo.gate.decide(state.params, algo.planner_params, states)
+    # Jitted: one program each, not one per operation of the planner's and the gate's nets.
+    decision = jax.jit(algo.gate.decide)(state.params, algo.planner_params, states)
     assert decision.probabilities[:, 1].tolist() == pytest.approx([0.8] * 4, abs=0.02)
     assert decision.k.tolist() == [2, 2, 2, 2]
-    x = plain.gate.inputs(plain.planner_params, states)
-    assert jnp.allclose(
-        algo.gate.apply(state.params, x)[1], plain.gate.apply(plain_state.params, x)[1]
-    )
+    x = jax.jit(plain.gate.inputs)(plain.planner_params, states)
+    ours, theirs = jax.jit(algo.gate.apply), jax.jit(plain.gate.apply)
+    assert jnp.allclose(ours(state.params, x)[1], theirs(plain_state.params, x)[1])
     with pytest.raises(ValueError, match="init_k=3 is not one of the budgets"):
         GatePPO(GateTrainConfig(**kw, init_k=3)).init()
     with pytest.raises(ValueError, match="init_prob"):
@@ -429,13 +430,14 @@ def test_a_gate_with_memory_needs_it_sees_it_and_carries_it_through_training(pla
     with pytest.raises(ValueError, match="pass its GateMemory"):
         algo.gate.decide(state.params, algo.planner_params, shard.states)
     empty = GateMemory.empty(2)
-    d = algo.gate.decide(state.params, algo.planner_params, shard.states, memory=empty)
+    # Jitted: one program each, not one per operation of the planner's and the gate's nets.
+    decide, inputs = jax.jit(algo.gate.decide), jax.jit(algo.gate.inputs)
+    apply = jax.jit(algo.gate.apply)
+    d = decide(state.params, algo.planner_params, shard.states, memory=empty)
     assert d.memory.last.tolist() == d.index.tolist() and d.memory.since.tolist() == d.k.tolist()
-    x = algo.gate.inputs(algo.planner_params, shard.states, memory=d.memory)
-    x0 = algo.gate.inputs(algo.planner_params, shard.states, memory=empty)
-    assert bool(
-        jnp.any(algo.gate.apply(state.params, x)[0] != algo.gate.apply(state.params, x0)[0])
-    )
+    x = inputs(algo.planner_params, shard.states, memory=d.memory)
+    x0 = inputs(algo.planner_params, shard.states, memory=empty)
+    assert bool(jnp.any(apply(state.params, x)[0] != apply(state.params, x0)[0]))
     with pytest.raises(ValueError, match="memories exactly when"):
         algo.rollout(state.params, state.actors, state.key)
     _, (steps,), _, (after,) = algo.rollout(
@@ -459,7 +461,8 @@ def test_a_gate_with_memory_needs_it_sees_it_and_carries_it_through_training(pla
                   advantage=jnp.ones_like(flat["value"]), target=flat["value"])  # fmt: skip
     forgot = batch.replace(inputs=batch.inputs.replace(memory=jnp.zeros_like(seen.reshape(6, -1))))
     coefs = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01)
-    losses = [ppo_loss(algo.params(state), algo.net, b, **coefs)[0] for b in (batch, forgot)]
+    loss = jax.jit(lambda params, b: ppo_loss(params, algo.net, b, **coefs)[0])
+    losses = [loss(algo.params(state), b) for b in (batch, forgot)]
     assert float(losses[0]) != float(losses[1])
     moved, metrics = algo.step(state)  # a whole update: rollout, GAE, PPO
     assert np.isfinite(metrics["loss"])
