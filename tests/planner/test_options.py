@@ -358,16 +358,18 @@ def test_clock_option_with_empty_clock_plays_reflex_for_free():
     planner = Planner(cfg)
     params = planner.init_params(jax.random.PRNGKey(0))
     option = jax.jit(planner.option, static_argnums=3)
-    state = jax.vmap(planner.game.init)(jax.random.split(jax.random.PRNGKey(0), 1))
+    # Jitted: one program each, not one per operation of Hex's init, step and the network.
+    init, step = jax.jit(jax.vmap(planner.game.init)), jax.jit(jax.vmap(planner.game.step))
+    state = init(jax.random.split(jax.random.PRNGKey(0), 1))
     out = option(params, jax.random.PRNGKey(1)[None], state, 8)
     mover = int(state.current_player[0])
     assert int(out.cost[0]) == 8 and int(out.next_state.inner.clocks[0, mover]) == 0
     assert bool(out.planned[0, 0])
     # The opponent moves; then the first mover has an empty clock: reflex, cost 0.
-    s = jax.vmap(planner.game.step)(out.next_state, out.next_state.legal_action_mask.argmax(-1))
+    s = step(out.next_state, out.next_state.legal_action_mask.argmax(-1))
     out = option(params, jax.random.PRNGKey(2)[None], s, 8)
     assert int(out.cost[0]) == 0 and not bool(out.planned[0, 0])
-    assert int(out.actions[0, 0]) == int(planner.reflex_action(params, s)[0])
+    assert int(out.actions[0, 0]) == int(jax.jit(planner.reflex_action)(params, s)[0])
     assert not bool(out.done[0])
 
 
