@@ -18,9 +18,10 @@ from support import write_planner
 GAME = "snake-rt-v0"
 #: The main use's rules: a committed plan searched every frame below the root.
 RULES = ["--committed", "plan", "--tree-k", "1"]
+#: One game a batch: each budget's option compiles at one group size.
 TINY = [
-    "--num-envs", "2", "--meta-steps", "3", "--epochs", "1", "--minibatches", "1",
-    "--eval-every", "1", "--eval-episodes", "2", "--eval-max-meta-steps", "2",
+    "--num-envs", "1", "--meta-steps", "3", "--epochs", "1", "--minibatches", "1",
+    "--eval-every", "1", "--eval-episodes", "1", "--eval-max-meta-steps", "2",
     "--gate-channels", "8", "--gate-hidden", "16", "--init-k", "3", "--no-progress",
 ]  # fmt: skip
 
