@@ -49,13 +49,14 @@ def test_the_services_reproduce_the_in_process_gate(root, capsys, monkeypatch):
 
         monkeypatch.setattr(module, name, counted)
     planner = str(planner_path(root, GAME))
-    argv = ["eval", "--game", GAME, "--via-services", "--episodes", "2", "--planner", planner]
+    # One episode: each budget's option compiles at one group size in process.
+    argv = ["eval", "--game", GAME, "--via-services", "--episodes", "1", "--planner", planner]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "identical in process and through the services" in out and "MISMATCH" not in out
     assert sorted(loads) == ["load_gate", "load_planner"], loads
     (episodes, served) = seen[0]
-    assert [s.seed for s in served] == [2_000_000, 2_000_001] == episodes.seeds.tolist()
+    assert [s.seed for s in served] == [2_000_000] == episodes.seeds.tolist()
     for i, s in enumerate(served):
         # Played to the episode's end (the 200-frame horizon here), every frame compared.
         assert s.frames == episodes.frames[i] == len(s.actions) == len(episodes.actions[i])
