@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 
 import grpc
@@ -30,6 +31,8 @@ from rtplan.server._tick_group import TickGroups
 from rtplan.server._tv import TvRotation
 from rtplan.server.session import Session
 from rtplan.server.settings import Settings
+
+log = logging.getLogger(__name__)
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
@@ -350,12 +353,27 @@ class SessionManager:
         for old in ended[: max(0, len(ended) - self.settings.keep_finished)]:
             self._sessions.pop(old.id, None)
 
-    async def shutdown(self) -> None:
-        """Stops every session and waits for their loops to end."""
-        for session in self._sessions.values():
+    async def shutdown(self, timeout_s: float = 10.0) -> list[str]:
+        """Stops every session and waits up to `timeout_s` for their loops to end; returns the
+        ids of the sessions still ending then (logged: the server stops anyway, its gRPC port
+        and planner channels closed, rather than failing its shutdown on one slow loop)."""
+        sessions = list(self._sessions.values())
+        for session in sessions:
             session.stop("server shutting down")
-        waits = [s.wait() for s in self._sessions.values()]
+        waits = {asyncio.ensure_future(s.wait()): s.id for s in sessions}
+        late: list[str] = []
         if waits:
-            await asyncio.wait_for(asyncio.gather(*waits), timeout=10)
+            _, pending = await asyncio.wait(waits, timeout=timeout_s)
+            late = sorted(waits[w] for w in pending)
+            for w in pending:
+                w.cancel()
+            if late:
+                log.warning(
+                    "%d session(s) still ending %g s after the shutdown began: %s",
+                    len(late),
+                    timeout_s,
+                    ", ".join(late),
+                )
         if self.ticks is not None:
             self.ticks.close()
+        return late

@@ -317,6 +317,40 @@ def test_agent_token_guards_session_creation(tmp_path):
         assert r.status_code == 409 and "no planner_address" in r.json()["detail"]
 
 
+async def _event() -> asyncio.Event:
+    return asyncio.Event()  # made on the server's loop
+
+
+def test_a_session_slow_to_end_never_fails_the_servers_shutdown(tmp_path, caplog, monkeypatch):
+    """The shutdown stops every session and waits a bounded time for their loops; one still
+    ending then (its loop stuck in a long synchronous step, as a compile on a loaded machine
+    was) is logged by id, and the server stops anyway (its gRPC port closes)."""
+    settings = Settings(
+        http_port=0, grpc_port=0, checkpoint_dir=tmp_path / "none", record_dir=tmp_path
+    )
+    app = create_app(settings)
+    with TestClient(app) as client:
+        r = client.post("/v1/sessions", json={"game": GAME, "clock": "simulated"})
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        manager = app.state.manager
+        stuck = manager.get(sid)
+        never = client.portal.call(_event)
+        monkeypatch.setattr(stuck, "wait", never.wait)  # its end is never seen
+        with caplog.at_level(logging.WARNING, logger="rtplan.server._manager"):
+            late = client.portal.call(manager.shutdown, 0.2)
+        assert late == [sid]
+        assert f"still ending 0.2 s after the shutdown began: {sid}" in caplog.text
+        monkeypatch.undo()  # the lifespan's own shutdown then sees it ended
+        assert client.get(f"/v1/sessions/{sid}").json()["status"] == "stopped"
+        port = app.state.grpc_port
+    # The lifespan's own shutdown ran after it: the gRPC port is closed.
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    with pytest.raises(grpc.FutureTimeoutError):
+        grpc.channel_ready_future(channel).result(timeout=1.0)
+    channel.close()
+
+
 def test_malformed_messages_get_errors_and_the_game_goes_on(srv):
     agent = AgentStream(srv.address)
     agent.send(env_pb2.AgentMessage())

@@ -23,7 +23,9 @@ def _config(client, **body) -> dict:
     r = client.post("/v1/sessions", json={"game": "speed-go-v0", **body})
     assert r.status_code == 201, r.text
     created = r.json()
-    client.delete(f"/v1/sessions/{created['id']}")
+    auth = {"Authorization": f"Bearer {created['token']}"}
+    r = client.delete(f"/v1/sessions/{created['id']}", headers=auth)
+    assert r.status_code == 200, r.text  # stopped now, not left running to the module's end
     return created["session"]["config"]
 
 
