@@ -191,6 +191,12 @@ class GameRuntime:
             self.observe(state)
             self.state_proto(self.served_state(state))
             render(self.game, state)  # its first call compiles (~0.8 s for Pac-Man): not in a tick
+            # A replay is re-simulated by the game's functions without a network (`replay.
+            # resimulate`): compiled here, not by a visitor's first replay, whose compile in a
+            # worker thread took the CPU from the ticks (ticks 2 s late in the soak).
+            replay = compiled(self.game_id, tuple(sorted(self.game_params.items())), None)
+            replay_state = replay.init(init_key(0))
+            replay.frame(None, replay_state, np.int32(info.fallback), np.int32(0), np.int32(0))
             self._warmed = True
 
     def spec(self) -> env_pb2.GameSpec:

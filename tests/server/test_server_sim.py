@@ -16,6 +16,7 @@ import pytest
 from rtplan.harness.checkpoint import planner_path
 from rtplan.planner.store import load_planner
 from rtplan.server import ReplayError, ReplayFile, replay
+from rtplan.server._compiled import compiled
 from support import REPLAY_V1, planner_fns, session_ended, write_planner
 
 GAME = "snake-rt-v0"
@@ -135,7 +136,14 @@ def test_a_busy_planner_delays_simulated_plans_and_changes_no_game(env, serve):
 def test_replay_resimulates_and_names_a_mismatch(env, tmp_path):
     client = env.client
     info, lines = play(client, agent="reflex", clock="simulated", seed=3)
+    # The server compiled the re-simulation when it compiled the game (`GameRuntime.warm`): a
+    # visitor's replay compiles nothing (its compile had made every live tick seconds late).
+    header = json.loads(Path(info["replay"]).read_text().splitlines()[0])
+    fns = compiled(GAME, tuple(sorted(header["game_params"].items())), None)
+    programs = fns.frame._cache_size()
+    assert programs >= 1
     result = replay(info["replay"])
+    assert fns.frame._cache_size() == programs
     assert result.complete and result.frames == info["frame"]
     assert result.episode_return == info["episode_return"]
     assert list(result.actions) == [x.action for x in lines]
