@@ -2,8 +2,9 @@
 
 Its own service and process (`rtplan arena serve`), reaching env servers only over REST and the
 Env API. So far: `repository` (its database: SQLite or PostgreSQL, SQLAlchemy + Alembic
-migrations), `identity` (names and tokens, stored as salted hashes), `agents` (registration,
-regeneration, revocation) and `app` (the REST API). docs/arena.md has the design.
+migrations; the records it hands out in `records`), `identity` (names and tokens, stored as
+salted hashes), `agents` (registration, regeneration, revocation) and `app` (the REST API).
+docs/arena.md has the design.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ _EXPORTS = {
     "ArenaError": "rtplan.arena._errors",
     "ArenaSettings": "rtplan.arena.settings",
     "Repository": "rtplan.arena.repository",
-    "SchemaTooNew": "rtplan.arena.repository",
-    "StorageError": "rtplan.arena.repository",
+    "SchemaTooNew": "rtplan.arena.records",
+    "StorageError": "rtplan.arena.records",
     "create_app": "rtplan.arena.app",
-    "schema_head": "rtplan.arena.repository",
+    "schema_head": "rtplan.arena.database",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -14,7 +14,8 @@ import uvicorn
 from pydantic import ValidationError
 
 from rtplan.arena.app import api_keys, create_app, env_key
-from rtplan.arena.repository import Repository, StorageError
+from rtplan.arena.records import StorageError
+from rtplan.arena.repository import Repository
 from rtplan.arena.settings import ArenaSettings
 from rtplan.harness.config import add_settings_flags, settings_overrides
 from rtplan.processes import KeyFileError, exposure_refusal, exposure_warning, is_loopback

@@ -12,7 +12,7 @@ from rtplan.arena._deps import Address, Limits, Registry, Token
 from rtplan.arena._errors import responses
 from rtplan.arena.identity import NAME_LEN, NAME_PATTERN, VERSION_LEN
 from rtplan.arena.ranked import REFERENCE_PREFIX
-from rtplan.arena.repository import AgentRecord
+from rtplan.arena.records import AgentRecord
 
 router = APIRouter(tags=["agents"])
 

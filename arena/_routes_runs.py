@@ -15,7 +15,7 @@ from rtplan.arena._errors import ArenaError, responses
 from rtplan.arena._limits import RateLimits
 from rtplan.arena.agents import Agents
 from rtplan.arena.identity import NAME_LEN, NAME_PATTERN
-from rtplan.arena.repository import EpisodeRecord, RunRecord, VersionRecord
+from rtplan.arena.records import EpisodeRecord, RunRecord, VersionRecord
 from rtplan.arena.runs import Assignment
 from rtplan.arena.standings import Row, board
 from rtplan.harness.stats import standard_error

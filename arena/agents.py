@@ -7,7 +7,8 @@ import datetime as dt
 from rtplan.arena import identity
 from rtplan.arena._errors import ArenaError
 from rtplan.arena.ranked import REFERENCE_PREFIX
-from rtplan.arena.repository import AgentRecord, Conflict, Repository, Stale, VersionRecord
+from rtplan.arena.records import AgentRecord, Conflict, Stale, VersionRecord
+from rtplan.arena.repository import Repository
 
 
 class Agents:

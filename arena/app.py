@@ -17,7 +17,8 @@ from rtplan.arena._errors import ArenaError
 from rtplan.arena._limits import RateLimited, RateLimits
 from rtplan.arena.agents import Agents
 from rtplan.arena.envs import EnvServers
-from rtplan.arena.repository import Repository, StorageError
+from rtplan.arena.records import StorageError
+from rtplan.arena.repository import Repository
 from rtplan.arena.runs import Runs
 from rtplan.arena.settings import ArenaSettings
 from rtplan.processes import ApiKeys, first_key

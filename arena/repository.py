@@ -3,7 +3,8 @@
 SQLite (a file; the embedded default) or PostgreSQL (`postgresql://...`, over psycopg 3),
 through SQLAlchemy 2 Core. `Repository.open` brings the schema to the newest migration
 (`alembic upgrade head`, run here in-process) and refuses a database a newer rtplan migrated.
-Callers get frozen records, never a connection or a row: what the database holds stays here.
+Callers get frozen records (`records.py`), never a connection or a row: what the database holds
+stays here.
 """
 
 from __future__ import annotations
@@ -11,237 +12,40 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from alembic import command
-from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, func, select, text, update
+from sqlalchemy import Connection, func, select, text, update
 from sqlalchemy import true as sa_true
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from rtplan.arena._schema import agent_versions, agents, episodes, runs
+from rtplan.arena.database import alembic_config, database_url, first_line, make_engine, schema_head
 from rtplan.arena.identity import StoredToken
-
-#: The Alembic scripts: `env.py` and `versions/`.
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-#: PostgreSQL advisory lock held while migrating: arenas sharing a database start one by one.
-_MIGRATION_LOCK = 0x72746C616E61
-#: Seconds a SQLite writer waits for another's lock before it fails.
-_SQLITE_BUSY_S = 30.0
-
-
-class StorageError(Exception):
-    """The database cannot be used: a bad URL, unreachable, or a schema this code cannot read."""
-
-
-class SchemaTooNew(StorageError):
-    """The database's schema revision is not one of this code's: a newer rtplan migrated it."""
-
-
-class Conflict(StorageError):
-    """A write broke a uniqueness rule: `what` is "agent" (the name exists) or "version"."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what} exists")
-        self.what = what
-
-
-class Stale(StorageError):
-    """A token changed (regenerated or revoked) between its check and the write that needed
-    it unchanged."""
-
-
-@dataclass(frozen=True)
-class VersionRecord:
-    """One version of an agent, with what is stored of its token.
-
-    Attributes:
-        id: the version's row id.
-        name: the agent's name; `kind` its kind ("agent" or "reference").
-        version: the version's label.
-        created_at: when it was registered (UTC).
-        token: what is stored of its current token (`identity.StoredToken`).
-        token_created_at: when that token was made (UTC).
-        revoked_at: when its token was revoked (UTC), or None while it is live.
-    """
-
-    id: int
-    name: str
-    kind: str
-    version: str
-    created_at: dt.datetime
-    token: StoredToken
-    token_created_at: dt.datetime
-    revoked_at: dt.datetime | None
-
-    @property
-    def revoked(self) -> bool:
-        return self.revoked_at is not None
-
-
-@dataclass(frozen=True)
-class AgentRecord:
-    """An agent and its versions, oldest first."""
-
-    name: str
-    kind: str
-    created_at: dt.datetime
-    versions: tuple[VersionRecord, ...]
-
-    def version(self, label: str) -> VersionRecord | None:
-        return next((v for v in self.versions if v.version == label), None)
-
-
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """One attempt at one episode of a run (`_schema.episodes`): `status` "playing",
-    "finished", "cut_short" or "no_show"; the timing profile once it finished."""
-
-    id: int
-    run_id: int
-    episode_index: int
-    attempt: int
-    seed: int
-    status: str
-    note: str | None
-    outcome: str | None
-    episode_return: float | None
-    frames: int
-    on_time: int
-    late: int
-    fallback: int
-    invalid: int
-    slack_median_ms: float | None
-    slack_p5_ms: float | None
-    frame_share_mean: float | None
-    frame_share_hist: tuple[int, ...] | None
-    env_server: str | None
-    session_id: str | None
-    replay: str | None
-    started_at: dt.datetime
-    finished_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """A ranked run (`_schema.runs`) with the agent version it is, and its episode attempts
-    in play order."""
-
-    id: int
-    agent_version_id: int
-    agent: str
-    agent_kind: str
-    version: str
-    game_id: str
-    tier: str
-    fps: float
-    seed_set: str
-    episodes_planned: int
-    player: str | None
-    seed_order: tuple[int, ...]
-    status: str
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    finished_at: dt.datetime | None
-    attempts: tuple[EpisodeRecord, ...] = ()
-
-    @property
-    def finished_episodes(self) -> dict[int, EpisodeRecord]:
-        """Episode index -> its finished attempt."""
-        return {e.episode_index: e for e in self.attempts if e.status == "finished"}
-
-    @property
-    def by_seed(self) -> dict[int, EpisodeRecord]:
-        """Seed -> its finished episode (what two runs of a seed set pair on)."""
-        return {e.seed: e for e in self.attempts if e.status == "finished"}
-
-    @property
-    def playing(self) -> EpisodeRecord | None:
-        return next((e for e in self.attempts if e.status == "playing"), None)
-
-
-#: The columns an attempt's end writes (`Repository.end_attempt`).
-ENDING = (
-    "note",
-    "outcome",
-    "episode_return",
-    "frames",
-    "on_time",
-    "late",
-    "fallback",
-    "invalid",
-    "slack_median_ms",
-    "slack_p5_ms",
-    "frame_share_mean",
-    "frame_share_hist",
-    "replay",
+from rtplan.arena.records import (
+    ENDING,
+    AgentRecord,
+    Conflict,
+    EpisodeRecord,
+    RunRecord,
+    SchemaTooNew,
+    Stale,
+    StorageError,
+    VersionRecord,
+    episode_record,
+    run_record,
+    token_columns,
+    utc,
+    version_record,
 )
 
-
-def database_url(value: str) -> URL:
-    """The SQLAlchemy URL of a `--database` value: a SQLite file path, `sqlite:///PATH`, or
-    `postgresql://USER@HOST:PORT/DB` (psycopg 3 is its driver; `postgresql+psycopg://` too).
-
-    Raises:
-        StorageError: any other scheme or driver, an in-memory SQLite, or no such URL shape.
-    """
-    text_value = value.strip()
-    if "://" not in text_value:  # a plain path
-        if not text_value:
-            raise StorageError("--database is empty: give a SQLite file or a postgresql:// URL")
-        return URL.create("sqlite", database=str(Path(text_value).expanduser()))
-    try:
-        url = make_url(text_value)
-    except ArgumentError:
-        raise StorageError(f"--database {_hidden(text_value)} is not a database URL") from None
-    if url.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
-        return url.set(drivername="postgresql+psycopg")
-    if url.drivername in ("sqlite", "sqlite+pysqlite"):
-        if not url.database or url.database == ":memory:":
-            raise StorageError(
-                "--database sqlite:// is in memory and keeps nothing: give a file "
-                "(sqlite:///PATH or a plain path)"
-            )
-        return url.set(drivername="sqlite")
-    raise StorageError(
-        f"--database {_hidden(text_value)}: the arena stores in SQLite (a file path or "
-        "sqlite:///PATH) or PostgreSQL (postgresql://USER@HOST:PORT/DB), not "
-        f"{url.drivername}"
-    )
-
-
-def _hidden(value: str) -> str:
-    """A URL as it may be shown (logs, errors): its password starred."""
-    try:
-        return make_url(value).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "(a value that is no URL)"
-
-
-def schema_head() -> str:
-    """The newest schema revision this code knows (`migrations/versions/`)."""
-    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
-
-
-def _alembic_config() -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    return config
+#: PostgreSQL advisory lock held while migrating: arenas sharing a database start one by one.
+_MIGRATION_LOCK = 0x72746C616E61
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def _utc(value: dt.datetime | None) -> dt.datetime | None:
-    # SQLite hands back the naive UTC time it stored; PostgreSQL an aware one.
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=dt.UTC)
 
 
 class Repository:
@@ -255,16 +59,7 @@ class Repository:
         self.url = database_url(url)
         self.migrated_from: str | None = None
         self.dialect = self.url.get_backend_name()
-        if self.dialect == "sqlite":
-            folder = Path(self.url.database).parent
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StorageError(f"cannot make the database's folder {folder}: {e}") from None
-            self._engine = create_engine(self.url, connect_args={"timeout": _SQLITE_BUSY_S})
-            _sqlite_transactions(self._engine)
-        else:
-            self._engine = create_engine(self.url, pool_pre_ping=True)
+        self._engine = make_engine(self.url)
 
     @classmethod
     def open(cls, url: str) -> Repository:
@@ -299,7 +94,7 @@ class Repository:
         Raises:
             SchemaTooNew: the database is at a revision this code does not know.
         """
-        config = _alembic_config()
+        config = alembic_config()
         known = {s.revision for s in ScriptDirectory.from_config(config).walk_revisions()}
         with self._writing() as conn:
             if self.dialect == "postgresql":
@@ -329,7 +124,7 @@ class Repository:
             with self._engine.connect() as conn, conn.begin():
                 yield conn
         except OperationalError as e:
-            raise StorageError(f"database {self.shown_url}: {_first_line(e)}") from e
+            raise StorageError(f"database {self.shown_url}: {first_line(e)}") from e
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[Connection]:
@@ -341,7 +136,7 @@ class Repository:
                 with conn.begin():
                     yield conn
         except OperationalError as e:
-            raise StorageError(f"database {self.shown_url}: {_first_line(e)}") from e
+            raise StorageError(f"database {self.shown_url}: {first_line(e)}") from e
 
     # ---- agents and versions ----
 
@@ -355,7 +150,7 @@ class Repository:
         """The version whose current token has the public id `token_id`, or None."""
         with self._reading() as conn:
             rows = conn.execute(_VERSIONS.where(agent_versions.c.token_id == token_id)).mappings()
-            found = [_version(r) for r in rows]
+            found = [version_record(r) for r in rows]
         return found[0] if found else None
 
     def list_agents(self, *, offset: int = 0, limit: int = 100) -> tuple[list[AgentRecord], int]:
@@ -395,7 +190,7 @@ class Repository:
                         version=version,
                         created_at=now,
                         token_created_at=now,
-                        **_token_columns(token),
+                        **token_columns(token),
                     )
                 )
         except IntegrityError:
@@ -414,7 +209,7 @@ class Repository:
         Raises:
             Stale: the token was regenerated or revoked meanwhile.
         """
-        self._change(version_id, old_token_id, token_created_at=_now(), **_token_columns(token))
+        self._change(version_id, old_token_id, token_created_at=_now(), **token_columns(token))
 
     def revoke(self, version_id: int, old_token_id: str) -> dt.datetime:
         """Revokes a live version's token, if it is still `old_token_id`; returns when.
@@ -492,24 +287,21 @@ class Repository:
             & (runs.c.game_id == game_id)
             & (runs.c.tier == tier)
         )
-        found = self.runs_where(where)
-        return found[0] if found else None
+        return self._run_where(where)
 
     def running_run(self, version_id: int) -> RunRecord | None:
         """The run version `version_id` has running, or None."""
-        found = self.runs_where(
+        return self._run_where(
             (runs.c.agent_version_id == version_id) & (runs.c.status == "running")
         )
-        return found[0] if found else None
 
     def runs_where_running_references(self) -> list[RunRecord]:
         """The reference runs still running (what an arena that restarts plays on)."""
-        return self.runs_where((runs.c.status == "running") & runs.c.player.is_not(None))
+        return self._runs_where((runs.c.status == "running") & runs.c.player.is_not(None))
 
     def run(self, run_id: int) -> RunRecord | None:
         """Run `run_id` with its attempts, or None."""
-        found = self.runs_where(runs.c.id == run_id)
-        return found[0] if found else None
+        return self._run_where(runs.c.id == run_id)
 
     def list_runs(
         self,
@@ -530,9 +322,15 @@ class Repository:
         ):
             if value is not None:
                 where = where & (column == value)
-        return self.runs_where(where)
+        return self._runs_where(where)
 
-    def runs_where(self, where) -> list[RunRecord]:
+    def _run_where(self, where) -> RunRecord | None:
+        found = self._runs_where(where)
+        return found[0] if found else None
+
+    def _runs_where(self, where) -> list[RunRecord]:
+        """The runs matching `where`, oldest first, each with its attempts in play order: the
+        one select that builds `RunRecord`s."""
         with self._reading() as conn:
             heads = list(
                 conn.execute(
@@ -557,8 +355,8 @@ class Repository:
                     .order_by(episodes.c.run_id, episodes.c.episode_index, episodes.c.attempt)
                 ).mappings()
                 for r in rows:
-                    attempts[r["run_id"]].append(_episode(r))
-        return [_run(r, attempts[r["id"]]) for r in heads]
+                    attempts[r["run_id"]].append(episode_record(r))
+        return [run_record(r, attempts[r["id"]]) for r in heads]
 
     def set_run_status(self, run_id: int, status: str) -> None:
         """Sets run `run_id`'s status ("finished" also stamps `finished_at`)."""
@@ -601,7 +399,7 @@ class Repository:
             row = (
                 conn.execute(select(episodes).where(episodes.c.id == episode_id)).mappings().first()
             )
-        return None if row is None else _episode(row)
+        return None if row is None else episode_record(row)
 
     def place_attempt(self, episode_id: int, *, env_server: str, session_id: str) -> None:
         """Where a playing attempt plays: its env server and session."""
@@ -642,7 +440,7 @@ class Repository:
             rows = conn.execute(
                 select(episodes).where(episodes.c.status == "playing").order_by(episodes.c.id)
             ).mappings()
-            return [_episode(r) for r in rows]
+            return [episode_record(r) for r in rows]
 
     @staticmethod
     def _agents(conn: Connection, where) -> list[AgentRecord]:
@@ -655,9 +453,9 @@ class Repository:
                     agent_versions.c.id
                 )
             ).mappings():
-                versions[r["agent_id"]].append(_version(r))
+                versions[r["agent_id"]].append(version_record(r))
         return [
-            AgentRecord(r["name"], r["kind"], _utc(r["created_at"]), tuple(versions[i]))
+            AgentRecord(r["name"], r["kind"], utc(r["created_at"]), tuple(versions[i]))
             for i, r in listed.items()
         ]
 
@@ -665,85 +463,3 @@ class Repository:
 _VERSIONS = select(agent_versions, agents.c.name, agents.c.kind.label("agent_kind")).join_from(
     agent_versions, agents
 )
-
-
-def _version(row) -> VersionRecord:
-    return VersionRecord(
-        id=row["id"],
-        name=row["name"],
-        kind=row["agent_kind"],
-        version=row["version"],
-        created_at=_utc(row["created_at"]),
-        token=StoredToken(
-            row["token_id"],
-            bytes(row["token_salt"]),
-            bytes(row["token_digest"]),
-            row["token_scheme"],
-        ),
-        token_created_at=_utc(row["token_created_at"]),
-        revoked_at=_utc(row["revoked_at"]),
-    )
-
-
-def _episode(row) -> EpisodeRecord:
-    hist = row["frame_share_hist"]
-    return EpisodeRecord(
-        **{
-            k: row[k]
-            for k in EpisodeRecord.__dataclass_fields__
-            if k not in _TIMES + ("frame_share_hist",)
-        },
-        frame_share_hist=None if hist is None else tuple(int(v) for v in hist),
-        started_at=_utc(row["started_at"]),
-        finished_at=_utc(row["finished_at"]),
-    )
-
-
-_TIMES = ("started_at", "finished_at", "created_at", "updated_at")
-
-
-def _run(row, attempts: list[EpisodeRecord]) -> RunRecord:
-    fields = [
-        k for k in RunRecord.__dataclass_fields__ if k not in (*_TIMES, "attempts", "seed_order")
-    ]
-    return RunRecord(
-        **{k: row[k] for k in fields},
-        seed_order=tuple(int(v) for v in row["seed_order"] or ()),
-        created_at=_utc(row["created_at"]),
-        updated_at=_utc(row["updated_at"]),
-        finished_at=_utc(row["finished_at"]),
-        attempts=tuple(attempts),
-    )
-
-
-def _token_columns(token: StoredToken) -> dict:
-    return {
-        "token_id": token.token_id,
-        "token_salt": token.salt,
-        "token_digest": token.digest,
-        "token_scheme": token.scheme,
-    }
-
-
-def _first_line(error: Exception) -> str:
-    orig = getattr(error, "orig", None) or error
-    return " ".join(str(orig).split("\n")[0].split())
-
-
-def _sqlite_transactions(engine: Engine) -> None:
-    """SQLite as a database: foreign keys on, WAL (readers never wait for the writer, and a
-    killed process loses no committed transaction), and real transactions: Python's sqlite3
-    would commit DDL on its own (a half-run migration) and starts no transaction on SELECT."""
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn, _record) -> None:
-        dbapi_conn.isolation_level = None  # SQLAlchemy's "begin" below says when
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get("sqlite_immediate", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

@@ -32,7 +32,8 @@ from rtplan.arena import ranked
 from rtplan.arena._errors import ArenaError
 from rtplan.arena.agents import Agents
 from rtplan.arena.envs import EnvRefused, EnvServers, EnvUnavailable
-from rtplan.arena.repository import Conflict, EpisodeRecord, Repository, RunRecord, VersionRecord
+from rtplan.arena.records import Conflict, EpisodeRecord, RunRecord, VersionRecord
+from rtplan.arena.repository import Repository
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Ending:
-    """How an attempt ended: its status and the `repository.ENDING` columns."""
+    """How an attempt ended: its status and the `records.ENDING` columns."""
 
     status: str
     values: dict[str, Any]

@@ -148,7 +148,8 @@ class ArenaSettings(BaseSettings):
     @classmethod
     def _check_database(cls, value: str) -> str:
         # A URL the arena cannot use fails at start-up, before anything binds.
-        from rtplan.arena.repository import StorageError, database_url
+        from rtplan.arena.database import database_url
+        from rtplan.arena.records import StorageError
 
         try:
             database_url(value)

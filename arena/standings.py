@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtplan.arena.repository import EpisodeRecord, RunRecord
+from rtplan.arena.records import EpisodeRecord, RunRecord
 from rtplan.harness.stats import paired, standard_error
 
 

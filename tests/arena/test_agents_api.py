@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from rtplan.arena._errors import KINDS
-from rtplan.arena.repository import schema_head
+from rtplan.arena.database import schema_head
 
 
 @pytest.fixture

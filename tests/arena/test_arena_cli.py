@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from rtplan.arena import Repository
 from rtplan.arena.agents import Agents
-from rtplan.arena.repository import schema_head
+from rtplan.arena.database import schema_head
 from support import ROOT
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from rtplan import games
 from rtplan.arena import ranked
-from rtplan.arena.repository import EpisodeRecord, RunRecord
+from rtplan.arena.records import EpisodeRecord, RunRecord
 from rtplan.arena.standings import _quantile, board, timing
 from rtplan.planner.episodes import SEED_RANGES
 

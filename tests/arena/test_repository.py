@@ -12,15 +12,9 @@ from alembic.runtime.migration import MigrationContext
 
 from rtplan.arena import _schema, identity
 from rtplan.arena.agents import Agents
-from rtplan.arena.repository import (
-    Conflict,
-    Repository,
-    SchemaTooNew,
-    Stale,
-    StorageError,
-    database_url,
-    schema_head,
-)
+from rtplan.arena.database import database_url, schema_head
+from rtplan.arena.records import Conflict, SchemaTooNew, Stale, StorageError
+from rtplan.arena.repository import Repository
 
 TABLES = {"agents", "agent_versions", "runs", "episodes", "alembic_version"}
 
@@ -59,11 +53,11 @@ def test_migrations_build_the_code_s_schema_from_an_empty_database(db_url):
 def test_a_database_of_the_first_release_migrates_and_keeps_its_rows(db_url):
     from alembic import command
 
-    from rtplan.arena.repository import _alembic_config
+    from rtplan.arena.database import alembic_config
 
     engine = sa.create_engine(database_url(db_url))
     with engine.begin() as conn:  # the database as the first release left it
-        config = _alembic_config()
+        config = alembic_config()
         config.attributes["connection"] = conn
         command.upgrade(config, "0001")
     repository = Repository.open(db_url)
