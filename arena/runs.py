@@ -30,6 +30,7 @@ from typing import Any
 from rtplan import __version__
 from rtplan.arena import ranked
 from rtplan.arena._errors import ArenaError
+from rtplan.arena._references import References
 from rtplan.arena.agents import Agents
 from rtplan.arena.envs import EnvRefused, EnvServers, EnvUnavailable
 from rtplan.arena.records import Conflict, EpisodeRecord, RunRecord, VersionRecord
@@ -128,21 +129,18 @@ class Runs:
         self.lost_after_s = lost_after_s
         self._watchers: dict[int, asyncio.Task] = {}
         self._locks: dict[int, asyncio.Lock] = {}
-        #: Reference runs to play, in turn (`_play_references`).
-        self._queued: list[int] = []
-        self._references_waiting = asyncio.Event()
-        self._referee: asyncio.Task | None = None
+        self._references = References(
+            run=self.run, hand_out=self._hand_out, watcher=self._watchers.get, poll_s=poll_s
+        )
 
     # ---- lifecycle ----
 
     async def start(self) -> None:
         """Watches again the attempts a previous arena left playing, and goes on with its
         unfinished reference runs."""
-        self._referee = asyncio.get_running_loop().create_task(
-            self._play_references(), name="arena reference runs"
-        )
+        self._references.start()
         for run in self.repository.runs_where_running_references():
-            self._queue_reference(run.id)
+            self._references.queue(run.id)
         for attempt in self.repository.playing_attempts():
             if attempt.session_id is None:  # it stopped before the session was made
                 self.repository.end_attempt(
@@ -152,8 +150,7 @@ class Runs:
                 self._watch(attempt)
 
     async def stop(self) -> None:
-        if self._referee is not None:
-            self._referee.cancel()
+        self._references.stop()
         for task in list(self._watchers.values()):
             task.cancel()
         for task in list(self._watchers.values()):
@@ -315,59 +312,8 @@ class Runs:
             )
         version = agents.reference(ranked.REFERENCE_PREFIX + player, __version__)
         run, created = self.enter(version, game, tier, player=player)
-        self._queue_reference(run.id)
+        self._references.queue(run.id)
         return run, created
-
-    def _queue_reference(self, run_id: int) -> None:
-        if run_id not in self._queued:
-            self._queued.append(run_id)
-            self._references_waiting.set()
-
-    async def _play_references(self) -> None:
-        """Plays the queued reference runs one at a time, episode after episode."""
-        failures = 0
-        while True:
-            await self._references_waiting.wait()
-            if not self._queued:
-                self._references_waiting.clear()
-                continue
-            run_id = self._queued[0]
-            try:
-                await self._play_reference(run_id)
-                failures = 0
-            except ArenaError as e:
-                # Said once a run until it plays again; tried again ever less often (30 s).
-                if not failures:
-                    log.warning("reference run %d waits: %s", run_id, e.message)
-                failures += 1
-                await asyncio.sleep(min(30.0, self.poll_s * 2**failures))
-            except Exception:
-                log.exception("reference run %d failed", run_id)
-                failures += 1
-                await asyncio.sleep(min(30.0, self.poll_s * 2**failures))
-            finally:
-                if self.run(run_id).status != "running" and run_id in self._queued:
-                    self._queued.remove(run_id)
-                elif self._queued and self._queued[0] == run_id:  # to the back: others go on
-                    self._queued.append(self._queued.pop(0))
-
-    async def _play_reference(self, run_id: int) -> None:
-        while self.run(run_id).status == "running":
-            run = self.run(run_id)
-            if run.playing is None:
-                try:
-                    assignment = await self._hand_out(run_id)
-                except ArenaError as e:
-                    if e.kind == "run_finished":
-                        return
-                    raise
-                watcher = self._watchers.get(assignment.episode.id)
-            else:
-                watcher = self._watchers.get(run.playing.id)
-            if watcher is not None:
-                await asyncio.shield(watcher)
-            else:
-                await asyncio.sleep(self.poll_s)
 
     def abandon(self, version: VersionRecord, run_id: int) -> RunRecord:
         """Ends run `run_id` for good: its episodes stay, it never ranks, and the version
