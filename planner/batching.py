@@ -263,6 +263,14 @@ class OptionRunner:
         if unknown:
             raise ValueError(f"budgets {sorted(unknown)} not in {self.budgets}")
         plan = self._plan_arg(plan, batch)
+        if self._mesh is None:
+            # Committed to the device: host arrays, and arrays a jit left uncommitted, would
+            # each key one more compile of every option (the gate's evaluation compiled each
+            # twice beside the rollout's); on arrays already there this copies nothing.
+            device = jax.devices()[0]
+            params, keys, states, future_params, miss, plan = jax.device_put(
+                (params, keys, states, future_params, miss, plan), device
+            )
         out = self._empty(params, keys, states, future_params)
         for k in sorted(set(ks.tolist()) - {SKIP}):
             idx = np.flatnonzero(ks == k)

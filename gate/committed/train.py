@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from rtplan import games
@@ -398,14 +398,17 @@ class GatePPO(GateTrainer):
         del iteration
         seeds = seeds_of("tuning", self.cfg.eval_episodes)
         params = self.params(state)  # on the host: the runner's calls take it to their device
-        choose = gate_chooser(self.gate, params, self.planner_params)
+        # The planner's variables as the rollout passes them (on the first device): the
+        # runner's options compiled for the rollout serve the evaluation too.
+        planner_params = self.rollouts.planner_params[0]
+        choose = gate_chooser(self.gate, params, planner_params)
         latency = {}
         if self._miss_probs is not None:
             probs = dict(zip(self.budgets, np.asarray(self._miss_probs).tolist()))
             latency = dict(misses=decision_misses(seeds, probs), fallback=self.cfg.latency_fallback)
         ep = play(
             self.runner,
-            self.planner_params,
+            planner_params,
             seeds,
             choose,
             max_decisions=self.cfg.eval_max_meta_steps,
@@ -424,9 +427,15 @@ class GatePPO(GateTrainer):
 
 
 def _on(tree, device):
-    """Device `device`'s copy of a `tree` replicated over a mesh."""
+    """Device `device`'s copy of a `tree` replicated over a mesh, as single-device arrays (a
+    shard of an update's output keeps the mesh's sharding, and the rollout's jitted calls,
+    the runner's options among them, would compile once more for it)."""
+    single = SingleDeviceSharding(device)
     return jax.tree.map(
-        lambda x: next(s.data for s in x.addressable_shards if s.device == device), tree
+        lambda x: jax.device_put(
+            next(s.data for s in x.addressable_shards if s.device == device), single
+        ),
+        tree,
     )
 
 

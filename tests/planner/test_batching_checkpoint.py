@@ -49,6 +49,11 @@ def test_mixed_k_batch_equals_one_by_one():
     runner = OptionRunner(planner, max_batch=8)
     mixed = runner(params, keys, states, ks)
     assert mixed.actions.shape == (5, 4)  # padded to the largest budget
+    # The same call from host params and committed states (an evaluation's and a rollout's
+    # inputs) runs the programs already compiled: one per k, whatever the inputs' placement.
+    again = runner(jax.device_get(params), keys, jax.device_put(states, jax.devices()[0]), ks)
+    np.testing.assert_array_equal(again.actions, mixed.actions)
+    assert [runner._group[k]._cache_size() for k in (1, 2)] == [1, 1]
     # One jitted option for the loop: it compiles once per k (a new jit per game recompiled).
     option = jax.jit(planner.option, static_argnums=3)
     for i, k in enumerate(ks):
