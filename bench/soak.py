@@ -356,7 +356,11 @@ def _warm(soak: Soak) -> None:
 
 
 def _sample(soak: Soak, proc: psutil.Process, record_dir: Path, t0: float) -> dict:
-    files = [p for p in record_dir.iterdir() if p.is_file()]
+    sizes = []
+    for p in record_dir.iterdir():
+        with contextlib.suppress(FileNotFoundError):  # pruned by the server meanwhile
+            if p.is_file():
+                sizes.append(p.stat().st_size)
     with soak.lock:
         c = dict(soak.count)
         lag = soak.max_lag_ms
@@ -370,8 +374,8 @@ def _sample(soak: Soak, proc: psutil.Process, record_dir: Path, t0: float) -> di
         "fds": proc.num_fds(),
         "threads": proc.num_threads(),
         "cpu_pct": round(proc.cpu_percent(None), 1),
-        "record_mb": round(sum(p.stat().st_size for p in files) / 2**20, 2),
-        "record_files": len(files),
+        "record_mb": round(sum(sizes) / 2**20, 2),
+        "record_files": len(sizes),
         "live": live,
         "max_tick_lag_ms": round(lag, 2),
         **{k: c.get(k, 0) for k in COUNTERS},
