@@ -11,7 +11,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from rtplan import __version__
-from rtplan.arena import _routes_agents, _routes_health, _routes_pages, _routes_runs
+from rtplan.arena import (
+    _routes_agents,
+    _routes_board,
+    _routes_health,
+    _routes_pages,
+    _routes_runs,
+)
 from rtplan.arena._deps import client_address
 from rtplan.arena._errors import ArenaError
 from rtplan.arena._limits import RateLimited, RateLimits
@@ -40,7 +46,7 @@ def _explain(errors: list[dict]) -> str:
 
 
 #: The app's routers, in the order they match.
-_ROUTERS = (_routes_agents, _routes_runs, _routes_health, _routes_pages)
+_ROUTERS = (_routes_agents, _routes_runs, _routes_board, _routes_health, _routes_pages)
 
 
 def _allowed(app: FastAPI, scope: dict) -> str:
