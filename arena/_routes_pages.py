@@ -12,27 +12,19 @@ from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rtplan.harness.assets import shipped_dir
+from rtplan.harness.assets import find_pages, web_dir
 
 log = logging.getLogger("rtplan.arena")
 
-#: The pages' folder at the checkout's root; a wheel carries it as the env server package's
-#: data (setup.py), which `shipped_dir` finds without importing that package.
-WEB, WEB_PACKAGE = "web", "rtplan.server"
-#: The arena's two pages in that folder.
+#: The arena's two pages in the pages' folder (`harness.assets.web_dir`).
 LEADERBOARD, AGENT = "arena.html", "arena-agent.html"
-
-
-def _web_candidate(configured: Path | None) -> Path:
-    return Path(configured) if configured is not None else shipped_dir(WEB, WEB_PACKAGE)
 
 
 def find_web_dir(configured: Path | None = None) -> Path | None:
     """The folder of the arena's pages: `configured` (`--web-dir`, RTPLAN_ARENA_WEB_DIR) when
     given, else the checkout's web/, else the installed wheel's copy; None when that folder
     holds no arena.html."""
-    web = _web_candidate(configured)
-    return web if (web / LEADERBOARD).is_file() else None
+    return find_pages(configured, LEADERBOARD)
 
 
 def mount_pages(app: FastAPI, configured: Path | None) -> None:
@@ -43,7 +35,7 @@ def mount_pages(app: FastAPI, configured: Path | None) -> None:
     app.state.web_dir = web
     if web is None:
         app.state.no_pages = (
-            f"no arena pages here: no {LEADERBOARD} in {_web_candidate(configured)} "
+            f"no arena pages here: no {LEADERBOARD} in {web_dir(configured)} "
             "(--web-dir or RTPLAN_ARENA_WEB_DIR names the pages' folder)"
         )
         log.warning("%s", app.state.no_pages)

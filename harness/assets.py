@@ -36,3 +36,25 @@ def shipped_dir(name: str, package: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"no package {package!r}", name=package)
     return Path(next(iter(spec.submodule_search_locations))) / ASSETS / name
+
+
+#: The browser pages' folder, which the env server and the arena both serve: a wheel carries it
+#: as the env server package's data (setup.py), found without importing that package.
+WEB, WEB_PACKAGE = "web", "rtplan.server"
+
+
+def web_dir(configured: Path | None = None) -> Path:
+    """Where the browser pages are looked for: `configured` (a service's `--web-dir`) when
+    given, else the shipped web/ (`shipped_dir`). The folder may not exist or hold no pages."""
+    return Path(configured) if configured is not None else shipped_dir(WEB, WEB_PACKAGE)
+
+
+def find_pages(configured: Path | None, page: str) -> Path | None:
+    """The pages' folder (`web_dir(configured)`) when it holds the file `page`, else None.
+
+    Args:
+        configured: the service's `--web-dir`, or None for the shipped web/.
+        page: the file that says the folder holds this service's pages ("index.html").
+    """
+    web = web_dir(configured)
+    return web if (web / page).is_file() else None

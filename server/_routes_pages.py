@@ -14,27 +14,18 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rtplan.harness.assets import shipped_dir
+from rtplan.harness.assets import find_pages, web_dir
 from rtplan.server._config import SessionError
 from rtplan.server._errors import errors
 
 log = logging.getLogger("rtplan.server")
 
-#: The folder of the browser pages: the checkout's, or the installed wheel's copy.
-WEB = "web"
-
-
-def _web_candidate(configured: Path | None) -> Path:
-    """Where the pages are looked for: `configured`, else `harness.assets.shipped_dir`."""
-    return Path(configured) if configured is not None else shipped_dir(WEB, "rtplan.server")
-
 
 def find_web_dir(configured: Path | None = None) -> Path | None:
     """The folder of the browser pages: `configured` (`--web-dir`, RTPLAN_SERVER_WEB_DIR) when
     given, else the checkout's web/ beside the packages, else the installed wheel's copy
-    (`harness.assets.shipped_dir`); None when that folder holds no index.html."""
-    web = _web_candidate(configured)
-    return web if (web / "index.html").is_file() else None
+    (`harness.assets.web_dir`); None when that folder holds no index.html."""
+    return find_pages(configured, "index.html")
 
 
 def mount_pages(app: FastAPI, configured: Path | None) -> None:
@@ -45,7 +36,7 @@ def mount_pages(app: FastAPI, configured: Path | None) -> None:
     app.state.web_dir = web
     if web is None:
         app.state.no_pages = (
-            f"no browser pages here: no index.html in {_web_candidate(configured)} "
+            f"no browser pages here: no index.html in {web_dir(configured)} "
             "(--web-dir or RTPLAN_SERVER_WEB_DIR names the pages' folder)"
         )
         log.warning("%s", app.state.no_pages)

@@ -80,8 +80,8 @@ def test_an_installed_arena_finds_the_pages_without_importing_the_env_server():
     probe = (
         "import sys; from pathlib import Path; from rtplan.harness import assets; "
         "assets.CHECKOUT = Path('/no/checkout'); "
-        "from rtplan.arena._routes_pages import _web_candidate; "
-        "print(_web_candidate(None)); "
+        "import rtplan.arena._routes_pages; "
+        "print(assets.web_dir(None)); "
         "from rtplan.arena import create_app; create_app; "
         "assert 'rtplan.server' not in sys.modules, 'the env server was imported'"
     )
