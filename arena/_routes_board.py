@@ -70,7 +70,7 @@ def enter_references(body: EnterReferences, agents: Registry, runs: RunBook) -> 
             if e.kind != "run_finished" or len(body.players) == 1:
                 raise
             continue
-        entered.append(run_view(run))
+        entered.append(run_view(run, runs.envs.shown))
     return RunPage(runs=entered)
 
 
@@ -169,8 +169,8 @@ class RankedView(BaseModel):
     seed_sets: list[SeedSetView]
     seed_set: str = Field(description="the seed set new runs play on this arena")
     env_servers: list[str] = Field(
-        description="the env servers its episodes play on (REST URLs): their lobbies list the "
-        "ranked episodes playing, to watch live"
+        description="the env servers its episodes play on, as a browser reaches them: their "
+        "lobbies list the ranked episodes playing, to watch live"
     )
 
 
@@ -188,5 +188,5 @@ def ranked_rules(runs: RunBook) -> RankedView:
             for s in ranked.SEED_SETS.values()
         ],
         seed_set=runs.seed_set.name,
-        env_servers=[s.url for s in runs.envs.servers],
+        env_servers=[s.shown_url for s in runs.envs.servers],
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response
@@ -78,7 +79,9 @@ class EpisodeView(BaseModel):
     episode_return: float | None
     frames: int
     timing: Timing | None
-    env_server: str | None
+    env_server: str | None = Field(
+        description="the env server it played on, as a browser reaches it (its lobby)"
+    )
     session_id: str | None = Field(
         description="its session on the env server (watched live at {env_server}/watch?session=ID)"
     )
@@ -162,7 +165,9 @@ def _timing(e: EpisodeRecord) -> Timing | None:
     )
 
 
-def run_view(run: RunRecord) -> RunView:
+def run_view(run: RunRecord, shown: Callable[[str], str]) -> RunView:
+    """`run` as the API answers it; `shown`: an env server's URL as a person's browser opens
+    it, from the one the arena records (`EnvServers.shown`)."""
     played = run.finished_episodes
     returns = [played[i].episode_return or 0.0 for i in sorted(played)]
     return RunView(
@@ -193,9 +198,9 @@ def run_view(run: RunRecord) -> RunView:
                 episode_return=e.episode_return,
                 frames=e.frames,
                 timing=_timing(e),
-                env_server=e.env_server,
+                env_server=shown(e.env_server) if e.env_server else None,
                 session_id=e.session_id,
-                replay=f"{e.env_server}/v1/replays/{e.replay}" if e.replay else None,
+                replay=f"{shown(e.env_server)}/v1/replays/{e.replay}" if e.replay else None,
                 started_at=e.started_at,
                 finished_at=e.finished_at,
             )
@@ -266,7 +271,7 @@ async def enter_run(
     version = await _version(agents, limits, token)
     run, created = runs.enter(version, body.game, body.tier)
     response.status_code = 201 if created else 200
-    return run_view(run)
+    return run_view(run, runs.envs.shown)
 
 
 @router.get("/v1/runs", responses=responses())
@@ -283,13 +288,13 @@ def list_runs(
 ) -> RunPage:
     """The runs, oldest first, of a game, tier and agent when given."""
     listed = runs.repository.list_runs(game_id=game, tier=tier, agent=agent)
-    return RunPage(runs=[run_view(r) for r in listed])
+    return RunPage(runs=[run_view(r, runs.envs.shown) for r in listed])
 
 
 @router.get("/v1/runs/{run_id}", responses=responses("unknown_run"))
 def get_run(run_id: RunId, runs: RunBook) -> RunView:
     """A run and its episode attempts (a seed shows once its episode has been played)."""
-    return run_view(runs.run(run_id))
+    return run_view(runs.run(run_id), runs.envs.shown)
 
 
 @router.post(
@@ -315,4 +320,4 @@ async def abandon_run(
 ) -> RunView:
     """Abandons the run for good: it never ranks, and the version may enter another run."""
     version = await _version(agents, limits, token)
-    return run_view(runs.abandon(version, run_id))
+    return run_view(runs.abandon(version, run_id), runs.envs.shown)

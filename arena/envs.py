@@ -43,6 +43,9 @@ class EnvServer:
     #: The Env API's address as agents reach it (`--env URL=HOST:PORT`), where the URL's host
     #: is a name only the arena resolves (a container's, a pod's); None: the URL's host.
     public_grpc: str | None = field(default=None, compare=False)
+    #: The URL people's browsers reach it at (`--env URL=http://HOST:PORT`), for the pages'
+    #: links to its lobby, replays and live views; None: the URL.
+    public_url: str | None = field(default=None, compare=False)
     #: Ranked episodes this arena has playing on it now (placement: fewest first).
     playing: int = field(default=0, compare=False)
 
@@ -50,15 +53,42 @@ class EnvServer:
     def host(self) -> str:
         return urllib.parse.urlsplit(self.url).hostname or "127.0.0.1"
 
+    @property
+    def shown_url(self) -> str:
+        """The URL a person's browser opens (the public one where given)."""
+        return self.public_url or self.url
 
-def _normal(item: str) -> str:
-    url, sep, public = item.strip().partition("=")
+
+def _url(url: str) -> str:
     url = url.strip().rstrip("/")
     parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{url!r} is not an env server's URL (http://HOST:PORT)")
-    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-    return f"{url}={_public(public)}" if sep else url
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def _normal(item: str) -> str:
+    """`URL[=HOST:PORT][=http://HOST:PORT]` with each part normalized, in that order."""
+    url, *extras = item.strip().split("=")
+    grpc = public = None
+    for extra in extras:
+        if "://" in extra:
+            if public is not None:
+                raise ValueError(f"{item.strip()!r} names two public URLs")
+            public = _url(extra)
+        else:
+            if grpc is not None:
+                raise ValueError(f"{item.strip()!r} names two Env API addresses")
+            grpc = _public(extra)
+    return "=".join(x for x in (_url(url), grpc, public) if x is not None)
+
+
+def _split(item: str) -> EnvServer:
+    """A normalized `--env` item as an `EnvServer`."""
+    url, *extras = item.split("=")
+    grpc = next((x for x in extras if "://" not in x), None)
+    public = next((x for x in extras if "://" in x), None)
+    return EnvServer(url, public_grpc=grpc, public_url=public)
 
 
 def _public(address: str) -> str:
@@ -74,9 +104,9 @@ def _public(address: str) -> str:
 
 def parse_urls(value: str | Sequence[str]) -> list[str]:
     """Env server URLs from a comma-separated string or a list (`HOST:PORT` means http), each
-    with its Env API's public address where one follows an `=` (`http://env-server:8000=
-    localhost:50052`: what agents are told to join, where the URL's host is a name only the
-    arena resolves)."""
+    followed, where agents or people reach it by another name than the arena (a container's,
+    a pod's), by `=HOST:PORT`, its Env API's address for agents, and `=http://HOST:PORT`, its
+    URL for people's browsers (`http://env-server:8000=localhost:50052=http://localhost:8000`)."""
     items = value.split(",") if isinstance(value, str) else list(value)
     return [_normal(u) for u in items if u.strip()]
 
@@ -86,16 +116,14 @@ class EnvServers:
 
     Args:
         urls: their REST base URLs (`http://HOST:PORT`), each followed by `=HOST:PORT`, its Env
-            API's address for agents, where they reach it by another name than the arena.
+            API's address for agents, and `=http://HOST:PORT`, its URL for browsers, where
+            they reach it by another name than the arena (`parse_urls`).
         key: the key an env server asks of whoever creates sessions (its agent token or one
             of its API keys), or None where they ask none.
     """
 
     def __init__(self, urls: Sequence[str], key: str | None = None) -> None:
-        self.servers = []
-        for item in parse_urls(urls):
-            url, _, public = item.partition("=")
-            self.servers.append(EnvServer(url, public_grpc=public or None))
+        self.servers = [_split(item) for item in parse_urls(urls)]
         self._key = key
 
     def __bool__(self) -> bool:
@@ -104,6 +132,10 @@ class EnvServers:
     def by_url(self, url: str) -> EnvServer:
         found = next((s for s in self.servers if s.url == url), None)
         return found if found is not None else EnvServer(url)
+
+    def shown(self, url: str) -> str:
+        """The URL a person's browser opens for env server `url` (an episode's record)."""
+        return self.by_url(url).shown_url
 
     async def create(self, body: dict[str, Any]) -> tuple[EnvServer, dict[str, Any]]:
         """Creates a session on the env server with the fewest ranked episodes playing, else

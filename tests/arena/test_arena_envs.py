@@ -25,6 +25,21 @@ def test_an_env_url_may_name_its_env_api_for_agents_after_an_equals_sign():
         ("http://b:8001", "lab-7.example.org:50052"),
     ]
     assert servers.by_url("http://b:8001") is servers.servers[1]  # episodes keep the plain URL
+    # Then, in either order, the URL browsers reach it at: the pages' links use it.
+    both = "http://env-server:8000=http://localhost:8000/=localhost:50052"
+    assert parse_urls(both) == ["http://env-server:8000=localhost:50052=http://localhost:8000"]
+    (server,) = EnvServers(parse_urls(both)).servers
+    assert (server.public_grpc, server.public_url) == ("localhost:50052", "http://localhost:8000")
+    shown = EnvServers(parse_urls("http://a:8000,http://b:8001=http://lab-7:8001"))
+    assert [shown.shown(u) for u in ("http://a:8000", "http://b:8001", "http://gone:1")] == [
+        "http://a:8000",
+        "http://lab-7:8001",
+        "http://gone:1",  # an env server no longer listed: its recorded URL
+    ]
+    with pytest.raises(ValueError, match="two public URLs"):
+        parse_urls("http://a:8000=http://b:1=http://c:2")
+    with pytest.raises(ValueError, match="not an env server's URL"):
+        parse_urls("http://a:8000=ftp://b:1")
     for bad in ("http://a:8000=", "http://a:8000=localhost", "http://a:8000=h:0", "http://a=h:x"):
         with pytest.raises(ValueError, match="not an Env API address for agents"):
             parse_urls(bad)

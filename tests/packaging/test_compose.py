@@ -235,13 +235,13 @@ def test_the_host_ports_and_the_base_image_move_with_their_variables(profile, mo
                 {},
                 {(8000, 8000), (50052, 50052)},
                 "python:3.11-slim",
-                "--env=http://env-server:8000=localhost:50052",
+                "--env=http://env-server:8000=localhost:50052=http://localhost:8000",
             ),
             (
                 {**moved, BASE_IMAGE: "rtplan-base:bookworm"},
                 {(18000, 8000), (15052, 50052)},
                 "rtplan-base:bookworm",
-                "--env=http://env-server:8000=localhost:15052",
+                "--env=http://env-server:8000=localhost:15052=http://localhost:18000",
             ),
         ):
             unset = {*moved, BASE_IMAGE, "RTPLAN_HOST_NAME"}
@@ -579,13 +579,14 @@ def test_the_cpu_profiles_command_lines_and_health_checks_run_as_processes(tmp_p
         # The arena, its env server's URL and public Env API moved to this test's ports.
         arena = compose_services("cpu")["arena"]
         a = _arena_settings(arena, monkeypatch)
-        (item,) = a.env.split(",")
-        public_host = item.partition("=")[2].rpartition(":")[0]
+        (server,) = EnvServers(a.env.split(",")).servers
+        public_host = server.public_grpc.rpartition(":")[0]
+        assert server.public_url == f"http://{public_host}:{e.http_port}"
         argv = _local(
             arena["command"],
             port=0,
             database=f"sqlite:///{tmp_path / 'arena' / 'arena.db'}",
-            env=f"http://127.0.0.1:{http}={public_host}:{grpc}",
+            env=f"http://127.0.0.1:{http}={public_host}:{grpc}=http://{public_host}:{http}",
             api_key_file=keys,
             env_key_file=keys,
         )
