@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -215,12 +216,20 @@ def game_record(game_id: str) -> GameRecord:
     return _REGISTRY[game_id]
 
 
+#: Held while a record's module is imported: a server builds games on worker threads, and two
+#: threads importing game modules that share imports (jumanji's) at once could meet in
+#: Python's per-module import locks (a `_DeadlockError` in one of them).
+_IMPORTING = threading.RLock()
+
+
 def resolve(ref: str | Any) -> Any:
-    """The object a record field refers to: ``"module:name"`` imported, anything else as is."""
+    """The object a record field refers to: ``"module:name"`` imported (one thread at a time),
+    anything else as is."""
     if not isinstance(ref, str):
         return ref
     module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+    with _IMPORTING:
+        return getattr(importlib.import_module(module), name)
 
 
 def game_class(game_id: str) -> type[Game]:
