@@ -16,7 +16,7 @@ from rtplan.arena._errors import ArenaError, responses
 from rtplan.arena._limits import RateLimits
 from rtplan.arena.agents import Agents
 from rtplan.arena.identity import NAME_LEN, NAME_PATTERN
-from rtplan.arena.records import EpisodeRecord, RunRecord, VersionRecord
+from rtplan.arena.records import TIMING, EpisodeRecord, RunRecord, VersionRecord
 from rtplan.arena.runs import Assignment
 from rtplan.harness.stats import standard_error
 
@@ -139,21 +139,9 @@ class EpisodeAssignment(BaseModel):
     viewer_path: str = Field(description="the env server's websocket that streams the episode")
 
 
-#: The timing profile's columns an episode's view and a leaderboard row both show.
-_TIMING = (
-    "on_time",
-    "late",
-    "fallback",
-    "invalid",
-    "slack_median_ms",
-    "slack_p5_ms",
-    "frame_share_mean",
-)
-
-
 def timing_columns(profile: EpisodeRecord | standings.Timing) -> dict[str, Any]:
-    """The `_TIMING` columns of an episode or of a run's timing profile, for a view."""
-    return {k: getattr(profile, k) for k in _TIMING}
+    """The `TIMING` columns of an episode or of a run's timing profile, for a view."""
+    return {k: getattr(profile, k) for k in TIMING}
 
 
 def _timing(e: EpisodeRecord) -> Timing | None:

@@ -141,12 +141,9 @@ class RunRecord:
         return next((e for e in self.attempts if e.status == "playing"), None)
 
 
-#: The columns an attempt's end writes (`Repository.end_attempt`).
-ENDING = (
-    "note",
-    "outcome",
-    "episode_return",
-    "frames",
+#: The timing profile's columns: an episode's, and a run's over its episodes (the API's views
+#: show these beside each other).
+TIMING = (
     "on_time",
     "late",
     "fallback",
@@ -154,6 +151,14 @@ ENDING = (
     "slack_median_ms",
     "slack_p5_ms",
     "frame_share_mean",
+)
+#: The columns an attempt's end writes (`Repository.end_attempt`).
+ENDING = (
+    "note",
+    "outcome",
+    "episode_return",
+    "frames",
+    *TIMING,
     "frame_share_hist",
     "replay",
 )

@@ -27,6 +27,9 @@ was sent, exceptions). At the end it greps the server's and its own logs for the
 session token it was handed, prints a table and the verdicts (flat memory and descriptors,
 bounded disk, no replay lost, no tick later than `TICK_BOUND_MS`, no error, no secret in a
 log) and writes the samples (CSV, one row per sample with the run's id) and a figure.
+
+The verdicts and the figure are `bench._soak_report`'s; the rest stays in one module, as the
+load's workers share one state (`Soak`: its counters, secrets and errors) and one loop.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import numpy as np
 import psutil
 from websockets.sync.client import connect as ws_connect
 
+from bench import _soak_report as report
 from bench._common import RESULTS, ROOT, append_rows, git_commit, utc_now
 from rtplan.client import EnvClient, EnvError
 from rtplan.processes import Place, Placement, services
@@ -62,12 +66,6 @@ FPS = 9.0
 #: than one frame period at the demo's 9 FPS; later than that, a frame would have shown late
 #: by a whole frame.
 TICK_BOUND_MS = 1000.0 / FPS
-#: Memory is flat when the resident size at the end is within this share of its size a
-#: quarter of the way in (the compile caches and the replay cache are full by then).
-FLAT_SHARE = 0.10
-#: Descriptors are flat when the largest count of the last half exceeds the largest of the
-#: second quarter by at most this many (sockets of the load come and go).
-FLAT_FDS = 16
 #: Live sessions the server takes (its batched ticks compile every size up to this at
 #: start-up, as a deployment would: a size compiling mid-game is a known source of late ticks).
 MAX_SESSIONS = 12
@@ -382,64 +380,6 @@ def _sample(soak: Soak, proc: psutil.Process, record_dir: Path, t0: float) -> di
     }
 
 
-def _verdicts(rows: list[dict], soak: Soak, replay_keep: int, leaks: list[str]) -> dict:
-    """Each criterion of the soak: (held, the figure that says so)."""
-    n = len(rows)
-    quarter, half = rows[n // 4], rows[n // 2 :]
-    second_quarter = rows[n // 4 : n // 2] or [quarter]
-    last = rows[-1]
-    rss_growth = (last["rss_mb"] - quarter["rss_mb"]) / quarter["rss_mb"]
-    fds_growth = max(r["fds"] for r in half) - max(r["fds"] for r in second_quarter)
-    most_files = max(r["record_files"] for r in rows)
-    most_mb = max(r["record_mb"] for r in rows)
-    read, lost = last["replays_read"], last["replays_lost"]
-    return {
-        "memory flat (end within 10% of a quarter in)": (
-            rss_growth <= FLAT_SHARE, f"{rss_growth:+.1%}"
-        ),
-        f"descriptors flat (last half's max <= second quarter's + {FLAT_FDS})": (
-            fds_growth <= FLAT_FDS, f"{fds_growth:+d}"
-        ),
-        # + 1: a replay still being written (a dot-name) beside the kept ones.
-        f"disk bounded (<= {replay_keep} replay files)": (
-            most_files <= replay_keep + 1, f"max {most_files} files, {most_mb} MB"
-        ),
-        "no finished replay lost": (lost == 0, f"{read} read, {lost} lost"),
-        f"no tick later than {TICK_BOUND_MS:.0f} ms": (
-            soak.max_lag_ms <= TICK_BOUND_MS, f"max {soak.max_lag_ms:.1f} ms"
-        ),
-        "no error": (last["errors"] == 0, f"{last['errors']} errors"),
-        "no key or token in a log": (not leaks, ", ".join(leaks) or "none found"),
-    }  # fmt: skip
-
-
-def _figure(rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = [r["t_s"] / 60 for r in rows]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6), sharex=True)
-    panels = (
-        ("rss_mb", "env server resident memory (MB)"),
-        ("fds", "open file descriptors"),
-        ("record_mb", "record folder (MB)"),
-        ("late_ticks", "late ticks (> 5 ms), cumulative"),
-    )
-    for ax, (key, label) in zip(axes.flat, panels, strict=True):
-        ax.plot(t, [r[key] for r in rows])
-        ax.set_title(label, fontsize=10)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    for ax in axes[1]:
-        ax.set_xlabel("minutes")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--minutes", type=float, default=60.0)
@@ -521,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         if found:
             leaks.append(f"{log.name}: {found} secret(s)")
     append_rows(args.csv, rows, FIELDS)
-    verdicts = _verdicts(rows, soak, args.replay_keep, leaks)
+    verdicts = report.verdicts(rows, soak.max_lag_ms, TICK_BOUND_MS, args.replay_keep, leaks)
     last = rows[-1]
     print(f"\n{run}: {args.minutes:g} min, commit {git_commit(short=True)}")
     rss = [r["rss_mb"] for r in rows]
@@ -546,12 +486,11 @@ def main(argv: list[str] | None = None) -> int:
         print(line.format(*worst))
     for err in soak.errors[:20]:
         print(f"  error: {err}")
-    _figure(rows, args.figure, f"{run} ({git_commit(short=True)}): {args.minutes:g} min")
+    report.figure(rows, args.figure, f"{run} ({git_commit(short=True)}): {args.minutes:g} min")
     (log_dir / "soak-summary.json").write_text(
         json.dumps({k: [bool(v[0]), v[1]] for k, v in verdicts.items()}, indent=1)
     )
-    with contextlib.suppress(OSError):
-        print(f"  logs: {log_dir}; samples: {args.csv}; figure: {args.figure}")
+    print(f"  logs: {log_dir}; samples: {args.csv}; figure: {args.figure}")
     return 0 if ok else 1
 
 

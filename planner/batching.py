@@ -81,6 +81,7 @@ class OptionRunner:
         self.future = future
         self.devices = devices
         self._mesh = Mesh(np.array(jax.devices()[:devices]), (AXIS,)) if devices > 1 else None
+        self._device = jax.devices()[0]  # where a single-device runner commits its inputs
         self.ladder = bucket_ladder(max_batch, growth, devices)
         self.max_k = max(planner.config.budgets)
         # A committed option plays k actions, a clock option one move (k labels its budget).
@@ -267,9 +268,8 @@ class OptionRunner:
             # Committed to the device: host arrays, and arrays a jit left uncommitted, would
             # each key one more compile of every option (the gate's evaluation compiled each
             # twice beside the rollout's); on arrays already there this copies nothing.
-            device = jax.devices()[0]
             params, keys, states, future_params, miss, plan = jax.device_put(
-                (params, keys, states, future_params, miss, plan), device
+                (params, keys, states, future_params, miss, plan), self._device
             )
         out = self._empty(params, keys, states, future_params)
         for k in sorted(set(ks.tolist()) - {SKIP}):
