@@ -12,7 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from rtplan import games
 from rtplan.jax_setup import guard_map_count
 from rtplan.processes import ApiKeys
 from rtplan.server import _routes_pages, _routes_replays, _routes_results, _routes_sessions
@@ -64,7 +63,7 @@ async def _lifespan(app: FastAPI):
         log.info("deleted %d replay files beyond the retention policy", len(pruned))
     # Compiled while the server already answers (the lobby is up at once); a session of a game
     # still compiling waits for the same load (`Runtimes.get`).
-    preloading = asyncio.create_task(_preload(runtimes, settings.preload, app.state.results_index))
+    preloading = asyncio.create_task(_preload(runtimes, settings.preload))
     try:
         yield
     finally:
@@ -76,28 +75,12 @@ async def _lifespan(app: FastAPI):
             await channel.close()
 
 
-async def _preload(
-    runtimes: Runtimes, game_ids: tuple[str, ...], results: _routes_results.ResultsIndex
-) -> None:
-    """Compiles `game_ids`; then, off the event loop, reads what the lobby's first visitor
-    would otherwise wait for while the ticks waited too (the soak saw ticks 0.4 s late on a
-    first `GET /v1/games`, which read every game's checkpoint metadata on the loop, and on a
-    first `GET /v1/results`, which builds its index): each game's metadata and the results
-    index."""
+async def _preload(runtimes: Runtimes, game_ids: tuple[str, ...]) -> None:
     for game_id in game_ids:
         try:
             await runtimes.get(game_id)
         except Exception:  # its first session reports it
             log.exception("preloading %s failed", game_id)
-    for game_id in games.registered_games():
-        try:
-            await asyncio.to_thread(runtimes.info, game_id)
-        except Exception:  # its listing reports it
-            log.exception("reading %s's checkpoint metadata failed", game_id)
-    try:
-        await asyncio.to_thread(results.body)
-    except Exception:  # the first GET /v1/results reports it
-        log.exception("indexing the results folder failed")
 
 
 #: The app's routers, in the order they match.
